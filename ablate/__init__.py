@@ -1,0 +1,33 @@
+"""ablate: trustworthy ML ablations.
+
+Change one config key, run N seeds per arm with pinned code and data, and get a statistical
+verdict. Public API (imported lazily, so ``import ablate`` is cheap)::
+
+    ablate.run(config_dir, variable="lr", seeds=10)   # run an ablation, return its verdict
+    ablate.load(sweep_dir)                            # tidy DataFrame, one row per trial
+    ablate.log_step(step, loss=..., params=model)     # per-step fingerprints for `ablate repro --strong`
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from ablate.api import run
+    from ablate.fingerprint import log_step
+    from ablate.results import load
+
+_LAZY = {"run": "ablate.api", "load": "ablate.results", "log_step": "ablate.fingerprint"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ablate' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load", "log_step", "run"]

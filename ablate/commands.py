@@ -1,0 +1,73 @@
+"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``repro``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ablate.errors import ConfigError
+from ablate.sweepdir import SweepDir
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(message, where=self.prog, fix=f"see `{self.prog} --help`")
+
+
+def dispatch(name: str, argv: Sequence[str]) -> int:
+    """Run subcommand ``name`` with its arguments; returns the exit code."""
+    return {"status": cmd_status, "verdict": cmd_verdict, "resume": cmd_resume, "collect": cmd_resume,
+            "repro": cmd_repro}[name](list(argv), name)
+
+
+def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
+    """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none]``."""
+    p = _Parser(prog=f"ablate {name}", description="Recompute verdict.json and verdict.md from a sweep dir.")
+    p.add_argument("dir")
+    p.add_argument("--alpha", type=float)
+    p.add_argument("--margin")
+    p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"])
+    p.add_argument("--pairing", choices=["auto", "paired", "unpaired"])
+    args = p.parse_args(argv)
+    from ablate.results import write_results
+    from ablate.verdict import write_verdict
+
+    sd = SweepDir.open(args.dir)
+    overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
+    write_results(sd)
+    write_verdict(sd, overrides)
+    print(sd.verdict_md)
+    return 0
+
+
+def cmd_resume(argv: list[str], name: str = "resume") -> int:
+    """``ablate resume DIR``: run what is left (interrupted or never started trials), then the verdict."""
+    p = _Parser(prog=f"ablate {name}", description="Finish an ablation: run what is left, write the verdict.")
+    p.add_argument("dir")
+    p.add_argument("--resubmit", action="store_true",
+                   help="also re-run trials that failed for infrastructure reasons (killed, timeout)")
+    args = p.parse_args(argv)
+    from ablate.orchestrate import execute
+
+    sd = SweepDir.open(args.dir)
+    execute(sd, resubmit=args.resubmit)
+    return 0
+
+
+def cmd_status(argv: list[str], name: str = "status") -> int:
+    """``ablate status DIR``: per arm pending / running / done / failed, with failed trials' errors."""
+    p = _Parser(prog=f"ablate {name}", description="Show the progress of an ablation.")
+    p.add_argument("dir")
+    args = p.parse_args(argv)
+    from ablate.status import format_status
+
+    sd = SweepDir.open(args.dir)
+    print(format_status(sd))
+    return 0
+
+
+def cmd_repro(argv: list[str], name: str = "repro") -> int:
+    """``ablate repro DIR [--trial ARM/SEED] [--strong]`` (see :mod:`ablate.repro`)."""
+    print("ablate repro: not available yet", file=sys.stderr)
+    return 2

@@ -1,0 +1,59 @@
+"""Launch backends: one small interface, one module per backend.
+
+- ``inline``: every trial in the ablate process itself, one after another (debugging, tests).
+- ``local``: each trial in its own child process on this machine, ``max_parallel`` at once, each
+  with its own GPU when GPUs are visible.
+- ``slurm``: one SLURM job array per ablation through submitit (see :mod:`ablate.launchers.slurm`).
+
+A launcher receives the trials still to run and a :class:`~ablate.launchers.base.Monitor`; it runs
+:func:`ablate.trial.run_trial` for each (in whatever process or job), and tells the monitor when a
+trial starts and finishes. The trial itself writes everything to the sweep dir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ablate.errors import ConfigError
+from ablate.launchers.base import Launcher, Monitor, TrialRef
+
+LAUNCHERS = ("inline", "local", "slurm")
+
+
+def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
+    """Build the launcher named by ``cfg["name"]`` with the rest of ``cfg`` as its options.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown launcher name or unknown options (the valid ones are listed).
+    """
+    name = cfg.get("name")
+    opts = {k: v for k, v in cfg.items() if k != "name"}
+    if name == "inline":
+        from ablate.launchers.inline import InlineLauncher
+
+        return InlineLauncher(**_check(name, opts, InlineLauncher.OPTIONS))
+    if name == "local":
+        from ablate.launchers.local import LocalLauncher
+
+        return LocalLauncher(**_check(name, opts, LocalLauncher.OPTIONS))
+    if name == "slurm":
+        from ablate.launchers.slurm import SlurmLauncher
+
+        return SlurmLauncher(**_check(name, opts, SlurmLauncher.OPTIONS))
+    raise ConfigError(f"unknown launcher {name!r}", where="launcher",
+                      fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")
+
+
+def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(opts) - set(valid))
+    if unknown:
+        listing = ", ".join(f"{k} (default {v!r})" for k, v in valid.items())
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)} for launcher={name}",
+                          where=f"launcher.{unknown[0]}", fix=f"valid options: {listing}")
+    return opts
+
+
+__all__ = ["LAUNCHERS", "Launcher", "Monitor", "TrialRef", "get_launcher"]

@@ -1,0 +1,78 @@
+"""The launcher interface and the monitor launchers report progress to."""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ablate.sweepdir import SweepDir
+
+
+@dataclass(frozen=True)
+class TrialRef:
+    """One trial to run: ``arm`` at ``seed``, as attempt number ``attempt`` (1 = first run)."""
+
+    arm: str
+    seed: int
+    attempt: int = 1
+
+
+class Monitor:
+    """Receives trial start/finish events from a launcher (thread-safe) and can ask it to stop.
+
+    Parameters
+    ----------
+    on_event : callable, optional
+        Called as ``on_event(kind, ref, record)`` with kind ``"started"`` or ``"finished"``
+        (record is the result dict for finished trials); used by the progress display.
+    abort_on_failure : bool
+        When True, the first trial that does not finish ``ok`` makes :meth:`should_stop` true.
+    """
+
+    def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
+                 abort_on_failure: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._on_event = on_event
+        self._abort_on_failure = abort_on_failure
+        self._stop = threading.Event()
+        self.finished: dict[TrialRef, dict[str, Any]] = {}
+
+    def started(self, ref: TrialRef) -> None:
+        if self._on_event:
+            with self._lock:
+                self._on_event("started", ref, None)
+
+    def finished_trial(self, ref: TrialRef, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.finished[ref] = record
+            if self._abort_on_failure and record.get("status") != "ok":
+                self._stop.set()
+            if self._on_event:
+                self._on_event("finished", ref, record)
+
+    def stop(self) -> None:
+        """Ask the launcher to start no further trial (running ones finish or are cancelled)."""
+        self._stop.set()
+
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+
+class Launcher(abc.ABC):
+    """Runs trials of a sweep dir. Subclasses declare their options (name -> default) in ``OPTIONS``."""
+
+    name: ClassVar[str]
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+
+    @abc.abstractmethod
+    def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
+        """Run ``trials`` and return when all have finished (or, for detached launchers, once they
+        are submitted). Each trial writes its own ``result.json``; launchers record a result only
+        for trials that died without writing one (killed, timed out)."""
+
+    def describe(self) -> str:
+        """One line for the plan printout (e.g. ``local, 2 at a time``)."""
+        return self.name

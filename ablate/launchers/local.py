@@ -1,0 +1,251 @@
+"""``launcher=local``: each trial in its own process on this machine, our own scheduling.
+
+Why not submitit's LocalExecutor here: it gives every job the same GPUs, starts every job at once,
+and costs about 0.3 s of CPU per job plus a 0.2 s pause per submission and a 1 s polling tick. This
+launcher keeps ``max_parallel`` slots busy: each slot is a thread that starts
+``python -m ablate.trial SWEEP ARM SEED`` with the slot's own ``CUDA_VISIBLE_DEVICES`` and thread
+count, blocks on the process (no polling), and starts the next trial the moment it exits.
+
+Child processes die with the ablate process (``PR_SET_PDEATHSIG``, set by the child), so a killed
+orchestrator leaves no orphan trial writing into the sweep dir; ``ablate resume`` re-runs what was
+interrupted. A trial over ``timeout_min`` is killed (its whole process group) and recorded as
+``timeout``; one killed by a signal (the OOM killer, say) as ``killed``, with its log tail.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ablate.errors import ConfigError
+from ablate.launchers.base import Launcher, Monitor, TrialRef
+from ablate.sweepdir import SweepDir
+
+PARENT_ENV = "ABLATE_PARENT_PID"
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else what ``nvidia-smi -L``
+    lists (without importing torch); empty on a machine without GPUs."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def tail(path: os.PathLike[str] | str, n_lines: int = 20, max_bytes: int = 8192) -> str:
+    """The last ``n_lines`` lines (at most ``max_bytes``) of a text file; empty if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-n_lines:])
+
+
+class LocalLauncher(Launcher):
+    """Runs each trial in its own child process, at most ``max_parallel`` at once.
+
+    Parameters
+    ----------
+    max_parallel : int or None
+        Trials at once; None: one per visible GPU (``gpus_per_trial`` each), else one per CPU core.
+    gpus_per_trial : int
+        GPUs given to each trial when GPUs are visible (its own ``CUDA_VISIBLE_DEVICES``).
+    """
+
+    name = "local"
+    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1}
+
+    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1) -> None:
+        if max_parallel is not None and (not isinstance(max_parallel, int) or isinstance(max_parallel, bool)
+                                         or max_parallel < 1):
+            raise ConfigError(f"must be a positive integer or null, got {max_parallel!r}",
+                              where="launcher.max_parallel", fix="e.g. `launcher.max_parallel=2`")
+        if not isinstance(gpus_per_trial, int) or gpus_per_trial < 0:
+            raise ConfigError(f"must be a non-negative integer, got {gpus_per_trial!r}",
+                              where="launcher.gpus_per_trial")
+        self.gpus = visible_gpus()
+        g = max(1, gpus_per_trial)
+        gpu_slots = len(self.gpus) // g if self.gpus and gpus_per_trial > 0 else 0
+        if max_parallel is None:
+            max_parallel = gpu_slots or (os.cpu_count() or 1)
+        self.max_parallel = max_parallel
+        self.slot_gpus: list[str | None] = []
+        for i in range(max_parallel):
+            if gpu_slots:
+                k = i % gpu_slots
+                self.slot_gpus.append(",".join(self.gpus[k * g:(k + 1) * g]))
+            else:
+                self.slot_gpus.append(None)
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs_lock = threading.Lock()
+
+    def describe(self) -> str:
+        gpu = f", GPUs {self.gpus}" if self.gpus else ""
+        return f"local, {self.max_parallel} trial(s) at a time{gpu}"
+
+    # -- running -----------------------------------------------------------------------------------
+    def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
+        from ablate.trial import load_plan
+
+        plan = load_plan(sd)
+        opts = plan.get("options", {})
+        cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
+        timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+        work: queue.SimpleQueue[TrialRef] = queue.SimpleQueue()
+        for ref in trials:
+            work.put(ref)
+        n_slots = min(self.max_parallel, len(trials))
+        threads_per_trial = max(1, (os.cpu_count() or 1) // max(1, n_slots))
+        errors: list[BaseException] = []
+
+        def slot(i: int) -> None:
+            try:
+                while not monitor.should_stop():
+                    try:
+                        ref = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    monitor.started(ref)
+                    rec = self._run_one(sd, ref, i, cwd, opts, timeout_s, threads_per_trial)
+                    monitor.finished_trial(ref, rec)
+            except BaseException as exc:  # surfaced in the main thread
+                errors.append(exc)
+                monitor.stop()
+
+        threads = [threading.Thread(target=slot, args=(i,), name=f"ablate-slot-{i}", daemon=True)
+                   for i in range(n_slots)]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(timeout=0.5)
+                    if monitor.should_stop():
+                        self._kill_all()
+        except BaseException:
+            monitor.stop()
+            self._kill_all()
+            for t in threads:
+                t.join(timeout=10)
+            raise
+        if errors:
+            raise errors[0]
+
+    def _kill_all(self) -> None:
+        with self._procs_lock:
+            procs = list(self._procs.values())
+        for p in procs:
+            _kill_group(p)
+
+    def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
+                 timeout_s: float | None, threads: int) -> dict[str, Any]:
+        from ablate import seeding
+        from ablate.trial import write_result
+
+        tp = sd.trial(ref.arm, ref.seed)
+        sd.mkdir(tp.dir)
+        env = dict(os.environ)
+        env.update(seeding.environment_for(seeding.check_mode(opts.get("determinism", "seeded")), ref.seed))
+        env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env.setdefault(var, str(threads))
+        gpus = self.slot_gpus[slot]
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
+        t0 = time.time()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        out_fd = os.open(tp.stdout, flags, 0o600)
+        err_fd = os.open(tp.stderr, flags, 0o600)
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
+                                    stderr=err_fd, start_new_session=True)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+        with self._procs_lock:
+            self._procs[slot] = proc
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        finally:
+            with self._procs_lock:
+                self._procs.pop(slot, None)
+        rec = sd.read_result(ref.arm, ref.seed)
+        fresh = rec is not None and rec.get("attempt", 1) == ref.attempt
+        base = {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "metrics": {},
+                "duration_s": time.time() - t0, "returncode": proc.returncode}
+        if timed_out:
+            return write_result(tp, {**base, "status": "timeout",
+                                     "error": f"exceeded timeout_min={opts.get('timeout_min')} and was killed; "
+                                     f"log tail:\n{tail(tp.stderr) or tail(tp.stdout)}"})
+        if fresh:
+            return rec  # type: ignore[return-value]
+        rc = proc.returncode
+        if rc is not None and rc < 0:
+            sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            hint = " (SIGKILL: often the out-of-memory killer)" if -rc == signal.SIGKILL else ""
+            status, msg = "killed", f"the trial process was killed by {sig}{hint}"
+        else:
+            status, msg = "failed", f"the trial process exited with code {rc} without recording a result"
+        return write_result(tp, {**base, "status": status,
+                                 "error": f"{msg}; log tail:\n{tail(tp.stderr) or tail(tp.stdout)}"})
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the process group of ``proc``, then SIGKILL after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        proc.wait()
+
+
+def die_with_parent() -> None:
+    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
+    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
+    want = os.environ.get(PARENT_ENV)
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != want:
+        os._exit(1)

@@ -1,0 +1,240 @@
+"""Orchestration: plan -> pin -> launch -> collect -> judge, every step reading and writing the sweep dir.
+
+The orchestrating process holds no state that is not on disk: :func:`execute` works out what is
+left to do from the trial records alone, so it serves a fresh ablation, ``ablate resume`` after a
+crash, and ``ablate collect`` after a detached SLURM submission alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import AblationFailed, ConfigError
+from ablate.launchers import TrialRef, get_launcher
+from ablate.options import Options, parse_options
+from ablate.plan import Plan, describe, make_plan, parse_variable
+from ablate.sweepdir import SweepDir, dump_yaml, write_atomic
+
+Composer = Callable[[str], Mapping[str, Any]]
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_variables: list[str] | None = None,
+            compose: Composer | None = None) -> tuple[Plan, Options]:
+    """Validate options and derive the plan from a composed config (plain container, no ``hydra``).
+
+    Raises
+    ------
+    ConfigError, PlanError
+        For any invalid setting or an unprovable treatment; nothing has been written yet.
+    """
+    cfg = {k: v for k, v in cfg.items() if k != "hydra"}
+    opts = parse_options(cfg)
+    get_launcher(opts.launcher)  # validates launcher options before anything else happens
+    variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
+    plan = make_plan(cfg, variable, opts.seeds, compose=compose)
+    return plan, opts
+
+
+def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
+    """The content of ``ablation.yaml``."""
+    from ablate import __version__
+
+    control_task = plan.control.config.get("task") or {}
+    return {
+        "ablate_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "variable": {"name": plan.variable.name, "key": plan.variable.key,
+                     "values": list(plan.variable.values), "is_group": plan.variable.is_group},
+        "metric": opts.metric,
+        "goal": opts.goal,
+        "seeds": plan.seeds,
+        "task": {k: control_task.get(k) for k in ("fn", "command", "data") if control_task.get(k) is not None},
+        "options": opts.record(),
+        "project": {"cwd": cwd},
+        "pins": dict(pins),
+        "arms": [
+            {"name": a.name, "label": a.label, "value": a.value,
+             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config}
+            for a in plan.arms
+        ],
+    }
+
+
+def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
+          available_variables: list[str] | None = None, compose: Composer | None = None,
+          cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print) -> SweepDir | None:
+    """Plan, pin and run an ablation; returns its sweep dir (None for ``dry_run``).
+
+    Parameters
+    ----------
+    cfg : mapping
+        The composed config as a plain container (interpolations unresolved).
+    sweep_dir : path-like
+        Where to create the sweep dir (made unique with a ``_1`` ... suffix if taken).
+    variable_name : str or None
+        The chosen ``variable`` option (for messages and the default sweep-dir name).
+    available_variables : list of str, optional
+        Options of the ``variable`` group, listed when none is chosen.
+    compose : callable, optional
+        ``compose(override) -> config`` for config-group variables.
+    cwd : path-like, optional
+        The project directory (default: the current directory).
+    out : callable
+        Where to print the plan and the final path (the CLI passes ``print``).
+
+    Raises
+    ------
+    UserError
+        Invalid input (nothing is created or launched).
+    AblationFailed
+        The ablation was aborted (``on_failure=abort``).
+    """
+    from ablate import pins as pins_mod
+
+    cwd = str(Path(cwd or os.getcwd()).absolute())
+    plan, opts = prepare(cfg, variable_name=variable_name, available_variables=available_variables,
+                         compose=compose)
+    launcher = get_launcher(opts.launcher)
+    data_paths = _data_paths(plan)
+    if opts.dry_run:
+        code = pins_mod.pin_code(cwd, None, allow_dirty=True)
+        out(describe(plan))
+        out(f"  launcher: {launcher.describe()}")
+        dirty = f" (dirty: {', '.join(code['dirty_files'][:5])})" if code["dirty"] else ""
+        out(f"  code: commit {code['commit'][:12]}{dirty}")
+        if data_paths:
+            out(f"  data: {', '.join(data_paths)}")
+        out("dry run: nothing launched")
+        return None
+    # Check everything that can fail on the user's input before creating the sweep dir.
+    pins_mod.pin_code(cwd, None, allow_dirty=opts.allow_dirty)
+    data = pins_mod.pin_data(data_paths, cwd)
+    sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
+    code = pins_mod.pin_code(cwd, sd, allow_dirty=opts.allow_dirty)
+    env = pins_mod.capture_environment()
+    record = plan_record(plan, opts, {"code": code, "data": data, "environment": env}, cwd=cwd)
+    write_atomic(sd.plan_file, dump_yaml(record))
+    _log(f"ablate: sweep dir {sd.root}")
+    _log(describe(plan))
+    execute(sd, out=out)
+    return sd
+
+
+def _data_paths(plan: Plan) -> list[str]:
+    task = plan.control.config.get("task") or {}
+    data = task.get("data") or []
+    if isinstance(data, str):
+        return [data]
+    if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
+        raise ConfigError(f"must be a list of paths, got {data!r}", where="task.data",
+                          fix="e.g. `data: [data/digits.npz]` in conf/task/<name>.yaml")
+    return list(data)
+
+
+def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool = False,
+                   seeds: list[int] | None = None, arms: list[str] | None = None) -> list[TrialRef]:
+    """Trials that still have to run: no result yet, interrupted, or (with ``retry_failed``) failed
+    with attempts left. Outputs of interrupted or retried attempts are moved to ``attempts/<n>/``."""
+    from ablate.results import trial_state
+
+    opts = plan.get("options", {})
+    max_attempts = 1 + int(opts.get("max_retries", 0))
+    todo: list[TrialRef] = []
+    for seed in seeds if seeds is not None else plan["seeds"]:
+        for arm in plan["arms"]:
+            name = arm["name"]
+            if arms is not None and name not in arms:
+                continue
+            status, rec = trial_state(sd, name, seed)
+            if status == "ok":
+                continue
+            if status in ("pending",):
+                todo.append(TrialRef(name, seed, 1))
+            elif status == "running" or status == "interrupted":
+                n_prev = _attempts_so_far(sd, name, seed)
+                sd.move_aside(name, seed)
+                todo.append(TrialRef(name, seed, n_prev + 1))
+            elif retry_failed and rec is not None and int(rec.get("attempt", 1)) < max_attempts \
+                    and status in ("failed", "diverged", "killed", "timeout"):
+                attempt = int(rec.get("attempt", 1)) + 1
+                sd.move_aside(name, seed)
+                todo.append(TrialRef(name, seed, attempt))
+    return todo
+
+
+def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
+    d = sd.trial(arm, seed).attempts
+    n = len([p for p in d.iterdir() if p.is_dir()]) if d.is_dir() else 0
+    return n + 1
+
+
+def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool = False) -> dict[str, Any]:
+    """Run what is left of the ablation in ``sd``, then write results.csv and the verdict.
+
+    Safe to repeat: completed trials are never run again; trials that were running when a previous
+    orchestrator died are re-run (their partial outputs kept in ``attempts/``).
+
+    Returns
+    -------
+    dict
+        The verdict (as written to verdict.json).
+
+    Raises
+    ------
+    SweepDirError
+        When another ablate process holds the sweep dir.
+    AblationFailed
+        When ``on_failure=abort`` stopped the ablation.
+    """
+    from ablate.progress import Progress
+    from ablate.results import write_results
+    from ablate.trial import load_plan
+    from ablate.verdict import write_verdict
+
+    with sd.locked():
+        plan = load_plan(sd)
+        opts = plan.get("options", {})
+        launcher = get_launcher(opts.get("launcher", {"name": "local"}))
+        on_failure = opts.get("on_failure", "report")
+        aborted = False
+        with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
+            from ablate.launchers.base import Monitor
+
+            monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
+            for seeds, arms in _rounds(sd, plan):
+                todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry")
+                while todo and not monitor.should_stop():
+                    launcher.launch(sd, todo, monitor)
+                    if on_failure != "retry" or monitor.should_stop():
+                        break
+                    todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=True)
+                if monitor.should_stop():
+                    aborted = True
+                    break
+        write_results(sd, plan)
+        verdict = write_verdict(sd)
+    out(str(sd.verdict_md))
+    if aborted:
+        raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
+                             f"see {sd.verdict_md} and `ablate status {sd.root}`")
+    return verdict
+
+
+def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> list[tuple[list[int], list[str] | None]]:
+    """The launch rounds: all seeds at once, or one round per look in sequential mode (arms that
+    stopped at an earlier look are left out of later rounds)."""
+    opts = plan.get("options", {})
+    if opts.get("sequential", "off") != "group":
+        return [(list(plan["seeds"]), None)]
+    from ablate.verdict import sequential_rounds
+
+    return sequential_rounds(sd, plan)

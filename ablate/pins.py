@@ -1,0 +1,465 @@
+"""Pins: the code commit, the data hashes and the environment an ablation runs with.
+
+Before any trial starts, the launching process records (in ``ablation.yaml``):
+
+- **code**: the git commit of the project (the git work tree holding the current directory). A dirty
+  tree is refused unless ``allow_dirty=true``; then the patch and the untracked files are stored in
+  the sweep dir and the verdict is marked dirty. The code is snapshotted into ``<sweep>/code/`` and
+  every trial imports the task from there, so edits made after launch never reach a trial.
+- **data**: for each path the task declares (``task.data``), its DVC hash, computed with DVC's own
+  hashing (its state database caches hashes by inode, mtime and size, so unchanged large
+  directories are not re-read), and proof that it matches what ``dvc.lock`` / the ``.dvc`` file
+  recorded.
+- **environment**: python, ablate, torch, numpy, CUDA and cuDNN versions, GPUs and driver, host,
+  CPU, and the environment variables that change numerics. Only an allowlist of variables is
+  recorded, never the whole environment (it holds tokens).
+
+Every trial records what *it* saw in ``manifest.json`` and refuses to run when its code or data
+differ from the pins (status ``pin_mismatch``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import PinError
+from ablate.seeding import NUMERIC_ENV_VARS
+from ablate.sweepdir import SweepDir, write_atomic
+
+COMMIT_FILE = ".ablate_commit"
+#: Packages whose versions are pinned (when installed).
+PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydra-core", "omegaconf",
+            "submitit", "dvc", "jax", "tensorflow", "transformers", "lightning", "pytorch-lightning")
+
+
+# -- git ---------------------------------------------------------------------------------------------
+def _git(args: Sequence[str], cwd: str | os.PathLike[str], *, binary: bool = False) -> Any:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise PinError("git is not installed", where="code pin", fix="install git (apt-get install git)") from exc
+    if out.returncode != 0:
+        raise _GitFailed(out.stderr.decode(errors="replace").strip())
+    return out.stdout if binary else out.stdout.decode(errors="replace")
+
+
+class _GitFailed(Exception):
+    pass
+
+
+def git_root(cwd: str | os.PathLike[str]) -> Path:
+    """The top of the git work tree holding ``cwd``.
+
+    Raises
+    ------
+    PinError
+        When ``cwd`` is not inside a git repository.
+    """
+    try:
+        return Path(_git(["rev-parse", "--show-toplevel"], cwd).strip())
+    except _GitFailed:
+        raise PinError(
+            f"{Path(cwd).absolute()} is not inside a git repository, so the code cannot be pinned to a commit",
+            where="code pin",
+            fix="run `git init && git add -A && git commit -m 'start'` in your project (ablate pins the commit "
+            "every trial runs)",
+        ) from None
+
+
+def head_commit(root: str | os.PathLike[str]) -> str:
+    """The commit HEAD points at.
+
+    Raises
+    ------
+    PinError
+        When the repository has no commit yet.
+    """
+    try:
+        return _git(["rev-parse", "--verify", "HEAD^{commit}"], root).strip()
+    except _GitFailed:
+        raise PinError(
+            f"the git repository at {root} has no commits yet",
+            where="code pin",
+            fix="commit your code first: `git add -A && git commit -m 'start'`",
+        ) from None
+
+
+def dirty_files(root: str | os.PathLike[str]) -> list[str]:
+    """Modified, staged, deleted and untracked-but-not-ignored files (submodules included), as
+    ``git status --porcelain`` lines such as ``" M src/train.py"`` or ``"?? notes.txt"``."""
+    out = _git(["status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=none"], root)
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def submodules(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """(path, commit) of every checked-out submodule, recursively."""
+    try:
+        out = _git(["submodule", "status", "--recursive"], root)
+    except _GitFailed:
+        return []
+    subs = []
+    for line in out.splitlines():
+        parts = line[1:].split()
+        if len(parts) >= 2 and line[:1] != "-":
+            subs.append((parts[1], parts[0]))
+    return subs
+
+
+def pin_code(cwd: str | os.PathLike[str], sd: SweepDir | None, *, allow_dirty: bool) -> dict[str, Any]:
+    """Pin the project's code: commit, dirty state, and (with ``sd``) a snapshot in ``<sweep>/code``.
+
+    Parameters
+    ----------
+    cwd : path-like
+        Where ablate was started; the git work tree holding it is the project.
+    sd : SweepDir or None
+        Where to write the snapshot and the dirty patch; None only checks (for ``dry_run``).
+    allow_dirty : bool
+        Run from a dirty tree: the snapshot is the working tree (tracked and untracked-not-ignored
+        files), and ``dirty.patch`` plus the untracked files are kept in the sweep dir.
+
+    Returns
+    -------
+    dict
+        ``commit``, ``root``, ``subdir`` (cwd relative to root), ``dirty`` (bool), ``dirty_files``,
+        ``patch_sha256`` (when dirty), ``submodules``.
+
+    Raises
+    ------
+    PinError
+        Not a git repository, no commits, or a dirty tree without ``allow_dirty``.
+    """
+    root = git_root(cwd)
+    commit = head_commit(root)
+    dirty = dirty_files(root)
+    subdir = os.path.relpath(Path(cwd).resolve(), root.resolve())
+    pin: dict[str, Any] = {"commit": commit, "root": str(root), "subdir": "" if subdir == "." else subdir,
+                           "dirty": bool(dirty), "submodules": dict(submodules(root))}
+    if dirty and not allow_dirty:
+        shown = ", ".join(line[3:] for line in dirty[:15]) + (f" and {len(dirty) - 15} more" if len(dirty) > 15 else "")
+        raise PinError(
+            f"the git tree has uncommitted changes ({shown}); trials would run code that no commit records",
+            where="code pin",
+            fix="commit or stash them, or pass `allow_dirty=true` to run anyway (the patch is stored in the "
+            "sweep dir and the verdict is marked dirty)",
+        )
+    pin["dirty_files"] = [line[3:] for line in dirty]
+    if sd is None:
+        return pin
+    dest = sd.code_dir
+    if dest.exists():
+        shutil.rmtree(dest)
+    sd.mkdir(dest)
+    if dirty:
+        patch = _git(["diff", "HEAD", "--binary", "--submodule=diff"], root, binary=True)
+        write_atomic(sd.root / "dirty.patch", patch)
+        pin["patch_sha256"] = hashlib.sha256(patch).hexdigest()
+        files = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root).split("\0")
+        untracked = set(_git(["ls-files", "-z", "--others", "--exclude-standard"], root).split("\0")) - {""}
+        for rel in filter(None, files):
+            src = root / rel
+            if src.is_file() or src.is_symlink():
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / rel, follow_symlinks=False)
+                if rel in untracked:
+                    keep = sd.root / "dirty_untracked" / rel
+                    keep.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, keep, follow_symlinks=False)
+        for sub, _ in submodules(root):
+            for rel in filter(None, _git(["ls-files", "-z"], root / sub).split("\0")):
+                src = root / sub / rel
+                if src.is_file():
+                    (dest / sub / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, dest / sub / rel)
+    else:
+        _extract_commit(root, commit, dest)
+        for sub, sub_commit in submodules(root):
+            _extract_commit(root / sub, sub_commit, dest / sub)
+    write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
+    return pin
+
+
+def _extract_commit(repo: Path, commit: str, dest: Path) -> None:
+    try:
+        data = _git(["archive", "--format=tar", commit], repo, binary=True)
+    except _GitFailed as exc:
+        raise PinError(f"commit {commit[:12]} cannot be read from {repo} ({exc})", where="code pin",
+                       fix="fetch it (`git fetch`) or re-run the ablation from an existing commit") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="tar")
+
+
+def trial_code_root(sd: SweepDir, plan: Mapping[str, Any]) -> Path | None:
+    """Directory a trial imports the task from: the snapshot at the project subdir ablate ran in."""
+    code = (plan.get("pins") or {}).get("code")
+    if not code:
+        return None
+    return sd.code_dir / (code.get("subdir") or "")
+
+
+def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> dict[str, Any]:
+    """What code the trial process is about to run: the snapshot's commit marker and its location."""
+    if code_root is None:
+        return {"commit": None, "root": None}
+    marker = sd.code_dir / COMMIT_FILE
+    try:
+        commit, state = marker.read_text().splitlines()[:2]
+    except (OSError, ValueError):
+        return {"commit": None, "root": str(code_root), "error": f"code snapshot marker {marker} is missing"}
+    return {"commit": commit, "state": state, "root": str(code_root)}
+
+
+# -- data --------------------------------------------------------------------------------------------
+def _open_dvc(cwd: Path) -> Any:
+    try:
+        from dvc.exceptions import NotDvcRepoError
+        from dvc.repo import Repo
+    except ImportError as exc:  # pragma: no cover - dvc is a dependency
+        raise PinError("dvc is not installed", where="task.data", fix="pip install dvc") from exc
+    try:
+        return Repo(str(cwd), uninitialized=False)
+    except NotDvcRepoError:
+        raise PinError(
+            f"the task declares data (`task.data`) but {cwd} is not in a DVC repository",
+            where="task.data",
+            fix="run `dvc init` and track the data (`dvc add <path>` or a `dvc.yaml` stage), or remove `task.data`",
+        ) from None
+
+
+def _find_output(repo: Any, abspath: Path) -> Any:
+    for out in repo.index.outs:
+        p = Path(out.fs_path)
+        if abspath == p or p in abspath.parents:
+            return out
+    return None
+
+
+def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Hash each declared data path with DVC and prove the workspace matches what DVC recorded.
+
+    Parameters
+    ----------
+    paths : iterable of str
+        Paths relative to ``cwd`` (files or directories), each a DVC-tracked output or inside one.
+    cwd : path-like
+        The project directory the paths are relative to.
+
+    Returns
+    -------
+    dict
+        path -> ``{"hash": "md5:<hex>", "output": <tracked output>, "recorded_in": "dvc.lock" | "x.dvc"}``.
+
+    Raises
+    ------
+    PinError
+        Not a DVC repo; a path DVC does not track; a file missing or modified relative to what DVC
+        recorded (with the ``dvc`` command that fixes it).
+    """
+    paths = [str(p) for p in paths]
+    if not paths:
+        return {}
+    cwd = Path(cwd).absolute()
+    repo = _open_dvc(cwd)
+    pins: dict[str, dict[str, Any]] = {}
+    try:
+        for rel in paths:
+            abspath = (cwd / rel).absolute()
+            out = _find_output(repo, abspath)
+            if out is None:
+                tracked = sorted(os.path.relpath(o.fs_path, cwd) for o in repo.index.outs)
+                raise PinError(
+                    f"{rel} is not tracked by DVC (tracked: {', '.join(tracked) or 'nothing'})",
+                    where="task.data",
+                    fix=f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
+                    ".dvc / dvc.lock file",
+                )
+            recorded = out.hash_info.value if out.hash_info else None
+            src = os.path.relpath(out.stage.path, cwd) if out.stage.path.endswith(".dvc") else "dvc.lock"
+            out_rel = os.path.relpath(out.fs_path, cwd)
+            if not Path(out.fs_path).exists():
+                raise PinError(
+                    f"{out_rel} is declared in {src} but missing from the workspace (dvc status: deleted)",
+                    where="task.data",
+                    fix=f"restore it with `dvc checkout {out_rel}` (or `dvc pull`, or `dvc repro` for a stage output)",
+                )
+            if recorded is None:
+                raise PinError(f"{out_rel} has no hash recorded in {src} yet (dvc status: new)", where="task.data",
+                               fix="run `dvc repro` or `dvc commit`, then commit the lock file")
+            actual = out.get_hash().value
+            if actual != recorded:
+                raise PinError(
+                    f"{out_rel} differs from what {src} records (dvc status: modified; "
+                    f"workspace md5 {actual[:12]}, recorded {recorded[:12]})",
+                    where="task.data",
+                    fix=f"restore it with `dvc checkout {out_rel}`, or if the change is intended, `dvc commit` "
+                    "(or `dvc repro`) and commit the lock file",
+                )
+            pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src}
+    finally:
+        repo.close()
+    return pins
+
+
+def data_paths(plan: Mapping[str, Any]) -> list[str]:
+    """Data paths the task declares (``task.data``), from the control arm's config."""
+    task = (plan["arms"][0]["config"].get("task") or {})
+    data = task.get("data") or []
+    return [data] if isinstance(data, str) else list(data)
+
+
+def data_seen(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Hash the task's data as this trial process sees it (DVC's cached hashing), for the manifest.
+
+    A path that is missing or cannot be hashed is recorded with an ``error`` instead of raising, so
+    :func:`mismatches` reports it as a pin mismatch.
+    """
+    paths = data_paths(plan)
+    if not paths:
+        return {}
+    cwd = Path((plan.get("project") or {}).get("cwd") or os.getcwd())
+    seen: dict[str, Any] = {}
+    try:
+        repo = _open_dvc(cwd)
+    except PinError as exc:
+        return {p: {"error": str(exc)} for p in paths}
+    try:
+        for rel in paths:
+            out = _find_output(repo, (cwd / rel).absolute())
+            if out is None:
+                seen[rel] = {"error": "not tracked by DVC"}
+            elif not Path(out.fs_path).exists():
+                seen[rel] = {"error": f"{rel} is missing"}
+            else:
+                h = out.get_hash()
+                seen[rel] = {"hash": f"{h.name}:{h.value}"}
+    finally:
+        repo.close()
+    return seen
+
+
+# -- environment ------------------------------------------------------------------------------------
+def _pkg_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_build_cuda() -> str | None:
+    """torch.version.cuda read from torch's version.py without importing torch (1.6 s)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = Path(next(iter(spec.submodule_search_locations)), "version.py").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^cuda(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return m.group(1) if m else None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpus() -> dict[str, Any]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {"gpus": [], "driver": None}
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {"gpus": [], "driver": None}
+    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
+    return {"gpus": [r[0] for r in rows], "driver": rows[0][1] if rows else None}
+
+
+def numeric_env() -> dict[str, str]:
+    """The allowlisted environment variables that change numerics, as set in this process."""
+    return {k: os.environ[k] for k in dict.fromkeys(NUMERIC_ENV_VARS) if k in os.environ}
+
+
+def capture_environment(*, light: bool = False, runtime: bool = False) -> dict[str, Any]:
+    """The environment of this process that can change results.
+
+    Parameters
+    ----------
+    light : bool
+        Skip the ``nvidia-smi`` call (GPU models come from torch at runtime instead).
+    runtime : bool
+        Add what an already-imported torch reports (cuDNN version, GPU names, threads); torch is
+        never imported here for it.
+
+    Returns
+    -------
+    dict
+        ``python``, ``packages`` (name -> version), ``cuda`` (torch build), ``cudnn``, ``gpus``,
+        ``driver``, ``host``, ``cpu``, ``cpu_count``, ``platform``, ``env`` (allowlisted variables only).
+    """
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
+        "cuda": _torch_build_cuda(),
+        "host": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "env": numeric_env(),
+    }
+    if not light:
+        env.update(_gpus())
+    if runtime and "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        try:
+            env["torch_threads"] = torch.get_num_threads()
+            env["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            if torch.cuda.is_available():
+                env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        except Exception as exc:  # a broken CUDA setup must not stop the record
+            env["torch_error"] = str(exc)
+    return env
+
+
+# -- verification -----------------------------------------------------------------------------------
+def mismatches(pins: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
+    """Differences between the pins and what a trial saw (code commit, data hashes), as sentences.
+
+    An empty list means the trial may run.
+    """
+    problems: list[str] = []
+    code = pins.get("code") or {}
+    seen = manifest.get("code") or {}
+    if code.get("commit") and seen.get("commit") != code["commit"]:
+        problems.append(f"code: the trial would run commit {str(seen.get('commit'))[:12]} "
+                        f"({seen.get('error', 'snapshot')}), pinned {code['commit'][:12]}")
+    for path, pin in (pins.get("data") or {}).items():
+        got = (manifest.get("data") or {}).get(path) or {}
+        if "error" in got:
+            problems.append(f"data: {path}: {got['error']}")
+        elif got.get("hash") != pin.get("hash"):
+            problems.append(f"data: {path} changed since launch (hash {str(got.get('hash'))[:16]}, pinned "
+                            f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout {path}`")
+    return problems

@@ -1,0 +1,47 @@
+"""``ablate`` without ``-m``: one trial of the control, in this process, like a Hydra single run.
+
+It runs in Hydra's run dir (``hydra.run.dir``) and writes config.yaml, manifest.json and
+result.json there. The code is the live working tree (as with any Hydra run); the commit and
+whether the tree is dirty are recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def single_trial(cfg: Any) -> dict[str, float]:
+    """Hydra task function: run the control once at ``cfg.seed`` and record it in the run dir."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from ablate import pins, seeding
+    from ablate.errors import PinError
+    from ablate.options import parse_options
+    from ablate.sweepdir import dump_yaml, write_atomic, write_json
+    from ablate.trial import _coerce_metrics, import_callable
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    opts = parse_options(container)  # type: ignore[arg-type]
+    try:
+        code = pins.pin_code(Path.cwd(), None, allow_dirty=True)
+    except PinError as exc:
+        code = {"error": str(exc)}
+    manifest = {"mode": "single run", "code": code, "environment": pins.capture_environment(light=True),
+                "config": container}
+    write_atomic(out_dir / "config.yaml", dump_yaml(container))
+    fn = import_callable(str(cfg.task.fn))
+    manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
+    write_json(out_dir / "manifest.json", manifest)
+    t0 = time.perf_counter()
+    metrics = _coerce_metrics(fn(cfg), opts.metric)
+    write_json(out_dir / "result.json", {"status": "ok", "seed": int(cfg.seed), "metrics": metrics,
+                                          "duration_s": time.perf_counter() - t0})
+    shown = ", ".join(f"{k}={v:.6g}" for k, v in metrics.items())
+    print(f"control, seed {int(cfg.seed)}: {shown}", file=sys.stderr)
+    print(out_dir / "result.json")
+    return metrics

@@ -1,0 +1,299 @@
+"""What runs inside one trial's process: verify pins -> seed -> run the task -> record.
+
+The trial reads everything it needs from the sweep dir (``ablation.yaml``), so the same function
+runs in-process (``launcher=inline``), in a child process (``launcher=local``: ``python -m
+ablate.trial SWEEP_DIR ARM SEED``) or in a SLURM job. It writes, in ``trials/<arm>/seed=<k>/``:
+
+- ``manifest.json`` at start: what this process saw (commit of the code it imports, data hashes,
+  environment, determinism flags, the config it resolved);
+- ``config.yaml``: the resolved config handed to the task;
+- ``result.json`` at the end: status, metrics (or the error), timings.
+
+A trial whose ``result.json`` says ``ok`` is never run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import AblateError, ConfigError, PinError
+from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml, write_atomic, write_json
+
+#: Statuses that mean the trial produced no usable metric.
+FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
+
+
+class TrialTimeout(Exception):
+    """Raised inside an in-process trial when it exceeds ``timeout_min``."""
+
+
+def load_plan(sd: SweepDir) -> dict[str, Any]:
+    """Read ``ablation.yaml`` of a sweep dir as a plain dict."""
+    return load_yaml(sd.plan_file)
+
+
+def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
+    """The plan's record of ``arm`` (name, label, value, config ...)."""
+    for a in plan["arms"]:
+        if a["name"] == arm:
+            return a
+    raise ConfigError(f"no arm named {arm!r} in this ablation", where="arm",
+                      fix=f"one of {', '.join(a['name'] for a in plan['arms'])}")
+
+
+def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """Resolve an arm's config for one seed: set ``seed``, evaluate interpolations, return a plain dict."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create(dict(arm_config))
+    cfg.seed = int(seed)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
+    """Import ``module:function`` (or ``module.function``), from ``code_root`` first when given.
+
+    When ``code_root`` is given (the code snapshot of the pinned commit), modules of the task's
+    top-level package that were already imported from elsewhere are dropped from ``sys.modules`` so
+    the snapshot's copy is used, not the live working tree's.
+
+    Raises
+    ------
+    ConfigError
+        When the module cannot be imported or has no such attribute (message names ``task.fn``).
+    """
+    if ":" in spec:
+        mod_name, attr = spec.split(":", 1)
+    elif "." in spec:
+        mod_name, attr = spec.rsplit(".", 1)
+    else:
+        raise ConfigError(f"{spec!r} is not `module:function`", where="task.fn",
+                          fix="e.g. `task.fn=examples.digits.task:train`")
+    if code_root is not None:
+        root = str(code_root)
+        if root not in sys.path[:1]:
+            sys.path.insert(0, root)
+        top = mod_name.split(".")[0]
+        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+            f = getattr(sys.modules[name], "__file__", None) or ""
+            if not f.startswith(root):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {mod_name!r} ({exc})", where="task.fn",
+                          fix="check the module path; it is imported from the project root "
+                          "(the pinned commit's snapshot)") from exc
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"module {mod_name!r} has no attribute {part!r}", where="task.fn",
+                              fix=f"name a function defined in {mod_name}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"{spec!r} is not callable", where="task.fn")
+    return obj
+
+
+def _coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
+    if not isinstance(out, Mapping):
+        raise TypeError(
+            f"the task returned {type(out).__name__} ({str(out)[:80]!r}); a task must return a mapping "
+            "of metric name to number, e.g. {'val_acc': 0.97}"
+        )
+    metrics: dict[str, float] = {}
+    for k, v in out.items():
+        try:
+            metrics[str(k)] = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"metric {k!r} is {v!r} ({type(v).__name__}), not a number") from None
+    return metrics
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise TrialTimeout after ``seconds`` (main thread only; used by in-process trials)."""
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise TrialTimeout(f"exceeded timeout_min ({seconds / 60:g} min)")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def write_result(tp: TrialPaths, record: dict[str, Any]) -> dict[str, Any]:
+    """Write ``result.json`` atomically and return the record."""
+    tp.dir.mkdir(parents=True, exist_ok=True)
+    write_json(tp.result, record)
+    return record
+
+
+def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_process: bool = False,
+              attempt: int | None = None) -> dict[str, Any]:
+    """Run one trial (``arm`` at ``seed``) of the ablation in ``sweep_root`` and record it.
+
+    Parameters
+    ----------
+    sweep_root : path-like
+        The sweep dir (holds ``ablation.yaml``).
+    arm : str
+        Arm name (``control`` or a treatment such as ``lr=0.1``).
+    seed : int
+        The trial seed.
+    in_process : bool
+        True when running inside the orchestrating process (``launcher=inline``): timeouts use
+        SIGALRM and process-level environment variables are restored afterwards.
+    attempt : int, optional
+        Attempt number recorded in the result (1 for the first run).
+
+    Returns
+    -------
+    dict
+        The record written to ``result.json``: ``arm``, ``seed``, ``status`` (``ok``, ``failed``,
+        ``diverged``, ``timeout``, ``pin_mismatch``), ``metrics``, ``error``, ``duration_s`` ...
+        Never raises for a failing task: failures are recorded.
+    """
+    from ablate import pins as pins_mod
+
+    t0 = time.perf_counter()
+    sd = SweepDir(sweep_root)
+    tp = sd.trial(arm, seed)
+    sd.mkdir(tp.dir)
+    previous = sd.read_result(arm, seed)
+    if previous is not None and previous.get("status") == "ok":
+        return previous
+    plan = load_plan(sd)
+    rec = arm_record(plan, arm)
+    task_cfg = (rec["config"].get("task") or {})
+    metric = plan.get("metric")
+    opts = plan.get("options", {})
+    base: dict[str, Any] = {
+        "arm": arm, "value": rec.get("value"), "seed": int(seed), "attempt": attempt or 1,
+        "started_at": _now(), "host": socket.gethostname(), "pid": os.getpid(),
+    }
+    manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
+                                "host": base["host"], "pid": os.getpid()}
+    saved_env = dict(os.environ) if in_process else None
+    try:
+        code_root = pins_mod.trial_code_root(sd, plan)
+        manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
+        manifest["environment"] = pins_mod.capture_environment(light=True)
+        manifest["data"] = pins_mod.data_seen(plan)
+        cfg = resolve_config(rec["config"], seed)
+        manifest["config"] = cfg
+        manifest["determinism"] = {"mode": opts.get("determinism", "seeded")}
+        write_json(tp.manifest, manifest)
+        write_atomic(tp.config, dump_yaml(cfg))
+        mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
+        if mismatch:
+            return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {},
+                                     "error": "; ".join(mismatch),
+                                     "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        from ablate import seeding
+
+        fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
+        manifest["determinism"] = seeding.seed_everything(seed, opts.get("determinism", "seeded"))
+        manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
+        write_json(tp.manifest, manifest)
+        if fn is None:
+            from ablate.command import run_command_task
+
+            runner: Callable[[], Any] = lambda: run_command_task(cfg, tp, opts)  # noqa: E731
+        else:
+            from omegaconf import OmegaConf
+
+            task_in = OmegaConf.create(cfg)
+            runner = lambda: fn(task_in)  # noqa: E731
+        timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+        t_task = time.perf_counter()
+        from ablate import fingerprint
+
+        with fingerprint.recording(tp.steps), (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
+            out = runner()
+        task_s = time.perf_counter() - t_task
+        metrics = _coerce_metrics(out, metric)
+        status, error = "ok", None
+        if metric and metric not in metrics:
+            status = "failed"
+            error = (f"the task did not return the metric {metric!r}; it returned: "
+                     f"{', '.join(sorted(metrics)) or 'nothing'}. Fix: set `task.metric` to one of those")
+        bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+        if status == "ok" and metric in bad:
+            status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
+        return write_result(tp, {**base, "status": status, "metrics": metrics, "error": error,
+                                 "task_s": task_s, "duration_s": time.perf_counter() - t0,
+                                 "finished_at": _now()})
+    except TrialTimeout as exc:
+        return write_result(tp, {**base, "status": "timeout", "metrics": {}, "error": str(exc),
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+    except PinError as exc:
+        return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {}, "error": str(exc),
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-8)
+        msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
+        msg = _explain(exc, msg)
+        return write_result(tp, {**base, "status": "failed", "metrics": {}, "error": msg, "traceback": tb,
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+    finally:
+        if saved_env is not None:
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+
+def _explain(exc: BaseException, msg: str) -> str:
+    """Add the way out to errors users hit often (a nondeterministic op under strict mode)."""
+    text = str(exc)
+    if "does not have a deterministic implementation" in text or "use_deterministic_algorithms" in text:
+        op = text.split(" does not have")[0].strip() or "an op"
+        return (f"{op} has no deterministic implementation, so determinism=strict cannot run it. Ways out: "
+                "`determinism=seeded` (same final metrics, not bitwise steps), or call "
+                "torch.use_deterministic_algorithms(True, warn_only=True) in the task to only warn. "
+                f"Original error: {msg}")
+    return msg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]`` (used by the local launcher)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (3, 4):
+        print("usage: python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]", file=sys.stderr)
+        return 2
+    from ablate.launchers.local import die_with_parent
+
+    die_with_parent()
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
+    attempt = int(argv[3]) if len(argv) == 4 else None
+    rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
+    sys.stdout.flush()
+    return 0 if rec.get("status") in ("ok", "failed", "diverged", "pin_mismatch") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The digits task: an MLP trained with SGD on the fixed split in data/digits.npz.
+
+``train(cfg)`` is what a trial calls. It never seeds itself: ablate seeds python, numpy and torch
+from ``cfg.seed`` before calling it (weight init and batch order depend on that seed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ablate
+
+
+def train(cfg: Any) -> dict[str, float]:
+    """Train for ``cfg.task.epochs`` epochs; return validation accuracy (0..1) and loss (nats)."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    t = cfg.task
+    data = np.load(t.data_file)
+    x_train, y_train = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
+    x_val, y_val = torch.from_numpy(data["x_val"]), torch.from_numpy(data["y_val"])
+    model = nn.Sequential(nn.Linear(64, t.hidden), nn.ReLU(), nn.Linear(t.hidden, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=t.optim.lr, momentum=t.optim.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    n = len(x_train)
+    for epoch in range(t.epochs):
+        model.train()
+        order = torch.randperm(n)
+        for i in range(0, n, t.batch_size):
+            idx = order[i:i + t.batch_size]
+            opt.zero_grad()
+            loss = loss_fn(model(x_train[idx]), y_train[idx])
+            loss.backward()
+            opt.step()
+        ablate.log_step(epoch, loss=loss.item(), params=model)
+    model.eval()
+    with torch.no_grad():
+        logits = model(x_val)
+        val_loss = loss_fn(logits, y_val).item()
+        val_acc = (logits.argmax(1) == y_val).float().mean().item()
+    return {"val_acc": val_acc, "val_loss": val_loss}
