@@ -128,7 +128,10 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
         except Exception as exc:
             raise _translate(exc, hydra, overrides) from None
 
-    cfg = load()
+    try:
+        cfg = load()
+    finally:
+        GlobalHydra.instance().clear()  # the loader keeps working; `@hydra.main` may initialise again
     HydraConfig.instance().set_config(cfg)
     try:
         sweep_dir = str(cfg.hydra.sweep.dir)
@@ -179,7 +182,7 @@ def _translate(exc: Exception, hydra: Any, overrides: Sequence[str]) -> ConfigEr
         opts = sorted(hydra.config_loader.get_group_options(group))
         avail = ", ".join(opts) or f"none: add conf/{group}/<name>.yaml"
         return ConfigError(f"no {group} chosen", where=group,
-                           fix=f"add `{group}=<option>` (available: {avail}), or set a default in your conf/ablate.yaml")
+                           fix=f"add `{group}=<option>` (available: {avail}), or set a default in conf/ablate.yaml")
     if "Cannot find primary config" in msg:
         return ConfigError(f"no primary config found ({first})", where="--config-path",
                            fix="point --config-path at your conf/ directory, or run ablate from the project root")

@@ -14,7 +14,20 @@ from typing import Any
 
 
 def single_trial(cfg: Any) -> dict[str, float]:
-    """Hydra task function: run the control once at ``cfg.seed`` and record it in the run dir."""
+    """Hydra task function: run the control once at ``cfg.seed`` and record it in the run dir.
+
+    A user mistake (bad task path, missing metric ...) prints one line and exits 2.
+    """
+    from ablate.errors import UserError
+
+    try:
+        return _single_trial(cfg)
+    except UserError as exc:
+        print(f"ablate: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+def _single_trial(cfg: Any) -> dict[str, float]:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -34,7 +47,7 @@ def single_trial(cfg: Any) -> dict[str, float]:
     manifest = {"mode": "single run", "code": code, "environment": pins.capture_environment(light=True),
                 "config": container}
     write_atomic(out_dir / "config.yaml", dump_yaml(container))
-    fn = import_callable(str(cfg.task.fn))
+    fn = import_callable(str(cfg.task.fn), Path.cwd())
     manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
     write_json(out_dir / "manifest.json", manifest)
     t0 = time.perf_counter()

@@ -1,0 +1,71 @@
+"""Shared fixtures: real git + DVC projects built from this repository's example, in temp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, run
+
+#: Files of this repository copied into every test project.
+PROJECT_FILES = ("conf", "examples", "dvc.yaml", "dvc.lock")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the runner's environment out of the tests (SLURM job variables, Hydra error mode)."""
+    for k in list(os.environ):
+        if k.startswith("SLURM_") or k in ("HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES", "ABLATE_PARENT_PID"):
+            monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "ablate tests")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "tests@ablate.local")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "ablate tests")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tests@ablate.local")
+
+
+@pytest.fixture(scope="session")
+def project_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A committed git + DVC project holding the digits example and its prepared data (built once)."""
+    root = tmp_path_factory.mktemp("template") / "proj"
+    root.mkdir()
+    for name in PROJECT_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, root / name)
+    (root / ".gitignore").write_text("/data/\n/outputs/\n__pycache__/\n")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    run(["git", "init", "-q", "-b", "main"], root)
+    run(["git", "config", "user.email", "tests@ablate.local"], root)
+    run(["git", "config", "user.name", "ablate tests"], root)
+    run([sys.executable, "-m", "dvc", "init", "-q"], root, env=env)
+    run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], root, env=env)
+    data = REPO / "data" / "digits.npz"
+    if data.exists():
+        (root / "data").mkdir()
+        shutil.copy2(data, root / "data" / "digits.npz")
+    else:
+        run([sys.executable, "-m", "examples.digits.prepare", "data/digits.npz"], root)
+    run([sys.executable, "-m", "dvc", "commit", "-f", "-q"], root, env=env)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-q", "-m", "digits example"], root)
+    return root
+
+
+@pytest.fixture
+def project(project_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh copy of the template project; the test runs with it as the current directory."""
+    dest = tmp_path / "proj"
+    shutil.copytree(project_template, dest, symlinks=True)
+    monkeypatch.chdir(dest)
+    monkeypatch.syspath_prepend(str(dest))
+    yield dest
+    for mod in [m for m in sys.modules if m == "examples" or m.startswith("examples.")]:
+        del sys.modules[mod]
