@@ -23,7 +23,8 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
     from ablate.sweepdir import read_json
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
-               available_variables=composed.variables, compose=composed.compose, cwd=cwd)
+               available_variables=composed.variables, compose=composed.compose, cwd=cwd,
+               config_dirs=composed.config_dirs)
     if sd is None:
         return None
     verdict = read_json(sd.verdict_json)

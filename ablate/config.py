@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ class Composed:
     compose : callable
         ``compose(extra_override) -> dict``: the same composition with one more override (for
         config-group variables).
+    config_dirs : list of str
+        The project's config directories on the search path (hashed at launch to detect drift).
     """
 
     cfg: dict[str, Any]
@@ -51,6 +53,7 @@ class Composed:
     variable_name: str | None
     variables: list[str]
     compose: Callable[[str], Mapping[str, Any]]
+    config_dirs: list[str] = field(default_factory=list)
 
 
 def _search_path(config_path: str | None, config_dirs: Sequence[str]) -> Any:
@@ -147,8 +150,9 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
         c.pop("hydra", None)  # type: ignore[union-attr]
         return c  # type: ignore[return-value]
 
+    project_dirs = [str(Path(d).absolute()) for d in ([config_path] if config_path else []) + list(config_dirs)]
     return Composed(cfg=container, sweep_dir=sweep_dir, variable_name=choice, variables=variables,  # type: ignore[arg-type]
-                    compose=compose_with)
+                    compose=compose_with, config_dirs=project_dirs)
 
 
 def _translate(exc: Exception, hydra: Any, overrides: Sequence[str]) -> ConfigError:

@@ -47,6 +47,7 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
 def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """The content of ``ablation.yaml``."""
     from ablate import __version__
+    from ablate.plan import resolve
 
     control_task = plan.control.config.get("task") or {}
     return {
@@ -63,7 +64,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "pins": dict(pins),
         "arms": [
             {"name": a.name, "label": a.label, "value": a.value,
-             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config}
+             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config,
+             "resolved": resolve(a.config)}
             for a in plan.arms
         ],
     }
@@ -71,7 +73,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
 
 def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
           available_variables: list[str] | None = None, compose: Composer | None = None,
-          cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print) -> SweepDir | None:
+          cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
+          config_dirs: list[str] | None = None) -> SweepDir | None:
     """Plan, pin and run an ablation; returns its sweep dir (None for ``dry_run``).
 
     Parameters
@@ -90,6 +93,8 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
         The project directory (default: the current directory).
     out : callable
         Where to print the plan and the final path (the CLI passes ``print``).
+    config_dirs : list of str, optional
+        The project's config dirs; their files are hashed so ``ablate verdict`` can report drift.
 
     Raises
     ------
@@ -120,8 +125,11 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     data = pins_mod.pin_data(data_paths, cwd)
     sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
     code = pins_mod.pin_code(cwd, sd, allow_dirty=opts.allow_dirty)
+    from ablate.confounds import hash_config_files
+
     env = pins_mod.capture_environment()
-    record = plan_record(plan, opts, {"code": code, "data": data, "environment": env}, cwd=cwd)
+    pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
+    record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record))
     _log(f"ablate: sweep dir {sd.root}")
     _log(describe(plan))

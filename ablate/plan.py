@@ -389,7 +389,8 @@ def _arm_name(var: Variable, value: Any, taken: set[str]) -> str:
 
 
 # -- the plan --------------------------------------------------------------------------------------
-def _resolve(cfg_container: dict[str, Any]) -> dict[str, Any]:
+def resolve(cfg_container: dict[str, Any]) -> dict[str, Any]:
+    """Resolve every interpolation of a plain config container; PlanError when one fails."""
     from omegaconf import OmegaConf
 
     try:
@@ -438,8 +439,8 @@ def make_plan(
     """
     control = copy.deepcopy(dict(control_cfg))
     raw_flat = flatten(control)
-    control_resolved = _resolve(control)
-    again = _resolve(control)
+    control_resolved = resolve(control)
+    again = resolve(control)
     unstable = sorted(k for k, v in flatten(control_resolved).items() if flatten(again).get(k, _MISSING) != v)
     if unstable:
         raise PlanError(
@@ -529,7 +530,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     PlanError
         Naming every key that differs without deriving from ``roots``.
     """
-    t_resolved = _resolve(treatment)
+    t_resolved = resolve(treatment)
     cf, tf = flatten(control_resolved), flatten(t_resolved)
     changes = {
         k: (cf.get(k, _MISSING), tf.get(k, _MISSING))

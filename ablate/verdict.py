@@ -62,7 +62,16 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
                         df=float(res.df), effect_size=g, verdict=word,
                         reason=f"Welch p = {p:.3g}; Δ = {diff:+.4g} [{ci.low:.4g}, {ci.high:.4g}]")
         comparisons.append(comp)
-    verdict = {"metric": metric, "goal": goal, "alpha": alpha, "arms": arms, "comparisons": comparisons}
+    from ablate.confounds import check, config_drift
+    from ablate.results import read_manifests
+
+    used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
+    confounds = check(plan, read_manifests(sd, plan), used)
+    pins = plan.get("pins", {})
+    verdict = {"metric": metric, "goal": goal, "alpha": alpha, "arms": arms, "comparisons": comparisons,
+               "invalid": confounds["invalid"], "dirty": confounds["dirty"],
+               "pins": {"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
+               "confounds": confounds, "config_drift": config_drift(pins.get("config_files") or {})}
     write_json(sd.verdict_json, verdict)
     lines = [f"# Ablation of `{plan['variable']['key']}`: {metric} ({goal})", ""]
     for c in comparisons:
@@ -71,6 +80,12 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     for a in arms:
         lines.append(f"| {a['label']} | {a['n']} | {a['failed']} | {a['mean']:.4g} | {a['sd']:.3g} | "
                      f"[{a['ci'][0]:.4g}, {a['ci'][1]:.4g}] |")
+    lines += ["", "## Confounds", ""]
+    if not confounds["findings"]:
+        lines.append("None found." if confounds["complete"] else
+                     f"Not checked on every trial (missing manifests: {', '.join(confounds['missing'])}).")
+    for f in confounds["findings"]:
+        lines.append(f"- **{f['severity']}**: {f['message']}")
     write_atomic(sd.verdict_md, "\n".join(lines) + "\n")
     return verdict
 

@@ -1,0 +1,160 @@
+"""The confound check: compare what every trial's own process saw (its manifest.json).
+
+Any field that differs between trials, other than the variable, the keys derived from it and the
+seed, is a finding:
+
+- a different **code** commit, **data** hash, resolved **config** key or **determinism** mode makes
+  the ablation ``invalid`` (the arms did not run the same thing);
+- a different **environment** value (GPU model, driver, library version, host, thread count ...)
+  is ``invalid`` when it is aligned with the arms (each arm saw one value and the arms differ: the
+  effect cannot be told apart from it), and a ``warning`` when it is spread across arms.
+
+The check says "none found" only when every completed trial had a manifest to check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate.plan import flatten
+
+#: Environment fields that differ between trials by design and are not confounds.
+EXEMPT_ENV = frozenset({"env.CUDA_VISIBLE_DEVICES", "env.PYTHONHASHSEED", "torch_error"})
+#: Manifest sections compared, and the severity class of each.
+KINDS = ("code", "data", "config", "determinism", "environment")
+
+
+def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict[str, Any]:
+    """The comparable fields of one manifest, flattened to ``kind:dotted.key -> value``."""
+    fields: dict[str, Any] = {}
+    code = manifest.get("code") or {}
+    fields["code:commit"] = code.get("commit")
+    fields["code:state"] = code.get("state")
+    for path, d in (manifest.get("data") or {}).items():
+        fields[f"data:{path}"] = (d or {}).get("hash") or (d or {}).get("error")
+    exempt = set(arm_exempt) | {"seed"}
+    for k, v in flatten(manifest.get("config") or {}).items():
+        if any(k == e or k.startswith(e + ".") for e in exempt):
+            continue
+        fields[f"config:{k}"] = v
+    det = manifest.get("determinism") or {}
+    fields["determinism:mode"] = det.get("mode")
+    for k, v in flatten({"torch_flags": det.get("torch_flags")} if det.get("torch_flags") else {}).items():
+        fields[f"determinism:{k}"] = v
+    for k, v in flatten(manifest.get("environment") or {}).items():
+        if k in EXEMPT_ENV:
+            continue
+        fields[f"environment:{k}"] = v
+    return fields
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
+def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[str, Any]],
+          used: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    """Compare every manifest against every other.
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``ablation.yaml``): arms with their ``changes``.
+    manifests : mapping
+        (arm, seed) -> manifest.json content, for every trial that wrote one.
+    used : iterable of (arm, seed)
+        The trials whose metrics enter the statistics (status ``ok``); each must have a manifest
+        for the check to be complete.
+
+    Returns
+    -------
+    dict
+        ``checked`` (manifests compared), ``expected`` (trials used), ``complete`` (every used trial
+        had a manifest), ``invalid`` (bool), ``dirty`` (the code ran from a dirty tree), and
+        ``findings``: a list of ``{kind, field, severity, aligned, split, message}`` where ``split``
+        maps arm -> {value: count}.
+    """
+    used = list(used)
+    # keys that may differ between arms: the variable and its derived changes, in any arm
+    vary: set[str] = set()
+    for arm in plan["arms"]:
+        vary |= set((arm.get("changes") or {}).keys())
+    var = plan.get("variable") or {}
+    if var.get("is_group"):
+        vary.add(str(var.get("key", "")).replace("/", "."))
+    per_trial = {ref: _fingerprint(m, vary) for ref, m in manifests.items()}
+    all_fields = sorted({f for fp in per_trial.values() for f in fp})
+    findings: list[dict[str, Any]] = []
+    arm_order = [a["name"] for a in plan["arms"]]
+    for f in all_fields:
+        values = {ref: _hashable(fp.get(f)) for ref, fp in per_trial.items()}
+        if len(set(values.values())) <= 1:
+            continue
+        kind, key = f.split(":", 1)
+        split: dict[str, Counter[Any]] = defaultdict(Counter)
+        for (arm, _seed), v in values.items():
+            split[arm][v] += 1
+        per_arm_single = all(len(c) == 1 for c in split.values())
+        arm_values = {next(iter(c)) for c in split.values()} if per_arm_single else set()
+        aligned = per_arm_single and len(arm_values) > 1
+        severity = "invalid" if kind != "environment" or aligned else "warning"
+        shown = "; ".join(
+            f"{arm}: " + ", ".join(f"{_show(v)} ({n})" for v, n in split[arm].most_common())
+            for arm in arm_order if arm in split
+        )
+        how = "aligned with the arms" if aligned else "spread across arms" if kind == "environment" else "differs"
+        findings.append({
+            "kind": kind, "field": key, "severity": severity, "aligned": aligned,
+            "split": {arm: {_show(v): n for v, n in split[arm].items()} for arm in arm_order if arm in split},
+            "message": f"{kind} `{key}` {how}: {shown}",
+        })
+    missing = [ref for ref in used if ref not in manifests]
+    dirty = any(str((m.get("code") or {}).get("state", "")).startswith("dirty") for m in manifests.values())
+    return {
+        "checked": len(manifests), "expected": len(used), "complete": not missing,
+        "missing": [f"{a}/seed={s}" for a, s in missing],
+        "invalid": any(x["severity"] == "invalid" for x in findings),
+        "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),
+        "findings": findings,
+    }
+
+
+def _show(v: Any) -> str:
+    s = "null" if v is None else str(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+# -- config drift ------------------------------------------------------------------------------------
+def hash_config_files(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
+    """SHA-256 of every YAML file under each config dir, keyed by absolute path (recorded at launch)."""
+    out: dict[str, str] = {}
+    for d in dirs:
+        for p in sorted(Path(d).rglob("*.yaml")):
+            if p.is_file():
+                out[str(p.absolute())] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def config_drift(recorded: Mapping[str, str]) -> list[str]:
+    """Config files whose content on disk now differs from what was recorded at launch (or are gone).
+
+    The verdict is always computed from the trials' manifests, never from these files; the drift is
+    reported so a reader knows the conf/ on disk no longer describes this ablation.
+    """
+    drift = []
+    for path, sha in recorded.items():
+        p = Path(path)
+        if not p.is_file():
+            drift.append(f"{path} (deleted)")
+        elif hashlib.sha256(p.read_bytes()).hexdigest() != sha:
+            drift.append(f"{path} (modified)")
+    return drift
