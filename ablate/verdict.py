@@ -74,6 +74,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
                "confounds": confounds, "config_drift": config_drift(pins.get("config_files") or {})}
     write_json(sd.verdict_json, verdict)
     lines = [f"# Ablation of `{plan['variable']['key']}`: {metric} ({goal})", ""]
+    if verdict["dirty"]:
+        lines += ["**Dirty**: the trials ran uncommitted changes (kept in dirty.patch and dirty_untracked/).", ""]
     for c in comparisons:
         lines.append(f"- **{c['label']}** vs control: **{c['verdict']}**. {c.get('reason', '')}")
     lines += ["", "| arm | n | failed | mean | SD | 95% CI |", "|---|---|---|---|---|---|"]

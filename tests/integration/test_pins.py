@@ -1,0 +1,224 @@
+"""Pins and confounds with real git and DVC repositories (issue 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ablate_cli, commit_all, git, run
+
+pytestmark = pytest.mark.slow
+FAST = ["task.epochs=1"]
+
+#: A task that reads the digits data and returns a metric computed from the file's bytes and from a
+#: constant in its own source, so tests can see which data and which code a trial actually used.
+PROBE = '''
+import hashlib
+from pathlib import Path
+
+MARK = 1.0
+
+
+def train(cfg):
+    data = Path(cfg.task.data_file).read_bytes()
+    if cfg.task.get("tamper") and cfg.seed == 0:
+        with open(cfg.task.data_file, "ab") as fh:   # edits the shared data mid-ablation
+            fh.write(b"x")
+    if cfg.task.get("edit_source") and cfg.seed == 0:
+        src = Path("probe.py")                       # the live working tree, not the snapshot
+        src.write_text(src.read_text().replace("MARK = 1.0", "MARK = 2.0"))
+    return {"val_acc": MARK + cfg.task.optim.lr + cfg.seed * 1e-3,
+            "data_md5": int(hashlib.md5(data).hexdigest()[:6], 16)}
+'''
+
+
+@pytest.fixture
+def probe_project(project: Path) -> Path:
+    (project / "probe.py").write_text(PROBE)
+    commit_all(project, "probe task")
+    return project
+
+
+def only_sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+def results(sd: Path) -> dict[tuple[str, int], dict]:
+    out = {}
+    for p in sd.glob("trials/*/seed=*/result.json"):
+        r = json.loads(p.read_text())
+        out[(r["arm"], r["seed"])] = r
+    return out
+
+
+def test_dirty_tree_refused_naming_files(project: Path) -> None:
+    (project / "conf" / "task" / "digits_mlp.yaml").write_text(
+        (project / "conf" / "task" / "digits_mlp.yaml").read_text() + "\n# edited\n")
+    (project / "notes.txt").write_text("scratch")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", *FAST)
+    assert res.returncode == 2
+    assert "uncommitted changes" in res.stderr
+    assert "conf/task/digits_mlp.yaml" in res.stderr and "notes.txt" in res.stderr
+    assert "allow_dirty=true" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not list(project.glob("outputs/ablate/*/*"))
+
+
+def test_allow_dirty_records_patch_and_untracked(project: Path) -> None:
+    task = project / "conf" / "task" / "digits_mlp.yaml"
+    task.write_text(task.read_text().replace("epochs: 15", "epochs: 1"))
+    (project / "notes.txt").write_text("scratch notes")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", "allow_dirty=true")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    patch = (sd / "dirty.patch").read_text()
+    assert "-epochs: 15" in patch and "+epochs: 1" in patch
+    assert (sd / "dirty_untracked" / "notes.txt").read_text() == "scratch notes"
+    assert (sd / "code" / "notes.txt").read_text() == "scratch notes"
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    assert plan["pins"]["code"]["dirty"] is True
+    assert set(plan["pins"]["code"]["dirty_files"]) == {"conf/task/digits_mlp.yaml", "notes.txt"}
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert verdict["dirty"] is True
+    assert "dirty" in (sd / "verdict.md").read_text().lower()
+
+
+def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None:
+    res = ablate_cli(probe_project, "-m", "variable=lr", "seeds=2", "launcher=inline", "+task.tamper=true",
+                     "task.fn=probe:train", "allow_dirty=false")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(probe_project)
+    rs = results(sd)
+    assert rs[("control", 0)]["status"] == "ok"  # ran before the data changed (and changed it)
+    later = [r for k, r in rs.items() if k != ("control", 0)]
+    assert len(later) == 5
+    assert {r["status"] for r in later} == {"pin_mismatch"}
+    assert all("data/digits.npz changed since launch" in r["error"] for r in later)
+    assert "dvc checkout data/digits.npz" in later[0]["error"]
+
+
+def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path) -> None:
+    res = ablate_cli(probe_project, "-m", "variable=lr", "seeds=3", "launcher=local", "launcher.max_parallel=1",
+                     "+task.edit_source=true", "task.fn=probe:train")
+    assert res.returncode == 0, res.stderr
+    assert "MARK = 2.0" in (probe_project / "probe.py").read_text()  # the live tree was edited ...
+    sd = only_sweep(probe_project)
+    for (arm, seed), r in results(sd).items():
+        assert r["status"] == "ok", r
+        lr = {"control": 0.05, "lr=0.005": 0.005, "lr=0.2": 0.2}[arm]
+        assert r["metrics"]["val_acc"] == pytest.approx(1.0 + lr + seed * 1e-3)  # ... but every trial ran MARK = 1.0
+    commit = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["code"]["commit"]
+    for m in sd.glob("trials/*/seed=*/manifest.json"):
+        assert json.loads(m.read_text())["code"]["commit"] == commit
+
+
+def test_environment_difference_aligned_with_arms_is_invalid(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=local", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    # re-run the whole lr=0.2 arm under a different numeric environment (as if resumed elsewhere)
+    import shutil
+
+    shutil.rmtree(sd / "trials" / "lr=0.2")
+    env = {**os.environ, "MKL_NUM_THREADS": "7"}
+    exe = str(Path(os.sys.executable).with_name("ablate"))
+    proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    v = json.loads((sd / "verdict.json").read_text())
+    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.MKL_NUM_THREADS")
+    assert finding["kind"] == "environment" and finding["aligned"] is True and finding["severity"] == "invalid"
+    assert finding["split"]["lr=0.2"] == {"7": 2}
+    assert v["invalid"] is True
+    md = (sd / "verdict.md").read_text()
+    assert "MKL_NUM_THREADS" in md
+
+
+def test_environment_difference_spread_across_arms_is_a_warning(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=local", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    import shutil
+
+    for arm in ("control", "lr=0.005", "lr=0.2"):
+        shutil.rmtree(sd / "trials" / arm / "seed=1")
+    env = {**os.environ, "MKL_NUM_THREADS": "7"}
+    exe = str(Path(os.sys.executable).with_name("ablate"))
+    proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    v = json.loads((sd / "verdict.json").read_text())
+    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.MKL_NUM_THREADS")
+    assert finding["aligned"] is False and finding["severity"] == "warning"
+    assert v["confounds"]["invalid"] is False
+
+
+def test_verdict_json_carries_pins_and_no_confounds(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    v = json.loads((sd / "verdict.json").read_text())
+    assert v["pins"]["code"]["commit"] == git(project, "rev-parse", "HEAD").strip()
+    assert v["pins"]["code"]["dirty"] is False
+    assert v["pins"]["data"]["data/digits.npz"]["hash"].startswith("md5:")
+    assert v["pins"]["environment"]["python"]
+    assert "torch" in v["pins"]["environment"]["packages"]
+    assert v["confounds"]["complete"] is True
+    assert v["confounds"]["findings"] == []
+    assert v["confounds"]["checked"] == 6
+    assert "None found" in (sd / "verdict.md").read_text()
+
+
+def test_config_drift_noted_by_verdict(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    var = project / "conf" / "variable" / "lr.yaml"
+    var.write_text(var.read_text().replace("0.005", "0.001"))
+    res = ablate_cli(project, "verdict", str(sd))
+    assert res.returncode == 0, res.stderr
+    v = json.loads((sd / "verdict.json").read_text())
+    assert v["config_drift"] == [f"{var} (modified)"]
+    assert [a["label"] for a in v["arms"]][1] == "0.005"  # the verdict still describes what ran
+
+
+@pytest.mark.parametrize(
+    ("setup", "pattern"),
+    [
+        pytest.param("nogit", "is not inside a git repository", id="not-a-git-repo"),
+        pytest.param("nocommit", "has no commits yet", id="no-commits"),
+        pytest.param("nodvc", "is not in a DVC repository", id="dvc-not-initialised"),
+        pytest.param("untracked", "is not tracked by DVC", id="data-not-tracked"),
+        pytest.param("modified", "differs from what dvc.lock records", id="data-modified"),
+        pytest.param("missing", "missing from the workspace", id="data-missing"),
+    ],
+)
+def test_pin_errors(project: Path, setup: str, pattern: str) -> None:
+    import shutil
+
+    if setup in ("nogit", "nocommit"):
+        shutil.rmtree(project / ".git")
+        if setup == "nocommit":
+            run(["git", "init", "-q"], project)
+    elif setup == "nodvc":
+        shutil.rmtree(project / ".dvc")
+        commit_all(project, "drop dvc")
+    elif setup == "untracked":
+        (project / "data" / "extra.npz").write_bytes(b"123")
+        args = ["task.data=[data/extra.npz]"]
+    elif setup == "modified":
+        with open(project / "data" / "digits.npz", "ab") as fh:
+            fh.write(b"x")
+    elif setup == "missing":
+        (project / "data" / "digits.npz").unlink()
+    args = ["task.data=[data/extra.npz]"] if setup == "untracked" else []
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", *FAST, *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert pattern in res.stderr
+    assert "Fix:" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not list(project.glob("outputs/ablate/*/*"))
