@@ -121,6 +121,10 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
         out("dry run: nothing launched")
         return None
     # Check everything that can fail on the user's input before creating the sweep dir.
+    _check_task(plan, cwd)
+    if not str(sweep_dir).strip():
+        raise ConfigError("is empty", where="hydra.sweep.dir",
+                          fix="give a directory, e.g. `hydra.sweep.dir=outputs/run1`")
     pins_mod.pin_code(cwd, None, allow_dirty=opts.allow_dirty)
     data = pins_mod.pin_data(data_paths, cwd)
     sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
@@ -135,6 +139,17 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     _log(describe(plan))
     execute(sd, out=out)
     return sd
+
+
+def _check_task(plan: Plan, cwd: str) -> None:
+    from ablate.taskcheck import check_task_fn
+
+    task = plan.control.config.get("task") or {}
+    if task.get("fn"):
+        check_task_fn(str(task["fn"]), cwd)
+    elif not task.get("command"):
+        raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
+                          fix="set `fn: my_module:train` in conf/task/<name>.yaml")
 
 
 def _data_paths(plan: Plan) -> list[str]:
@@ -230,6 +245,13 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         write_results(sd, plan)
         verdict = write_verdict(sd)
+    if monitor.contract_error is not None:
+        rec = monitor.contract_error
+        raise ConfigError(
+            f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
+            f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
+            where="task",
+        )
     out(str(sd.verdict_md))
     if aborted:
         raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "

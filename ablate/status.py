@@ -9,20 +9,27 @@ from ablate.sweepdir import SweepDir, load_yaml
 
 
 def status_table(sd: SweepDir) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Per arm counts (pending, running, done, failed) and the failed trials (arm, seed, status, error)."""
+    """Per arm counts (pending, running, done, failed, interrupted) and the failed trials.
+
+    A trial that started (manifest.json) but has no result is ``running`` while an ablate process
+    holds the sweep dir's lock, and ``interrupted`` otherwise (its orchestrator died; resume re-runs it).
+    """
     plan = load_yaml(sd.plan_file)
+    alive = sd.is_locked()  # an orchestrator is working on the dir: started trials are running
     rows, failures = [], []
     for arm in plan["arms"]:
         c: Counter[str] = Counter()
         for seed in plan["seeds"]:
             status, rec = trial_state(sd, arm["name"], seed)
-            key = "done" if status == "ok" else status if status in ("pending", "running") else "failed"
+            if status == "running" and not alive:
+                status = "interrupted"
+            key = "done" if status == "ok" else status if status in ("pending", "running", "interrupted") else "failed"
             c[key] += 1
             if key == "failed":
                 failures.append({"arm": arm["name"], "seed": seed, "status": status,
                                  "error": (rec or {}).get("error") or ""})
         rows.append({"arm": arm["name"], "pending": c["pending"], "running": c["running"], "done": c["done"],
-                     "failed": c["failed"]})
+                     "failed": c["failed"], "interrupted": c["interrupted"]})
     return rows, failures
 
 
@@ -30,9 +37,13 @@ def format_status(sd: SweepDir) -> str:
     """Plain-text status report."""
     rows, failures = status_table(sd)
     width = max(len(str(r["arm"])) for r in rows)
-    lines = [f"{sd.root}", f"{'arm':<{width}}  pending  running  done  failed"]
+    state = "running" if sd.is_locked() else "not running"
+    lines = [f"{sd.root} ({state})", f"{'arm':<{width}}  pending  running  done  failed  interrupted"]
     for r in rows:
-        lines.append(f"{r['arm']!s:<{width}}  {r['pending']:>7}  {r['running']:>7}  {r['done']:>4}  {r['failed']:>6}")
+        lines.append(f"{r['arm']!s:<{width}}  {r['pending']:>7}  {r['running']:>7}  {r['done']:>4}  {r['failed']:>6}"
+                     f"  {r['interrupted']:>11}")
+    if any(r["interrupted"] for r in rows) or (state == "not running" and any(r["pending"] for r in rows)):
+        lines.append(f"unfinished: `ablate resume {sd.root}` runs what is left")
     if failures:
         lines.append("")
         lines.append("failed trials:")

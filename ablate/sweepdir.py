@@ -337,6 +337,25 @@ class SweepDir:
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.ctime()}\n".encode())
         self._lock_fd = fd
 
+    def is_locked(self) -> bool:
+        """True while some live ablate process holds this sweep dir's lock (never blocks)."""
+        import fcntl
+
+        path = self.root / LOCK_FILE
+        if self._lock_fd is not None:
+            return True
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's own lock
+        return False
+
     def release(self) -> None:
         """Release the lock taken by :meth:`acquire` (idempotent)."""
         if self._lock_fd is not None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import AblateError, ConfigError, PinError
+from ablate.errors import AblateError, ConfigError, PinError, UserError
 from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml, write_atomic, write_json
 
 #: Statuses that mean the trial produced no usable metric.
@@ -107,9 +107,13 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
     return obj
 
 
+class TaskContractError(TypeError):
+    """The task broke its contract (returned a non-mapping or a non-number): a user error."""
+
+
 def _coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
     if not isinstance(out, Mapping):
-        raise TypeError(
+        raise TaskContractError(
             f"the task returned {type(out).__name__} ({str(out)[:80]!r}); a task must return a mapping "
             "of metric name to number, e.g. {'val_acc': 0.97}"
         )
@@ -118,7 +122,7 @@ def _coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
         try:
             metrics[str(k)] = float(v)
         except (TypeError, ValueError):
-            raise TypeError(f"metric {k!r} is {v!r} ({type(v).__name__}), not a number") from None
+            raise TaskContractError(f"metric {k!r} is {v!r} ({type(v).__name__}), not a number") from None
     return metrics
 
 
@@ -238,19 +242,23 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             out = runner()
         task_s = time.perf_counter() - t_task
         metrics = _coerce_metrics(out, metric)
-        status, error = "ok", None
+        status, error, contract = "ok", None, False
         if metric and metric not in metrics:
-            status = "failed"
-            error = (f"the task did not return the metric {metric!r}; it returned: "
-                     f"{', '.join(sorted(metrics)) or 'nothing'}. Fix: set `task.metric` to one of those")
+            status, contract = "failed", True
+            error = (f"`task.metric`: the task did not return the metric {metric!r}; it returned: "
+                     f"{', '.join(sorted(metrics)) or 'nothing'}. Fix: set `task.metric` to one of those.")
         bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
         if status == "ok" and metric in bad:
             status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
         return write_result(tp, {**base, "status": status, "metrics": metrics, "error": error,
-                                 "task_s": task_s, "duration_s": time.perf_counter() - t0,
-                                 "finished_at": _now()})
+                                 "contract_error": contract, "task_s": task_s,
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     except TrialTimeout as exc:
         return write_result(tp, {**base, "status": "timeout", "metrics": {}, "error": str(exc),
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+    except TaskContractError as exc:
+        return write_result(tp, {**base, "status": "failed", "metrics": {}, "contract_error": True,
+                                 "error": f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.",
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     except PinError as exc:
         return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {}, "error": str(exc),
@@ -260,6 +268,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
         return write_result(tp, {**base, "status": "failed", "metrics": {}, "error": msg, "traceback": tb,
+                                 "contract_error": isinstance(exc, UserError),
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     finally:
         if saved_env is not None:

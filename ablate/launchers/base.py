@@ -30,6 +30,8 @@ class Monitor:
         (record is the result dict for finished trials); used by the progress display.
     abort_on_failure : bool
         When True, the first trial that does not finish ``ok`` makes :meth:`should_stop` true.
+        A trial that breaks the task contract (bad ``task.fn``, a non-mapping result, a missing
+        metric) always stops the ablation: every other trial would fail the same way.
     """
 
     def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
@@ -39,6 +41,8 @@ class Monitor:
         self._abort_on_failure = abort_on_failure
         self._stop = threading.Event()
         self.finished: dict[TrialRef, dict[str, Any]] = {}
+        #: The first record of a trial that broke the task contract (a user error: stop at once).
+        self.contract_error: dict[str, Any] | None = None
 
     def started(self, ref: TrialRef) -> None:
         if self._on_event:
@@ -49,6 +53,9 @@ class Monitor:
         with self._lock:
             self.finished[ref] = record
             if self._abort_on_failure and record.get("status") != "ok":
+                self._stop.set()
+            if record.get("contract_error") and self.contract_error is None:
+                self.contract_error = record
                 self._stop.set()
             if self._on_event:
                 self._on_event("finished", ref, record)

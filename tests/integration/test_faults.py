@@ -1,0 +1,244 @@
+"""Fault injection with real processes and real signals (issue 7): nothing is lost."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ablate.sweepdir import create_unique_dir
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+FAULTS = '''
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def train(cfg):
+    fault = cfg.task.fault
+    log = Path(cfg.task.log)
+    with open(log, "a") as fh:
+        fh.write(f"start {cfg.task.fault} {cfg.seed} {os.getpid()}\\n")
+    if fault == "raise":
+        raise RuntimeError("boom: the task raised")
+    if fault == "nan":
+        return {"val_acc": float("nan")}
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "sleep":
+        time.sleep(60)
+    if fault == "flaky":
+        marker = log.with_name(f"flaky-{cfg.seed}")
+        if not marker.exists():
+            marker.write_text("failed once")
+            raise RuntimeError("flaky: first attempt fails")
+    if fault == "nomapping":
+        return 0.5
+    if fault == "slow":
+        time.sleep(float(cfg.task.slow_s))
+    return {"val_acc": 0.5 + cfg.seed * 0.01 + (0.1 if fault == "flaky" else 0.0)}
+'''
+
+
+@pytest.fixture
+def fault_project(project: Path) -> Path:
+    (project / "faults.py").write_text(FAULTS)
+    (project / "conf" / "task" / "faults.yaml").write_text(
+        "fn: faults:train\nmetric: val_acc\ngoal: maximize\nfault: none\nlog: starts.log\nslow_s: 1.0\n")
+    (project / "conf" / "variable" / "fault.yaml").write_text(
+        "key: task.fault\nvalues: [raise, nan, kill, sleep]\n")
+    with open(project / ".gitignore", "a") as fh:
+        fh.write("starts.log\nflaky-*\n")
+    commit_all(project, "fault task")
+    return project
+
+
+def only_sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+def result(sd: Path, arm: str, seed: int) -> dict:
+    return json.loads((sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())
+
+
+def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> None:
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local",
+                     "timeout_min=0.2")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(fault_project)
+    expected = {"fault=raise": "failed", "fault=nan": "diverged", "fault=kill": "killed", "fault=sleep": "timeout"}
+    for arm, status in expected.items():
+        for seed in (0, 1):
+            r = result(sd, arm, seed)
+            assert r["status"] == status, r
+            assert r["error"]
+    assert "boom: the task raised" in result(sd, "fault=raise", 0)["error"]
+    assert "RuntimeError" in result(sd, "fault=raise", 0)["traceback"]
+    assert "NaN" in result(sd, "fault=nan", 0)["error"]
+    assert "SIGKILL" in result(sd, "fault=kill", 0)["error"]
+    assert "timeout_min=0.2" in result(sd, "fault=sleep", 0)["error"]
+    assert result(sd, "control", 0)["status"] == "ok"
+    verdict = json.loads((sd / "verdict.json").read_text())
+    failed = {a["arm"]: a["failed"] for a in verdict["arms"]}
+    assert failed == {"control": 0, "fault=raise": 2, "fault=nan": 2, "fault=kill": 2, "fault=sleep": 2}
+    rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
+    assert len(rows) == 10  # every trial, failures included
+    assert sorted(r["status"] for r in rows) == ["diverged"] * 2 + ["failed"] * 2 + ["killed"] * 2 + ["ok"] * 2 + [
+        "timeout"] * 2
+
+
+def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+                     "variable.values=[flaky,raise]", "on_failure=retry", "max_retries=2")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(fault_project)
+    for seed in (0, 1):
+        r = result(sd, "fault=flaky", seed)
+        assert r["status"] == "ok" and r["attempt"] == 2 and r["seed"] == seed
+        first = json.loads((sd / "trials" / "fault=flaky" / f"seed={seed}" / "attempts" / "1" / "result.json").read_text())
+        assert first["status"] == "failed" and "flaky" in first["error"]
+        r = result(sd, "fault=raise", seed)
+        assert r["status"] == "failed" and r["attempt"] == 3  # 1 + max_retries, then reported
+    starts = (fault_project / "starts.log").read_text().splitlines()
+    assert sum(line.startswith("start raise 0 ") for line in starts) == 3
+
+
+def test_abort_stops_at_first_failure(fault_project: Path) -> None:
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
+                     "variable.values=[raise]", "on_failure=abort")
+    assert res.returncode == 1
+    assert "aborted" in res.stderr
+    sd = only_sweep(fault_project)
+    rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
+    assert len(rows) == 6
+    statuses = [r["status"] for r in rows]
+    assert statuses.count("pending") == 4  # seed-major order: control/0 ok, raise/0 failed, then stop
+
+
+def test_sigkill_orchestrator_then_resume_runs_each_trial_once(fault_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    proc = subprocess.Popen(
+        [exe, "-m", "variable=fault", "task=faults", "seeds=4", "launcher=local", "launcher.max_parallel=2",
+         "variable.values=[slow]", "task.slow_s=1.5"],
+        cwd=fault_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 120
+    sd = None
+    while time.time() < deadline:  # wait until some trials finished and another one is mid-run
+        done = list(fault_project.glob("outputs/ablate/*/*/trials/*/seed=*/result.json"))
+        started = [m for m in fault_project.glob("outputs/ablate/*/*/trials/*/seed=*/manifest.json")
+                   if not (m.parent / "result.json").exists()]
+        if len(done) >= 2 and started:
+            sd = done[0].parents[3]
+            break
+        time.sleep(0.05)
+    assert sd is not None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    time.sleep(0.5)  # PR_SET_PDEATHSIG delivers SIGKILL to the running trials
+    before = {p.parent: p.read_text() for p in sd.glob("trials/*/seed=*/result.json")}
+    running = [p.parent for p in sd.glob("trials/*/seed=*/manifest.json") if not (p.parent / "result.json").exists()]
+    assert running, "expected trials interrupted mid-run"
+    status = ablate_cli(fault_project, "status", str(sd))
+    assert "interrupted" in status.stdout and "ablate resume" in status.stdout
+    res = ablate_cli(fault_project, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    starts = [line.split() for line in (fault_project / "starts.log").read_text().splitlines()]
+    for arm in ("control", "fault=slow"):
+        for seed in range(4):
+            t = sd / "trials" / arm / f"seed={seed}"
+            r = json.loads((t / "result.json").read_text())
+            assert r["status"] == "ok", r
+            fault = "none" if arm == "control" else "slow"
+            n_starts = sum(1 for s in starts if s[1] == fault and s[2] == str(seed))
+            if t in before:  # finished before the kill: untouched, never re-run
+                assert (t / "result.json").read_text() == before[t]
+                assert n_starts == 1
+            elif t in running:  # interrupted: re-run once, partial output kept aside
+                assert n_starts in (1, 2)  # 2 when the killed attempt had already entered the task
+                assert (t / "attempts" / "1" / "manifest.json").exists()
+                assert not (t / "attempts" / "1" / "result.json").exists()
+                assert r["attempt"] == 2
+            else:  # never started before the kill
+                assert n_starts == 1
+    assert json.loads((sd / "verdict.json").read_text())["comparisons"][0]["arm"] == "fault=slow"
+
+
+def test_second_orchestrator_on_same_dir_refused(fault_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    proc = subprocess.Popen(
+        [exe, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local", "launcher.max_parallel=1",
+         "variable.values=[slow]", "task.slow_s=3"],
+        cwd=fault_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.time() + 60
+        plans: list[Path] = []
+        while time.time() < deadline and not plans:
+            plans = list(fault_project.glob("outputs/ablate/*/*/trials/*/seed=*/manifest.json"))
+            time.sleep(0.1)
+        assert plans
+        sd = plans[0].parents[3]
+        res = ablate_cli(fault_project, "resume", str(sd))
+        assert res.returncode == 2
+        assert "another ablate process is working on" in res.stderr and f"pid {proc.pid}" in res.stderr
+        assert "Traceback" not in res.stderr
+    finally:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+
+def test_sweep_dirs_are_unique(tmp_path: Path) -> None:
+    target = tmp_path / "outputs" / "12-00-00_lr"
+    made = [create_unique_dir(target) for _ in range(3)]
+    assert [p.name for p in made] == ["12-00-00_lr", "12-00-00_lr_1", "12-00-00_lr_2"]
+
+
+def test_two_ablations_same_sweep_dir_name_never_share(fault_project: Path) -> None:
+    args = ["-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline", "variable.values=[slow]",
+            "task.slow_s=0", "hydra.sweep.dir=outputs/ablate/fixed"]
+    procs = [subprocess.Popen([str(Path(sys.executable).with_name("ablate")), *args], cwd=fault_project,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    dirs = sorted(p.name for p in (fault_project / "outputs" / "ablate").iterdir())
+    assert dirs == ["fixed", "fixed_1"]
+    for d in dirs:
+        plan = yaml.safe_load((fault_project / "outputs" / "ablate" / d / "ablation.yaml").read_text())
+        assert len(list((fault_project / "outputs" / "ablate" / d).glob("trials/*/seed=*/result.json"))) == 4
+        assert plan["seeds"] == [0, 1]
+
+
+def test_status_of_finished_ablation(fault_project: Path) -> None:
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+                     "variable.values=[raise]")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(fault_project)
+    st = ablate_cli(fault_project, "status", str(sd))
+    assert st.returncode == 0
+    lines = st.stdout.splitlines()
+    assert "(not running)" in lines[0]
+    control = next(line for line in lines if line.startswith("control"))
+    assert control.split() == ["control", "0", "0", "2", "0", "0"]
+    raised = next(line for line in lines if line.startswith("fault=raise"))
+    assert raised.split() == ["fault=raise", "0", "0", "0", "2", "0"]
+    assert "fault=raise seed=0 failed: RuntimeError: boom: the task raised" in st.stdout
+
+
+def test_env_scrub_keeps_ablate_parent_out() -> None:
+    assert "ABLATE_PARENT_PID" not in os.environ
