@@ -81,13 +81,13 @@ def reject_sweeps(overrides: Sequence[str]) -> None:
         For malformed overrides (Hydra's parse message) or sweep overrides.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
+    from hydra.errors import HydraException
 
     parser = OverridesParser.create()
     for ov in overrides:
         try:
             parsed = parser.parse_override(ov)
-        except OverrideParseException as exc:
+        except HydraException as exc:
             first = str(exc).splitlines()[0] if str(exc) else "cannot be parsed"
             raise ConfigError(f"the override {ov!r} is malformed ({first})", where=ov.split("=", 1)[0],
                               fix="write key=value; quote values with spaces or special characters, e.g. "

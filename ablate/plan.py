@@ -361,7 +361,8 @@ def check_value_type(key: str, control_value: Any, value: Any, index: int) -> An
                 f"is {format_value(v)} ({_type_name(v)}), but `{key}` holds a string ({cv!r}); an unquoted "
                 "value that looks like a number is parsed as one (12e45 is the float 1.2e+46)",
                 where=where,
-                fix=f"quote it so it stays a string: `variable.values=['{format_value(v)}']` (or \"...\" in YAML)",
+                fix="quote it so it stays the string you wrote, e.g. `variable.values=['12e45']` on the command line "
+                "or values: ['12e45'] in YAML",
             )
     elif isinstance(cv, list):
         ok = isinstance(v, list)

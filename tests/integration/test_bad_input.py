@@ -1,0 +1,95 @@
+"""Every bad input gets one clear message naming the parameter and the fix, exit 2, no traceback,
+and nothing launched (issues 2 and 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    # (id, extra args, substrings the message must contain)
+    ("unknown-variable", ["variable=lrr"], ["`variable`", "no variable named 'lrr'", "Close matches: lr"]),
+    ("no-variable", [], ["`variable`", "no variable chosen", "variable=<name>", "available: lr"]),
+    ("key-missing", ["variable=lr", "variable.key=task.optim.lrr"], ["'task.optim.lrr' is not in the composed config",
+                                                                    "Close matches: task.optim.lr"]),
+    ("empty-values", ["variable=lr", "variable.values=[]"], ["`variable.values`", "is empty"]),
+    ("value-equals-control", ["variable=lr", "variable.values=[0.05]"], ["`variable.values[0]`", "control value"]),
+    ("seeds-below-2", ["variable=lr", "seeds=1"], ["`seeds`", "at least 2"]),
+    ("seeds-not-int", ["variable=lr", "seeds=ten"], ["`seeds`", "must be an integer", "seeds=10"]),
+    ("malformed-override", ["variable=lr", "seeds=[1,2"], ["malformed", "Fix:"]),
+    ("unknown-key", ["variable=lr", "sedds=3"], ["'sedds' is not a key", "Close matches: seeds"]),
+    ("sweep-syntax", ["variable=lr", "task.hidden=32,64"], ["Hydra sweep", "variable.key=task.hidden"]),
+    ("wrong-type", ["variable=lr", "variable.values=[abc]"], ["`variable.values[0]`", "is abc (string)",
+                                                              "holds a float"]),
+    ("key-is-a-group", ["variable=lr", "variable.key=task.optim"], ["is a mapping", "group: task/optim"]),
+    ("python-None", ["variable=lr", "variable.values=[None]"], ["`variable.values[0]`", "`null`"]),
+    ("number-for-string-key", ["variable=lr", "+task.tag=abc", "variable.key=task.tag", "variable.values=[12e45]"],
+     ["holds a string", "quote it", "'12e45'"]),
+    ("empty-output-dir", ["variable=lr", "hydra.sweep.dir=''"], ["`hydra.sweep.dir`", "is empty"]),
+    ("unwritable-output-dir", ["variable=lr", "hydra.sweep.dir=/proc/ablate-test/x"],
+     ["`hydra.sweep.dir`", "cannot create", "writable location"]),
+    ("task-not-importable", ["variable=lr", "task.fn=examples.digits.nope:train"],
+     ["`task.fn`", "cannot find module 'examples.digits.nope'"]),
+    ("task-function-missing", ["variable=lr", "task.fn=examples.digits.task:trian"],
+     ["`task.fn`", "defines no 'trian'", "Close matches: train"]),
+    ("unknown-launcher", ["variable=lr", "launcher=cluster"], ["`launcher`", "no launcher named 'cluster'",
+                                                                "inline, local"]),
+    ("unknown-launcher-option", ["variable=lr", "launcher=local", "+launcher.max_paralel=2"],
+     ["`launcher.max_paralel`", "valid options: max_parallel"]),
+    ("bad-determinism", ["variable=lr", "determinism=exact"], ["`determinism`", "off, seeded, strict"]),
+    ("bad-on-failure", ["variable=lr", "on_failure=ignore"], ["`on_failure`", "report, retry, abort"]),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), [pytest.param(a, e, id=i) for i, a, e in CASES])
+def test_bad_input_before_launch(project: Path, args: list[str], expected: list[str]) -> None:
+    joined = " ".join(args)
+    defaults = [d for d in ("seeds=2", "launcher=inline") if d.split("=")[0] + "=" not in joined]
+    res = ablate_cli(project, "-m", *defaults, *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr.strip()
+    assert err.startswith("ablate: error: "), err
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    for s in expected:
+        assert s in err, f"{s!r} not in {err!r}"
+    assert not list(project.glob("outputs/ablate/*/*/trials")), "nothing may be launched"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(["task.metric=accuracy"], ["`task.metric`", "did not return the metric 'accuracy'",
+                                                "it returned: val_acc, val_loss"], id="metric-not-returned"),
+    ],
+)
+def test_bad_task_contract_stops_after_first_trial(project: Path, args: list[str], expected: list[str]) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1", *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr.strip().splitlines()[-1]
+    assert err.startswith("ablate: error: ")
+    for s in expected:
+        assert s in err
+    (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
+    assert len(list(sd.glob("trials/*/seed=*/result.json"))) == 1  # stopped at once; the record is kept
+
+
+def test_task_returning_non_mapping(project: Path) -> None:
+    (project / "bad_task.py").write_text("def train(cfg):\n    return 0.5\n")
+    commit_all(project, "bad task")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", "task.fn=bad_task:train")
+    assert res.returncode == 2
+    err = res.stderr.strip().splitlines()[-1]
+    assert "`task.fn`" in err and "returned float" in err and "must return a mapping" in err
+
+
+def test_not_a_sweep_dir(tmp_path: Path, project: Path) -> None:
+    for cmd in ("status", "verdict", "resume"):
+        res = ablate_cli(project, cmd, str(tmp_path))
+        assert res.returncode == 2
+        assert "is not an ablate sweep dir" in res.stderr and "Traceback" not in res.stderr
