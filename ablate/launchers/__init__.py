@@ -50,7 +50,8 @@ def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
 def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(opts) - set(valid))
     if unknown:
-        listing = ", ".join(f"{k} (default {v!r})" for k, v in valid.items()) or f"none: launcher={name} takes no options"
+        listing = ", ".join(f"{k} (default {v!r})" for k, v in valid.items())
+        listing = listing or f"none: launcher={name} takes no options"
         raise ConfigError(f"unknown option(s) {', '.join(unknown)} for launcher={name}",
                           where=f"launcher.{unknown[0]}", fix=f"valid options: {listing}")
     return opts

@@ -110,7 +110,7 @@ def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
     for seed in (0, 1):
         r = result(sd, "fault=flaky", seed)
         assert r["status"] == "ok" and r["attempt"] == 2 and r["seed"] == seed
-        first = json.loads((sd / "trials" / "fault=flaky" / f"seed={seed}" / "attempts" / "1" / "result.json").read_text())
+        first = json.loads((sd / "trials/fault=flaky" / f"seed={seed}" / "attempts/1/result.json").read_text())
         assert first["status"] == "failed" and "flaky" in first["error"]
         r = result(sd, "fault=raise", seed)
         assert r["status"] == "failed" and r["attempt"] == 3  # 1 + max_retries, then reported
@@ -199,7 +199,7 @@ def test_second_orchestrator_on_same_dir_refused(fault_project: Path) -> None:
         assert "another ablate process is working on" in res.stderr and f"pid {proc.pid}" in res.stderr
         assert "Traceback" not in res.stderr
     finally:
-        out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
 
 
