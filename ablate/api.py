@@ -24,7 +24,7 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
-               config_dirs=composed.config_dirs)
+               config_dirs=composed.config_dirs, choices=composed.choices)
     if sd is None:
         return None
     verdict = read_json(sd.verdict_json)

@@ -46,6 +46,8 @@ class Composed:
         config-group variables).
     config_dirs : list of str
         The project's config directories on the search path (hashed at launch to detect drift).
+    choices : dict
+        The option chosen in every config group (``hydra.runtime.choices``), e.g. ``{"task": "digits_mlp"}``.
     """
 
     cfg: dict[str, Any]
@@ -54,6 +56,7 @@ class Composed:
     variables: list[str]
     compose: Callable[[str], Mapping[str, Any]]
     config_dirs: list[str] = field(default_factory=list)
+    choices: dict[str, Any] = field(default_factory=dict)
 
 
 def _search_path(config_path: str | None, config_dirs: Sequence[str]) -> Any:
@@ -152,7 +155,8 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
 
     project_dirs = [str(Path(d).absolute()) for d in ([config_path] if config_path else []) + list(config_dirs)]
     return Composed(cfg=container, sweep_dir=sweep_dir, variable_name=choice, variables=variables,  # type: ignore[arg-type]
-                    compose=compose_with, config_dirs=project_dirs)
+                    compose=compose_with, config_dirs=project_dirs,
+                    choices=dict(OmegaConf.to_container(cfg.hydra.runtime.choices)))  # type: ignore[arg-type]
 
 
 def _translate(exc: Exception, hydra: Any, overrides: Sequence[str]) -> ConfigError:

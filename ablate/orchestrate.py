@@ -28,7 +28,7 @@ def _log(msg: str) -> None:
 
 
 def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_variables: list[str] | None = None,
-            compose: Composer | None = None) -> tuple[Plan, Options]:
+            compose: Composer | None = None, choices: Mapping[str, Any] | None = None) -> tuple[Plan, Options]:
     """Validate options and derive the plan from a composed config (plain container, no ``hydra``).
 
     Raises
@@ -40,7 +40,7 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
     opts = parse_options(cfg)
     get_launcher(opts.launcher)  # validates launcher options before anything else happens
     variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
-    plan = make_plan(cfg, variable, opts.seeds, compose=compose)
+    plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
     return plan, opts
 
 
@@ -74,7 +74,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
 def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
           available_variables: list[str] | None = None, compose: Composer | None = None,
           cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
-          config_dirs: list[str] | None = None) -> SweepDir | None:
+          config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None) -> SweepDir | None:
     """Plan, pin and run an ablation; returns its sweep dir (None for ``dry_run``).
 
     Parameters
@@ -107,7 +107,7 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
 
     cwd = str(Path(cwd or os.getcwd()).absolute())
     plan, opts = prepare(cfg, variable_name=variable_name, available_variables=available_variables,
-                         compose=compose)
+                         compose=compose, choices=choices)
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:

@@ -411,6 +411,7 @@ def make_plan(
     variable: Variable,
     seeds: list[int],
     compose: Callable[[str], Mapping[str, Any]] | None = None,
+    choices: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Derive the arms of an ablation and prove each treatment differs from control only in the variable.
 
@@ -425,6 +426,9 @@ def make_plan(
     compose : callable, optional
         For group variables: ``compose("task/optim=adam")`` returns the composed config with that
         override added. Required when ``variable.is_group``.
+    choices : mapping, optional
+        The chosen option of each config group (``hydra.runtime.choices``): names the control arm of
+        a group variable.
 
     Returns
     -------
@@ -451,7 +455,7 @@ def make_plan(
             fix="set them to fixed values in the config, or move them out of the task config",
         )
     if variable.is_group:
-        return _plan_group(control, control_resolved, variable, seeds, compose)
+        return _plan_group(control, control_resolved, variable, seeds, compose, (choices or {}).get(variable.key))
 
     key = variable.key
     control_value = _select(control, key)
@@ -493,15 +497,18 @@ def make_plan(
 
 
 def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], variable: Variable,
-                seeds: list[int], compose: Callable[[str], Mapping[str, Any]] | None) -> Plan:
+                seeds: list[int], compose: Callable[[str], Mapping[str, Any]] | None, chosen: Any) -> Plan:
     if compose is None:
         raise PlanError("a group variable needs the config composer", where=f"variable={variable.name}")
     group = variable.key
     root = group.replace("/", ".")
-    arms = [Arm(name=CONTROL, label="(control)", value=None, config=control)]
+    arms = [Arm(name=CONTROL, label=f"{chosen} (control)" if chosen else "(control)", value=chosen, config=control)]
     taken: set[str] = set()
     raw_flat = flatten(control)
     for i, option in enumerate(variable.values):
+        if option == chosen:
+            raise ConfigError(f"is {option!r}, the control's choice for {group}: that treatment would be the control",
+                              where=f"variable.values[{i}]", fix="drop it from the values; the control arm always runs")
         if not isinstance(option, str):
             raise ConfigError(f"must be the name of an option of config group {group}, got {format_value(option)}",
                               where=f"variable.values[{i}]")

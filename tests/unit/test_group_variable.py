@@ -1,0 +1,55 @@
+"""Config-group variables: select the group option the Hydra way and list what the swap changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ablate.config import compose
+from ablate.errors import ConfigError
+from ablate.orchestrate import prepare
+from ablate.plan import describe
+
+FILES = {
+    "ablate.yaml": "defaults:\n  - ablate_base\n  - task: t\n  - _self_\n",
+    "task/t.yaml": "defaults:\n  - model: small\nfn: m:f\nmetric: acc\nname: run_${task.model.width}\n",
+    "task/model/small.yaml": "width: 8\ndepth: 2\n",
+    "task/model/large.yaml": "width: 64\ndepth: 2\ndropout: 0.1\n",
+    "variable/model.yaml": "group: task/model\nvalues: [large]\n",
+}
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> Path:
+    for rel, text in FILES.items():
+        p = tmp_path / "conf" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path / "conf"
+
+
+def test_group_swap_lists_changes(conf: Path) -> None:
+    c = compose(["variable=model"], config_path=str(conf))
+    plan, _ = prepare(c.cfg, variable_name=c.variable_name, compose=c.compose, choices=c.choices)
+    assert plan.control.label == "small (control)"
+    (t,) = plan.treatments
+    assert t.name == "model=large"
+    assert t.changes == {"task.model.dropout": (None, 0.1), "task.model.width": (8, 64),
+                         "task.name": ("run_8", "run_64")}
+    assert t.derived == ["task.name"]
+    assert t.config["task"]["model"] == {"width": 64, "depth": 2, "dropout": 0.1}
+    text = describe(plan)
+    assert "config group 'model'" in text and "task.model.width: 8 -> 64" in text
+
+
+def test_group_control_choice_refused(conf: Path) -> None:
+    c = compose(["variable=model", "variable.values=[small]"], config_path=str(conf))
+    with pytest.raises(ConfigError, match=r"the control's choice for task/model"):
+        prepare(c.cfg, variable_name=c.variable_name, compose=c.compose, choices=c.choices)
+
+
+def test_unknown_group_option(conf: Path) -> None:
+    c = compose(["variable=model", "variable.values=[huge]"], config_path=str(conf))
+    with pytest.raises(ConfigError, match=r"no task/model named 'huge'.*Available: large, small"):
+        prepare(c.cfg, variable_name=c.variable_name, compose=c.compose, choices=c.choices)
