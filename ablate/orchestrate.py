@@ -134,7 +134,7 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
     record = plan_record(plan, opts, pins, cwd=cwd)
-    write_atomic(sd.plan_file, dump_yaml(record))
+    write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")
     _log(describe(plan))
     execute(sd, out=out)

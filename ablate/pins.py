@@ -20,6 +20,7 @@ differ from the pins (status ``pin_mismatch``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -353,8 +354,28 @@ def data_seen(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- environment ------------------------------------------------------------------------------------
+@functools.cache
+def _installed_versions() -> dict[str, str]:
+    """Installed distribution versions by normalised name, from the ``*.dist-info`` directory names on
+    ``sys.path`` (one directory listing each; ``importlib.metadata.version`` costs ~3 ms a call)."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(".dist-info") and "-" in n:
+                dist, _, ver = n[: -len(".dist-info")].rpartition("-")
+                found.setdefault(re.sub(r"[-_.]+", "-", dist).lower(), ver)
+    return found
+
+
 def _pkg_version(name: str) -> str | None:
-    try:
+    v = _installed_versions().get(re.sub(r"[-_.]+", "-", name).lower())
+    if v is not None:
+        return v
+    try:  # eggs and other layouts
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
@@ -373,6 +394,7 @@ def _torch_build_cuda() -> str | None:
     return m.group(1) if m else None
 
 
+@functools.cache
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -401,6 +423,20 @@ def numeric_env() -> dict[str, str]:
     return {k: os.environ[k] for k in dict.fromkeys(NUMERIC_ENV_VARS) if k in os.environ}
 
 
+@functools.cache
+def _static_environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
+        "cuda": _torch_build_cuda(),
+        "host": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+
+
 def capture_environment(*, light: bool = False, runtime: bool = False) -> dict[str, Any]:
     """The environment of this process that can change results.
 
@@ -418,17 +454,8 @@ def capture_environment(*, light: bool = False, runtime: bool = False) -> dict[s
         ``python``, ``packages`` (name -> version), ``cuda`` (torch build), ``cudnn``, ``gpus``,
         ``driver``, ``host``, ``cpu``, ``cpu_count``, ``platform``, ``env`` (allowlisted variables only).
     """
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
-        "cuda": _torch_build_cuda(),
-        "host": socket.gethostname(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "env": numeric_env(),
-    }
+    env: dict[str, Any] = {**_static_environment(), "env": numeric_env()}
+    env["packages"] = dict(env["packages"])
     if not light:
         env.update(_gpus())
     if runtime and "torch" in sys.modules:

@@ -14,7 +14,8 @@ Modes (``determinism=``):
     and ``cudnn.benchmark=False``: every step is bitwise identical. Costs 2-5x on some GPU ops
     (scatter/index add, embedding-bag, pooling backward ...); for bisecting a divergence.
 
-Torch is only imported here when it is installed, so tasks without torch pay nothing for it.
+numpy and torch are never imported here: they are seeded when the task imports them, so a task
+without torch pays nothing for it.
 """
 
 from __future__ import annotations
@@ -70,9 +71,12 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
 
 
 def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
-    """Seed python, numpy and torch (when installed) from ``seed`` and apply the determinism ``mode``.
+    """Seed python, numpy and torch from ``seed`` and apply the determinism ``mode``.
 
     Call it in the trial's process only (it sets process-global state), before the task runs.
+    numpy and torch are seeded now when already imported (a task module that imports them at the
+    top), and otherwise the moment they are first imported (a post-import hook), so a task that does
+    not use torch never pays its 1.6 s import, and a task that imports it lazily is still seeded.
 
     Parameters
     ----------
@@ -83,8 +87,8 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     Returns
     -------
     dict
-        What was applied (recorded in the manifest): mode, seed, which generators were seeded and
-        the torch flags in effect.
+        What was applied (recorded in the manifest): mode, seed, the generators seeded now
+        (``seeded``) and those that will be seeded on import (``on_import``), and the torch flags.
 
     Raises
     ------
@@ -94,35 +98,88 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     mode = check_mode(mode)
     if not (0 <= int(seed) <= MAX_SEED):
         raise ConfigError(f"must be in [0, {MAX_SEED}], got {seed}", where="seed")
-    applied: dict[str, Any] = {"mode": mode, "seed": int(seed), "seeded": []}
+    seed = int(seed)
+    applied: dict[str, Any] = {"mode": mode, "seed": seed, "seeded": [], "on_import": []}
     for k, v in environment_for(mode, seed).items():
         os.environ.setdefault(k, v)
+    _hook.clear()
     if mode == "off":
-        _set_torch_flags(strict=False, applied=applied, only_if_imported=True)
+        if "torch" in sys.modules:
+            _set_torch_flags(sys.modules["torch"], strict=False, applied=applied)
         return applied
     random.seed(seed)
     applied["seeded"].append("random")
-    if "numpy" in sys.modules or importlib.util.find_spec("numpy") is not None:
-        import numpy as np
 
+    def seed_numpy(np: Any) -> None:
         np.random.seed(seed)
-        applied["seeded"].append("numpy")
-    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
-        import torch
 
+    def seed_torch(torch: Any) -> None:
         torch.manual_seed(seed)  # seeds the CPU and every CUDA device's generator
-        applied["seeded"].append("torch")
-    _set_torch_flags(strict=mode == "strict", applied=applied, only_if_imported=False)
+        _set_torch_flags(torch, strict=mode == "strict", applied=applied)
+
+    for name, fn in (("numpy", seed_numpy), ("torch", seed_torch)):
+        if name in sys.modules:
+            fn(sys.modules[name])
+            applied["seeded"].append(name)
+        elif importlib.util.find_spec(name) is not None:
+            _hook.add(name, fn)
+            applied["on_import"].append(name)
     return applied
 
 
-def _set_torch_flags(*, strict: bool, applied: dict[str, Any], only_if_imported: bool) -> None:
-    if "torch" not in sys.modules and (only_if_imported or importlib.util.find_spec("torch") is None):
-        return
-    import torch
+class _PostImportHook:
+    """A ``sys.meta_path`` finder that runs a callback right after a module is first imported."""
 
+    def __init__(self) -> None:
+        self.callbacks: dict[str, Any] = {}
+
+    def add(self, name: str, fn: Any) -> None:
+        self.callbacks[name] = fn
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def clear(self) -> None:
+        self.callbacks.clear()
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        fn = self.callbacks.pop(fullname, None)
+        if fn is None:
+            return None
+        if not self.callbacks:
+            self.clear()
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                loader = spec.loader
+                original = loader.exec_module
+
+                def exec_module(module: Any, _orig: Any = original, _fn: Any = fn, _loader: Any = loader) -> None:
+                    _loader.exec_module = _orig
+                    _orig(module)
+                    _fn(module)
+
+                loader.exec_module = exec_module
+                return spec
+        return None
+
+
+_hook = _PostImportHook()
+
+
+def clear_import_hooks() -> None:
+    """Drop the pending seed-on-import hooks (an in-process trial calls this when it ends)."""
+    _hook.clear()
+
+
+def _set_torch_flags(torch: Any, *, strict: bool, applied: dict[str, Any]) -> None:
     # Set every flag explicitly: a process that ran a strict trial must not leak it into the next.
-    torch.use_deterministic_algorithms(strict)
+    # (Only call the setter on a change: its first call imports torch._dynamo, about 5 s.)
+    if torch.are_deterministic_algorithms_enabled() != strict:
+        torch.use_deterministic_algorithms(strict)
     torch.backends.cudnn.deterministic = strict
     torch.backends.cudnn.benchmark = False
     applied["torch_flags"] = {

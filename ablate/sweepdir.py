@@ -77,8 +77,13 @@ def to_json(obj: Any) -> str:
     return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DEFAULT_FILE_MODE) -> Path:
-    """Write ``data`` to ``path`` atomically: a temp file in the same dir, fsync, then ``os.replace``.
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DEFAULT_FILE_MODE,
+                 *, durable: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically: a temp file in the same dir, then ``os.replace``.
+
+    Readers see the old file or the new one, never a part, whatever happens to the writing process
+    (SIGKILL included). ``durable=True`` also fsyncs before the rename so the file survives a power
+    loss; it costs about 5 ms a file here, so only the plan is written that way.
 
     Parameters
     ----------
@@ -88,6 +93,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DE
         Content; str is encoded as UTF-8.
     mode : int
         Permission bits of the new file (default 0o600, owner only).
+    durable : bool
+        fsync the data before the rename.
 
     Returns
     -------
@@ -101,8 +108,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DE
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -378,12 +386,33 @@ def dump_yaml(obj: Any) -> str:
     """YAML text for a plain container; strings that would read back as another type are quoted."""
     import yaml
 
-    return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=100)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(obj, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def load_yaml(path: str | os.PathLike[str]) -> Any:
-    """Read YAML written by :func:`dump_yaml` with PyYAML's safe loader (the same type rules)."""
+    """Read YAML written by :func:`dump_yaml` with PyYAML's safe loader (the same type rules; the C
+    loader when libyaml is available, about 10x faster)."""
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=loader)
+
+
+_yaml_cache: dict[str, tuple[float, int, Any]] = {}
+
+
+def load_yaml_cached(path: str | os.PathLike[str]) -> Any:
+    """:func:`load_yaml`, cached per process by (mtime, size): trials run in-process read the plan once.
+
+    Callers must not mutate the returned object.
+    """
+    key = str(path)
+    st = os.stat(key)
+    hit = _yaml_cache.get(key)
+    if hit is not None and hit[0] == st.st_mtime and hit[1] == st.st_size:
+        return hit[2]
+    obj = load_yaml(key)
+    _yaml_cache[key] = (st.st_mtime, st.st_size, obj)
+    return obj

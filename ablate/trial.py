@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError, ConfigError, PinError, UserError
-from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml, write_atomic, write_json
+from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml_cached, write_atomic, write_json
 
 #: Statuses that mean the trial produced no usable metric.
 FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
@@ -39,8 +39,8 @@ class TrialTimeout(Exception):
 
 
 def load_plan(sd: SweepDir) -> dict[str, Any]:
-    """Read ``ablation.yaml`` of a sweep dir as a plain dict."""
-    return load_yaml(sd.plan_file)
+    """Read ``ablation.yaml`` of a sweep dir as a plain dict (cached per process; do not mutate)."""
+    return load_yaml_cached(sd.plan_file)
 
 
 def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
@@ -52,13 +52,41 @@ def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
                       fix=f"one of {', '.join(a['name'] for a in plan['arms'])}")
 
 
+_resolved_cache: dict[int, dict[str, Any]] = {}
+
+
 def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Resolve an arm's config for one seed: set ``seed``, evaluate interpolations, return a plain dict."""
+    """Resolve an arm's config for one seed: set ``seed``, evaluate interpolations, return a plain dict.
+
+    When no interpolation reads ``seed``, an arm is resolved once per process and copied per seed
+    (the resolvers of a planned config are stable: the plan refused any that were not).
+    """
+    import copy
+
     from omegaconf import OmegaConf
 
+    key = id(arm_config)
+    hit = _resolved_cache.get(key)
+    if hit is not None and hit["arm"] is arm_config:
+        out = copy.deepcopy(hit["resolved"])
+        out["seed"] = int(seed)
+        return out
     cfg = OmegaConf.create(dict(arm_config))
     cfg.seed = int(seed)
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    out = OmegaConf.to_container(cfg, resolve=True)
+    if "seed" not in _raw_refs(arm_config):
+        _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out)}
+    return out  # type: ignore[return-value]
+
+
+def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
+    from ablate.plan import _references, flatten
+
+    refs: set[str] = set()
+    for path, v in flatten(dict(arm_config)).items():
+        if isinstance(v, str) and "${" in v:
+            refs |= _references(v, path)
+    return refs
 
 
 def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
@@ -212,10 +240,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
         manifest["determinism"] = {"mode": opts.get("determinism", "seeded")}
-        write_json(tp.manifest, manifest)
         write_atomic(tp.config, dump_yaml(cfg))
         mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
         if mismatch:
+            write_json(tp.manifest, manifest)
             return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {},
                                      "error": "; ".join(mismatch),
                                      "duration_s": time.perf_counter() - t0, "finished_at": _now()})
@@ -223,7 +251,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
         manifest["determinism"] = seeding.seed_everything(seed, opts.get("determinism", "seeded"))
-        manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
         write_json(tp.manifest, manifest)
         if fn is None:
             from ablate.command import run_command_task
@@ -241,6 +268,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         with fingerprint.recording(tp.steps), (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
             out = runner()
         task_s = time.perf_counter() - t_task
+        if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
+            manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
+            write_json(tp.manifest, manifest)
         metrics = _coerce_metrics(out, metric)
         status, error, contract = "ok", None, False
         if metric and metric not in metrics:
@@ -272,6 +302,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     finally:
         if saved_env is not None:
+            from ablate.seeding import clear_import_hooks
+
+            clear_import_hooks()
             os.environ.clear()
             os.environ.update(saved_env)
 
