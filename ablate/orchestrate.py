@@ -71,11 +71,11 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
     }
 
 
-def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
-          available_variables: list[str] | None = None, compose: Composer | None = None,
-          cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
-          config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None) -> SweepDir | None:
-    """Plan, pin and run an ablation; returns its sweep dir (None for ``dry_run``).
+def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
+           available_variables: list[str] | None = None, compose: Composer | None = None,
+           cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
+           config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None) -> SweepDir | None:
+    """Plan and pin an ablation and write its sweep dir (``ablation.yaml`` + code snapshot); run nothing.
 
     Parameters
     ----------
@@ -92,18 +92,24 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     cwd : path-like, optional
         The project directory (default: the current directory).
     out : callable
-        Where to print the plan and the final path (the CLI passes ``print``).
+        Where to print the plan of a dry run (the CLI passes ``print``).
     config_dirs : list of str, optional
         The project's config dirs; their files are hashed so ``ablate verdict`` can report drift.
+    choices : mapping, optional
+        The chosen option of each config group (names the control of a group variable).
+
+    Returns
+    -------
+    SweepDir or None
+        The new sweep dir, or None for ``dry_run`` (the plan is printed instead).
 
     Raises
     ------
     UserError
-        Invalid input (nothing is created or launched).
-    AblationFailed
-        The ablation was aborted (``on_failure=abort``).
+        Invalid input, a dirty tree, unpinnable data: nothing is created.
     """
     from ablate import pins as pins_mod
+    from ablate.confounds import hash_config_files
 
     cwd = str(Path(cwd or os.getcwd()).absolute())
     plan, opts = prepare(cfg, variable_name=variable_name, available_variables=available_variables,
@@ -111,7 +117,7 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:
-        code = pins_mod.pin_code(cwd, None, allow_dirty=True)
+        code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(describe(plan))
         out(f"  launcher: {launcher.describe()}")
         dirty = f" (dirty: {', '.join(code['dirty_files'][:5])})" if code["dirty"] else ""
@@ -125,19 +131,33 @@ def start(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable
     if not str(sweep_dir).strip():
         raise ConfigError("is empty", where="hydra.sweep.dir",
                           fix="give a directory, e.g. `hydra.sweep.dir=outputs/run1`")
-    pins_mod.pin_code(cwd, None, allow_dirty=opts.allow_dirty)
+    code = pins_mod.pin_code(cwd, allow_dirty=opts.allow_dirty)
     data = pins_mod.pin_data(data_paths, cwd)
     sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
-    code = pins_mod.pin_code(cwd, sd, allow_dirty=opts.allow_dirty)
-    from ablate.confounds import hash_config_files
-
+    code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
     record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")
     _log(describe(plan))
-    execute(sd, out=out)
+    return sd
+
+
+def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwargs: Any) -> SweepDir | None:
+    """Plan, pin and run an ablation (:func:`create`, then :func:`execute`); returns its sweep dir
+    (None for ``dry_run``).
+
+    Raises
+    ------
+    UserError
+        Invalid input (nothing is created or launched).
+    AblationFailed
+        The ablation was aborted (``on_failure=abort``).
+    """
+    sd = create(cfg, out=out, **kwargs)
+    if sd is not None:
+        execute(sd, out=out)
     return sd
 
 

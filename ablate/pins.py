@@ -120,24 +120,21 @@ def submodules(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
     return subs
 
 
-def pin_code(cwd: str | os.PathLike[str], sd: SweepDir | None, *, allow_dirty: bool) -> dict[str, Any]:
-    """Pin the project's code: commit, dirty state, and (with ``sd``) a snapshot in ``<sweep>/code``.
+def pin_code(cwd: str | os.PathLike[str], *, allow_dirty: bool) -> dict[str, Any]:
+    """Pin the project's code: its commit and dirty state (see :func:`snapshot_code` for the copy).
 
     Parameters
     ----------
     cwd : path-like
         Where ablate was started; the git work tree holding it is the project.
-    sd : SweepDir or None
-        Where to write the snapshot and the dirty patch; None only checks (for ``dry_run``).
     allow_dirty : bool
-        Run from a dirty tree: the snapshot is the working tree (tracked and untracked-not-ignored
-        files), and ``dirty.patch`` plus the untracked files are kept in the sweep dir.
+        Accept a dirty tree (the snapshot is then the working tree, and the patch is kept).
 
     Returns
     -------
     dict
         ``commit``, ``root``, ``subdir`` (cwd relative to root), ``dirty`` (bool), ``dirty_files``,
-        ``patch_sha256`` (when dirty), ``submodules``.
+        ``submodules`` (path -> commit).
 
     Raises
     ------
@@ -159,8 +156,31 @@ def pin_code(cwd: str | os.PathLike[str], sd: SweepDir | None, *, allow_dirty: b
             "sweep dir and the verdict is marked dirty)",
         )
     pin["dirty_files"] = [line[3:] for line in dirty]
-    if sd is None:
-        return pin
+    return pin
+
+
+def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
+    """Copy the pinned code into ``<sweep>/code`` so trials never import the live working tree.
+
+    A clean tree is extracted from the commit itself (``git archive``, submodules at their pinned
+    commits). A dirty one (``allow_dirty``) is copied from the working tree (tracked and
+    untracked-not-ignored files, so .gitignore is respected), and ``dirty.patch`` (``git diff HEAD``)
+    plus ``dirty_untracked/`` keep a record of the changes.
+
+    Returns
+    -------
+    dict
+        ``pin`` plus ``patch_sha256`` when dirty.
+
+    Raises
+    ------
+    PinError
+        When the pinned commit cannot be read.
+    """
+    pin = dict(pin)
+    root = Path(pin["root"])
+    commit = pin["commit"]
+    dirty = pin["dirty"]
     dest = sd.code_dir
     if dest.exists():
         shutil.rmtree(dest)
@@ -180,7 +200,7 @@ def pin_code(cwd: str | os.PathLike[str], sd: SweepDir | None, *, allow_dirty: b
                     keep = sd.root / "dirty_untracked" / rel
                     keep.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, keep, follow_symlinks=False)
-        for sub, _ in submodules(root):
+        for sub in pin.get("submodules") or {}:
             for rel in filter(None, _git(["ls-files", "-z"], root / sub).split("\0")):
                 src = root / sub / rel
                 if src.is_file():
@@ -188,7 +208,7 @@ def pin_code(cwd: str | os.PathLike[str], sd: SweepDir | None, *, allow_dirty: b
                     shutil.copy2(src, dest / sub / rel)
     else:
         _extract_commit(root, commit, dest)
-        for sub, sub_commit in submodules(root):
+        for sub, sub_commit in (pin.get("submodules") or {}).items():
             _extract_commit(root / sub, sub_commit, dest / sub)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
     return pin

@@ -593,13 +593,20 @@ def _assign(cfg: dict[str, Any], key: str, value: Any) -> None:
         node[last] = copy.deepcopy(value)
 
 
+def format_seeds(seeds: list[int]) -> str:
+    """``[0, 1, 2]`` for short lists, ``0..99`` for a long contiguous range."""
+    if len(seeds) > 10 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return str(seeds)
+
+
 def describe(plan: Plan) -> str:
     """A human description of the plan: arms, seeds and each treatment's resolved diff (for ``dry_run``)."""
     var = plan.variable
     lines = [
         f"Ablation of `{var.key}` ({'config group' if var.is_group else 'variable'} {var.name!r})",
         f"  arms ({len(plan.arms)}): " + ", ".join(a.name for a in plan.arms),
-        f"  seeds ({len(plan.seeds)} per arm): {plan.seeds}",
+        f"  seeds ({len(plan.seeds)} per arm): {format_seeds(plan.seeds)}",
         f"  trials: {len(plan.arms) * len(plan.seeds)}",
     ]
     for arm in plan.treatments:

@@ -41,7 +41,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     container = OmegaConf.to_container(cfg, resolve=True)
     opts = parse_options(container)  # type: ignore[arg-type]
     try:
-        code = pins.pin_code(Path.cwd(), None, allow_dirty=True)
+        code = pins.pin_code(Path.cwd(), allow_dirty=True)
     except PinError as exc:
         code = {"error": str(exc)}
     manifest = {"mode": "single run", "code": code, "environment": pins.capture_environment(light=True),
