@@ -16,7 +16,6 @@ every message has the same shape.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -88,6 +87,8 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 5) -> list[str]
     Candidates that contain ``word`` (or its last dotted part) as a substring are included too, so
     ``lr`` finds ``task.optim.lr``.
     """
+    import difflib
+
     cands = list(dict.fromkeys(candidates))
     found = difflib.get_close_matches(word, cands, n=n, cutoff=0.5)
     leaf = word.rsplit(".", 1)[-1]

@@ -21,18 +21,12 @@ differ from the pins (status ``pin_mismatch``).
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.metadata
 import importlib.util
-import io
 import os
 import platform
 import re
-import shutil
 import socket
-import subprocess
 import sys
-import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +43,8 @@ PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydr
 
 # -- git ---------------------------------------------------------------------------------------------
 def _git(args: Sequence[str], cwd: str | os.PathLike[str], *, binary: bool = False) -> Any:
+    import subprocess
+
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
     except FileNotFoundError as exc:
@@ -177,6 +173,9 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
     PinError
         When the pinned commit cannot be read.
     """
+    import hashlib
+    import shutil
+
     pin = dict(pin)
     root = Path(pin["root"])
     commit = pin["commit"]
@@ -215,6 +214,9 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
 
 
 def _extract_commit(repo: Path, commit: str, dest: Path) -> None:
+    import io
+    import tarfile
+
     try:
         data = _git(["archive", "--format=tar", commit], repo, binary=True)
     except _GitFailed as exc:
@@ -395,6 +397,8 @@ def _pkg_version(name: str) -> str | None:
     v = _installed_versions().get(re.sub(r"[-_.]+", "-", name).lower())
     if v is not None:
         return v
+    import importlib.metadata
+
     try:  # eggs and other layouts
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -426,6 +430,9 @@ def _cpu_model() -> str:
 
 
 def _gpus() -> dict[str, Any]:
+    import shutil
+    import subprocess
+
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"gpus": [], "driver": None}

@@ -30,6 +30,8 @@ from typing import Any
 from ablate.errors import AblateError, ConfigError, PinError, UserError
 from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml_cached, write_atomic, write_json
 
+#: Environment variable through which the local launcher tells a trial its parent's pid.
+PARENT_ENV = "ABLATE_PARENT_PID"
 #: Statuses that mean the trial produced no usable metric.
 FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
 
@@ -321,14 +323,29 @@ def _explain(exc: BaseException, msg: str) -> str:
     return msg
 
 
+def die_with_parent() -> None:
+    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
+    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
+    want = os.environ.get(PARENT_ENV)
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != want:
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]`` (used by the local launcher)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (3, 4):
         print("usage: python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]", file=sys.stderr)
         return 2
-    from ablate.launchers.local import die_with_parent
-
     die_with_parent()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     attempt = int(argv[3]) if len(argv) == 4 else None

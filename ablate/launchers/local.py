@@ -29,8 +29,6 @@ from ablate.errors import ConfigError
 from ablate.launchers.base import Launcher, Monitor, TrialRef
 from ablate.sweepdir import SweepDir
 
-PARENT_ENV = "ABLATE_PARENT_PID"
-
 
 def visible_gpus() -> list[str]:
     """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else what ``nvidia-smi -L``
@@ -160,14 +158,14 @@ class LocalLauncher(Launcher):
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
                  timeout_s: float | None, threads: int) -> dict[str, Any]:
         from ablate import seeding
-        from ablate.trial import write_result
+        from ablate.trial import PARENT_ENV, write_result
 
         tp = sd.trial(ref.arm, ref.seed)
         sd.mkdir(tp.dir)
         env = dict(os.environ)
         env.update(seeding.environment_for(seeding.check_mode(opts.get("determinism", "seeded")), ref.seed))
         env["PYTHONUNBUFFERED"] = "1"
-        env[PARENT_ENV] = str(os.getpid())
+        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env.setdefault(var, str(threads))
         gpus = self.slot_gpus[slot]
@@ -232,20 +230,3 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
         except (ProcessLookupError, PermissionError):
             return
         proc.wait()
-
-
-def die_with_parent() -> None:
-    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
-    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
-    want = os.environ.get(PARENT_ENV)
-    if not want or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if str(os.getppid()) != want:
-        os._exit(1)
