@@ -2,7 +2,9 @@
 
 - ``ablate -m variable=lr seeds=10 [overrides]``: run an ablation (Hydra command line).
 - ``ablate [overrides]``: one trial of the control, like a Hydra single run.
-- ``ablate --help`` / ``--cfg job`` / ``--info`` / ``--shell-completion``: Hydra's own.
+- ``ablate --help``: usage, config groups and settings, without starting Hydra (fast); with
+  overrides (``ablate --help task=x``) Hydra's own app help.
+- ``--cfg job`` / ``--hydra-help`` / ``--info`` / ``--shell-completion``: Hydra's own.
 - ``ablate status|verdict|resume|collect|repro DIR``: act on an existing sweep dir; dispatched
   before Hydra parses the command line.
 
@@ -29,7 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; returns the exit code (0 ok, 1 ablation failed, 2 bad input)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args and args[0] in SUBCOMMANDS:
+        if args in (["--help"], ["-h"]):
+            from ablate.help import print_help
+
+            code = print_help()
+        elif args and args[0] in SUBCOMMANDS:
             from ablate.commands import dispatch
 
             code = dispatch(args[0], args[1:])

@@ -128,7 +128,11 @@ def test_cfg_job_and_help_are_hydras(project: Path) -> None:
     assert res.returncode == 0, res.stderr
     cfg = yaml.safe_load(res.stdout)
     assert cfg["task"]["optim"]["lr"] == 0.05 and cfg["variable"]["key"] == "task.optim.lr"
-    res = ablate_cli(project, "--help")
+    res = ablate_cli(project, "--help")  # fast path, no Hydra start
     assert res.returncode == 0
     assert "ablate -m variable=<name> seeds=<N>" in res.stdout
-    assert "variable: lr" in res.stdout
+    assert "variable: lr" in res.stdout and "launcher: inline, local" in res.stdout
+    assert "seeds: 5" in res.stdout and "# seeds per arm" in res.stdout
+    res = ablate_cli(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config
+    assert res.returncode == 0, res.stderr
+    assert "seeds: 7" in res.stdout and "== Config groups ==" in res.stdout
