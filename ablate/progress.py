@@ -47,6 +47,7 @@ class Progress:
         self._live: Any = None
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
+        self._done_at_start = sum(sum(c.values()) for c in self.counts.values())
 
     def __enter__(self) -> Progress:
         if self.tty:
@@ -80,13 +81,26 @@ class Progress:
                     dur_s = f" in {dur:.1f}s" if isinstance(dur, int | float) else ""
                     print(f"[{done}/{total}] {ref.arm} seed={ref.seed} {status}{dur_s}{err}",
                           file=sys.stderr, flush=True)
+                    if done == total or (done - self._done_at_start) % 50 == 0:
+                        print(f"ablate: {self._summary()}", file=sys.stderr, flush=True)
             if self._live is not None:
                 self._live.update(self._table())
+
+    def _summary(self) -> str:
+        """``7/12 trials, 5 s elapsed, about 4 s left`` (the estimate once a trial of this run finished)."""
+        done = sum(sum(c.values()) for c in self.counts.values())
+        total = sum(self.total.values())
+        elapsed = time.monotonic() - self._t0
+        text = f"{done}/{total} trials, {_fmt_s(elapsed)} elapsed"
+        new = done - self._done_at_start
+        if new > 0 and done < total:
+            text += f", about {_fmt_s(elapsed / new * (total - done))} left"
+        return text
 
     def _table(self) -> Any:
         from rich.table import Table
 
-        t = Table(title=f"ablate: trials per arm ({time.monotonic() - self._t0:.0f} s)", title_justify="left")
+        t = Table(title=f"ablate: {self._summary()}", title_justify="left")
         for col in ("arm", "done", "running", "failed", "pending"):
             t.add_column(col, justify="left" if col == "arm" else "right")
         for a in self.arms:
@@ -94,3 +108,13 @@ class Progress:
             pending = self.total[a] - c["ok"] - c["failed"] - self.running[a]
             t.add_row(a, str(c["ok"]), str(self.running[a]), str(c["failed"]), str(max(0, pending)))
         return t
+
+
+def _fmt_s(seconds: float) -> str:
+    """``42 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
