@@ -236,7 +236,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     SweepDirError
         When another ablate process holds the sweep dir.
     AblationFailed
-        When ``on_failure=abort`` stopped the ablation.
+        When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
     """
     from ablate.progress import Progress
     from ablate.results import write_results
@@ -273,6 +273,11 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             where="task",
         )
     out(str(sd.verdict_md))
+    if verdict.get("invalid"):
+        reasons = [f["message"] for f in (verdict.get("confounds") or {}).get("findings", [])
+                   if f.get("severity") == "invalid"][:3]
+        raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
+                             + f" ({sd.verdict_md})")
     if aborted:
         raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
                              f"see {sd.verdict_md} and `ablate status {sd.root}`")

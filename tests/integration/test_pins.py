@@ -129,7 +129,9 @@ def test_environment_difference_aligned_with_arms_is_invalid(project: Path) -> N
     env = {**os.environ, "MKL_NUM_THREADS": "7"}
     exe = str(Path(os.sys.executable).with_name("ablate"))
     proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # an invalid verdict is a failed ablation
+    assert "the verdict is invalid" in proc.stderr and "MKL_NUM_THREADS" in proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
     v = json.loads((sd / "verdict.json").read_text())
     finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.MKL_NUM_THREADS")
     assert finding["kind"] == "environment" and finding["aligned"] is True and finding["severity"] == "invalid"
