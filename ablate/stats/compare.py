@@ -275,7 +275,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
                                                   f"runs ({nt} treatment, {nc} control)"))
     ft, fc = int(r.failed_treatment[0]), int(r.failed_control[0])
     fail = failure_finding(ft, ft + int((~np.isnan(t)).sum()), fc, fc + int((~np.isnan(c)).sum()))
-    if fail.differs:
+    if fail.differs and fail.pvalue is not None and fail.pvalue < _iv.alpha(alpha):
         data_flags.append(Flag("failures_differ", fail.message()))
     if p_threshold is not None:
         mult, label = "group sequential", "boundary"
@@ -384,7 +384,8 @@ def _reason(c: Comparison, code: int) -> str:
     pname = "p" if c.multiplicity in ("none", "group sequential") else "p_adj"
     p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
     rel = "<" if code in (BETTER, WORSE) else "≥"
-    parts = [f"{c.test.split()[0]} {pname} = {fmt_p(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
+    test = "Welch" if c.test == "Welch t" else c.test
+    parts = [f"{test} {pname} = {fmt_p(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
     if c.ci is not None:
         delta += f" [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"

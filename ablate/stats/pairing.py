@@ -70,8 +70,9 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
         are simply absent.
     pairing : {"auto", "paired", "unpaired"}
         ``auto`` pairs when the two arms ran a common seed list (at least 3 seed ids in common): the
-        design is paired before any outcome is seen. ``paired`` insists (seeds without a partner are
-        dropped and counted); ``unpaired`` never pairs.
+        design is paired before any outcome is seen. ``paired`` pairs whatever seeds the arms share (seeds
+        without a partner are dropped and counted); both fall back to unpaired on all runs below 3 shared
+        seeds. ``unpaired`` never pairs.
 
     Returns
     -------
@@ -90,9 +91,9 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
     """
     t, c, mode = _pair_iv(treatment, control, pairing)
     common = [s for s in t if s in c]
-    if mode == "unpaired" or (mode == "auto" and len(common) < 3):
+    if mode == "unpaired" or len(common) < 3:
         why = "pairing=unpaired" if mode == "unpaired" else \
-            f"the arms share {len(common)} seed ids (< 3): unpaired"
+            f"the arms share {len(common)} seed ids (< 3): unpaired analysis of all runs"
         return Pairing(False, np.array(list(t.values()), float), np.array(list(c.values()), float), (), 0, why)
     unmatched = len(t) + len(c) - 2 * len(common)
     why = "paired by seed id (every arm ran the same seed list)" if unmatched == 0 else \

@@ -205,6 +205,8 @@ class SeedAdvice:
         if self.n_needed is None:
             return (f"{mde}; detecting {what} needs more than {self.cap} seeds per arm: not resolvable within "
                     f"budget" + ("" if self.target_kind == "margin" else "; set a margin and test equivalence") + ".")
+        if self.n_needed <= self.n and self.n_needed_upper is not None and self.n_needed_upper <= self.n:
+            return f"{mde}; N = {self.n} already gives 80% power for {what}."
         hi = f"{self.n_needed_upper}" if self.n_needed_upper is not None else f"> {self.cap}"
         more_lo = max(0, self.n_needed - self.n)
         more_hi = f"+{self.n_needed_upper - self.n}" if self.n_needed_upper is not None else f"> +{self.cap - self.n}"
