@@ -128,7 +128,7 @@ def boundaries(fractions: Sequence[float], *, alpha: float = 0.05, kind: str = "
     return _boundaries_cached(f, a, k)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)
 def _boundaries_cached(f: tuple[float, ...], a: float, kind: str) -> Boundaries:
     from scipy.optimize import brentq
     from scipy.stats import multivariate_normal, norm
@@ -157,11 +157,13 @@ def _boundaries_cached(f: tuple[float, ...], a: float, kind: str) -> Boundaries:
                                         rng=np.random.default_rng(12345), abseps=1e-5, releps=0)
             return float(p) - target
 
-        lo, hi = 0.5, 12.0
+        # P(exit at look i, not before) lies between P(|Z_i| >= c) - spent_before and P(|Z_i| >= c), so the root
+        # is bracketed by the single-look boundaries of the cumulative and of the incremental alpha
+        lo, hi = float(norm.isf(si / 2)) - 1e-6, float(norm.isf((si - prev_spent) / 2)) + 1e-6
         if g(hi) < 0:  # numerical floor: spending increment below integration error
             z.append(math.inf)
             continue
-        z.append(float(brentq(g, lo, hi, xtol=1e-6)))
+        z.append(float(brentq(g, lo, hi, xtol=1e-5)) if g(lo) < 0 else lo)
         prev_spent = si
     nominal = tuple(float(2 * norm.sf(x)) if math.isfinite(x) else 0.0 for x in z)
     return Boundaries(f, tuple(z), nominal, tuple(float(s) for s in spent), a, kind)
