@@ -224,11 +224,16 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
                    else stats.ttest_ind(tt[live], cc[live], axis=1, equal_var=False))
             ci = res.confidence_interval(1 - a / k)
-            tost = res.confidence_interval(1 - 2 * a_tost[r]) if m is not None else None
-        out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
-        out["ci_low"][r], out["ci_high"][r] = ci.low, ci.high
-        if tost is not None:
-            out["tost_low"][r], out["tost_high"][r] = tost.low, tost.high
+            out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
+            out["ci_low"][r], out["ci_high"][r] = ci.low, ci.high
+            if m is not None:  # the TOST interval's level may differ by row (sequential boundaries)
+                lo, hi = np.empty(r.size), np.empty(r.size)
+                for level in np.unique(a_tost[r]):
+                    sel = a_tost[r] == level
+                    tost = res.confidence_interval(1 - 2 * float(level))
+                    lo[sel], hi[sel] = np.broadcast_to(tost.low, sel.shape)[sel], np.broadcast_to(tost.high,
+                                                                                                  sel.shape)[sel]
+                out["tost_low"][r], out["tost_high"][r] = lo, hi
     insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
     p = out["pvalue"]
     p_dec = (np.minimum(1.0, p * k) if padj is None else padj.astype(float)) if thr is None else p
