@@ -153,6 +153,12 @@ def fmt_p(p: float | None) -> str:
     return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
 
 
+def p_is(p: float | None) -> str:
+    """``"= 0.0387"`` or ``"< 0.0001"``: the relation and value to write after ``p``."""
+    s = fmt_p(p)
+    return s if s.startswith("<") else f"= {s}"
+
+
 def _compare_iv(treatment: Any, control: Any, paired: Any) -> tuple[np.ndarray, np.ndarray]:
     t = _iv.values_1d(treatment, "treatment")
     c = _iv.values_1d(control, "control")
@@ -317,7 +323,8 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
     st, sc = float(ts.std(ddof=1)), float(cs.std(ddof=1))
     if (st == 0) != (sc == 0):
         flags.append(Flag("one_arm_constant", f"the {'treatment' if st == 0 else 'control'} is constant across "
-                                              "seeds; Welch's test relies on the other arm's variance alone"))
+                                              "seeds" + ("" if paired else "; Welch's test relies on the other arm's "
+                                                                           "variance alone")))
     elif st > 0 and sc > 0 and max(st, sc) / min(st, sc) > 3:
         flags.append(Flag("sd_ratio", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold"))
     samples = [("paired differences", ts - cs)] if paired else [("treatment", ts), ("control", cs)]
@@ -327,7 +334,7 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
                 warnings.simplefilter("ignore")
                 p = float(stats.shapiro(x).pvalue)
             if p < 0.05:
-                flags.append(Flag("non_normal", f"{name}: Shapiro-Wilk p = {fmt_p(p)} (information only; the "
+                flags.append(Flag("non_normal", f"{name}: Shapiro-Wilk p {p_is(p)} (information only; the "
                                                 "robust test is the check)"))
     return flags
 
@@ -365,8 +372,8 @@ def finish(comp: Comparison) -> Comparison:
             flags.append(Flag("robust_floor", f"{comp.robust_test} cannot reach p < {level_m:.3g} at these n "
                                               f"(smallest possible p = {comp.robust_min_pvalue:.3g})"))
         elif (comp.pvalue < level_m) != (comp.robust_pvalue < level_m):
-            flags.append(Flag("tests_disagree", f"{comp.test} p = {fmt_p(comp.pvalue)} and {comp.robust_test} "
-                                                f"p = {fmt_p(comp.robust_pvalue)} disagree at {level_m:.3g}: "
+            flags.append(Flag("tests_disagree", f"{comp.test} p {p_is(comp.pvalue)} and {comp.robust_test} "
+                                                f"p {p_is(comp.robust_pvalue)} disagree at {level_m:.3g}: "
                                                 "inspect failed or outlier seeds"))
     if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < 10:
         flags.append(Flag("indicative", "P(T>C) interval is indicative only (N < 10 per arm)"))
@@ -385,7 +392,7 @@ def _reason(c: Comparison, code: int) -> str:
     p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
     rel = "<" if code in (BETTER, WORSE) else "≥"
     test = "Welch" if c.test == "Welch t" else c.test
-    parts = [f"{test} {pname} = {fmt_p(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
+    parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
     if c.ci is not None:
         delta += f" [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"

@@ -6,6 +6,7 @@ from the point SD and from its 80% upper confidence limit.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -66,6 +67,11 @@ def mde_d(n: int, *, alpha: float = 0.05, power: float = POWER, paired: bool = F
     """
     a, pw = _power_iv(alpha, power)
     n = _iv.positive_int(n, "n", lo=2)
+    return _mde_d(n, a, pw, bool(paired), float(ratio))
+
+
+@functools.lru_cache(maxsize=1024)
+def _mde_d(n: int, a: float, pw: float, paired: bool, ratio: float) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if paired:
