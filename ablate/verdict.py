@@ -109,7 +109,8 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
         treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
         "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
     """
-    from ablate.stats import BETTER, EQUIVALENT, WORSE, boundaries, decide_batch, information_fraction, pair_by_seed
+    from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
+    from ablate.stats.core import BETTER, EQUIVALENT, WORSE
 
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
