@@ -202,7 +202,10 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
     if not any_fail:
         L.append("No failed trials.")
     pending = sum(a.get("pending", 0) for a in v["arms"])
-    if pending:
+    if pending and (v.get("options") or {}).get("sequential") == "group":
+        L.append(f"- {pending} planned trial(s) not run: the sequential design stopped their arm at an earlier look "
+                 "(or they are still pending); not counted as failures.")
+    elif pending:
         L.append(f"- {pending} trial(s) not finished (pending or running): left out, not counted as failures.")
     return [*L, ""]
 
