@@ -18,7 +18,8 @@ def _figure(n: int) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(min(_W_MAX, max(_W_MIN, _W_PER_ARM * n + 1.5)), 3.6), dpi=100, layout="constrained")
+    fig = Figure(figsize=(min(_W_MAX, max(_W_MIN, _W_PER_ARM * n + 1.5)), 3.8), dpi=100)
+    fig.subplots_adjust(left=0.14 if n < 4 else 0.09, right=0.98, bottom=0.24, top=0.9)  # fixed: layout engines cost
     FigureCanvasAgg(fig)
     return fig
 

@@ -76,7 +76,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         L.append("No treatment arms.")
     for c in comps:
         size = f" ({c['size']})" if c.get("size") else ""
-        L.append(f"- **{c['label']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
+        L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     L.append("")
     L += _setup(v, key)
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
@@ -119,7 +119,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     n_flags = 0
     for c in comps:
         for f in c.get("flags") or []:
-            L.append(f"- {c['label']}: {f['message']} (`{f['code']}`)")
+            L.append(f"- {c['arm']}: {f['message']} (`{f['code']}`)")
             n_flags += 1
     if not n_flags:
         L.append("None.")

@@ -20,6 +20,8 @@ from ablate.sweepdir import SweepDir, write_atomic, write_json
 UNFINISHED = ("pending", "running")
 #: Seed for the bootstrap and Dunnett's integration, so a recomputed verdict is identical.
 VERDICT_RNG_SEED = 20240917
+#: Plan options that ``ablate verdict DIR --...`` may override.
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity")
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
 
     o = dict(plan.get("options") or {})
     for k, v in (overrides or {}).items():
-        if v is not None:
+        if v is not None and k in VERDICT_OVERRIDES:
             o[k] = v
     margin = o.get("margin")
     if isinstance(margin, str) and not margin.strip().endswith("%"):
@@ -317,7 +319,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     sd : SweepDir
         The sweep dir (its ``ablation.yaml``, trial records and manifests are read; trials are untouched).
     overrides : mapping, optional
-        ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options.
+        ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
+        skips the PNG plots.
 
     Returns
     -------
@@ -346,7 +349,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     verdict.update(invalid=bool(verdict["invalid_reasons"]), dirty=confounds["dirty"],
                    pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
                    confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
-    verdict["plots"] = _write_plots(sd, verdict)
+    verdict["plots"] = _write_plots(sd, verdict) if (overrides or {}).get("plots", True) is not False else {}
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     return verdict
