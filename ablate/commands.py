@@ -22,13 +22,16 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
-    """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none]``."""
+    """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none] [--pairing P]
+    [--no-plots]``: recompute verdict.json and verdict.md from the trial records (trials are never touched)."""
     p = _Parser(prog=f"ablate {name}", description="Recompute verdict.json and verdict.md from a sweep dir.")
     p.add_argument("dir")
     p.add_argument("--alpha", type=float)
     p.add_argument("--margin")
     p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"])
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"])
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
+                   help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)
     from ablate.results import write_results
     from ablate.verdict import write_verdict

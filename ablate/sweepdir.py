@@ -39,6 +39,8 @@ PLAN_FILE = "ablation.yaml"
 RESULTS_FILE = "results.csv"
 VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
+#: Plots written beside verdict.md: per-seed values per arm, and paired differences.
+PLOT_FILES = {"values": "verdict_values.png", "paired": "verdict_paired.png"}
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
@@ -268,6 +270,10 @@ class SweepDir:
     @property
     def verdict_md(self) -> Path:
         return self.root / VERDICT_MD
+
+    def plot(self, name: str) -> Path:
+        """Path of the verdict plot ``name`` (a key of :data:`PLOT_FILES`)."""
+        return self.root / PLOT_FILES[name]
 
     @property
     def code_dir(self) -> Path:

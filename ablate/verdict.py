@@ -1,97 +1,377 @@
-"""The verdict: per-treatment statistics against control, confounds, verdict.json and verdict.md.
+"""The verdict: statistics per treatment against control, confounds, verdict.json, verdict.md and plots.
 
-(First version: Welch's t-test, Hedges' g and a verdict word per treatment. The full statistical
-standard lives in :mod:`ablate.stats`.)
+Reads only the sweep dir (plan, trial records, manifests), so ``ablate verdict DIR`` can recompute it with
+new options (alpha, margin, multiplicity, pairing) without touching a trial. The numbers come from
+:mod:`ablate.stats`; the layout of verdict.md from :mod:`ablate.report`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from ablate.sweepdir import SweepDir, write_atomic, write_json
 
+#: Statuses of trials that have not finished (left out of the statistics, reported as pending).
+UNFINISHED = ("pending", "running")
+#: Seed for the bootstrap and Dunnett's integration, so a recomputed verdict is identical.
+VERDICT_RNG_SEED = 20240917
+#: Plan options that ``ablate verdict DIR --...`` may override.
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity")
 
-def _values(rows: list[dict[str, Any]], arm: str, metric: str) -> list[float]:
-    return [r[metric] for r in rows if r["arm"] == arm and r["status"] == "ok" and metric in r
-            and isinstance(r[metric], float) and math.isfinite(r[metric])]
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """The verdict's settings: ``plan["options"]`` overridden by ``ablate verdict DIR --...``."""
+
+    alpha: float = 0.05
+    margin: float | str | None = None
+    pairing: str = "auto"
+    multiplicity: str = "holm"
+    sequential: str = "off"
+    looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
 
 
-def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Compute the verdict from the trial records in ``sd`` and write verdict.json and verdict.md."""
-    import numpy as np
-    from scipy import stats
+def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
+    """Validated verdict options from the plan and the overrides.
 
-    from ablate.results import collect
-    from ablate.trial import load_plan
+    Raises
+    ------
+    ConfigError
+        When an option or override is invalid (names it and how to fix it).
+    """
+    from ablate.options import MULTIPLICITY, PAIRING, SEQUENTIAL, _choice, _number, parse_margin
 
-    plan = load_plan(sd)
-    rows = collect(sd, plan)
-    metric, goal = plan["metric"], plan.get("goal", "maximize")
-    sign = 1.0 if goal == "maximize" else -1.0
-    alpha = float((overrides or {}).get("alpha", plan["options"].get("alpha", 0.05)))
-    arms = []
+    o = dict(plan.get("options") or {})
+    for k, v in (overrides or {}).items():
+        if v is not None and k in VERDICT_OVERRIDES:
+            o[k] = v
+    margin = o.get("margin")
+    if isinstance(margin, str) and not margin.strip().endswith("%"):
+        with contextlib.suppress(ValueError):
+            margin = float(margin)
+    looks = o.get("looks") or [5, 10, 15, 20]
+    return VerdictOptions(
+        alpha=float(_number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
+        margin=parse_margin(margin),
+        pairing=_choice(o.get("pairing", "auto"), PAIRING, "pairing"),
+        multiplicity=_choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
+        sequential=_choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
+        looks=[int(x) for x in looks],
+    )
+
+
+@dataclass
+class ArmData:
+    """One arm's finished trials: seed -> value (NaN for a failed trial), statuses, errors."""
+
+    name: str
+    label: str
+    value: Any
+    values: dict[int, float]
+    statuses: Counter[str]
+    pending: int
+    errors: dict[int, str]
+
+
+def arm_data(plan: Mapping[str, Any], rows: list[dict[str, Any]], metric: str) -> dict[str, ArmData]:
+    """Group :func:`ablate.results.collect` rows by arm. A finished trial without a finite metric is failed."""
+    out: dict[str, ArmData] = {}
     for a in plan["arms"]:
-        vals = _values(rows, a["name"], metric)
-        n = len(vals)
-        failed = sum(1 for r in rows if r["arm"] == a["name"] and r["status"] not in ("ok", "pending", "running"))
-        mean = float(np.mean(vals)) if n else math.nan
-        sd_ = float(np.std(vals, ddof=1)) if n > 1 else math.nan
-        half = float(stats.t.ppf(0.975, n - 1) * sd_ / math.sqrt(n)) if n > 1 else math.nan
-        arms.append({"arm": a["name"], "label": a["label"], "n": n, "failed": failed, "mean": mean, "sd": sd_,
-                     "ci": [mean - half, mean + half]})
-    control = _values(rows, "control", metric)
-    comparisons = []
-    for a in plan["arms"][1:]:
-        t = _values(rows, a["name"], metric)
-        comp: dict[str, Any] = {"arm": a["name"], "label": a["label"]}
-        if len(t) < 2 or len(control) < 2:
-            comp.update(verdict="insufficient data", reason="fewer than 2 completed seeds in an arm")
-        else:
-            res = stats.ttest_ind(t, control, equal_var=False)
-            ci = res.confidence_interval(0.95)
-            diff = float(np.mean(t) - np.mean(control))
-            sp = math.sqrt((np.var(t, ddof=1) + np.var(control, ddof=1)) / 2)
-            g = diff / sp if sp > 0 else math.nan
-            p = float(res.pvalue)
-            word = "inconclusive"
-            if p < alpha:
-                word = "better" if sign * diff > 0 else "worse"
-            comp.update(diff=diff, ci=[float(ci.low), float(ci.high)], pvalue=p, statistic=float(res.statistic),
-                        df=float(res.df), effect_size=g, verdict=word,
-                        reason=f"Welch p = {p:.3g}; Δ = {diff:+.4g} [{ci.low:.4g}, {ci.high:.4g}]")
-        comparisons.append(comp)
-    from ablate.confounds import check, config_drift
-    from ablate.results import read_manifests
+        out[a["name"]] = ArmData(a["name"], str(a.get("label", a["name"])), a.get("value"), {}, Counter(), 0, {})
+    for r in rows:
+        d = out[r["arm"]]
+        status = str(r["status"])
+        if status in UNFINISHED:
+            d.pending += 1
+            continue
+        v = r.get(metric)
+        ok = status == "ok" and isinstance(v, int | float) and math.isfinite(v)
+        if status == "ok" and not ok:
+            status = "failed"
+        d.statuses[status] += 1
+        d.values[int(r["seed"])] = float(v) if ok else math.nan  # type: ignore[arg-type]
+        if not ok:
+            d.errors[int(r["seed"])] = str(r.get("error") or f"no finite `{metric}` in the result")
+    return out
 
-    used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    confounds = check(plan, read_manifests(sd, plan), used)
-    pins = plan.get("pins", {})
-    verdict = {"metric": metric, "goal": goal, "alpha": alpha, "arms": arms, "comparisons": comparisons,
-               "invalid": confounds["invalid"], "dirty": confounds["dirty"],
-               "pins": {"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
-               "confounds": confounds, "config_drift": config_drift(pins.get("config_files") or {})}
-    write_json(sd.verdict_json, verdict)
-    lines = [f"# Ablation of `{plan['variable']['key']}`: {metric} ({goal})", ""]
-    if verdict["dirty"]:
-        lines += ["**Dirty**: the trials ran uncommitted changes (kept in dirty.patch and dirty_untracked/).", ""]
-    for c in comparisons:
-        lines.append(f"- **{c['label']}** vs control: **{c['verdict']}**. {c.get('reason', '')}")
-    lines += ["", "| arm | n | failed | mean | SD | 95% CI |", "|---|---|---|---|---|---|"]
-    for a in arms:
-        lines.append(f"| {a['label']} | {a['n']} | {a['failed']} | {a['mean']:.4g} | {a['sd']:.3g} | "
-                     f"[{a['ci'][0]:.4g}, {a['ci'][1]:.4g}] |")
-    lines += ["", "## Confounds", ""]
-    if not confounds["findings"]:
-        lines.append("None found." if confounds["complete"] else
-                     f"Not checked on every trial (missing manifests: {', '.join(confounds['missing'])}).")
-    for f in confounds["findings"]:
-        lines.append(f"- **{f['severity']}**: {f['message']}")
-    write_atomic(sd.verdict_md, "\n".join(lines) + "\n")
-    return verdict
+
+# -- sequential mode ---------------------------------------------------------------------------------
+def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions
+                     ) -> dict[str, dict[str, Any]]:
+    """Replay the looks on the trials on disk: where each treatment stopped (or how far it got).
+
+    Returns
+    -------
+    dict
+        treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
+        "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
+    """
+    from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
+    from ablate.stats.core import BETTER, EQUIVALENT, WORSE
+
+    seeds, looks = list(plan["seeds"]), opts.looks
+    names = [a["name"] for a in plan["arms"]]
+    control, treatments = data[names[0]], names[1:]
+    m = max(1, len(treatments))
+    goal = plan.get("goal", "maximize")
+    out: dict[str, dict[str, Any]] = {}
+    for name in treatments:
+        arm = data[name]
+        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None}
+        fractions: list[float] = []
+        for k, n_k in enumerate(looks):
+            sk = seeds[:n_k]
+            if any(s not in arm.values or s not in control.values for s in sk):
+                break
+            pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
+                              pairing=opts.pairing)
+            fin_t = [v for v in pr.treatment if not math.isnan(v)]
+            fin_c = [v for v in pr.control if not math.isnan(v)]
+            if pr.paired:
+                n_t = n_c = sum(1 for x, y in zip(pr.treatment, pr.control, strict=True)
+                                if not (math.isnan(x) or math.isnan(y)))
+            else:
+                n_t, n_c = len(fin_t), len(fin_c)
+            last = k == len(looks) - 1
+            fractions.append(1.0 if last else max(1e-6, information_fraction(n_t, n_c, looks[-1], paired=pr.paired)))
+            fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
+            b = boundaries(fixed, alpha=opts.alpha / m)
+            thr = max(b.nominal_p[-1], 1e-300)
+            res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
+                               margin=opts.margin, n_comparisons=m, p_threshold=thr)
+            st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
+                  "z": b.z[-1]}
+            if int(res.verdict[0]) in (BETTER, WORSE, EQUIVALENT):
+                st["stopped"] = True
+                break
+        out[name] = st
+    return out
 
 
 def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
-    """Launch rounds for ``sequential=group`` (not yet available: one round with every seed)."""
-    yield list(plan["seeds"]), None
+    """Launch rounds for ``sequential=group``: a generator the orchestrator iterates.
+
+    Yields ``(seeds, arms)`` for each look: the first ``looks[k]`` seeds of the seed list, for the control
+    and every treatment still running. When the orchestrator resumes it (those trials have run), the
+    looks are replayed from the trial records (:func:`sequential_state`) and every treatment that crossed
+    its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
+    while any treatment does. Never re-tests after every seed: only at the planned looks.
+    """
+    from ablate.results import collect
+
+    opts = resolve_options(plan)
+    names = [a["name"] for a in plan["arms"]]
+    active = names[1:]
+    for k, n_k in enumerate(opts.looks):
+        yield list(plan["seeds"][:n_k]), [names[0], *active]
+        states = sequential_state(plan, arm_data(plan, collect(sd, dict(plan)), plan["metric"]), opts)
+        active = [a for a in active if not (states[a]["stopped"] and states[a]["look"] is not None
+                                            and states[a]["look"] <= k)]
+        if not active:
+            return
+
+
+# -- the verdict --------------------------------------------------------------------------------------
+def _jsonable(obj: Any) -> Any:
+    """Dataclasses, tuples, numpy scalars -> JSON types; NaN/inf -> None."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(asdict(obj))
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    try:
+        f = float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+    if float(f).is_integer() and type(obj).__name__.startswith("int"):
+        return int(f)
+    return f if math.isfinite(f) else None
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ablate import __version__
+
+    out = {"ablate": __version__, "python": platform.python_version()}
+    for p in ("numpy", "scipy", "statsmodels"):
+        mod = sys.modules.get(p)
+        try:
+            out[p] = getattr(mod, "__version__", None) or version(p)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOptions) -> dict[str, Any]:
+    """The verdict's content (the future verdict.json) from the plan and the trial rows; no I/O.
+
+    Returns
+    -------
+    dict
+        ``metric``, ``goal``, ``alpha``, ``options``, ``arms`` (per-arm statistics and values by seed),
+        ``comparisons`` (one per treatment: verdict, reason, every number of :class:`ablate.stats.Comparison`,
+        seed advice, failures, flags, pairing and sequential details), ``invalid`` and ``invalid_reasons``.
+    """
+    import numpy as np
+
+    from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
+
+    metric, goal = plan["metric"], plan.get("goal", "maximize")
+    data = arm_data(plan, rows, metric)
+    names = [a["name"] for a in plan["arms"]]
+    control = data[names[0]]
+    treatments = names[1:]
+    m = max(1, len(treatments))
+    arms_out = []
+    invalid_reasons: list[str] = []
+    for name in names:
+        d = data[name]
+        seeds = sorted(d.values)
+        s = summarize([d.values[k] for k in seeds], seeds=seeds)
+        total = s.n + s.n_failed
+        if total and s.n_failed / total > 0.5:
+            invalid_reasons.append(f"{s.n_failed} of {total} trials failed in arm {d.label} (more than half)")
+        arms_out.append({"arm": name, "label": d.label, "value": d.value, **_jsonable(s), "pending": d.pending,
+                         "statuses": dict(d.statuses), "values": {str(k): _jsonable(d.values[k]) for k in seeds},
+                         "errors": {str(k): v for k, v in d.errors.items()}})
+    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
+    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    comps, pairings = [], []
+    for i, name in enumerate(treatments):
+        t_vals, c_vals = data[name].values, control.values
+        thr = None
+        if seq:
+            st = seq[name]
+            n_use = st["n"] if st["look"] is not None else len(plan["seeds"])
+            keep = set(plan["seeds"][:n_use])
+            t_vals = {k: v for k, v in t_vals.items() if k in keep}
+            c_vals = {k: v for k, v in c_vals.items() if k in keep}
+            thr = max(st["threshold"], 1e-300) if st["threshold"] is not None else None
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing)
+        pairings.append(pr)
+        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
+                             margin=opts.margin, n_comparisons=m, rng=np.random.default_rng(ss[i]),
+                             p_threshold=thr))
+    if not seq and len(comps) > 1:
+        fin = [np.asarray([v for v in data[n].values.values() if not math.isnan(v)]) for n in treatments]
+        fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
+        comps = adjust_comparisons(comps, opts.multiplicity, treatments=fin, control=fin_c,
+                                   rng=np.random.default_rng(ss[-1]))
+    comparisons = []
+    for name, c, pr in zip(treatments, comps, pairings, strict=True):
+        rec = {"arm": name, "label": data[name].label, "value": data[name].value, **_jsonable(c)}
+        rec.pop("data_flags", None)
+        rec.pop("insufficient_code", None)
+        rec["seed_advice"] = rec.pop("seeds")
+        if c.seeds is not None:
+            rec["seed_advice"]["message"] = c.seeds.message()
+        rec["failures"]["message"] = c.failures.message() if c.failures else None
+        rec["pairing"] = {"paired": pr.paired, "reason": pr.reason, "unmatched": pr.unmatched,
+                          "seeds": list(pr.seeds)}
+        if seq:
+            st = seq[name]
+            rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
+                                 "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
+                                                                   and st["look"] < len(opts.looks) - 1),
+                                 "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
+                                 "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
+                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
+            rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
+        comparisons.append(rec)
+    return {
+        "metric": metric, "goal": goal, "alpha": opts.alpha,
+        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
+        "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
+        "arms": arms_out, "comparisons": comparisons,
+        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": _versions(),
+    }
+
+
+def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
+    if st["look"] is None:
+        return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
+    if st["stopped"]:
+        return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
+    if st["look"] < len(opts.looks) - 1:
+        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm)"
+    return (f"reached the last look (N = {st['n']}) without crossing the boundary"
+            + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
+
+
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
+
+    Parameters
+    ----------
+    sd : SweepDir
+        The sweep dir (its ``ablation.yaml``, trial records and manifests are read; trials are untouched).
+    overrides : mapping, optional
+        ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
+        skips the PNG plots.
+
+    Returns
+    -------
+    dict
+        The content of verdict.json.
+
+    Raises
+    ------
+    ConfigError
+        When an option or override is invalid.
+    """
+    from ablate.confounds import check, config_drift
+    from ablate.report import render_markdown
+    from ablate.results import collect, read_manifests
+    from ablate.trial import load_plan
+
+    plan = load_plan(sd)
+    opts = resolve_options(plan, overrides)
+    rows = collect(sd, plan)
+    verdict = analyse(plan, rows, opts)
+    used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
+    confounds = check(plan, read_manifests(sd, plan), used)
+    pins = plan.get("pins", {})
+    if confounds["invalid"]:
+        verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
+    verdict.update(invalid=bool(verdict["invalid_reasons"]), dirty=confounds["dirty"],
+                   pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
+                   confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
+    verdict["plots"] = _write_plots(sd, verdict) if (overrides or {}).get("plots", True) is not False else {}
+    write_json(sd.verdict_json, verdict)
+    write_atomic(sd.verdict_md, render_markdown(verdict))
+    return verdict
+
+
+def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
+    """Write the PNG plots; returns name -> file name (relative to the sweep dir). Plot errors never fail the
+    verdict: they are reported in its place."""
+    from ablate.plots import paired_plot, values_plot
+
+    out: dict[str, str] = {}
+    try:
+        png = values_plot(verdict)
+        if png is not None:
+            write_atomic(sd.plot("values"), png)
+            out["values"] = sd.plot("values").name
+        png = paired_plot(verdict)
+        if png is not None:
+            write_atomic(sd.plot("paired"), png)
+            out["paired"] = sd.plot("paired").name
+        elif sd.plot("paired").exists():
+            sd.plot("paired").unlink()
+    except Exception as exc:  # a plotting failure must not cost the verdict
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

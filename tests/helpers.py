@@ -36,3 +36,53 @@ def ablate_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.Comple
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     env.pop("PYTHONPATH", None)
     return run([exe, *args], cwd, env=env, check=False, timeout=timeout)
+
+
+def make_sweep(root: Path, values: dict[str, list], *, metric: str = "val_acc", goal: str = "maximize",
+               options: dict | None = None, manifests: bool = True, key: str = "task.optim.lr") -> Path:
+    """Write a synthetic sweep dir: ablation.yaml plus one result.json (and manifest.json) per trial.
+
+    ``values`` maps arm name -> per-seed values (seed = index); None writes a failed trial, the string
+    "pending" writes nothing. The first arm is the control. Arm values are parsed from ``key=value`` names.
+    """
+    import json
+
+    import yaml
+
+    n = max(len(v) for v in values.values())
+    arms = []
+    for i, name in enumerate(values):
+        val = 0.05 if i == 0 else _parse_value(name.split("=", 1)[-1])
+        arms.append({"name": name, "label": name if i else "control", "value": val,
+                     "changes": {} if i == 0 else {key: [0.05, val]}, "derived": [], "config": {}})
+    plan = {"ablate_version": "0.1.0", "variable": {"name": "lr", "key": key, "values": [a["value"] for a in arms[1:]],
+                                                    "is_group": False},
+            "metric": metric, "goal": goal, "seeds": list(range(n)), "task": {},
+            "options": {"alpha": 0.05, "margin": None, "pairing": "auto", "multiplicity": "holm", "sequential": "off",
+                        "looks": [5, 10, 15, 20], **(options or {})},
+            "pins": {"code": {"commit": "0" * 40, "dirty": False}, "data": {}, "environment": {}, "config_files": {}},
+            "arms": arms}
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ablation.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    for a in arms:
+        for seed, v in enumerate(values[a["name"]]):
+            if v == "pending":
+                continue
+            t = root / "trials" / a["name"] / f"seed={seed}"
+            t.mkdir(parents=True, exist_ok=True)
+            if v is None:
+                rec = {"arm": a["name"], "seed": seed, "status": "failed", "metrics": {}, "error": "RuntimeError: boom"}
+            else:
+                rec = {"arm": a["name"], "seed": seed, "status": "ok", "metrics": {metric: v}, "error": None}
+            (t / "result.json").write_text(json.dumps(rec))
+            if manifests:
+                m = {"code": {"commit": "0" * 40, "state": "clean"}, "data": {}, "config": {"seed": seed},
+                     "determinism": {"mode": "seeded"}, "environment": {"python": "3.11"}}
+                (t / "manifest.json").write_text(json.dumps(m))
+    return root
+
+
+def _parse_value(s: str) -> object:
+    import yaml
+
+    return yaml.safe_load(s)

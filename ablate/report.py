@@ -1,0 +1,268 @@
+"""verdict.md: the verdict for a person, in the layout of the verdict spec (B9).
+
+Order: title, validity warning, one verdict line per treatment, setup, per-arm table, comparison table,
+seed recommendation, flags, failures, plots, provenance, confounds, raw values by seed. Pure: a string
+from the verdict dict (:func:`ablate.verdict.analyse` plus confounds and pins).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ablate.stats.multiplicity import LABELS
+
+
+def _num(v: Any, dec: int | None = None) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if dec is not None:
+        return f"{v:.{dec}f}"
+    return f"{v:.4g}"
+
+
+def _p(v: Any) -> str:
+    if v is None:
+        return "–"
+    return "< 0.0001" if v < 1e-4 else (f"{v:.2g}" if v < 0.001 else f"{v:.3g}")
+
+
+def _ci(ci: Any, dec: int | None = None) -> str:
+    if not ci or ci[0] is None:
+        return "–"
+    return f"[{_num(ci[0], dec)}, {_num(ci[1], dec)}]"
+
+
+def _decimals(values: list[Any]) -> int:
+    """Decimals that show the arms' spread: 2 significant digits of the smallest positive SD-like scale."""
+    scales = [abs(v) for v in values if isinstance(v, int | float) and v and math.isfinite(v)]
+    if not scales:
+        return 4
+    return int(min(8, max(0, -math.floor(math.log10(min(scales))) + 1)))
+
+
+def _value(v: Any) -> str:
+    return "null" if v is None else str(v)
+
+
+def render_markdown(v: Mapping[str, Any]) -> str:
+    """The verdict as markdown.
+
+    Parameters
+    ----------
+    v : mapping
+        The content of verdict.json.
+
+    Returns
+    -------
+    str
+    """
+    var = v.get("variable") or {}
+    key = var.get("key", "?")
+    arms, comps = v["arms"], v["comparisons"]
+    dec = _decimals([a.get("sd") for a in arms] + [a.get("sem") for a in arms])
+    L: list[str] = [f"# Ablation of `{key}`: {v['metric']} ({v['goal']})", ""]
+    if v.get("invalid"):
+        L += ["> **INVALID ABLATION.** " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
+              + " The verdicts below are shown for inspection only.", ""]
+    if v.get("dirty"):
+        L += ["> **Dirty**: the trials ran uncommitted changes (kept in `dirty.patch` and `dirty_untracked/`).", ""]
+    L += ["## Verdict", ""]
+    control_label = _value(arms[0].get("value")) if arms else "?"
+    if not comps:
+        L.append("No treatment arms.")
+    for c in comps:
+        size = f" ({c['size']})" if c.get("size") else ""
+        L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
+    L.append("")
+    L += _setup(v, key)
+    L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for a in arms:
+        L.append(f"| {a['label']} | {_value(a.get('value'))} | {a['n']} | {a['n_failed']} | {a.get('pending', 0)} | "
+                 f"{_num(a.get('mean'), dec)} | {_num(a.get('sd'), dec)} | {_num(a.get('sem'), dec)} | "
+                 f"{_ci(a.get('ci'), dec)} | {_num(a.get('median'), dec)} | {_num(a.get('iqm'), dec)} | "
+                 f"{_num(a.get('min'), dec)} | {_num(a.get('max'), dec)} |")
+    notes = sorted({a["iqm_note"] for a in arms if a.get("iqm_note")})
+    if notes:
+        L += ["", "IQM: " + "; ".join(notes) + " (informative from n = 5)."]
+    L += ["", "## Comparisons", "",
+          "Δ = treatment − control, sign-normalised (positive = better); CI at the level shown (Bonferroni over "
+          "the treatments); effect size: Hedges' g (unpaired) or d_z (paired).", "",
+          "| treatment | test | n (T/C) | Δ | Δ% | CI | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
+          "| robust p (floor) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in comps:
+        pi = _num(c.get("prob_improvement"), 2)
+        if c.get("prob_improvement_ci"):
+            pi += " " + _ci(c["prob_improvement_ci"], 2)
+        t = f"{_num(c.get('statistic'), 2)} ({_num(c.get('df'), 1)})" if c.get("statistic") is not None else "–"
+        eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
+        rob = f"{_p(c.get('robust_pvalue'))} ({_p(c.get('robust_min_pvalue'))})" if c.get("robust_test") else "–"
+        level = f"{c['ci_level']:.1%} " if c.get("ci") else ""
+        L.append(f"| {c['label']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
+                 f"{_num(c.get('diff_pct'), 1)} | {level}{_ci(c.get('ci'), dec)} | {t} | {_p(c.get('pvalue'))} | "
+                 f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
+    L += ["", "## Seed recommendation", ""]
+    for c in comps:
+        adv = c.get("seed_advice")
+        msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
+        if c.get("seed_advice_sequential"):
+            msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
+        L.append(f"- **{c['label']}**: {msg}")
+    L += ["", "Never post-hoc \"observed power\": the MDE is the smallest effect this N detects with 80% power; the "
+          "point N uses the pooled SD, the upper one its 80% upper confidence limit (pilot SDs are noisy).", ""]
+    L += ["## Flags", ""]
+    n_flags = 0
+    for c in comps:
+        for f in c.get("flags") or []:
+            L.append(f"- {c['arm']}: {f['message']} (`{f['code']}`)")
+            n_flags += 1
+    if not n_flags:
+        L.append("None.")
+    L += ["", "## Failures", ""]
+    L += _failures(v)
+    plots = v.get("plots") or {}
+    if plots.get("values") or plots.get("paired"):
+        L += ["## Plots", ""]
+        if plots.get("values"):
+            L += [f"![per-seed values per arm, with mean and 95% CI]({plots['values']})", ""]
+        if plots.get("paired"):
+            L += [f"![paired differences by seed, with Δ and CI]({plots['paired']})", ""]
+    elif plots.get("error"):
+        L += ["## Plots", "", f"Not drawn: {plots['error']}", ""]
+    L += _provenance(v)
+    L += _confounds(v)
+    L += _raw(v, dec)
+    return "\n".join(L) + "\n"
+
+
+def _setup(v: Mapping[str, Any], key: str) -> list[str]:
+    arms, comps, o = v["arms"], v["comparisons"], v.get("options") or {}
+    vals = ", ".join(_value(a.get("value")) for a in arms[1:])
+    tests = sorted({c["test"] for c in comps}) or ["–"]
+    robust = sorted({c["robust_test"] for c in comps if c.get("robust_test")})
+    pairing = sorted({c["pairing"]["reason"] for c in comps}) or ["–"]
+    m = max(1, len(comps))
+    mult = v.get("multiplicity", "holm")
+    if mult == "group sequential":
+        mult_s = f"group sequential: Bonferroni α/m = {v['alpha'] / m:.3g} per treatment, spent over the looks"
+    else:
+        mult_s = LABELS.get(mult, mult) if m > 1 else "none needed (one treatment)"
+    seq = o.get("sequential", "off")
+    if seq == "group":
+        seq_s = f"group: looks at N = {', '.join(str(x) for x in o.get('looks', []))} seeds per arm, O'Brien-Fleming " \
+                "(Lan-DeMets) spending"
+        looks = [f"{c['label']}: look {c['sequential']['look']} (N = {c['sequential']['n']}), boundary p = "
+                 f"{_p(c['sequential']['boundary_p'])}" for c in comps if c.get("sequential", {}).get("look")]
+        if looks:
+            seq_s += "; " + "; ".join(looks)
+    else:
+        seq_s = "off (fixed N)"
+    margin = o.get("margin")
+    seeds = v.get("seeds") or []
+    ver = v.get("versions") or {}
+    return [
+        "## Setup", "",
+        "| | |", "|---|---|",
+        f"| variable | `{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'} |",
+        f"| arms | {', '.join(str(a['label']) for a in arms)} |",
+        f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
+        f"({len(seeds)} per arm) |",
+        f"| α | {v['alpha']:.3g} family-wise over {m} treatment(s) |",
+        f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
+        f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",
+        f"| multiplicity | {mult_s} |",
+        f"| margin δ | {margin if margin is not None else 'none (the equivalent verdict is off)'} |",
+        f"| sequential | {seq_s} |",
+        f"| libraries | {', '.join(f'{k} {x}' for k, x in ver.items())} |",
+        "",
+    ]
+
+
+def _failures(v: Mapping[str, Any]) -> list[str]:
+    L: list[str] = []
+    any_fail = False
+    for a in v["arms"]:
+        bad = {k: n for k, n in (a.get("statuses") or {}).items() if k != "ok"}
+        if bad or a.get("n_failed"):
+            any_fail = True
+            L.append(f"- {a['label']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
+                     + ", ".join(f"{k}: {n}" for k, n in sorted(bad.items())) + ")")
+            for seed, err in list((a.get("errors") or {}).items())[:5]:
+                first = str(err).strip().splitlines()[0] if str(err).strip() else "?"
+                L.append(f"  - seed {seed}: {first[:200]}")
+    for c in v["comparisons"]:
+        f = c.get("failures") or {}
+        if f.get("pvalue") is not None:
+            L.append(f"- {c['label']} vs control: {f['message']}")
+    if not any_fail:
+        L.append("No failed trials.")
+    pending = sum(a.get("pending", 0) for a in v["arms"])
+    if pending and (v.get("options") or {}).get("sequential") == "group":
+        L.append(f"- {pending} planned trial(s) not run: the sequential design stopped their arm at an earlier look "
+                 "(or they are still pending); not counted as failures.")
+    elif pending:
+        L.append(f"- {pending} trial(s) not finished (pending or running): left out, not counted as failures.")
+    return [*L, ""]
+
+
+def _provenance(v: Mapping[str, Any]) -> list[str]:
+    pins = v.get("pins") or {}
+    code = pins.get("code") or {}
+    L = ["## Provenance", ""]
+    state = "dirty" if code.get("dirty") or v.get("dirty") else "clean"
+    L.append(f"- code: commit `{str(code.get('commit', '?'))[:12]}` ({state} tree)")
+    for path, d in (pins.get("data") or {}).items():
+        L.append(f"- data: `{path}` {(d or {}).get('hash', '?')}")
+    env = pins.get("environment") or {}
+    if env:
+        pk = env.get("packages") or {}
+        pk_s = ", ".join(f"{k} {x}" for k, x in list(pk.items())[:8])
+        L.append(f"- environment: python {env.get('python', '?')} on {env.get('host', '?')} "
+                 f"({env.get('cpu', '?')}, {env.get('cpu_count', '?')} CPUs); cuda {env.get('cuda') or 'none'}"
+                 + (f"; {pk_s}" if pk_s else ""))
+    drift = v.get("config_drift") or []
+    if drift:
+        L.append("- config drift: the config files on disk changed since launch (the verdict uses the trials' own "
+                 "records): " + ", ".join(f"`{d}`" for d in drift))
+    return [*L, ""]
+
+
+def _confounds(v: Mapping[str, Any]) -> list[str]:
+    cf = v.get("confounds") or {}
+    L = ["## Confounds", ""]
+    findings = cf.get("findings") or []
+    if not findings:
+        if cf.get("complete"):
+            L.append(f"None found ({cf.get('checked', 0)} trial manifests compared).")
+        else:
+            missing = cf.get("missing") or []
+            L.append(f"Not checked on every trial: {len(missing)} completed trial(s) have no manifest "
+                     f"({', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}).")
+    for f in findings:
+        L.append(f"- **{f['severity']}**: {f['message']}")
+    return [*L, ""]
+
+
+def _raw(v: Mapping[str, Any], dec: int) -> list[str]:
+    arms = v["arms"]
+    seeds = sorted({int(s) for a in arms for s in a["values"]})
+    L = ["## Raw values by seed", "", "| seed | " + " | ".join(str(a["label"]) for a in arms) + " |",
+         "|---|" + "---|" * len(arms)]
+    for s in seeds:
+        cells = []
+        for a in arms:
+            if str(s) not in a["values"]:
+                cells.append("pending" if a.get("pending") else "–")
+            elif a["values"][str(s)] is None:
+                cells.append("failed")
+            else:
+                cells.append(_num(a["values"][str(s)], dec + 1))
+        L.append(f"| {s} | " + " | ".join(cells) + " |")
+    if not seeds:
+        L.append("| – |" + " – |" * len(arms))
+    return [*L, ""]

@@ -1,0 +1,82 @@
+"""Statistics for the verdict: pure functions over arrays, no I/O (verdict spec, ``shared/stats-spec.md`` B).
+
+Entry point: :func:`compare` (one treatment vs the control) and :func:`adjust_comparisons` (the family of
+treatments sharing a control). Beside them: :func:`summarize` (per-arm statistics), :func:`pair_by_seed`
+(pairing by design), :func:`recommend_seeds` / :func:`mde_d` / :func:`seeds_needed` (power and seed
+advice), :func:`failure_finding` (differential failure rate), :func:`boundaries` and
+:func:`group_sequential_batch` (group-sequential looks), and the vectorised core :func:`decide_batch`.
+
+Every function validates its input first and raises :class:`StatsInputError` (a ``ValueError``) naming
+the parameter; scipy and statsmodels are imported only when a function needs them.
+"""
+
+from __future__ import annotations
+
+from ablate.stats._iv import StatsInputError
+from ablate.stats.compare import Comparison, Flag, compare, fmt_p
+from ablate.stats.core import INSUFFICIENT_REASONS, VERDICTS, BatchResult, decide_batch, decision_rule
+from ablate.stats.effect import (
+    ProbImprovement,
+    RobustTest,
+    hedges_g,
+    hedges_j,
+    paired_effect,
+    pooled_sd,
+    prob_improvement,
+    robust_test,
+)
+from ablate.stats.failures import FailureFinding, failure_finding
+from ablate.stats.family import adjust_comparisons
+from ablate.stats.multiplicity import adjust_pvalues, dunnett_pvalues
+from ablate.stats.pairing import Pairing, pair_by_seed
+from ablate.stats.power import SeedAdvice, mde_d, recommend_seeds, sd_upper_limit, seeds_needed
+from ablate.stats.sequential import (
+    Boundaries,
+    SequentialBatch,
+    boundaries,
+    group_sequential_batch,
+    information_fraction,
+    spending,
+)
+from ablate.stats.summary import ArmSummary, summarize
+
+__all__ = [
+    "INSUFFICIENT_REASONS",
+    "VERDICTS",
+    "ArmSummary",
+    "BatchResult",
+    "Boundaries",
+    "Comparison",
+    "FailureFinding",
+    "Flag",
+    "Pairing",
+    "ProbImprovement",
+    "RobustTest",
+    "SeedAdvice",
+    "SequentialBatch",
+    "StatsInputError",
+    "adjust_comparisons",
+    "adjust_pvalues",
+    "boundaries",
+    "compare",
+    "decide_batch",
+    "decision_rule",
+    "dunnett_pvalues",
+    "failure_finding",
+    "fmt_p",
+    "group_sequential_batch",
+    "hedges_g",
+    "hedges_j",
+    "information_fraction",
+    "mde_d",
+    "pair_by_seed",
+    "paired_effect",
+    "pooled_sd",
+    "prob_improvement",
+    "recommend_seeds",
+    "robust_test",
+    "sd_upper_limit",
+    "seeds_needed",
+    "spending",
+    "summarize",
+]

@@ -1,0 +1,414 @@
+"""One treatment vs the control: every number of the verdict spec's comparison (B3, B4, B7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ablate.stats import _iv
+from ablate.stats.core import (
+    BETTER,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    INSUFFICIENT_REASONS,
+    VERDICTS,
+    WORSE,
+    decide_batch,
+    decision_rule,
+)
+from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improvement, robust_test
+from ablate.stats.failures import FailureFinding, failure_finding
+from ablate.stats.power import SEED_CAP, SeedAdvice, recommend_seeds
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A caveat attached to a comparison: never switches the test, always shown.
+
+    Attributes
+    ----------
+    code : str
+        Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``one_arm_constant``, ``non_normal``,
+        ``paired_fallback``, ``failures_differ``, ``tests_disagree``, ``robust_floor``, ``holm_ci``,
+        ``indicative``, ``ties``).
+    message : str
+        One sentence for the report.
+    """
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Treatment vs control. Differences are sign-normalised (positive = better for ``goal``), in metric units.
+
+    Attributes
+    ----------
+    verdict : str
+        ``better``, ``worse``, ``equivalent``, ``inconclusive`` or ``insufficient data``.
+    reason : str
+        One sentence with the numbers behind the verdict.
+    size : str or None
+        With a margin δ and a better/worse verdict: ``"≥ δ"`` (CI beyond δ), ``"< δ"`` (CI inside (0, δ)) or
+        ``"size uncertain"``.
+    diff, diff_pct : float or None
+        Δ = mean_T - mean_C (sign-normalised), and Δ as % of |control mean|.
+    diff_raw : float or None
+        mean_T - mean_C in the metric's own direction.
+    ci : (float, float) or None
+        CI of Δ at ``ci_level`` = 1 - alpha/m (Bonferroni-simultaneous), sign-normalised.
+    statistic, df, pvalue : float or None
+        t statistic (sign-normalised), degrees of freedom, raw two-sided p-value.
+    pvalue_adjusted : float or None
+        The p the verdict used: Holm/Dunnett/BH/Bonferroni-adjusted (``multiplicity`` says which), or raw.
+    effect_size : float or None
+        Hedges' g (unpaired) or d_z (paired); ``effect_size_name`` says which.
+    cohen_d, g_av, rho : float or None
+        Cohen's d (unpaired); g_av and the correlation ρ̂ of the arms (paired).
+    prob_improvement : float or None
+        P(T > C), ties ½; with ``prob_improvement_ci`` (percentile bootstrap).
+    robust_pvalue : float or None
+        Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired) two-sided p; ``robust_min_pvalue`` is the
+        smallest p that test can reach at these n.
+    seeds : SeedAdvice or None
+        MDE and seeds needed (spec B7).
+    failures : FailureFinding or None
+        Failure counts and Fisher's exact test when they differ.
+    flags : tuple of Flag
+    """
+
+    verdict: str
+    reason: str
+    size: str | None
+    goal: str
+    alpha: float
+    n_comparisons: int
+    test: str
+    paired: bool
+    n_treatment: int
+    n_control: int
+    failed_treatment: int
+    failed_control: int
+    mean_treatment: float | None
+    mean_control: float | None
+    diff: float | None
+    diff_raw: float | None
+    diff_pct: float | None
+    ci: tuple[float, float] | None
+    ci_level: float
+    statistic: float | None
+    df: float | None
+    pvalue: float | None
+    pvalue_adjusted: float | None
+    multiplicity: str
+    decision_level: float
+    decision_label: str
+    margin: float | None
+    tost_ci: tuple[float, float] | None
+    tost_level: float
+    effect_size: float | None
+    effect_size_name: str
+    cohen_d: float | None
+    g_av: float | None
+    rho: float | None
+    prob_improvement: float | None
+    prob_improvement_ci: tuple[float, float] | None
+    robust_test: str
+    robust_pvalue: float | None
+    robust_min_pvalue: float | None
+    seeds: SeedAdvice | None
+    failures: FailureFinding | None
+    insufficient_reason: str | None
+    flags: tuple[Flag, ...]
+    data_flags: tuple[Flag, ...] = dataclasses.field(repr=False, default=())
+    insufficient_code: int = dataclasses.field(repr=False, default=0)
+
+
+def _f(x: Any) -> float | None:
+    """A finite float or None."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _decimals(scale: float | None) -> int:
+    if scale is None or scale <= 0 or not math.isfinite(scale):
+        return 4
+    return int(min(8, max(0, -math.floor(math.log10(scale)) + 2)))
+
+
+def fmt_p(p: float | None) -> str:
+    """A p-value for reading: 3 significant digits, ``< 0.0001`` below."""
+    if p is None:
+        return "n/a"
+    if p < 1e-4:
+        return "< 0.0001"
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
+
+
+def p_is(p: float | None) -> str:
+    """``"= 0.0387"`` or ``"< 0.0001"``: the relation and value to write after ``p``."""
+    s = fmt_p(p)
+    return s if s.startswith("<") else f"= {s}"
+
+
+def _compare_iv(treatment: Any, control: Any, paired: Any) -> tuple[np.ndarray, np.ndarray]:
+    t = _iv.values_1d(treatment, "treatment")
+    c = _iv.values_1d(control, "control")
+    if not isinstance(paired, bool | np.bool_):
+        raise _iv.fail("paired", "must be True or False", paired)
+    if paired and t.size != c.size:
+        raise _iv.fail("control", f"must have as many values as `treatment` ({t.size}) when paired "
+                                  "(aligned by seed, NaN for a failed trial)", c.size)
+    return t, c
+
+
+def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float = 0.05, goal: str = "maximize",
+            margin: float | str | None = None, n_comparisons: int = 1, rng: Any = None,
+            pvalue_adjusted: float | None = None, multiplicity: str | None = None,
+            p_threshold: float | None = None, cap: int = SEED_CAP, n_resamples: int = 9999) -> Comparison:
+    """Compare a treatment with the control: test, CI, effect sizes, verdict and seed advice.
+
+    Parameters
+    ----------
+    treatment, control : array_like, shape (n_seeds,)
+        Final metric values per seed, in metric units; NaN = a failed or diverged trial (counted, never
+        silently dropped). When ``paired``, index j is the same seed in both.
+    paired : bool
+        Paired analysis by seed (``scipy.stats.ttest_rel``); fewer than 3 complete pairs fall back to
+        the unpaired analysis of all runs (flagged). Decide it by design (:func:`ablate.stats.pair_by_seed`),
+        never by which p is smaller.
+    alpha : float
+        Family-wise significance level.
+    goal : {"maximize", "minimize"}
+        Direction of the metric; Δ, CIs, effect sizes and P(T>C) are sign-normalised (positive = better).
+    margin : float or str, optional
+        Smallest effect size of interest δ (metric units, or ``"2%"`` of the control mean). Enables the
+        ``equivalent`` verdict (TOST) and targets the seed recommendation.
+    n_comparisons : int
+        m, treatments sharing this control; CI level 1 - alpha/m, MDE at alpha/m, and, unless
+        ``pvalue_adjusted`` is given, Bonferroni p_adj = min(1, m p).
+    rng : None, int or numpy.random.Generator
+        Randomness for the P(T>C) bootstrap.
+    pvalue_adjusted : float, optional
+        The family-adjusted p-value (see :func:`ablate.stats.adjust_comparisons`), labelled ``multiplicity``.
+    multiplicity : str, optional
+        Label of the adjustment in ``pvalue_adjusted``.
+    p_threshold : float, optional
+        Sequential mode: the look's nominal boundary p; the verdict uses raw p < p_threshold.
+    cap : int
+        Most seeds per arm a recommendation may ask for (default 50).
+    n_resamples : int
+        Bootstrap resamples for the P(T>C) interval (0 to skip).
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    StatsInputError
+        When an argument breaks its rule (the message names it in backticks).
+
+    Notes
+    -----
+    Welch (1947) ``scipy.stats.ttest_ind(equal_var=False)`` or paired ``ttest_rel``, CI from the result's
+    ``confidence_interval``; Hedges' g (Hedges 1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021;
+    Bouthillier et al. 2021); Mann-Whitney / Wilcoxon as the robustness check; TOST (Schuirmann 1987);
+    seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer (2019) for small N.
+
+    Examples
+    --------
+    >>> from ablate.stats import compare
+    >>> c = compare([0.728, 0.741, 0.716, 0.739, 0.733], [0.712, 0.695, 0.731, 0.704, 0.719], rng=0)
+    >>> c.verdict, round(c.pvalue, 4), round(c.effect_size, 3)
+    ('better', 0.0387, 1.437)
+    """
+    t, c = _compare_iv(treatment, control, paired)
+    sign = _iv.goal(goal)
+    gen = _iv.rng(rng)
+    r = decide_batch(t, c, paired=bool(paired), alpha=alpha, goal=goal, margin=margin, n_comparisons=n_comparisons,
+                     pvalue_adjusted=pvalue_adjusted, p_threshold=p_threshold)
+    a = _iv.alpha(alpha)
+    m = int(n_comparisons)
+    used_paired = bool(r.paired[0])
+    if used_paired:
+        ok = ~np.isnan(t) & ~np.isnan(c)
+        tv, cv = t[ok], c[ok]
+    else:
+        tv, cv = t[~np.isnan(t)], c[~np.isnan(c)]
+    ts, cs = sign * tv, sign * cv
+    nt, nc = int(r.n_treatment[0]), int(r.n_control[0])
+    mean_t = float(tv.mean()) if tv.size else None
+    mean_c = float(cv.mean()) if cv.size else None
+    diff = _f(r.diff[0])
+    diff_pct = 100 * diff / abs(mean_c) if diff is not None and mean_c else None
+    ci = (float(r.ci_low[0]), float(r.ci_high[0])) if _f(r.ci_low[0]) is not None else None
+    tost = (float(r.tost_low[0]), float(r.tost_high[0])) if _f(r.tost_low[0]) is not None else None
+    d = g = gav = rho = None
+    pi = pi_ci = None
+    robust = rob_p = rob_min = None
+    advice = None
+    data_flags: list[Flag] = []
+    if nt >= 2 and nc >= 2:
+        if used_paired:
+            g, gav, rho = paired_effect(ts, cs)
+        else:
+            d, g = hedges_g(ts, cs)
+        pim = prob_improvement(ts, cs, paired=used_paired, n_resamples=n_resamples if min(nt, nc) >= 3 else 0,
+                               rng=gen)
+        pi, pi_ci = pim.estimate, pim.ci
+        rt = robust_test(ts, cs, paired=used_paired)
+        robust, rob_p, rob_min = rt.name, rt.pvalue, rt.min_pvalue
+        if used_paired:
+            sd_, df_ = float((ts - cs).std(ddof=1)), nt - 1
+        else:
+            sd_, df_ = pooled_sd(ts, cs), nt + nc - 2
+        delta = _f(r.margin[0])
+        target = delta if delta is not None else (abs(diff) if diff else None)
+        advice = recommend_seeds(min(nt, nc), sd_, df_, alpha=a / m, paired=used_paired, target=target,
+                                 target_kind="margin" if delta is not None else "observed", cap=cap)
+        data_flags += _data_flags(ts, cs, used_paired, advice)
+    if bool(paired) and not used_paired:
+        data_flags.append(Flag("paired_fallback", f"fewer than 3 complete seed pairs: unpaired analysis of all "
+                                                  f"runs ({nt} treatment, {nc} control)"))
+    ft, fc = int(r.failed_treatment[0]), int(r.failed_control[0])
+    fail = failure_finding(ft, ft + int((~np.isnan(t)).sum()), fc, fc + int((~np.isnan(c)).sum()))
+    if fail.differs and fail.pvalue is not None and fail.pvalue < _iv.alpha(alpha):
+        data_flags.append(Flag("failures_differ", fail.message()))
+    if p_threshold is not None:
+        mult, label = "group sequential", "boundary"
+    elif pvalue_adjusted is not None:
+        mult, label = multiplicity or "adjusted", "α"
+    else:
+        mult, label = ("bonferroni" if m > 1 else "none"), "α"
+    ins = int(r.insufficient[0])
+    comp = Comparison(
+        verdict="", reason="", size=None, goal=goal, alpha=a, n_comparisons=m,
+        test="paired t" if used_paired else "Welch t", paired=used_paired, n_treatment=nt, n_control=nc,
+        failed_treatment=ft, failed_control=fc, mean_treatment=mean_t, mean_control=mean_c, diff=diff,
+        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci, ci_level=1 - a / m,
+        statistic=_f(r.statistic[0]), df=_f(r.df[0]), pvalue=_f(r.pvalue[0]), pvalue_adjusted=_f(r.p_decision[0]),
+        multiplicity=mult, decision_level=float(r.alpha_decision[0]), decision_label=label, margin=_f(r.margin[0]),
+        tost_ci=tost, tost_level=1 - 2 * (p_threshold if p_threshold is not None else a / m), effect_size=_f(g),
+        effect_size_name="d_z" if used_paired else "Hedges' g", cohen_d=_f(d),
+        g_av=_f(gav), rho=_f(rho), prob_improvement=_f(pi), prob_improvement_ci=pi_ci, robust_test=robust or "",
+        robust_pvalue=_f(rob_p), robust_min_pvalue=_f(rob_min), seeds=advice, failures=fail,
+        insufficient_reason=INSUFFICIENT_REASONS[ins] or None, flags=(), data_flags=tuple(data_flags),
+        insufficient_code=ins)
+    return finish(comp)
+
+
+def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice | None) -> list[Flag]:
+    from scipy import stats
+
+    flags: list[Flag] = []
+    n = min(ts.size, cs.size)
+    if n < 5 and advice is not None:
+        flags.append(Flag("small_n", f"only large effects are detectable at N = {n}: MDE d ≈ {advice.mde_d:.1f}"))
+    for name, x in (("treatment", ts), ("control", cs)):
+        mad = float(stats.median_abs_deviation(x, scale="normal"))
+        if mad > 0:
+            out = x[np.abs(x - np.median(x)) > 3 * mad]
+            if out.size:
+                flags.append(Flag("outliers", f"{name} has {out.size} outlier(s) beyond 3 MAD of its median "
+                                              f"(inspect failed or collapsed seeds)"))
+    st, sc = float(ts.std(ddof=1)), float(cs.std(ddof=1))
+    if (st == 0) != (sc == 0):
+        flags.append(Flag("one_arm_constant", f"the {'treatment' if st == 0 else 'control'} is constant across "
+                                              "seeds" + ("" if paired else "; Welch's test relies on the other arm's "
+                                                                           "variance alone")))
+    elif st > 0 and sc > 0 and max(st, sc) / min(st, sc) > 3:
+        flags.append(Flag("sd_ratio", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold"))
+    samples = [("paired differences", ts - cs)] if paired else [("treatment", ts), ("control", cs)]
+    for name, x in samples:
+        if x.size >= 3 and np.ptp(x) > 0:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p = float(stats.shapiro(x).pvalue)
+            if p < 0.05:
+                flags.append(Flag("non_normal", f"{name}: Shapiro-Wilk p {p_is(p)} (information only; the "
+                                                "robust test is the check)"))
+    return flags
+
+
+def finish(comp: Comparison) -> Comparison:
+    """Decide the verdict and write its reason and flags from the numbers in ``comp`` (spec B4).
+
+    Parameters
+    ----------
+    comp : Comparison
+        With its numeric fields set; ``verdict``, ``reason``, ``size`` and ``flags`` are recomputed.
+
+    Returns
+    -------
+    Comparison
+    """
+    nan = math.nan
+    code = int(decision_rule(
+        nan if comp.pvalue_adjusted is None else comp.pvalue_adjusted, comp.decision_level,
+        nan if comp.diff is None else comp.diff, comp.tost_ci[0] if comp.tost_ci else nan,
+        comp.tost_ci[1] if comp.tost_ci else nan, nan if comp.margin is None else comp.margin,
+        comp.insufficient_code)[()])
+    verdict = VERDICTS[code]
+    flags = list(comp.data_flags)
+    level_m = comp.alpha / comp.n_comparisons
+    size = None
+    if code in (BETTER, WORSE) and comp.margin is not None and comp.ci is not None:
+        lo, hi = comp.ci if code == BETTER else (-comp.ci[1], -comp.ci[0])
+        size = "≥ δ" if lo >= comp.margin else "< δ" if hi < comp.margin and lo > 0 else "size uncertain"
+    if code in (BETTER, WORSE) and comp.ci is not None and comp.ci[0] <= 0 <= comp.ci[1]:
+        flags.append(Flag("holm_ci", f"p_adj < α but the {comp.ci_level:.1%} CI still touches 0; the verdict "
+                                     "follows p_adj"))
+    if comp.robust_pvalue is not None and comp.pvalue is not None and comp.robust_min_pvalue is not None:
+        if comp.robust_min_pvalue >= level_m:
+            flags.append(Flag("robust_floor", f"{comp.robust_test} cannot reach p < {level_m:.3g} at these n "
+                                              f"(smallest possible p = {comp.robust_min_pvalue:.3g})"))
+        elif (comp.pvalue < level_m) != (comp.robust_pvalue < level_m):
+            flags.append(Flag("tests_disagree", f"{comp.test} p {p_is(comp.pvalue)} and {comp.robust_test} "
+                                                f"p {p_is(comp.robust_pvalue)} disagree at {level_m:.3g}: "
+                                                "inspect failed or outlier seeds"))
+    if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < 10:
+        flags.append(Flag("indicative", "P(T>C) interval is indicative only (N < 10 per arm)"))
+    comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags))
+    return dataclasses.replace(comp, reason=_reason(comp, code))
+
+
+def _reason(c: Comparison, code: int) -> str:
+    if code == VERDICTS.index("insufficient data"):
+        counts = f"{c.n_treatment} treatment and {c.n_control} control completed seeds" + (
+            f", {c.failed_treatment} and {c.failed_control} failed" if c.failed_treatment or c.failed_control else "")
+        extra = f"; Δ = {c.diff:+.4g}" if c.diff is not None and c.insufficient_code in (4, 5) else ""
+        return f"Insufficient data: {c.insufficient_reason} ({counts}){extra}."
+    dec = _decimals(None if c.ci is None else c.ci[1] - c.ci[0])
+    pname = "p" if c.multiplicity in ("none", "group sequential") else "p_adj"
+    p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
+    rel = "<" if code in (BETTER, WORSE) else "≥"
+    test = "Welch" if c.test == "Welch t" else c.test
+    parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
+    delta = f"Δ = {c.diff:+.{dec}f}"
+    if c.ci is not None:
+        delta += f" [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
+    if c.diff_pct is not None:
+        delta += f" ({c.diff_pct:+.1f}%)"
+    parts.append(delta)
+    if c.effect_size is not None:
+        parts.append(f"{'d_z' if c.paired else 'g'} = {c.effect_size:.2f}")
+    if c.prob_improvement is not None:
+        parts.append(f"P(T>C) = {c.prob_improvement:.2f}")
+    lead = ""
+    if code == EQUIVALENT and c.tost_ci is not None and c.margin is not None:
+        lead = (f"No meaningful difference: the {c.tost_level:.1%} CI [{c.tost_ci[0]:.{dec}f}, "
+                f"{c.tost_ci[1]:.{dec}f}] lies inside ±δ = {c.margin:.{dec}g}; ")
+    if code in (BETTER, WORSE) and c.size:
+        parts.append(f"size {c.size}" if c.size != "size uncertain" else "size uncertain against δ")
+    if code == INCONCLUSIVE and c.seeds is not None:
+        parts.append(f"MDE = {c.seeds.mde:.{dec}f} (d = {c.seeds.mde_d:.2f}) at N = {c.seeds.n}")
+    return lead + "; ".join(parts) + "."

@@ -1,0 +1,283 @@
+"""The vectorised decision core: one treatment vs control over a leading batch axis.
+
+:func:`decide_batch` runs the primary test (Welch or paired t, from :mod:`scipy.stats`) and the
+decision rule of the verdict spec (B4) on arrays of shape (batch, n_seeds). :func:`ablate.stats.compare`
+calls it with a batch of one, and the A/A simulation tests call it with thousands of rows, so the
+false-positive rates measured there are those of the code that writes the verdict.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ablate.stats import _iv
+
+#: Verdict words, indexed by the integer codes in :attr:`BatchResult.verdict`.
+VERDICTS = ("insufficient data", "better", "worse", "equivalent", "inconclusive")
+INSUFFICIENT, BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = range(5)
+
+#: Reasons for ``insufficient data``, indexed by :attr:`BatchResult.insufficient` (0 = none).
+INSUFFICIENT_REASONS = (
+    "",
+    "fewer than 3 completed seeds in an arm",
+    "more than half of an arm's trials failed",
+    "every value is identical in both arms",
+    "both arms are constant (no seed-to-seed variance to test against)",
+    "the paired differences are constant (no seed-to-seed variance to test against)",
+)
+MIN_SEEDS = 3
+MAX_FAILED_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Outcome of :func:`decide_batch`; every field is an array of shape (batch,).
+
+    Differences are sign-normalised (positive = better for ``goal``) and in metric units.
+
+    Attributes
+    ----------
+    verdict : int array
+        Codes into :data:`VERDICTS`.
+    insufficient : int array
+        Codes into :data:`INSUFFICIENT_REASONS` (0 when the data sufficed).
+    paired : bool array
+        Whether the paired analysis was used (asked for and at least 3 complete pairs).
+    n_treatment, n_control : int arrays
+        Completed (finite) values used; for a paired row, the number of complete pairs.
+    failed_treatment, failed_control : int arrays
+        NaN values (failed trials) per arm.
+    mean_treatment, mean_control : float arrays
+        Sign-normalised means of the values used.
+    diff, ci_low, ci_high : float arrays
+        Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons``.
+    tost_low, tost_high : float arrays
+        The ``1 - 2 * alpha_decision`` CI used for equivalence (TOST).
+    statistic, df, pvalue : float arrays
+        Welch or paired t statistic (sign-normalised), degrees of freedom, two-sided raw p-value.
+    p_decision, alpha_decision : float arrays
+        The p-value and the level the decision used (adjusted p and alpha; or raw p and a sequential
+        boundary's nominal p).
+    margin : float array
+        The margin in metric units (NaN when none).
+    """
+
+    verdict: np.ndarray
+    insufficient: np.ndarray
+    paired: np.ndarray
+    n_treatment: np.ndarray
+    n_control: np.ndarray
+    failed_treatment: np.ndarray
+    failed_control: np.ndarray
+    mean_treatment: np.ndarray
+    mean_control: np.ndarray
+    diff: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    tost_low: np.ndarray
+    tost_high: np.ndarray
+    statistic: np.ndarray
+    df: np.ndarray
+    pvalue: np.ndarray
+    p_decision: np.ndarray
+    alpha_decision: np.ndarray
+    margin: np.ndarray
+
+
+def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
+                     n_comparisons: Any, pvalue_adjusted: Any, p_threshold: Any
+                     ) -> tuple[np.ndarray, np.ndarray, bool, float, float, float | str | None, int,
+                                np.ndarray | None, np.ndarray | None]:
+    t = _iv.values_2d(treatment, "treatment")
+    c = _iv.values_2d(control, "control")
+    if t.shape[0] != c.shape[0]:
+        raise _iv.fail("control", f"must have the same batch size as `treatment` ({t.shape[0]})", c.shape[0])
+    if not isinstance(paired, bool | np.bool_):
+        raise _iv.fail("paired", "must be True or False", paired)
+    if paired and t.shape != c.shape:
+        raise _iv.fail("control", f"must have the shape of `treatment` {t.shape} when paired (aligned by seed)",
+                       c.shape)
+    a = _iv.alpha(alpha)
+    sign = _iv.goal(goal)
+    m = _iv.margin(margin)
+    k = _iv.positive_int(n_comparisons, "n_comparisons")
+    padj = None if pvalue_adjusted is None else np.broadcast_to(np.asarray(pvalue_adjusted, float), t.shape[:1])
+    thr = None if p_threshold is None else np.broadcast_to(np.asarray(p_threshold, float), t.shape[:1])
+    if thr is not None and not np.all((thr > 0) & (thr < 1)):
+        raise _iv.fail("p_threshold", "must lie in (0, 1)", p_threshold)
+    return t, c, bool(paired), a, sign, m, k, padj, thr
+
+
+def _constant(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` (batch, n) whose values are all equal (to 1e-12 relative), shape (batch,)."""
+    span = np.ptp(x, axis=1)
+    scale = np.max(np.abs(x), axis=1)
+    return span <= 1e-12 * scale
+
+
+def _compact(x: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
+    """The first ``k`` kept values of each row (order preserved); rows hold exactly ``k`` kept values."""
+    order = np.argsort(~keep, axis=1, kind="stable")
+    return np.take_along_axis(x, order, axis=1)[:, :k]
+
+
+def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: float = 0.05,
+                 goal: str = "maximize", margin: float | str | None = None, n_comparisons: int = 1,
+                 pvalue_adjusted: Any = None, p_threshold: Any = None) -> BatchResult:
+    """Primary test and verdict for a batch of treatment-vs-control comparisons.
+
+    Parameters
+    ----------
+    treatment, control : array_like, shape (batch, n_seeds) or (n_seeds,)
+        Metric values in metric units; NaN marks a failed trial (counted, never silently dropped).
+        When ``paired``, both have the same shape and column j is the same seed in both arms.
+    paired : bool
+        Paired t-test on complete pairs (``scipy.stats.ttest_rel``); rows with fewer than 3 complete
+        pairs fall back to the unpaired analysis of all their runs (verdict spec B6). Otherwise Welch's
+        t-test (``scipy.stats.ttest_ind(equal_var=False)``).
+    alpha : float
+        Family-wise significance level in (0, 0.5].
+    goal : {"maximize", "minimize"}
+        Direction of the metric; all differences are sign-normalised so positive = better.
+    margin : float or str, optional
+        Smallest effect size of interest δ, in metric units or as ``"2%"`` of the control mean; enables
+        the ``equivalent`` verdict (TOST: the ``1 - 2 alpha_decision`` CI inside (-δ, δ)).
+    n_comparisons : int
+        m, the number of treatments compared with the control; the reported CI has level ``1 - alpha/m``
+        (Bonferroni-simultaneous) and the default decision p is Bonferroni ``min(1, m p)``.
+    pvalue_adjusted : array_like, shape (batch,), optional
+        The adjusted p-value to decide on (Holm, Dunnett, BH, from :mod:`ablate.stats.multiplicity`).
+    p_threshold : array_like, shape (batch,), optional
+        Sequential mode: decide ``p < p_threshold`` on the raw p (a group-sequential boundary's nominal p,
+        already at ``alpha/m``) instead of ``p_adj < alpha``.
+
+    Returns
+    -------
+    BatchResult
+        Arrays of shape (batch,).
+
+    Raises
+    ------
+    StatsInputError
+        When an argument breaks its rule (message names it).
+
+    Notes
+    -----
+    Decision rule (verdict spec B4): ``insufficient data`` (< 3 completed seeds in an arm, > 50% of an
+    arm's trials failed, both arms constant) -> ``better`` / ``worse`` (p below the level, sign of Δ) ->
+    ``equivalent`` (with a margin, TOST; Schuirmann 1987) -> ``inconclusive``. Tests: Welch (1947),
+    ``scipy.stats.ttest_ind(equal_var=False)``; paired t, ``scipy.stats.ttest_rel``; CIs from their
+    ``confidence_interval``.
+    """
+    from scipy import stats
+
+    t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
+        treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
+    t, c = sign * t, sign * c
+    b = t.shape[0]
+    ok_t, ok_c = ~np.isnan(t), ~np.isnan(c)
+    failed_t, failed_c = (~ok_t).sum(1), (~ok_c).sum(1)
+    pair_ok = ok_t & ok_c if paired else np.zeros_like(ok_t)
+    use_paired = pair_ok.sum(1) >= MIN_SEEDS if paired else np.zeros(b, bool)
+    n_t = np.where(use_paired, pair_ok.sum(1), ok_t.sum(1))
+    n_c = np.where(use_paired, pair_ok.sum(1), ok_c.sum(1))
+    nan = np.full(b, np.nan)
+    out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
+                                   "tost_high", "statistic", "df", "pvalue")}
+    insufficient = np.zeros(b, int)
+    frac_t = failed_t / np.maximum(failed_t + ok_t.sum(1), 1)
+    frac_c = failed_c / np.maximum(failed_c + ok_c.sum(1), 1)
+    a_dec = np.full(b, a) if thr is None else thr.astype(float)
+    a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
+    keys = np.stack([use_paired, n_t, n_c], axis=1)
+    for key in np.unique(keys, axis=0):
+        rows = np.flatnonzero((keys == key).all(axis=1))
+        is_paired, kt, kc = bool(key[0]), int(key[1]), int(key[2])
+        if is_paired:
+            tt, cc = _compact(t[rows], pair_ok[rows], kt), _compact(c[rows], pair_ok[rows], kc)
+        else:
+            tt, cc = _compact(t[rows], ok_t[rows], kt), _compact(c[rows], ok_c[rows], kc)
+        if kt == 0 or kc == 0:
+            insufficient[rows] = 1
+            continue
+        out["mean_treatment"][rows] = tt.mean(1)
+        out["mean_control"][rows] = cc.mean(1)
+        out["diff"][rows] = tt.mean(1) - cc.mean(1)
+        if kt < MIN_SEEDS or kc < MIN_SEEDS:
+            insufficient[rows] = 1
+            continue
+        const_t, const_c = _constant(tt), _constant(cc)
+        same = const_t & const_c & (tt[:, 0] == cc[:, 0])
+        degenerate = _constant(tt - cc) if is_paired else const_t & const_c
+        insufficient[rows[same]] = 3
+        insufficient[rows[degenerate & ~same]] = 5 if is_paired else 4
+        live = ~degenerate & ~same
+        if not live.any():
+            continue
+        r = rows[live]
+        with warnings.catch_warnings():  # scipy warns on a constant arm; Welch is still defined then
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
+                   else stats.ttest_ind(tt[live], cc[live], axis=1, equal_var=False))
+            ci = res.confidence_interval(1 - a / k)
+            out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
+            out["ci_low"][r], out["ci_high"][r] = ci.low, ci.high
+            if m is not None:  # the TOST interval's level may differ by row (sequential boundaries)
+                lo, hi = np.empty(r.size), np.empty(r.size)
+                for level in np.unique(a_tost[r]):
+                    sel = a_tost[r] == level
+                    tost = res.confidence_interval(1 - 2 * float(level))
+                    lo[sel], hi[sel] = np.broadcast_to(tost.low, sel.shape)[sel], np.broadcast_to(tost.high,
+                                                                                                  sel.shape)[sel]
+                out["tost_low"][r], out["tost_high"][r] = lo, hi
+    insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
+    p = out["pvalue"]
+    p_dec = (np.minimum(1.0, p * k) if padj is None else padj.astype(float)) if thr is None else p
+    delta = np.full(b, np.nan)
+    if m is not None:
+        mean_c_raw = sign * out["mean_control"]
+        delta = np.array([_iv.resolve_margin(m, float(x)) if np.isfinite(x) else np.nan for x in mean_c_raw],
+                         dtype=float) if isinstance(m, str) else np.full(b, float(m))
+    verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
+    return BatchResult(verdict=verdict, insufficient=insufficient, paired=use_paired, n_treatment=n_t,
+                       n_control=n_c, failed_treatment=failed_t, failed_control=failed_c, p_decision=p_dec,
+                       alpha_decision=a_dec, margin=delta, **out)
+
+
+def decision_rule(p_decision: Any, alpha_decision: Any, diff: Any, tost_low: Any, tost_high: Any, margin: Any,
+                  insufficient: Any) -> np.ndarray:
+    """The verdict rule of spec B4 on precomputed numbers (vectorised; all arguments broadcast).
+
+    Parameters
+    ----------
+    p_decision, alpha_decision : array_like
+        The p-value decided on (adjusted, or raw in sequential mode) and its level.
+    diff : array_like
+        Sign-normalised Δ (positive = better).
+    tost_low, tost_high : array_like
+        The equivalence CI (NaN when no margin).
+    margin : array_like
+        δ in metric units (NaN when none).
+    insufficient : array_like of int
+        Non-zero where the data do not suffice (codes into :data:`INSUFFICIENT_REASONS`).
+
+    Returns
+    -------
+    numpy.ndarray of int
+        Codes into :data:`VERDICTS`: insufficient data, else better/worse when p < level (sign of Δ), else
+        equivalent when (tost_low, tost_high) lies inside (-δ, δ), else inconclusive.
+    """
+    p, a, d, lo, hi, m, ins = np.broadcast_arrays(*(np.asarray(x, float) for x in (
+        p_decision, alpha_decision, diff, tost_low, tost_high, margin, insufficient)))
+    verdict = np.full(p.shape, INCONCLUSIVE)
+    with np.errstate(invalid="ignore"):
+        sig = p < a
+        verdict[sig & (d > 0)] = BETTER
+        verdict[sig & (d < 0)] = WORSE
+        verdict[~sig & (lo > -m) & (hi < m)] = EQUIVALENT
+    verdict[ins > 0] = INSUFFICIENT
+    return verdict

@@ -1,0 +1,83 @@
+"""All treatments against one control: apply the family's multiplicity adjustment (verdict spec B5)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ablate.stats import _iv
+from ablate.stats.compare import Comparison, Flag, finish
+from ablate.stats.multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, dunnett_pvalues
+
+#: Largest ratio of arm SDs for which Dunnett's pooled variance is acceptable (spec B5).
+DUNNETT_SD_RATIO = 2.0
+
+
+def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", *,
+                       treatments: Sequence[Any] | None = None, control: Any = None,
+                       rng: Any = None) -> list[Comparison]:
+    """Adjust a family of comparisons sharing one control, and re-decide their verdicts.
+
+    Parameters
+    ----------
+    comparisons : sequence of Comparison
+        One per treatment, from :func:`ablate.stats.compare` with ``n_comparisons = len(comparisons)``.
+    method : {"holm", "dunnett", "bh", "none"}
+        Holm (default, family-wise), Dunnett (family-wise many-to-one; unpaired designs with arm SDs within
+        2x, else Holm is used and flagged), Benjamini-Hochberg (false discovery rate, exploratory) or none.
+    treatments, control : optional
+        Finite values of each treatment and of the control; needed for Dunnett only.
+    rng : None, int or numpy.random.Generator
+        For Dunnett's quasi-Monte-Carlo integration.
+
+    Returns
+    -------
+    list of Comparison
+        With ``pvalue_adjusted``, ``multiplicity``, ``verdict``, ``reason`` and ``flags`` updated. Comparisons
+        without a p-value (insufficient data) are left out of the family and unchanged.
+
+    Raises
+    ------
+    StatsInputError
+        For an unknown method, or Dunnett without ``treatments`` and ``control``.
+
+    Notes
+    -----
+    Holm (1979) via ``statsmodels.stats.multitest.multipletests(method='holm')``; Dunnett (1955) via
+    ``scipy.stats.dunnett``; Benjamini & Hochberg (1995) via ``scipy.stats.false_discovery_control``.
+    """
+    meth = _iv.choice(method, "method", MULTIPLICITY_METHODS)
+    comps = list(comparisons)
+    p = np.array([np.nan if c.pvalue is None else c.pvalue for c in comps], dtype=float)
+    note: Flag | None = None
+    if meth == "dunnett":
+        if treatments is None or control is None or len(treatments) != len(comps):
+            raise _iv.fail("treatments", "must give every treatment's values (and `control`) for Dunnett",
+                           treatments)
+        ok = [i for i, c in enumerate(comps) if c.pvalue is not None]
+        sds = [float(np.std(np.asarray(treatments[i], float), ddof=1)) for i in ok]
+        sds.append(float(np.std(np.asarray(control, float), ddof=1)))
+        ratio = max(sds) / min(sds) if ok and min(sds) > 0 else np.inf
+        if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO:
+            why = "paired comparisons" if any(c.paired for c in comps) else f"arm SDs differ {ratio:.1f}-fold (> 2)"
+            note = Flag("multiplicity", f"Dunnett needs unpaired arms with similar SDs ({why}): Holm used instead")
+            meth = "holm"
+        else:
+            adj = np.full(p.shape, np.nan)
+            if ok:
+                adj[ok] = dunnett_pvalues([treatments[i] for i in ok], control, rng=rng)
+    if meth != "dunnett":
+        adj = adjust_pvalues(p, meth)
+    out = []
+    for c, pa in zip(comps, adj, strict=True):
+        if c.pvalue is None:
+            out.append(c)
+            continue
+        extra = (note,) if note else ()
+        c2 = dataclasses.replace(c, pvalue_adjusted=float(pa), multiplicity=meth if len(comps) > 1 else "none",
+                                 decision_label="α", decision_level=c.alpha, data_flags=c.data_flags + extra)
+        out.append(finish(c2))
+    return out

@@ -1,0 +1,82 @@
+"""The verdict on a real ablation (real git + DVC project, real torch training on digits), and
+``ablate verdict DIR`` recomputing it with new options without touching a trial."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from tests.helpers import ablate_cli
+
+pytestmark = pytest.mark.slow
+FAST = ["task.epochs=2", "launcher=inline"]
+
+
+def _sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+def _hashes(sd: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((sd / "trials").rglob("*"))
+            if p.is_file()}
+
+
+def test_real_ablation_verdict_and_recompute(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = _sweep(project)
+    v = json.loads((sd / "verdict.json").read_text())
+    assert v["metric"] == "val_acc" and v["goal"] == "maximize" and v["alpha"] == 0.05
+    assert v["invalid"] is False and v["confounds"]["complete"] is True and v["dirty"] is False
+    assert [a["arm"] for a in v["arms"]] == ["control", "lr=0.005", "lr=0.2"]
+    control = [v["arms"][0]["values"][str(s)] for s in range(3)]
+    for c in v["comparisons"]:
+        treat = [v["arms"][[a["arm"] for a in v["arms"]].index(c["arm"])]["values"][str(s)] for s in range(3)]
+        # every arm ran seeds 0, 1, 2: paired by design
+        assert c["paired"] and c["pairing"]["seeds"] == [0, 1, 2]
+        if c["verdict"] != "insufficient data":
+            assert c["pvalue"] == pytest.approx(stats.ttest_rel(treat, control).pvalue, rel=1e-9)
+        assert c["verdict"] in ("better", "worse", "equivalent", "inconclusive", "insufficient data")
+        assert c["reason"] and "nan" not in c["reason"].lower()
+    md = (sd / "verdict.md").read_text()
+    assert md.startswith("# Ablation of `task.optim.lr`: val_acc (maximize)")
+    assert "None found (9 trial manifests compared)." in md
+    assert "## Provenance" in md and "- code: commit `" in md and "(clean tree)" in md
+    assert "- data: `data/digits.npz` md5:" in md
+    assert "only large effects are detectable at N = 3" in md  # the small-N flag
+    assert (sd / "verdict_values.png").stat().st_size > 1000
+
+    before = _hashes(sd)
+    res = ablate_cli(project, "verdict", str(sd), "--alpha", "0.01")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(sd / "verdict.md")
+    assert _hashes(sd) == before
+    v2 = json.loads((sd / "verdict.json").read_text())
+    assert v2["alpha"] == 0.01
+    assert [c["pvalue"] for c in v2["comparisons"]] == [c["pvalue"] for c in v["comparisons"]]
+    assert all(c["ci_level"] == pytest.approx(1 - 0.01 / 2) for c in v2["comparisons"] if c["ci"])
+    assert "| α | 0.01 family-wise over 2 treatment(s) |" in (sd / "verdict.md").read_text()
+
+    res = ablate_cli(project, "verdict", str(sd), "--alpha", "2")
+    assert res.returncode == 2 and "`alpha`" in res.stderr
+
+
+def test_sequential_group_runs_in_looks(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "sequential=group", "looks=[3,6]", "seeds=6",
+                     "variable.values=[0.2]", *FAST)
+    assert res.returncode == 0, res.stderr
+    sd = _sweep(project)
+    v = json.loads((sd / "verdict.json").read_text())
+    (c,) = v["comparisons"]
+    seq = c["sequential"]
+    assert seq["looks"] == [3, 6] and seq["look"] in (1, 2)
+    ran = sorted(int(p.parent.name.split("=")[1]) for p in (sd / "trials" / "lr=0.2").glob("seed=*/result.json"))
+    assert ran == list(range(seq["n"]))  # a treatment that stopped at look 1 never ran seeds 3-5
+    assert v["multiplicity"] == "group sequential"
+    md = (sd / "verdict.md").read_text()
+    assert "| sequential | group: looks at N = 3, 6 seeds per arm" in md

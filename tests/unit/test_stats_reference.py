@@ -1,0 +1,219 @@
+"""C1 reference values of the verdict spec (shared/stats-spec.md), reproduced through ablate.stats.
+
+Tolerances are the spec's: relative 1e-6 unless noted. Values the spec states to fewer digits are
+checked to the digits given. Not reproduced here: the BCa bootstrap CI and the exact permutation p
+(ablate uses neither), and deepsig's ASO (optional and descriptive only, never in the verdict).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestIndPower
+
+from ablate.stats import (
+    adjust_comparisons,
+    adjust_pvalues,
+    compare,
+    dunnett_pvalues,
+    hedges_g,
+    hedges_j,
+    mde_d,
+    paired_effect,
+    pooled_sd,
+    prob_improvement,
+    recommend_seeds,
+    robust_test,
+    seeds_needed,
+    summarize,
+)
+
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+T = [0.728, 0.741, 0.716, 0.739, 0.733]
+P = [0.721, 0.709, 0.738, 0.715, 0.727]
+T2 = [0.709, 0.722, 0.700, 0.731, 0.713]
+REL = 1e-6
+
+
+class TestDatasetU:
+    """Unpaired dataset U."""
+
+    def test_arm_summaries(self) -> None:
+        c, t = summarize(C), summarize(T)
+        assert c.mean == pytest.approx(0.7122, rel=REL)
+        assert t.mean == pytest.approx(0.7314, rel=REL)
+        assert c.sd == pytest.approx(0.01380942, rel=REL)
+        assert t.sd == pytest.approx(0.01001499, rel=REL)
+        assert t.iqm == pytest.approx(0.7333333, rel=REL)
+
+    def test_welch(self) -> None:
+        r = compare(T, C, n_resamples=0)
+        assert r.test == "Welch t" and not r.paired
+        assert r.statistic == pytest.approx(2.516748, rel=REL)
+        assert r.df == pytest.approx(7.295907, rel=REL)
+        assert r.pvalue == pytest.approx(0.0386886, rel=REL)
+        assert r.ci == pytest.approx((0.00130780, 0.03709220), rel=REL)
+        assert r.diff == pytest.approx(0.0192, rel=REL)
+        assert r.verdict == "better"
+
+    def test_student_reference_is_scipy(self) -> None:
+        # the spec's Student p documents what pooling would give; ablate never pools for the primary test
+        assert stats.ttest_ind(T, C).pvalue == pytest.approx(0.0359906, rel=REL)
+        assert compare(T, C, n_resamples=0).pvalue != pytest.approx(0.0359906, rel=1e-3)
+
+    def test_mann_whitney_and_prob_improvement(self) -> None:
+        rt = robust_test(T, C)
+        assert rt.statistic == 22
+        assert rt.pvalue == pytest.approx(0.0555556, rel=REL)
+        assert rt.min_pvalue == pytest.approx(2 / 252, rel=REL)  # exact floor at n = 5 + 5: .0079 (spec A7)
+        assert prob_improvement(T, C, n_resamples=0).estimate == pytest.approx(0.88, rel=REL)
+        r = compare(T, C, n_resamples=0)
+        assert r.robust_pvalue == pytest.approx(0.0555556, rel=REL)
+        assert r.prob_improvement == pytest.approx(0.88, rel=REL)
+
+    def test_effect_sizes(self) -> None:
+        d, g = hedges_g(T, C)
+        assert d == pytest.approx(1.591731, rel=REL)
+        assert hedges_j(8) == pytest.approx(0.9027033, rel=REL)
+        assert g == pytest.approx(1.436861, rel=REL)
+        r = compare(T, C, n_resamples=0)
+        assert r.effect_size == pytest.approx(1.436861, rel=REL)
+        assert r.effect_size_name == "Hedges' g"
+
+    def test_reason_sentence(self) -> None:
+        r = compare(T, C, n_resamples=0)
+        assert r.reason == "Welch p = 0.0387 < α = 0.05; Δ = +0.0192 [0.0013, 0.0371] (+2.7%); g = 1.44; P(T>C) = 0.88."
+
+
+class TestDatasetP:
+    """Paired dataset P."""
+
+    def test_paired_t(self) -> None:
+        r = compare(P, C, paired=True, n_resamples=0)
+        assert r.test == "paired t" and r.paired
+        assert r.statistic == pytest.approx(7.897065, rel=REL)
+        assert r.df == 4
+        # the spec prints 6 significant digits of 0.00139069549 (relative rounding error 3e-6 > 1e-6): check to
+        # half a unit of the last digit given
+        assert r.pvalue == pytest.approx(0.00139070, abs=5e-9)
+        assert r.pvalue == pytest.approx(stats.ttest_rel(P, C).pvalue, rel=1e-12)
+        assert r.ci == pytest.approx((0.00635452, 0.01324548), rel=REL)
+        assert r.effect_size == pytest.approx(3.531675, rel=REL)
+        assert r.effect_size_name == "d_z"
+        assert r.rho == pytest.approx(0.99745, rel=1e-5)  # given to 5 digits
+
+    def test_pairing_gain_and_wilcoxon_floor(self) -> None:
+        assert compare(P, C, n_resamples=0).pvalue == pytest.approx(0.253925, rel=REL)
+        r = compare(P, C, paired=True, n_resamples=0)
+        assert r.robust_pvalue == pytest.approx(0.0625, rel=REL)
+        assert r.robust_min_pvalue == pytest.approx(0.0625, rel=REL)
+        assert {f.code for f in r.flags} >= {"robust_floor"}
+
+    def test_paired_effect_matches_definitions(self) -> None:
+        dz, gav, rho = paired_effect(P, C)
+        d = np.subtract(P, C)
+        assert dz == pytest.approx(d.mean() / d.std(ddof=1), rel=1e-12)
+        assert rho == pytest.approx(stats.pearsonr(P, C).statistic, rel=1e-12)
+        dav = d.mean() / ((np.std(P, ddof=1) + np.std(C, ddof=1)) / 2)
+        assert gav == pytest.approx(dav * hedges_j(8), rel=1e-12)
+
+
+class TestMultiplicity:
+    def test_holm(self) -> None:
+        p = [compare(T, C, n_resamples=0).pvalue, compare(T2, C, n_resamples=0).pvalue]
+        assert p == pytest.approx([0.0386886, 0.740620], rel=REL)
+        assert adjust_pvalues(p, "holm") == pytest.approx([0.0773772, 0.740620], rel=REL)
+        assert adjust_pvalues(p, "holm") == pytest.approx(multipletests(p, method="holm")[1], rel=1e-12)
+
+    def test_holm_changes_the_verdict(self) -> None:
+        comps = [compare(t, C, n_comparisons=2, n_resamples=0) for t in (T, T2)]
+        adj = adjust_comparisons(comps, "holm")
+        assert [c.pvalue_adjusted for c in adj] == pytest.approx([0.0773772, 0.740620], rel=REL)
+        assert [c.verdict for c in adj] == ["inconclusive", "inconclusive"]
+        assert adj[0].ci_level == pytest.approx(0.975)
+        assert adj[0].reason.startswith("Welch p_adj = 0.0774 ≥ α = 0.05")
+
+    def test_dunnett(self) -> None:
+        p = dunnett_pvalues([T, T2], C, rng=0)
+        assert p == pytest.approx([0.0480, 0.9068], abs=0.002)
+        comps = [compare(t, C, n_comparisons=2, n_resamples=0) for t in (T, T2)]
+        adj = adjust_comparisons(comps, "dunnett", treatments=[T, T2], control=C, rng=0)
+        assert adj[0].verdict == "better" and adj[0].multiplicity == "dunnett"
+        assert "holm_ci" in {f.code for f in adj[0].flags}  # rejects while the Bonferroni CI touches 0
+
+    def test_bh_and_none(self) -> None:
+        p = [0.01, 0.04, 0.03]
+        assert adjust_pvalues(p, "bh") == pytest.approx(stats.false_discovery_control(p, method="bh"), rel=1e-12)
+        assert adjust_pvalues(p, "none") == pytest.approx(p)
+        assert np.isnan(adjust_pvalues([0.01, np.nan], "holm")[1])
+
+    def test_dunnett_falls_back_to_holm_for_paired(self) -> None:
+        comps = [compare(t, C, paired=True, n_comparisons=2, n_resamples=0) for t in (P, T2)]
+        adj = adjust_comparisons(comps, "dunnett", treatments=[P, T2], control=C)
+        assert all(c.multiplicity == "holm" for c in adj)
+        assert "multiplicity" in {f.code for f in adj[0].flags}
+
+
+class TestPower:
+    @pytest.mark.parametrize(("n", "d"), [(5, 2.024), (10, 1.325), (20, 0.909)])
+    def test_mde(self, n: int, d: float) -> None:
+        assert mde_d(n) == pytest.approx(d, abs=5e-4)
+
+    def test_n_for_d1(self) -> None:
+        raw = TTestIndPower().solve_power(effect_size=1.0, alpha=0.05, power=0.8)
+        assert raw == pytest.approx(16.71, abs=0.005)
+        assert seeds_needed(1.0) == 17
+
+    @pytest.mark.parametrize(("d", "n"), [(0.5, 64), (0.8, 26), (1.5, 9), (2.0, 6)])
+    def test_seed_table(self, d: float, n: int) -> None:  # spec A10: 64/26/17/9/6 seeds per arm
+        assert seeds_needed(d, cap=100) == n
+
+    def test_paired_mde(self) -> None:  # spec A10: d_z 1.68/1.00/0.66 at N = 5/10/20
+        assert [round(mde_d(n, paired=True), 2) for n in (5, 10, 20)] == [1.68, 1.0, 0.66]
+
+    def test_worked_example_b7(self) -> None:
+        # the example's s_pooled = 0.0121 is dataset U's 0.0120623 rounded; with the rounded value the UCL80 N
+        # is 42 (not 41) and the MDE 0.02450 (not 0.0244), so the exact pooled SD is used
+        s = pooled_sd(T, C)
+        assert s == pytest.approx(0.0121, abs=5e-5)
+        a = recommend_seeds(5, s, 8, target=0.01, target_kind="margin")
+        assert a is not None
+        assert a.mde == pytest.approx(0.0244, abs=5e-5)
+        assert (a.n_needed, a.n_needed_upper) == (24, 41)
+        assert "+19 to +36 seeds per arm" in a.message()
+        b = recommend_seeds(5, s, 8, target=0.02, target_kind="margin")
+        assert b is not None and (b.n_needed, b.n_needed_upper) == (7, 11)
+        assert mde_d(10) * s == pytest.approx(0.0160, abs=5e-5)
+        assert mde_d(20) * s == pytest.approx(0.0110, abs=5e-5)
+
+    def test_above_cap_is_not_resolvable(self) -> None:
+        a = recommend_seeds(5, pooled_sd(T, C), 8, target=0.001, target_kind="observed")
+        assert a is not None and a.n_needed is None and not a.resolvable
+        assert "not resolvable within budget" in a.message() and "set a margin" in a.message()
+
+
+class TestRliable:
+    """IQM and P(X>Y) as rliable defines them, on random (N x 1) arrays with ties."""
+
+    def test_against_rliable(self) -> None:
+        metrics = pytest.importorskip("rliable.metrics")
+        rng = np.random.default_rng(3)
+        for n in (3, 4, 5, 8, 13):
+            x = rng.integers(0, 5, n).astype(float)
+            y = rng.integers(0, 5, n + 1).astype(float)
+            assert summarize(x).iqm == pytest.approx(metrics.aggregate_iqm(x[:, None]), rel=1e-12)
+            pi = prob_improvement(x, y, n_resamples=0).estimate
+            assert pi == pytest.approx(metrics.probability_of_improvement(x[:, None], y[:, None]), rel=1e-12)
+
+    def test_against_definitions(self) -> None:
+        rng = np.random.default_rng(4)
+        for n in (3, 4, 7):
+            x, y = rng.integers(0, 4, n).astype(float), rng.integers(0, 4, n + 2).astype(float)
+            u = stats.mannwhitneyu(x, y, alternative="greater").statistic
+            assert prob_improvement(x, y, n_resamples=0).estimate == pytest.approx(u / (x.size * y.size), rel=1e-12)
+            assert summarize(x).iqm == pytest.approx(stats.trim_mean(x, 0.25), rel=1e-12)
+        assert summarize([1.0, 2.0, 9.0]).iqm_note == "IQM = mean at n = 3 (nothing trimmed)"
+        assert summarize([1.0, 2.0, 4.0, 9.0]).iqm == pytest.approx(3.0)  # = median at n = 4
+        assert prob_improvement([1.0, 1.0], [1.0, 1.0], n_resamples=0).estimate == 0.5
