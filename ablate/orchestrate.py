@@ -273,14 +273,16 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             where="task",
         )
     out(str(sd.verdict_md))
-    if verdict.get("invalid"):
-        reasons = [f["message"] for f in (verdict.get("confounds") or {}).get("findings", [])
-                   if f.get("severity") == "invalid"][:3]
-        raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
-                             + f" ({sd.verdict_md})")
     if aborted:
         raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
                              f"see {sd.verdict_md} and `ablate status {sd.root}`")
+    if verdict.get("invalid"):
+        confounds = [f"confound: {f['message']}" for f in (verdict.get("confounds") or {}).get("findings", [])
+                     if f.get("severity") == "invalid"]
+        reasons = [r for r in verdict.get("invalid_reasons") or [] if not r.startswith("confounded")]
+        reasons = (confounds + reasons)[:3]
+        raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
+                             + f" ({sd.verdict_md})")
     return verdict
 
 

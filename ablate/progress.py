@@ -35,19 +35,21 @@ class Progress:
 
         self.arms = [a["name"] for a in plan["arms"]]
         self.total = {a: len(plan["seeds"]) for a in self.arms}
-        self.counts: dict[str, Counter[str]] = {a: Counter() for a in self.arms}
+        #: latest outcome of each finished trial, "ok" or "failed" (a retried trial moves between them)
+        self.outcome: dict[tuple[str, int], str] = {}
         for a in self.arms:
             for s in plan["seeds"]:
                 status, _ = trial_state(sd, a, s)
                 if status not in ("pending", "running"):
-                    self.counts[a]["ok" if status == "ok" else "failed"] += 1
+                    self.outcome[(a, s)] = "ok" if status == "ok" else "failed"
         self.running: dict[str, int] = dict.fromkeys(self.arms, 0)
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()
         self._live: Any = None
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
-        self._done_at_start = sum(sum(c.values()) for c in self.counts.values())
+        self._done_at_start = len(self.outcome)
+        self._finished_events = 0
 
     def __enter__(self) -> Progress:
         if self.tty:
@@ -72,27 +74,30 @@ class Progress:
             else:
                 self.running[ref.arm] = max(0, self.running[ref.arm] - 1)
                 status = (record or {}).get("status", "failed")
-                self.counts[ref.arm]["ok" if status == "ok" else "failed"] += 1
+                self.outcome[(ref.arm, ref.seed)] = "ok" if status == "ok" else "failed"
+                self._finished_events += 1
                 if self.enabled and not self.tty:
-                    done = sum(sum(c.values()) for c in self.counts.values())
+                    done = len(self.outcome)
                     total = sum(self.total.values())
+                    retry = f" (attempt {ref.attempt})" if ref.attempt > 1 else ""
                     err = "" if status == "ok" else f": {str((record or {}).get('error') or '')[:160]}"
                     dur = (record or {}).get("duration_s")
                     dur_s = f" in {dur:.1f}s" if isinstance(dur, int | float) else ""
-                    print(f"[{done}/{total}] {ref.arm} seed={ref.seed} {status}{dur_s}{err}",
+                    print(f"[{done}/{total}] {ref.arm} seed={ref.seed}{retry} {status}{dur_s}{err}",
                           file=sys.stderr, flush=True)
-                    if done == total or (done - self._done_at_start) % 50 == 0:
+                    if done == total or self._finished_events % 50 == 0:
                         print(f"ablate: {self._summary()}", file=sys.stderr, flush=True)
             if self._live is not None:
                 self._live.update(self._table())
 
     def _summary(self) -> str:
         """``7/12 trials, 5 s elapsed, about 4 s left`` (the estimate once a trial of this run finished)."""
-        done = sum(sum(c.values()) for c in self.counts.values())
+        done = len(self.outcome)
         total = sum(self.total.values())
+        failed = sum(1 for o in self.outcome.values() if o != "ok")
         elapsed = time.monotonic() - self._t0
-        text = f"{done}/{total} trials, {_fmt_s(elapsed)} elapsed"
-        new = done - self._done_at_start
+        text = f"{done}/{total} trials" + (f" ({failed} failed)" if failed else "") + f", {_fmt_s(elapsed)} elapsed"
+        new = self._finished_events
         if new > 0 and done < total:
             text += f", about {_fmt_s(elapsed / new * (total - done))} left"
         return text
@@ -103,8 +108,11 @@ class Progress:
         t = Table(title=f"ablate: {self._summary()}", title_justify="left")
         for col in ("arm", "done", "running", "failed", "pending"):
             t.add_column(col, justify="left" if col == "arm" else "right")
+        counts = {a: Counter() for a in self.arms}
+        for (a, _s), o in self.outcome.items():
+            counts[a][o] += 1
         for a in self.arms:
-            c = self.counts[a]
+            c = counts[a]
             pending = self.total[a] - c["ok"] - c["failed"] - self.running[a]
             t.add_row(a, str(c["ok"]), str(self.running[a]), str(c["failed"]), str(max(0, pending)))
         return t

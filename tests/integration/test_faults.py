@@ -33,7 +33,7 @@ def train(cfg):
     log = Path(cfg.task.log)
     with open(log, "a") as fh:
         fh.write(f"start {cfg.task.fault} {cfg.seed} {os.getpid()}\\n")
-    if fault == "raise":
+    if fault == "raise" or (fault == "raise0" and cfg.seed == 0):
         raise RuntimeError("boom: the task raised")
     if fault == "nan":
         return {"val_acc": float("nan")}
@@ -79,7 +79,8 @@ def result(sd: Path, arm: str, seed: int) -> dict:
 def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> None:
     res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local",
                      "timeout_min=0.2")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr  # every treatment arm failed: the verdict is invalid
+    assert "the verdict is invalid" in res.stderr and "failed" in res.stderr
     sd = only_sweep(fault_project)
     expected = {"fault=raise": "failed", "fault=nan": "diverged", "fault=kill": "killed", "fault=sleep": "timeout"}
     for arm, status in expected.items():
@@ -94,7 +95,7 @@ def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> 
     assert "timeout_min=0.2" in result(sd, "fault=sleep", 0)["error"]
     assert result(sd, "control", 0)["status"] == "ok"
     verdict = json.loads((sd / "verdict.json").read_text())
-    failed = {a["arm"]: a["failed"] for a in verdict["arms"]}
+    failed = {a["arm"]: a["n_failed"] for a in verdict["arms"]}
     assert failed == {"control": 0, "fault=raise": 2, "fault=nan": 2, "fault=kill": 2, "fault=sleep": 2}
     rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
     assert len(rows) == 10  # every trial, failures included
@@ -104,18 +105,21 @@ def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> 
 
 def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
     res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
-                     "variable.values=[flaky,raise]", "on_failure=retry", "max_retries=2")
+                     "variable.values=[flaky,raise0]", "on_failure=retry", "max_retries=2")
     assert res.returncode == 0, res.stderr
+    assert "(attempt 2)" in res.stderr and "[6/6]" in res.stderr and "[7/6]" not in res.stderr
     sd = only_sweep(fault_project)
     for seed in (0, 1):
         r = result(sd, "fault=flaky", seed)
         assert r["status"] == "ok" and r["attempt"] == 2 and r["seed"] == seed
         first = json.loads((sd / "trials/fault=flaky" / f"seed={seed}" / "attempts/1/result.json").read_text())
         assert first["status"] == "failed" and "flaky" in first["error"]
-        r = result(sd, "fault=raise", seed)
-        assert r["status"] == "failed" and r["attempt"] == 3  # 1 + max_retries, then reported
+    r = result(sd, "fault=raise0", 0)
+    assert r["status"] == "failed" and r["attempt"] == 3  # 1 + max_retries, then reported
+    assert result(sd, "fault=raise0", 1)["status"] == "ok"
     starts = (fault_project / "starts.log").read_text().splitlines()
-    assert sum(line.startswith("start raise 0 ") for line in starts) == 3
+    assert sum(line.startswith("start raise0 0 ") for line in starts) == 3
+    assert sum(line.startswith("start raise0 1 ") for line in starts) == 1
 
 
 def test_abort_stops_at_first_failure(fault_project: Path) -> None:
@@ -227,7 +231,7 @@ def test_two_ablations_same_sweep_dir_name_never_share(fault_project: Path) -> N
 def test_status_of_finished_ablation(fault_project: Path) -> None:
     res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
                      "variable.values=[raise]")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr  # the raise arm failed entirely: invalid verdict
     sd = only_sweep(fault_project)
     st = ablate_cli(fault_project, "status", str(sd))
     assert st.returncode == 0
