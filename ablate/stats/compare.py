@@ -409,6 +409,8 @@ def _reason(c: Comparison, code: int) -> str:
                 f"{c.tost_ci[1]:.{dec}f}] lies inside ±δ = {c.margin:.{dec}g}; ")
     if code in (BETTER, WORSE) and c.size:
         parts.append(f"size {c.size}" if c.size != "size uncertain" else "size uncertain against δ")
+    elif code in (BETTER, WORSE) and c.ci is not None and c.ci[0] <= 0 <= c.ci[1]:
+        parts.append(f"size uncertain (the {c.ci_level:.1%} CI still touches 0)")
     if code == INCONCLUSIVE and c.seeds is not None:
         parts.append(f"MDE = {c.seeds.mde:.{dec}f} (d = {c.seeds.mde_d:.2f}) at N = {c.seeds.n}")
     return lead + "; ".join(parts) + "."
