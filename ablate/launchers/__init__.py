@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.launchers.base import Launcher, Monitor, TrialRef
+from ablate.launchers.base import JobState, Launcher, Monitor, TrialRef
 
 LAUNCHERS = ("inline", "local", "slurm")
 
@@ -56,4 +56,4 @@ def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[st
     return opts
 
 
-__all__ = ["LAUNCHERS", "Launcher", "Monitor", "TrialRef", "get_launcher"]
+__all__ = ["LAUNCHERS", "JobState", "Launcher", "Monitor", "TrialRef", "get_launcher"]
