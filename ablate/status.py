@@ -1,36 +1,73 @@
-"""``ablate status DIR``: how far an ablation got, from the sweep dir alone."""
+"""``ablate status DIR``: how far an ablation got, from the sweep dir and (``launcher=slurm``) SLURM."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+from ablate.errors import SchedulerError
+from ablate.launchers import JobState, get_launcher
 from ablate.results import trial_state
 from ablate.sweepdir import SweepDir, load_yaml
 
+#: Scheduler states shown as ``running`` (other active states, such as PENDING, show as ``pending``).
+_RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
 
-def status_table(sd: SweepDir) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Per arm counts (pending, running, done, failed) and the failed trials (arm, seed, status, error)."""
+
+def _job_states(sd: SweepDir, plan: dict[str, Any]) -> tuple[dict[tuple[str, int], JobState], str]:
+    """The scheduler's view of trials still without a result (launcher=slurm), and a note when it
+    cannot be asked."""
+    opts = plan.get("options") or {}
+    try:
+        launcher = get_launcher(dict(opts.get("launcher") or {"name": "local"}))
+        return launcher.job_states(sd), ""
+    except SchedulerError as exc:
+        return {}, f"(the scheduler was not asked: {exc})"
+
+
+def status_table(sd: SweepDir, notes: list[str] | None = None
+                 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Per arm counts (pending, running, done, failed) and the failed trials (arm, seed, status, error,
+    log). Trials submitted to a scheduler and still without a result take the scheduler's state; when
+    it cannot be asked, a line saying so is appended to ``notes``."""
     plan = load_yaml(sd.plan_file)
+    jobs, note = _job_states(sd, plan)
+    if note and notes is not None:
+        notes.append(note)
     rows, failures = [], []
     for arm in plan["arms"]:
         c: Counter[str] = Counter()
         for seed in plan["seeds"]:
             status, rec = trial_state(sd, arm["name"], seed)
+            job = jobs.get((arm["name"], seed)) if rec is None else None
+            error = (rec or {}).get("error") or ""
+            if job is not None and job.active:
+                status = "running" if job.state in _RUNNING_STATES else "pending"
+            elif job is not None:
+                status = job.state.lower()
+                error = (f"SLURM job {job.job_id} ended {job.state}{f' ({job.reason})' if job.reason else ''} "
+                         "without a result (`ablate collect DIR` records it)")
             key = "done" if status == "ok" else status if status in ("pending", "running") else "failed"
             c[key] += 1
             if key == "failed":
-                failures.append({"arm": arm["name"], "seed": seed, "status": status,
-                                 "error": (rec or {}).get("error") or ""})
+                tp = sd.trial(arm["name"], seed)
+                log = ((rec or {}).get("log") or (job.log if job else None)
+                       or (tp.stderr if tp.stderr.exists() else None))
+                failures.append({"arm": arm["name"], "seed": seed, "status": status, "error": error,
+                                 "log": str(log) if log else None})
         rows.append({"arm": arm["name"], "pending": c["pending"], "running": c["running"], "done": c["done"],
                      "failed": c["failed"]})
     return rows, failures
 
 
 def format_status(sd: SweepDir) -> str:
-    """Plain-text status report."""
-    rows, failures = status_table(sd)
+    """Plain-text status report: counts per arm, then each failed trial's error and log tail."""
+    from ablate.launchers.local import tail
+
+    notes: list[str] = []
+    rows, failures = status_table(sd, notes)
     width = max(len(str(r["arm"])) for r in rows)
-    lines = [f"{sd.root}", f"{'arm':<{width}}  pending  running  done  failed"]
+    lines = [f"{sd.root}", *notes, f"{'arm':<{width}}  pending  running  done  failed"]
     for r in rows:
         lines.append(f"{r['arm']!s:<{width}}  {r['pending']:>7}  {r['running']:>7}  {r['done']:>4}  {r['failed']:>6}")
     if failures:
@@ -40,4 +77,8 @@ def format_status(sd: SweepDir) -> str:
             err = str(f["error"]).strip().splitlines()
             lines.append(f"  {f['arm']} seed={f['seed']} {f['status']}: {err[0] if err else ''}")
             lines.extend(f"      {e}" for e in err[1:6])
+            log_tail = tail(str(f["log"]), n_lines=5) if f.get("log") and "log tail" not in str(f["error"]) else ""
+            if log_tail:
+                lines.append(f"      log {f['log']}, last lines:")
+                lines.extend(f"        {e}" for e in log_tail.splitlines())
     return "\n".join(lines)

@@ -174,15 +174,15 @@ def split_arrays(trials: Sequence[TrialRef], max_array_size: int) -> list[list[T
 def refusal_fix(message: str, partitions: Iterable[str] = ()) -> str:
     """The fix to print with SLURM's refusal of a job request."""
     low = message.lower()
-    if "partition" in low:
-        names = ", ".join(partitions)
-        return (f"use a partition this cluster has{f' ({names})' if names else ''}: `launcher.partition=NAME`, "
-                "or `launcher.partition=null` for the default")
     if "node configuration is not available" in low or "gres" in low:
         return ("ask for no more than one node has (`launcher.gpus_per_trial`, `launcher.cpus_per_task`, "
                 "`launcher.mem_gb`; `sinfo -o '%P %c %m %G'` shows what nodes have)")
     if "account" in low or "association" in low:
         return "set `launcher.account` to an account you may use (`sacctmgr show assoc user=$USER`)"
+    if "partition" in low:
+        names = ", ".join(partitions)
+        return (f"use a partition this cluster has{f' ({names})' if names else ''}: `launcher.partition=NAME`, "
+                "or `launcher.partition=null` for the default")
     if "qos" in low:
         return "set `launcher.qos` to a QOS your account may use (`sacctmgr show assoc user=$USER`)"
     if "time limit" in low:
@@ -641,7 +641,7 @@ class SlurmLauncher(Launcher):
             "error": f"SLURM job {t.job_id} ended {js.state}{why} without a result{hint}; log {err}"
                      + (f"; log tail:\n{log_tail}" if log_tail else ""),
             "duration_s": None, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "slurm": {"job_id": t.job_id, "state": js.state, "reason": js.reason},
+            "slurm": {"job_id": t.job_id, "state": js.state, "reason": js.reason}, "log": str(err),
         })
         monitor.finished_trial(t.ref, rec)
 

@@ -41,6 +41,14 @@ def job_info(requeues: int = 0) -> dict[str, Any]:
             "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES")}
 
 
+def job_log() -> str | None:
+    """Path of this job's stderr log (submitit's), or None outside a submitit job."""
+    try:
+        return str(submitit.JobEnvironment().paths.stderr)
+    except (KeyError, RuntimeError):
+        return None
+
+
 class SlurmTrial(submitit.helpers.Checkpointable):
     """One trial (``arm`` at ``seed``, attempt ``attempt``) of the sweep dir ``sweep_root``, as a
     submitit checkpointable callable.
@@ -97,7 +105,7 @@ class SlurmTrial(submitit.helpers.Checkpointable):
             rec = self._final
         if self._final is not None:  # gave up after max_requeues: run_trial saw submitit's exception
             rec = self._final
-        rec = write_result(tp, {**rec, "slurm": job_info(self.requeues)})
+        rec = write_result(tp, {**rec, "slurm": job_info(self.requeues), "log": job_log()})
         return {"status": rec.get("status")}
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
@@ -118,7 +126,7 @@ class SlurmTrial(submitit.helpers.Checkpointable):
                 "error": f"the SLURM job {why} after {elapsed:.0f} s and was already requeued "
                          f"{self.requeues} time(s) (launcher.max_requeues={self.max_requeues}). Fix: {fix}",
                 "duration_s": elapsed, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "slurm": job_info(self.requeues),
+                "slurm": job_info(self.requeues), "log": job_log(),
             })
             return None
         self.requeues += 1
