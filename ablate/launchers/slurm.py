@@ -252,14 +252,16 @@ def _expand_ids(job_id: str) -> list[str]:
 def query_states(job_ids: Iterable[str]) -> dict[str, tuple[str, str]] | None:
     """SLURM's state of jobs and array tasks: ``{"12_3": (state, reason), ...}``, or None when SLURM
     does not answer. ``squeue`` first (current, and jobs ended less than ``MinJobAge`` ago), then
-    ``sacct`` for the jobs squeue no longer lists (needs accounting; skipped when it is off).
+    ``sacct`` for the jobs squeue no longer lists and for the exit codes of ended jobs (needs
+    accounting; skipped when it is off).
 
     Raises
     ------
     SchedulerError
         When ``squeue`` is not installed.
     """
-    parents = sorted({j.split("_")[0] for j in job_ids})
+    wanted = list(job_ids)
+    parents = sorted({j.split("_")[0] for j in wanted})
     if not parents:
         return {}
     if shutil.which("squeue") is None:
@@ -275,17 +277,36 @@ def query_states(job_ids: Iterable[str]) -> dict[str, tuple[str, str]] | None:
                 states[j] = (state.split()[0], "" if reason == "None" else reason)
     elif "invalid job id" not in sq.stderr.lower():
         return None
-    missing = [p for p in parents if not any(j == p or j.startswith(p + "_") for j in states)]
-    if missing and shutil.which("sacct"):
-        sa = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", ",".join(missing)])
+    # sacct for jobs squeue has forgotten, and for the exit code of those that ended
+    ended = {j.split("_")[0] for j, (state, _) in states.items() if state in TERMINAL_STATES}
+    ask = [p for p in parents if p in ended or not any(j == p or j.startswith(p + "_") for j in states)]
+    if ask and shutil.which("sacct"):
+        sa = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", ",".join(ask)])
         if sa.returncode == 0:
             for jid, state, exit_code, reason in _parse_rows(sa.stdout, 4):
-                why = f"exit code {exit_code}" if exit_code not in ("", "0:0") else ""
-                if reason not in ("", "None"):
-                    why = f"{why}, {reason}" if why else reason
+                why = ", ".join(w for w in (_exit_text(exit_code), "" if reason == "None" else reason) if w)
+                state = state.split()[0]
                 for j in _expand_ids(jid):
-                    states.setdefault(j, (state.split()[0], why))
+                    if j not in states:
+                        states[j] = (state, why)
+                    elif states[j][0] in TERMINAL_STATES and state in TERMINAL_STATES and why:
+                        states[j] = (states[j][0], why)
+    # A pending array task cancelled before it ran leaves no record once a sibling took over the array's
+    # record; every other task is listed (pending ones too), so an unlisted task of a known array was
+    # cancelled while pending.
+    known = {j.split("_")[0] for j in states}
+    for j in wanted:
+        if j not in states and "_" in j and j.split("_")[0] in known:
+            states[j] = ("CANCELLED", "cancelled while pending: SLURM kept no record of it")
     return states
+
+
+def _exit_text(exit_code: str) -> str:
+    """sacct's ``ExitCode`` (``3:0`` = exit code 3, ``0:9`` = signal 9) in words; empty for success."""
+    code, _, sig = exit_code.partition(":")
+    if sig not in ("", "0"):
+        return f"killed by signal {sig}"
+    return f"exit code {code}" if code not in ("", "0") else ""
 
 
 # -- the launcher ----------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ this attempt was requeued); see docs/slurm.md.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from typing import Any
@@ -47,6 +49,25 @@ def job_log() -> str | None:
         return str(submitit.JobEnvironment().paths.stderr)
     except (KeyError, RuntimeError):
         return None
+
+
+def requeue(job_id: str) -> None:
+    """``scontrol requeue`` this job from inside it, immune to the job step being stopped.
+
+    The requeue makes SLURM send SIGTERM to every process of the job step, so a ``scontrol`` that has
+    not exited yet dies with it; submitit's own call then raises inside the task and the trial would be
+    recorded as failed although the job was requeued. Here scontrol runs with SIGTERM ignored.
+    """
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=60, stdin=subprocess.DEVNULL,
+                   preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+
+
+def _use_safe_requeue() -> None:
+    """Make submitit's preemption handler (installed before the trial runs) requeue with :func:`requeue`."""
+    handler = signal.getsignal(submitit.JobEnvironment._usr_sig())
+    env = getattr(getattr(handler, "__self__", None), "env", None)
+    if env is not None and hasattr(env, "_requeue"):
+        env._requeue = lambda countdown: requeue(env.job_id)
 
 
 class SlurmTrial(submitit.helpers.Checkpointable):
@@ -94,6 +115,7 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         previous = sd.read_result(self.arm, self.seed)
         if previous is not None and previous.get("status") == "ok":
             return {"status": "ok"}
+        _use_safe_requeue()
         ckpt = sd.mkdir(tp.dir / "checkpoint")
         os.environ[CHECKPOINT_ENV] = str(ckpt)
         os.environ[REQUEUES_ENV] = str(self.requeues)
