@@ -205,3 +205,29 @@ def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monke
     (line,) = res.stderr.strip().splitlines()
     assert "SLURM does not answer" in line and "scontrol ping" in line, line
     assert not (project / "outputs").exists()
+
+
+def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(probe_project: Path) -> None:
+    proj = probe_project
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=12", "launcher=slurm",
+                     "launcher.timeout_min=20", "launcher.max_requeues=0", "wait=false", timeout=120)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    state = sd / "trials" / "control" / "seed=0" / "checkpoint" / "state.json"
+    wait_for(state.exists, 120, "the trial to run")
+    job_id = jobs(sd)[("control", 0)]
+    preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    col = ablate_cli(proj, "collect", str(sd), timeout=300)
+    assert col.returncode == 0, col.stderr
+    rec = result(sd, "control", 0)
+    assert rec["status"] == "killed", rec
+    assert "was preempted" in rec["error"] and "launcher.max_requeues=0" in rec["error"], rec
+
+    col = ablate_cli(proj, "collect", str(sd), "--resubmit", timeout=300)
+    assert col.returncode == 0, col.stderr
+    rec = result(sd, "control", 0)
+    assert rec["status"] == "ok" and rec["attempt"] == 2, rec
+    assert rec["metrics"]["resumed_from"] == 0  # a new attempt starts clean; the old one is kept aside
+    assert (sd / "trials" / "control" / "seed=0" / "attempts" / "1" / "result.json").exists()
+    submitted = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
+    assert len(submitted) == 5 and jobs(sd)[("control", 0)] != job_id  # only the killed trial went again
