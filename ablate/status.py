@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ablate.errors import SchedulerError
-from ablate.launchers import JobState, get_launcher
+from ablate.launchers import JobState, get_launcher, launcher_class
 from ablate.results import trial_state
 from ablate.sweepdir import SweepDir, load_yaml
 
@@ -17,10 +17,11 @@ _RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALI
 def _job_states(sd: SweepDir, plan: dict[str, Any]) -> tuple[dict[tuple[str, int], JobState], str]:
     """The scheduler's view of trials still without a result (launcher=slurm), and a note when it
     cannot be asked."""
-    opts = plan.get("options") or {}
+    cfg = dict((plan.get("options") or {}).get("launcher") or {"name": "local"})
     try:
-        launcher = get_launcher(dict(opts.get("launcher") or {"name": "local"}))
-        return launcher.job_states(sd), ""
+        if not launcher_class(cfg.get("name")).detachable:
+            return {}, ""  # every trial of this launcher died with its ablate process: the sweep dir says all
+        return get_launcher(cfg).job_states(sd), ""
     except SchedulerError as exc:
         return {}, f"(the scheduler was not asked: {exc})"
 

@@ -21,6 +21,30 @@ from ablate.launchers.base import JobState, Launcher, Monitor, TrialRef
 LAUNCHERS = ("inline", "local", "slurm")
 
 
+def launcher_class(name: Any) -> type[Launcher]:
+    """The launcher class registered as ``name`` (imported on demand).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown launcher name (the valid ones are listed).
+    """
+    if name == "inline":
+        from ablate.launchers.inline import InlineLauncher
+
+        return InlineLauncher
+    if name == "local":
+        from ablate.launchers.local import LocalLauncher
+
+        return LocalLauncher
+    if name == "slurm":
+        from ablate.launchers.slurm import SlurmLauncher
+
+        return SlurmLauncher
+    raise ConfigError(f"unknown launcher {name!r}", where="launcher",
+                      fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")
+
+
 def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
     """Build the launcher named by ``cfg["name"]`` with the rest of ``cfg`` as its options.
 
@@ -31,20 +55,8 @@ def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
     """
     name = cfg.get("name")
     opts = {k: v for k, v in cfg.items() if k != "name"}
-    if name == "inline":
-        from ablate.launchers.inline import InlineLauncher
-
-        return InlineLauncher(**_check(name, opts, InlineLauncher.OPTIONS))
-    if name == "local":
-        from ablate.launchers.local import LocalLauncher
-
-        return LocalLauncher(**_check(name, opts, LocalLauncher.OPTIONS))
-    if name == "slurm":
-        from ablate.launchers.slurm import SlurmLauncher
-
-        return SlurmLauncher(**_check(name, opts, SlurmLauncher.OPTIONS))
-    raise ConfigError(f"unknown launcher {name!r}", where="launcher",
-                      fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")
+    cls = launcher_class(name)
+    return cls(**_check(str(name), opts, cls.OPTIONS))
 
 
 def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,4 +68,4 @@ def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[st
     return opts
 
 
-__all__ = ["LAUNCHERS", "JobState", "Launcher", "Monitor", "TrialRef", "get_launcher"]
+__all__ = ["LAUNCHERS", "JobState", "Launcher", "Monitor", "TrialRef", "get_launcher", "launcher_class"]

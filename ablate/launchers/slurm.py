@@ -277,9 +277,8 @@ def query_states(job_ids: Iterable[str]) -> dict[str, tuple[str, str]] | None:
                 states[j] = (state.split()[0], "" if reason == "None" else reason)
     elif "invalid job id" not in sq.stderr.lower():
         return None
-    # sacct for jobs squeue has forgotten, and for the exit code of those that ended
-    ended = {j.split("_")[0] for j, (state, _) in states.items() if state in TERMINAL_STATES}
-    ask = [p for p in parents if p in ended or not any(j == p or j.startswith(p + "_") for j in states)]
+    # sacct for the jobs (and array tasks) squeue has forgotten, and for the exit codes of ended ones
+    ask = sorted({j.split("_")[0] for j in wanted if j not in states or states[j][0] in TERMINAL_STATES})
     if ask and shutil.which("sacct"):
         sa = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", ",".join(ask)])
         if sa.returncode == 0:
@@ -292,8 +291,8 @@ def query_states(job_ids: Iterable[str]) -> dict[str, tuple[str, str]] | None:
                     elif states[j][0] in TERMINAL_STATES and state in TERMINAL_STATES and why:
                         states[j] = (states[j][0], why)
     # A pending array task cancelled before it ran leaves no record once a sibling took over the array's
-    # record; every other task is listed (pending ones too), so an unlisted task of a known array was
-    # cancelled while pending.
+    # record; every other task is listed by squeue or sacct (pending ones too), so an unlisted task of a
+    # known array was cancelled while pending.
     known = {j.split("_")[0] for j in states}
     for j in wanted:
         if j not in states and "_" in j and j.split("_")[0] in known:
