@@ -18,7 +18,8 @@ from ablate.config import Composed
 
 
 def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-    """Run the ablation described by an already composed config; returns the verdict (None for dry runs)."""
+    """Run the ablation described by an already composed config; returns the verdict (None for dry
+    runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``)."""
     from ablate.orchestrate import start
     from ablate.sweepdir import read_json
 
@@ -27,6 +28,8 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
                config_dirs=composed.config_dirs, choices=composed.choices)
     if sd is None:
         return None
+    if not sd.verdict_json.exists():  # wait=false: submitted, collected later with `ablate collect`
+        return {"sweep_dir": str(sd.root), "submitted": True}
     verdict = read_json(sd.verdict_json)
     verdict["sweep_dir"] = str(sd.root)
     return verdict
@@ -71,7 +74,8 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     Returns
     -------
     dict or None
-        The verdict, or None when ``dry_run=True``.
+        The verdict, or None when ``dry_run=True``, or ``{"sweep_dir": ..., "submitted": True}`` when
+        ``wait=False`` (``launcher="slurm"``: collect it later with ``ablate collect DIR``).
 
     Raises
     ------

@@ -7,7 +7,8 @@ The tree::
     │   ├── ConfigError              a config value, key or override is wrong
     │   ├── PlanError                the treatments cannot be derived or proved to differ only in the variable
     │   ├── PinError                 code or data cannot be pinned (dirty tree, untracked data, no git ...)
-    │   └── SweepDirError            a sweep dir is missing, locked by another process, or unreadable
+    │   ├── SweepDirError            a sweep dir is missing, locked by another process, or unreadable
+    │   └── SchedulerError           the scheduler (SLURM) is missing, does not answer, or refuses the jobs
     └── AblationFailed (RuntimeError) the ablation ran but failed (abort on failure, invalid verdict); exit 1
 
 User errors carry ``what`` went wrong, ``where`` (a parameter, file or key) and ``fix`` (what to do), so
@@ -75,6 +76,10 @@ class PinError(UserError):
 
 class SweepDirError(UserError):
     """A sweep dir is missing, not an ablate sweep dir, or locked by another running process."""
+
+
+class SchedulerError(UserError):
+    """The scheduler's tools are missing, it does not answer, or it refuses the jobs (``launcher=slurm``)."""
 
 
 class AblationFailed(AblateError, RuntimeError):

@@ -38,7 +38,10 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
     """
     cfg = {k: v for k, v in cfg.items() if k != "hydra"}
     opts = parse_options(cfg)
-    get_launcher(opts.launcher)  # validates launcher options before anything else happens
+    launcher = get_launcher(opts.launcher)  # validates launcher options before anything else happens
+    if not opts.wait and not launcher.detachable:
+        raise ConfigError(f"launcher={launcher.name} runs trials in this process's children, so it cannot detach",
+                          where="wait", fix="use `launcher=slurm` to submit and exit, or drop `wait=false`")
     variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
     plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
     return plan, opts
@@ -131,6 +134,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if not str(sweep_dir).strip():
         raise ConfigError("is empty", where="hydra.sweep.dir",
                           fix="give a directory, e.g. `hydra.sweep.dir=outputs/run1`")
+    launcher.check(opts.record())
     code = pins_mod.pin_code(cwd, allow_dirty=opts.allow_dirty)
     data = pins_mod.pin_data(data_paths, cwd)
     sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
@@ -157,7 +161,9 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwarg
     """
     sd = create(cfg, out=out, **kwargs)
     if sd is not None:
-        execute(sd, out=out)
+        from ablate.trial import load_plan
+
+        execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True))
     return sd
 
 
@@ -184,9 +190,12 @@ def _data_paths(plan: Plan) -> list[str]:
 
 
 def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool = False,
-                   seeds: list[int] | None = None, arms: list[str] | None = None) -> list[TrialRef]:
-    """Trials that still have to run: no result yet, interrupted, or (with ``retry_failed``) failed
-    with attempts left. Outputs of interrupted or retried attempts are moved to ``attempts/<n>/``."""
+                   seeds: list[int] | None = None, arms: list[str] | None = None,
+                   resubmit: bool = False) -> list[TrialRef]:
+    """Trials that still have to run: no result yet, interrupted, (with ``retry_failed``) failed
+    with attempts left, or (with ``resubmit``) stopped from outside: killed (cancelled, node failure,
+    preempted past its requeues, OOM) or timed out. Outputs of interrupted or re-run attempts are
+    moved to ``attempts/<n>/``."""
     from ablate.results import trial_state
 
     opts = plan.get("options", {})
@@ -206,8 +215,9 @@ def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool 
                 n_prev = _attempts_so_far(sd, name, seed)
                 sd.move_aside(name, seed)
                 todo.append(TrialRef(name, seed, n_prev + 1))
-            elif retry_failed and rec is not None and int(rec.get("attempt", 1)) < max_attempts \
-                    and status in ("failed", "diverged", "killed", "timeout"):
+            elif rec is not None and ((retry_failed and int(rec.get("attempt", 1)) < max_attempts
+                                       and status in ("failed", "diverged", "killed", "timeout"))
+                                      or (resubmit and status in ("killed", "timeout"))):
                 attempt = int(rec.get("attempt", 1)) + 1
                 sd.move_aside(name, seed)
                 todo.append(TrialRef(name, seed, attempt))
@@ -220,16 +230,25 @@ def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
     return n + 1
 
 
-def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool = False) -> dict[str, Any]:
+def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool = False,
+            detach: bool = False) -> dict[str, Any] | None:
     """Run what is left of the ablation in ``sd``, then write results.csv and the verdict.
 
-    Safe to repeat: completed trials are never run again; trials that were running when a previous
-    orchestrator died are re-run (their partial outputs kept in ``attempts/``).
+    Safe to repeat: completed trials are never run again; trials still queued or running in a
+    scheduler (``launcher=slurm``) are waited for, never submitted twice; trials that were running
+    when a previous orchestrator died are re-run (their partial outputs kept in ``attempts/``).
+
+    Parameters
+    ----------
+    resubmit : bool
+        Also re-run trials stopped from outside (status ``killed`` or ``timeout``), as a new attempt.
+    detach : bool
+        Submit what is left and return without waiting (``wait=false``; detachable launchers only).
 
     Returns
     -------
-    dict
-        The verdict (as written to verdict.json).
+    dict or None
+        The verdict (as written to verdict.json); None when detached.
 
     Raises
     ------
@@ -254,7 +273,15 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
 
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
             for seeds, arms in _rounds(sd, plan):
-                todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry")
+                launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
+                todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
+                                      resubmit=resubmit)
+                if detach and todo:
+                    jobs = launcher.submit(sd, todo)
+                    _log(f"ablate: {len(todo)} trial(s) submitted as job(s) {', '.join(jobs)}; "
+                         f"`ablate status {sd.root}` shows progress, `ablate collect {sd.root}` the verdict")
+                    out(str(sd.root))
+                    return None
                 while todo and not monitor.should_stop():
                     launcher.launch(sd, todo, monitor)
                     if on_failure != "retry" or monitor.should_stop():

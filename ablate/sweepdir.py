@@ -7,6 +7,8 @@
       code/                       snapshot of the pinned commit that trials import the task from
       trials/<arm>/seed=<k>/      config.yaml (resolved by the trial), manifest.json, result.json,
                                   stdout.log, stderr.log, attempts/<n>/ (outputs of interrupted attempts)
+      slurm/                      launcher=slurm only: jobs.json (which job runs which trial) and
+                                  <job id>/ (submitit's pickles, the job's logs)
       results.csv                 one row per trial, failures included
       verdict.json  verdict.md  *.png
       .lock                       held (flock) by the one ablate process working on this dir

@@ -16,9 +16,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.launchers.base import Launcher, Monitor, TrialRef
+from ablate.launchers.base import JobState, Launcher, Monitor, TrialRef
 
 LAUNCHERS = ("inline", "local", "slurm")
+
+
+def launcher_class(name: Any) -> type[Launcher]:
+    """The launcher class registered as ``name`` (imported on demand).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown launcher name (the valid ones are listed).
+    """
+    if name == "inline":
+        from ablate.launchers.inline import InlineLauncher
+
+        return InlineLauncher
+    if name == "local":
+        from ablate.launchers.local import LocalLauncher
+
+        return LocalLauncher
+    if name == "slurm":
+        from ablate.launchers.slurm import SlurmLauncher
+
+        return SlurmLauncher
+    raise ConfigError(f"unknown launcher {name!r}", where="launcher",
+                      fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")
 
 
 def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
@@ -31,20 +55,8 @@ def get_launcher(cfg: Mapping[str, Any]) -> Launcher:
     """
     name = cfg.get("name")
     opts = {k: v for k, v in cfg.items() if k != "name"}
-    if name == "inline":
-        from ablate.launchers.inline import InlineLauncher
-
-        return InlineLauncher(**_check(name, opts, InlineLauncher.OPTIONS))
-    if name == "local":
-        from ablate.launchers.local import LocalLauncher
-
-        return LocalLauncher(**_check(name, opts, LocalLauncher.OPTIONS))
-    if name == "slurm":
-        from ablate.launchers.slurm import SlurmLauncher
-
-        return SlurmLauncher(**_check(name, opts, SlurmLauncher.OPTIONS))
-    raise ConfigError(f"unknown launcher {name!r}", where="launcher",
-                      fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")
+    cls = launcher_class(name)
+    return cls(**_check(str(name), opts, cls.OPTIONS))
 
 
 def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,4 +69,4 @@ def _check(name: str, opts: dict[str, Any], valid: Mapping[str, Any]) -> dict[st
     return opts
 
 
-__all__ = ["LAUNCHERS", "Launcher", "Monitor", "TrialRef", "get_launcher"]
+__all__ = ["LAUNCHERS", "JobState", "Launcher", "Monitor", "TrialRef", "get_launcher", "launcher_class"]

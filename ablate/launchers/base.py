@@ -4,11 +4,40 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ablate.sweepdir import SweepDir
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What a scheduler says about the job running one trial (launchers whose trials outlive ablate).
+
+    Attributes
+    ----------
+    job_id : str
+        The scheduler's id of the trial's job (``12_3`` for task 3 of job array 12).
+    state : str
+        The scheduler's state: ``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``CANCELLED``,
+        ``TIMEOUT``, ``OUT_OF_MEMORY``, ``NODE_FAIL`` ... or ``UNKNOWN`` when it has no record of the job.
+    active : bool
+        True while the job is queued or running (it may still write the trial's result).
+    attempt : int
+        The trial attempt the job runs.
+    reason : str
+        The scheduler's reason or exit code, when it gives one.
+    log : str or None
+        Path of the job's log (stderr), when there is one.
+    """
+
+    job_id: str
+    state: str
+    active: bool
+    attempt: int = 1
+    reason: str = ""
+    log: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,10 +98,17 @@ class Monitor:
 
 
 class Launcher(abc.ABC):
-    """Runs trials of a sweep dir. Subclasses declare their options (name -> default) in ``OPTIONS``."""
+    """Runs trials of a sweep dir. Subclasses declare their options (name -> default) in ``OPTIONS``.
+
+    Launchers whose trials run in a scheduler's jobs (``slurm``) also set ``detachable`` and implement
+    :meth:`submit`, :meth:`wait` and :meth:`job_states`; for the others those are no-ops, because no
+    trial outlives the ablate process that launched it.
+    """
 
     name: ClassVar[str]
     OPTIONS: ClassVar[dict[str, Any]] = {}
+    #: True when trials outlive the ablate process (``wait=false`` is allowed).
+    detachable: ClassVar[bool] = False
 
     @abc.abstractmethod
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
@@ -83,3 +119,30 @@ class Launcher(abc.ABC):
     def describe(self) -> str:
         """One line for the plan printout (e.g. ``local, 2 at a time``)."""
         return self.name
+
+    def check(self, options: Mapping[str, Any] | None = None) -> None:
+        """Check that trials can be launched from here; called before the sweep dir is created.
+
+        ``options`` are the ablation's settings as recorded in ``ablation.yaml`` (``timeout_min`` ...).
+
+        Raises
+        ------
+        UserError
+            When they cannot (a scheduler that is missing, unreachable or refuses the request).
+        """
+        return None
+
+    def submit(self, sd: SweepDir, trials: Sequence[TrialRef]) -> list[str]:
+        """Hand ``trials`` to the scheduler and return at once (``wait=false``): the job ids."""
+        raise NotImplementedError(f"launcher={self.name} cannot detach")
+
+    def wait(self, sd: SweepDir, monitor: Monitor) -> None:
+        """Wait for every trial of ``sd`` that an earlier submission left queued or running, and record
+        a result for each that ended without writing one. After it returns, no trial of ``sd`` is in
+        flight, so the trials still without a result can be launched again without running twice."""
+        return None
+
+    def job_states(self, sd: SweepDir) -> dict[tuple[str, int], JobState]:
+        """The scheduler's state of each (arm, seed) trial still without a result that this launcher
+        submitted; empty for launchers without a scheduler."""
+        return {}

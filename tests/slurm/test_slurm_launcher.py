@@ -1,0 +1,233 @@
+"""launcher=slurm against a real SLURM cluster: job arrays, detach/status/collect, preemption,
+jobs dying without a result, fake GPUs, SLURM refusing a request."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ablate_cli, commit_all, git
+from tests.slurm.helpers import jobs, preempt, result, slurm, status_counts, sweep_dir, wait_for
+
+pytestmark = pytest.mark.slurm
+DIGITS = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=slurm", "task.epochs=2"]
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLURM_") and k not in ("CUDA_VISIBLE_DEVICES", "PYTHONPATH", "HYDRA_FULL_ERROR")}
+    env.update(DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    return env
+
+
+@pytest.fixture(scope="module")
+def digits_waited(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+                  ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The 2-arm x 3-seed digits ablation through launcher=slurm with wait=true (run once per module)."""
+    from tests.slurm.conftest import no_cluster_reason
+
+    if why := no_cluster_reason():
+        pytest.skip(why)
+    proj = tmp_path_factory.mktemp("waited") / "proj"
+    shutil.copytree(project_template, proj, symlinks=True)
+    exe = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
+    res = subprocess.run([exe, *DIGITS], cwd=proj, env=_clean_env(), capture_output=True, text=True, timeout=600,
+                         check=False)
+    return res, proj
+
+
+def _comparisons(sd: Path) -> list[dict]:
+    return json.loads((sd / "verdict.json").read_text())["comparisons"]
+
+
+def test_ablation_through_slurm_gives_a_verdict(digits_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    res, proj = digits_waited
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    assert res.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
+    assert [c["arm"] for c in _comparisons(sd)] == ["lr=0.2"]
+    assert _comparisons(sd)[0]["verdict"] in ("better", "worse", "equivalent", "inconclusive")
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    submitted = jobs(sd)
+    assert len(submitted) == 6 and len({j.split("_")[0] for j in submitted.values()}) == 1, "one job array"
+    for arm in ("control", "lr=0.2"):
+        for seed in range(3):
+            rec = result(sd, arm, seed)
+            assert rec["status"] == "ok", rec
+            assert rec["slurm"]["job_id"] == submitted[(arm, seed)]
+            manifest = json.loads((sd / "trials" / arm / f"seed={seed}" / "manifest.json").read_text())
+            assert manifest["code"]["commit"] == plan["pins"]["code"]["commit"]
+            assert manifest["environment"]["env"]["PYTHONHASHSEED"] == str(seed)
+    # the submitit folder lives in the sweep dir, one per array task
+    assert (sd / "slurm" / submitted[("control", 0)]).is_dir()
+
+
+def test_detach_then_status_then_collect_gives_the_same_verdict(
+        project: Path, digits_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    t0 = time.monotonic()
+    res = ablate_cli(project, *DIGITS, "wait=false", timeout=120)
+    submit_s = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(project)
+    assert res.stdout.strip().splitlines()[-1] == str(sd)
+    (array,) = {j.split("_")[0] for j in jobs(sd).values()}
+    assert f"job(s) {array}" in res.stderr
+    assert not (sd / "verdict.json").exists()
+    assert submit_s < 60
+
+    st = ablate_cli(project, "status", str(sd), timeout=60)
+    assert st.returncode == 0, st.stderr
+    rows = status_counts(st.stdout)
+    assert set(rows) == {"control", "lr=0.2"}
+    assert all(sum(r[:3]) == 3 and r[3] == 0 for r in rows.values()), st.stdout  # pending+running+done, none failed
+
+    col = ablate_cli(project, "collect", str(sd), timeout=300)
+    assert col.returncode == 0, col.stderr
+    assert col.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
+    assert len(jobs(sd)) == 6, "collect must not submit trials that were still queued or running"
+    st = ablate_cli(project, "status", str(sd), timeout=60)
+    assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0]}, st.stdout
+
+    _, waited_proj = digits_waited
+    waited = _comparisons(sweep_dir(waited_proj))
+    assert _comparisons(sd) == waited
+
+
+def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -> None:
+    proj = probe_project
+    pinned = git(proj, "rev-parse", "HEAD").strip()
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=16", "task.step_s=0.5",
+                     "launcher=slurm", "launcher.timeout_min=20", "wait=false", timeout=120)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    state = sd / "trials" / "control" / "seed=0" / "checkpoint" / "state.json"
+    wait_for(lambda: state.exists() and json.loads(state.read_text())["step"] >= 3, 120, "the trial to save step 3")
+    job_id = jobs(sd)[("control", 0)]
+    preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    # While the trial waits to be requeued the project moves on: the newer commit must not reach it.
+    (proj / "slurmprobe.py").write_text("def run(cfg):\n    raise RuntimeError('the newer commit ran')\n")
+    commit_all(proj, "break the task")
+
+    col = ablate_cli(proj, "collect", str(sd), timeout=300)
+    assert col.returncode == 0, col.stderr
+    rec = result(sd, "control", 0)
+    assert rec["status"] == "ok", rec
+    assert rec["metrics"]["resumed_from"] >= 3, rec  # restored from its checkpoint dir, not from step 0
+    assert rec["metrics"]["requeues"] == 1 and rec["slurm"]["requeues"] == 1, rec
+    assert rec["slurm"]["job_id"] == jobs(sd)[("control", 0)]  # requeued: same job, not a new submission
+    manifest = json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())
+    assert manifest["code"]["commit"] == pinned != git(proj, "rev-parse", "HEAD").strip()
+    assert "requeued (1/3)" in Path(rec["log"]).read_text()
+    assert all(result(sd, arm, seed)["status"] == "ok" for arm in ("control", "bonus=1.0") for seed in (0, 1))
+
+
+def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project: Path) -> None:
+    proj = probe_project
+    # control exits without a result (os._exit); the treatment sleeps until it is cancelled from outside
+    res = ablate_cli(proj, "-m", "variable=mode", "seeds=2", "task=probe", "task.mode=exit", "task.steps=600",
+                     "launcher=slurm", "wait=false", timeout=120)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    state = sd / "trials" / "mode=sleep" / "seed=0" / "checkpoint" / "state.json"
+    wait_for(state.exists, 120, "the treatment trial to run")
+    slurm("scancel", jobs(sd)[("mode=sleep", 0)], jobs(sd)[("mode=sleep", 1)])
+
+    def status_shows_all_ended() -> str | None:
+        out = ablate_cli(proj, "status", str(sd), timeout=60).stdout
+        return out if out.count("ended FAILED") == 2 and out.count("ended CANCELLED") == 2 else None
+
+    st = wait_for(status_shows_all_ended, 90, "`ablate status` to show every job ended")
+    assert status_counts(st) == {"control": [0, 0, 0, 2], "mode=sleep": [0, 0, 0, 2]}, st
+
+    t0 = time.monotonic()
+    col = ablate_cli(proj, "collect", str(sd), timeout=180)
+    collect_s = time.monotonic() - t0
+    assert col.returncode in (0, 1), col.stderr
+    assert collect_s < 60, f"collect took {collect_s:.0f} s"
+    for seed in (0, 1):
+        dead = result(sd, "control", seed)
+        assert dead["status"] == "failed" and dead["slurm"]["state"] == "FAILED", dead
+        assert "without a result" in dead["error"] and "exit code 3" in dead["error"], dead
+        cancelled = result(sd, "mode=sleep", seed)
+        assert cancelled["status"] == "killed" and cancelled["slurm"]["state"] == "CANCELLED", cancelled
+        assert "--resubmit" in cancelled["error"]
+    st = ablate_cli(proj, "status", str(sd), timeout=60).stdout
+    assert "control seed=0 failed: SLURM job" in st and "mode=sleep seed=1 killed: SLURM job" in st, st
+
+
+def test_fake_gpu_trials_get_distinct_cuda_visible_devices(probe_project: Path) -> None:
+    gres = slurm("sinfo", "-h", "-o", "%G")
+    if "gpu:" not in gres:
+        pytest.skip(f"the cluster has no GPU GRES ({gres.strip()}); start it with SLURM_LOCAL_GPUS=2")
+    res = ablate_cli(probe_project, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=6",
+                     "launcher=slurm", "launcher.gpus_per_trial=1", timeout=300)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(probe_project)
+    trials = []
+    for arm in ("control", "bonus=1.0"):
+        for seed in (0, 1):
+            manifest = json.loads((sd / "trials" / arm / f"seed={seed}" / "manifest.json").read_text())
+            rec = result(sd, arm, seed)
+            cvd = manifest["environment"]["env"].get("CUDA_VISIBLE_DEVICES")
+            assert rec["slurm"]["cuda_visible_devices"] == cvd
+            trials.append((rec["metrics"]["t0"], rec["metrics"]["t1"], cvd))
+    assert {cvd for *_, cvd in trials} == {"0", "1"}, trials
+    overlapping = [(a, b) for i, a in enumerate(trials) for b in trials[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert overlapping, f"no two trials ran at once: {trials}"
+    assert all(a[2] != b[2] for a, b in overlapping), f"trials running at once shared a GPU: {trials}"
+
+
+def test_missing_partition_is_refused_before_anything_is_created(project: Path) -> None:
+    res = ablate_cli(project, *DIGITS, "launcher.partition=nosuchpartition", timeout=120)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("ablate: error: `launcher`: SLURM refuses the job request:"), line
+    assert "partition" in line.lower() and "launcher.partition=NAME" in line and "debug" in line, line
+    assert not (project / "outputs").exists()
+
+
+def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    bad = tmp_path / "slurm.conf"
+    bad.write_text(conf.replace("SlurmctldPort=6817", "SlurmctldPort=6899"))
+    monkeypatch.setenv("SLURM_CONF", str(bad))
+    res = ablate_cli(project, *DIGITS, timeout=120)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "SLURM does not answer" in line and "scontrol ping" in line, line
+    assert not (project / "outputs").exists()
+
+
+def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(probe_project: Path) -> None:
+    proj = probe_project
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=12", "launcher=slurm",
+                     "launcher.timeout_min=20", "launcher.max_requeues=0", "wait=false", timeout=120)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    state = sd / "trials" / "control" / "seed=0" / "checkpoint" / "state.json"
+    wait_for(state.exists, 120, "the trial to run")
+    job_id = jobs(sd)[("control", 0)]
+    preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    col = ablate_cli(proj, "collect", str(sd), timeout=300)
+    assert col.returncode == 0, col.stderr
+    rec = result(sd, "control", 0)
+    assert rec["status"] == "killed", rec
+    assert "was preempted" in rec["error"] and "launcher.max_requeues=0" in rec["error"], rec
+
+    col = ablate_cli(proj, "collect", str(sd), "--resubmit", timeout=300)
+    assert col.returncode == 0, col.stderr
+    rec = result(sd, "control", 0)
+    assert rec["status"] == "ok" and rec["attempt"] == 2, rec
+    assert rec["metrics"]["resumed_from"] == 0  # a new attempt starts clean; the old one is kept aside
+    assert (sd / "trials" / "control" / "seed=0" / "attempts" / "1" / "result.json").exists()
+    submitted = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
+    assert len(submitted) == 5 and jobs(sd)[("control", 0)] != job_id  # only the killed trial went again
