@@ -68,6 +68,12 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
     return fields
 
 
+def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Every compared field of one manifest, flattened to ``kind:dotted.key -> value`` (``kind`` in
+    :data:`KINDS`); the seed and the environment fields in :data:`EXEMPT_ENV` are left out."""
+    return _fingerprint(manifest, ())
+
+
 def _hashable(v: Any) -> Any:
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
