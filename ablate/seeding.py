@@ -3,7 +3,10 @@
 Modes (``determinism=``):
 
 ``off``
-    Nothing is seeded. Runs differ even at the same seed.
+    Nothing is seeded from the trial seed: runs differ even at the same seed. Torch's generator is
+    reseeded from OS entropy, so an ``off`` trial never continues a stream that an earlier trial in
+    the same process left behind (``launcher=inline``); the seed drawn is recorded in the manifest
+    (``determinism.torch_seed``), so one such run can still be replayed by hand.
 ``seeded`` (default)
     Weak reproducibility: python ``random``, numpy's global generator, and torch's CPU and CUDA
     generators are seeded from the trial seed, and ``PYTHONHASHSEED`` is set for child processes.
@@ -168,14 +171,16 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     seed : int
         The trial seed, 0 <= seed < 2**32.
     mode : {"off", "seeded", "strict"}
-        ``off`` seeds nothing; ``seeded`` seeds python ``random``, numpy's global generator and
-        torch's CPU and CUDA generators; ``strict`` adds deterministic algorithms (see the module doc).
+        ``off`` seeds nothing from ``seed`` (torch from OS entropy); ``seeded`` seeds python
+        ``random``, numpy's global generator and torch's CPU and CUDA generators; ``strict`` adds
+        deterministic algorithms (see the module doc).
 
     Returns
     -------
     dict
         What was applied (recorded in the manifest): ``mode``, ``seed``, ``seeded`` (the generators
-        seeded), ``torch_flags`` (the flags in effect, when torch is imported) and, for ``strict``
+        seeded), ``torch_flags`` (the flags in effect, when torch is imported), for ``off`` the
+        ``torch_seed`` drawn from OS entropy, and for ``strict``
         with torch, ``cuda_initialized_before`` (True means ``CUBLAS_WORKSPACE_CONFIG`` came too
         late for cuBLAS in this process).
 
@@ -191,6 +196,10 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     for k, v in environment_for(mode, seed).items():
         os.environ.setdefault(k, v)
     if mode == "off":
+        if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+            import torch
+
+            applied["torch_seed"] = int(torch.seed())  # fresh entropy, recorded
         _set_torch_flags(strict=False, applied=applied, only_if_imported=True)
         return applied
     random.seed(seed)
