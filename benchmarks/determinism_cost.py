@@ -2,6 +2,7 @@
 
     python benchmarks/determinism_cost.py                       # digits_mlp and charlm, 5 runs per mode
     python benchmarks/determinism_cost.py --tasks charlm --repeats 9 --threads 2 --json cost.json
+    python benchmarks/determinism_cost.py --ops --threads 2     # single ops on the nondeterministic list
 
 Each run is a fresh process (``--worker``) that seeds with :func:`ablate.seeding.seed_everything` at
 the same seed and calls the example task's function on its config from ``conf/task/<task>.yaml``
@@ -14,6 +15,10 @@ Reported per task and mode: the task's own throughput metrics, ``samples_per_s``
 as median [25th-75th percentile]; the slowdown strict/seeded as the median over rounds of
 ``seeded / strict`` throughput with its [min-max] over rounds; and whether every run's final
 per-step fingerprint (``ablate.log_step``: loss and parameter digest) was bitwise the same.
+
+``--ops`` times single ops from PyTorch's nondeterministic list instead (same input every time,
+modes alternating, in one process) and counts the distinct results each mode gave: on a
+multi-threaded CPU ``index_put_(accumulate=True)`` adds in a thread-dependent order under ``seeded``.
 
 The load average is printed before and after: on a machine shared with other work, read the CPU-time
 ratio. What this measures is CPU cost; on GPUs the ops on PyTorch's nondeterministic list are
@@ -144,6 +149,82 @@ def report(results: dict[str, dict[str, Any]], header: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# -- single ops -------------------------------------------------------------------------------------
+def op_costs(threads: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """Time ops on PyTorch's nondeterministic list under both modes (400k rows of 16 floats into 1000).
+
+    Returns, per op: per mode the median wall and CPU milliseconds and the number of distinct results
+    over ``repeats`` runs on the same input, and the slowdowns strict/seeded (ratio of medians).
+    """
+    import hashlib
+
+    import torch
+    import torch.nn.functional as F
+
+    from ablate import seeding
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    n, rows, dim = 400_000, 1000, 16
+    idx = torch.randint(0, rows, (n,), generator=g)
+    src = torch.randn(n, dim, generator=g)
+    weight0 = torch.randn(rows, dim, generator=g)
+    offsets = torch.arange(0, n, 8)
+
+    def grad_of(loss_fn: Any) -> Any:
+        w = weight0.clone().requires_grad_()
+        loss_fn(w).backward()
+        return w.grad
+
+    ops = {
+        "index_add_": lambda: torch.zeros(rows, dim).index_add_(0, idx, src),
+        "scatter_add_": lambda: torch.zeros(rows, dim).scatter_add_(0, idx[:, None].expand(n, dim), src),
+        "index_put_(accumulate=True)": lambda: torch.zeros(rows, dim).index_put_((idx,), src, accumulate=True),
+        "embedding backward": lambda: grad_of(lambda w: (F.embedding(idx, w) * src).sum()),
+        "embedding_bag backward": lambda: grad_of(lambda w: F.embedding_bag(idx, w, offsets, mode="sum").sum()),
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, op in ops.items():
+        times: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
+        bits: dict[str, set[str]] = {m: set() for m in MODES}
+        for i in range(repeats + 1):  # round 0 warms up and is not counted
+            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+                seeding.seed_everything(0, mode)
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = op()
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                if i:
+                    times[mode].append((wall * 1e3, cpu * 1e3))
+                    bits[mode].add(hashlib.sha256(result.numpy().tobytes()).hexdigest())
+        rec: dict[str, Any] = {}
+        for mode in MODES:
+            rec[mode] = {"wall_ms": statistics.median(t[0] for t in times[mode]),
+                         "cpu_ms": statistics.median(t[1] for t in times[mode]), "distinct": len(bits[mode])}
+        rec["slowdown_wall"] = rec["strict"]["wall_ms"] / rec["seeded"]["wall_ms"]
+        rec["slowdown_cpu"] = rec["strict"]["cpu_ms"] / rec["seeded"]["cpu_ms"]
+        out[name] = rec
+    seeding.seed_everything(0, "seeded")
+    return out
+
+
+def op_report(res: dict[str, dict[str, Any]], header: dict[str, Any]) -> str:
+    lines = [
+        f"single ops, seeded vs strict: median of {header['repeats']} runs per mode on the same input, "
+        f"{header['threads']} thread(s)",
+        f"  torch {header['torch']}, python {header['python']}, {header['cpu']} ({header['cpu_count']} cores); "
+        f"load average {header['load_before']:.2f} before, {header['load_after']:.2f} after",
+        "",
+        f"{'op':<30}{'seeded ms (wall/CPU)':>24}{'strict ms (wall/CPU)':>24}{'slowdown wall/CPU':>20}"
+        f"{'distinct results seeded/strict':>33}",
+    ]
+    for name, r in res.items():
+        s, t = r["seeded"], r["strict"]
+        lines.append(f"{name:<30}{s['wall_ms']:>13.1f} / {s['cpu_ms']:<8.1f}{t['wall_ms']:>13.1f} / {t['cpu_ms']:<8.1f}"
+                     f"{r['slowdown_wall']:>10.2f}x / {r['slowdown_cpu']:.2f}x"
+                     f"{s['distinct']:>22} / {t['distinct']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", nargs="+", default=["digits_mlp", "charlm"], help="conf/task/<name>.yaml to run")
@@ -153,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override the task config, e.g. --set task.steps=50")
     p.add_argument("--json", type=Path, help="also write every run and the summary here")
+    p.add_argument("--ops", action="store_true", help="time single nondeterministic-list ops instead of tasks")
     p.add_argument("--worker", nargs=2, metavar=("TASK", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -167,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     header = {"repeats": args.repeats, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
               "python": platform.python_version(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
               "load_before": os.getloadavg()[0]}
+    if args.ops:
+        ops = op_costs(args.threads, args.repeats)
+        header["load_after"] = os.getloadavg()[0]
+        print(op_report(ops, header))
+        if args.json:
+            args.json.write_text(json.dumps({"header": header, "ops": ops}, indent=2))
+        return 0
     results: dict[str, dict[str, Any]] = {}
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for task in args.tasks:
