@@ -103,6 +103,7 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     strict = ablate_cli(project, "repro", str(sd), "--trial", "determinism=strict/1", "--strong")
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "strong reproducibility (per-step fingerprints equal): holds (6 steps identical)" in strict.stdout
+    assert "manifests differ" not in strict.stdout  # replayed with the original's threads and variables
     rerun = sd / "repro" / "determinism=strict" / "seed=1" / "1"
     original = sd / "trials" / "determinism=strict" / "seed=1"
     assert (rerun / "steps.jsonl").read_text() == (original / "steps.jsonl").read_text()
