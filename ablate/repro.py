@@ -132,9 +132,11 @@ class ReproReport:
 
     @property
     def exit_code(self) -> int:
+        """The command's exit code: 0 when the checked guarantee holds, 1 when it does not."""
         return 0 if self.holds else 1
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain data (written to ``report.json``), with ``holds`` added."""
         d = asdict(self)
         d["holds"] = self.holds
         return d
@@ -200,7 +202,15 @@ def _fmt_field(name: str, v: Any) -> str:
 
 # -- pure comparisons ------------------------------------------------------------------------------
 def is_timing_metric(name: str) -> bool:
-    """True when a metric's name ends in a time unit (``samples_per_s``, ``step_time``, ``train_s``)."""
+    """True when a metric's name ends in a time unit (``samples_per_s``, ``step_time``, ``train_s``).
+
+    Such metrics measure the machine, not what was learned, so neither guarantee covers them.
+
+    Parameters
+    ----------
+    name : str
+        A metric name as the task returned it.
+    """
     return TIMING_METRIC.search(name) is not None
 
 
@@ -242,7 +252,18 @@ def compare_metrics(original: Mapping[str, Any], repro: Mapping[str, Any]) -> li
 
 
 def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The fingerprints in a ``steps.jsonl`` (empty when the file does not exist)."""
+    """The fingerprints in a ``steps.jsonl`` (empty when the file does not exist).
+
+    Parameters
+    ----------
+    path : path-like
+        A trial's (or re-run's) ``steps.jsonl``, written by :func:`ablate.log_step`.
+
+    Returns
+    -------
+    list of dict
+        One record per logged step, in order: ``step``, ``loss`` (``float.hex``), ``params`` (SHA-256) ...
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -277,7 +298,14 @@ def first_divergence(original: Sequence[Mapping[str, Any]], repro: Sequence[Mapp
 
 
 def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any]) -> list[str]:
-    """Fields that differ between two manifests of the same trial, as ``kind `key`: a -> b`` lines."""
+    """Fields that differ between two manifests of the same trial, as ``kind `key`: a -> b`` lines.
+
+    Parameters
+    ----------
+    original, repro : mapping
+        The two runs' ``manifest.json`` contents; the fields compared are those of the confound
+        check (:func:`ablate.confounds.manifest_fields`).
+    """
     from ablate.confounds import manifest_fields
 
     a, b = manifest_fields(original), manifest_fields(repro)
@@ -340,7 +368,22 @@ def select_trial(sd: SweepDir, plan: Mapping[str, Any], spec: str | None) -> tup
 # -- running ---------------------------------------------------------------------------------------
 def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int) -> dict[str, str]:
     """The environment for the re-run's process: this process's, with the numeric variables replaced
-    by those the original trial process recorded (``CUDA_VISIBLE_DEVICES`` excepted)."""
+    by those the original trial process recorded (``CUDA_VISIBLE_DEVICES`` excepted).
+
+    Parameters
+    ----------
+    manifest : mapping
+        The original trial's ``manifest.json`` (``environment.env`` holds its numeric variables).
+    mode : {"off", "seeded", "strict"}
+        The determinism mode of the re-run (its variables are set before the child's Python starts).
+    seed : int
+        The trial seed.
+
+    Returns
+    -------
+    dict
+        The complete environment for the child process.
+    """
     from ablate import seeding
     from ablate.launchers.local import PARENT_ENV
 
