@@ -3,11 +3,16 @@
 Any field that differs between trials, other than the variable, the keys derived from it and the
 seed, is a finding:
 
-- a different **code** commit, **data** hash, resolved **config** key or **determinism** mode makes
-  the ablation ``invalid`` (the arms did not run the same thing);
+- a different **code** commit, **data** hash, resolved **config** key or **determinism** mode (or
+  torch determinism flags, before or after the task) makes the ablation ``invalid`` (the arms did
+  not run the same thing);
 - a different **environment** value (GPU model, driver, library version, host, thread count ...)
   is ``invalid`` when it is aligned with the arms (each arm saw one value and the arms differ: the
   effect cannot be told apart from it), and a ``warning`` when it is spread across arms.
+
+When ``determinism`` is itself the variable, the mode and what follows from it (torch flags,
+``CUBLAS_WORKSPACE_CONFIG``) are the treatment: they may differ between arms, but not within one, and
+every trial must have run under its own arm's mode.
 
 The check says "none found" only when every completed trial had a manifest to check.
 """
@@ -27,6 +32,15 @@ from ablate.plan import flatten
 EXEMPT_ENV = frozenset({"env.CUDA_VISIBLE_DEVICES", "env.PYTHONHASHSEED", "torch_error"})
 #: Manifest sections compared, and the severity class of each.
 KINDS = ("code", "data", "config", "determinism", "environment")
+#: The determinism mode's config key, and the environment fields that follow from the mode.
+MODE_KEY = "determinism"
+MODE_ENV = frozenset({"env.CUBLAS_WORKSPACE_CONFIG"})
+
+
+def _mode_derived(field: str) -> bool:
+    """True for fingerprint fields that follow from the determinism mode."""
+    kind, key = field.split(":", 1)
+    return kind == "determinism" or (kind == "environment" and key in MODE_ENV)
 
 
 def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict[str, Any]:
@@ -44,13 +58,20 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
         fields[f"config:{k}"] = v
     det = manifest.get("determinism") or {}
     fields["determinism:mode"] = det.get("mode")
-    for k, v in flatten({"torch_flags": det.get("torch_flags")} if det.get("torch_flags") else {}).items():
-        fields[f"determinism:{k}"] = v
+    for section in ("torch_flags", "flags_after"):
+        for k, v in flatten({section: det.get(section)} if det.get(section) else {}).items():
+            fields[f"determinism:{k}"] = v
     for k, v in flatten(manifest.get("environment") or {}).items():
         if k in EXEMPT_ENV:
             continue
         fields[f"environment:{k}"] = v
     return fields
+
+
+def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Every compared field of one manifest, flattened to ``kind:dotted.key -> value`` (``kind`` in
+    :data:`KINDS`); the seed and the environment fields in :data:`EXEMPT_ENV` are left out."""
+    return _fingerprint(manifest, ())
 
 
 def _hashable(v: Any) -> Any:
@@ -91,10 +112,13 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
     var = plan.get("variable") or {}
     if var.get("is_group"):
         vary.add(str(var.get("key", "")).replace("/", "."))
+    mode_is_variable = MODE_KEY in vary
     per_trial = {ref: _fingerprint(m, vary) for ref, m in manifests.items()}
     all_fields = sorted({f for fp in per_trial.values() for f in fp})
     findings: list[dict[str, Any]] = []
     arm_order = [a["name"] for a in plan["arms"]]
+    if mode_is_variable:
+        findings.extend(_mode_not_as_configured(manifests, arm_order))
     for f in all_fields:
         values = {ref: _hashable(fp.get(f)) for ref, fp in per_trial.items()}
         if len(set(values.values())) <= 1:
@@ -104,6 +128,8 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
         for (arm, _seed), v in values.items():
             split[arm][v] += 1
         per_arm_single = all(len(c) == 1 for c in split.values())
+        if mode_is_variable and per_arm_single and _mode_derived(f):
+            continue  # the mode is the treatment: its consequences may differ between arms, not within one
         arm_values = {next(iter(c)) for c in split.values()} if per_arm_single else set()
         aligned = per_arm_single and len(arm_values) > 1
         severity = "invalid" if kind != "environment" or aligned else "warning"
@@ -126,6 +152,24 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
         "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),
         "findings": findings,
     }
+
+
+def _mode_not_as_configured(manifests: Mapping[tuple[str, int], Mapping[str, Any]],
+                            arm_order: list[str]) -> list[dict[str, Any]]:
+    """When the mode is the variable: trials whose applied mode is not their arm's configured mode."""
+    wrong: dict[str, Counter[str]] = defaultdict(Counter)
+    for (arm, _seed), m in manifests.items():
+        configured = (m.get("config") or {}).get(MODE_KEY)
+        applied = (m.get("determinism") or {}).get("mode")
+        if configured is not None and applied != configured:
+            wrong[arm][f"{applied} (configured {configured})"] += 1
+    if not wrong:
+        return []
+    shown = "; ".join(f"{arm}: " + ", ".join(f"{v} ({n})" for v, n in wrong[arm].most_common())
+                      for arm in arm_order if arm in wrong)
+    return [{"kind": "determinism", "field": "mode", "severity": "invalid", "aligned": False,
+             "split": {arm: dict(wrong[arm]) for arm in arm_order if arm in wrong},
+             "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"}]
 
 
 def _show(v: Any) -> str:

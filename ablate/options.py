@@ -9,7 +9,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan import parse_seeds
-from ablate.seeding import check_mode
+from ablate.seeding import check_mode, check_variable_values
 
 ON_FAILURE = ("report", "retry", "abort")
 PAIRING = ("auto", "paired", "unpaired")
@@ -134,6 +134,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     sequential = _choice(cfg.get("sequential", "off"), SEQUENTIAL, "sequential")
     if sequential == "group" and len(seeds) < looks[-1]:
         seeds = list(range(looks[-1])) if seeds == list(range(len(seeds))) else seeds
+    check_variable_values(cfg.get("variable"))  # `ablate -m variable=determinism`: each value must be a mode
     progress = cfg.get("progress", "auto")
     if progress is False:
         progress = "off"

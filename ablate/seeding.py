@@ -3,7 +3,10 @@
 Modes (``determinism=``):
 
 ``off``
-    Nothing is seeded. Runs differ even at the same seed.
+    Nothing is seeded from the trial seed: runs differ even at the same seed. Torch's generator is
+    reseeded from OS entropy, so an ``off`` trial never continues a stream that an earlier trial in
+    the same process left behind (``launcher=inline``); the seed drawn is recorded in the manifest
+    (``determinism.torch_seed``), so one such run can still be replayed by hand.
 ``seeded`` (default)
     Weak reproducibility: python ``random``, numpy's global generator, and torch's CPU and CUDA
     generators are seeded from the trial seed, and ``PYTHONHASHSEED`` is set for child processes.
@@ -13,6 +16,14 @@ Modes (``determinism=``):
     ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (set before CUDA initialises), ``cudnn.deterministic=True``
     and ``cudnn.benchmark=False``: every step is bitwise identical. Costs 2-5x on some GPU ops
     (scatter/index add, embedding-bag, pooling backward ...); for bisecting a divergence.
+
+Which mode a trial runs under comes from :func:`trial_mode`: the ablation's ``determinism`` setting,
+or the arm's own value when ``determinism`` is itself the variable (``ablate -m variable=determinism``).
+
+``seeded`` gives the weak guarantee only when every op the task uses is deterministic on its
+hardware; ops on PyTorch's nondeterministic list (atomic adds in ``index_add_``, ``scatter_add_``,
+``index_put_(accumulate=True)`` ...) can change the final metrics between two runs at the same seed,
+on GPUs and even on a multi-threaded CPU. ``strict`` makes them deterministic or fails the trial.
 
 numpy and torch are never imported here: they are seeded when the task imports them, so a task
 without torch pays nothing for it.
@@ -24,6 +35,7 @@ import importlib.util
 import os
 import random
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from ablate.errors import ConfigError
@@ -34,14 +46,29 @@ NUMERIC_ENV_VARS = (
     "CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES",
     "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING",
-    "CUBLAS_WORKSPACE_CONFIG", "XLA_FLAGS", "TF_DETERMINISTIC_OPS", "KMP_DETERMINISTIC_REDUCTION",
+    "XLA_FLAGS", "TF_DETERMINISTIC_OPS", "KMP_DETERMINISTIC_REDUCTION",
 )
+#: The config key of the determinism mode (a top-level ablate setting; it can be the variable).
+MODE_KEY = "determinism"
 STRICT_CUBLAS = ":4096:8"
 MAX_SEED = 2**32 - 1
 
 
-def check_mode(mode: Any) -> str:
+def check_mode(mode: Any, where: str = MODE_KEY) -> str:
     """Validate a determinism mode name.
+
+    Parameters
+    ----------
+    mode : str
+        ``off``, ``seeded`` or ``strict`` (``False``, YAML 1.1's reading of an unquoted ``off``, is
+        taken as ``off``).
+    where : str
+        The config key named in the error message.
+
+    Returns
+    -------
+    str
+        The mode name.
 
     Raises
     ------
@@ -51,16 +78,79 @@ def check_mode(mode: Any) -> str:
     if mode is False:  # YAML 1.1 reads an unquoted `off` as false
         mode = "off"
     if mode not in MODES:
-        raise ConfigError(f"must be one of {', '.join(MODES)}, got {mode!r}", where="determinism",
-                          fix="e.g. `determinism=seeded`")
+        example = "`variable.values=[strict]`" if where.startswith("variable") else "`determinism=seeded`"
+        raise ConfigError(f"must be one of {', '.join(MODES)}, got {mode!r}", where=where, fix=f"e.g. {example}")
     return str(mode)
+
+
+def check_variable_values(variable: Any) -> None:
+    """When the ablation's variable is the determinism mode itself, check every treatment value.
+
+    Parameters
+    ----------
+    variable : mapping or None
+        The composed ``variable`` node (``key``, ``values``).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``variable.values[i]`` when a value is not a determinism mode.
+    """
+    if not isinstance(variable, Mapping) or variable.get("key") != MODE_KEY:
+        return
+    values = variable.get("values")
+    if not isinstance(values, list | tuple):
+        return  # the plan reports a malformed values list
+    for i, v in enumerate(values):
+        if v is False:
+            raise ConfigError("is false: YAML read an unquoted `off` as a boolean", where=f"variable.values[{i}]",
+                              fix="quote it: values: ['off']")
+        check_mode(v, where=f"variable.values[{i}]")
+
+
+def trial_mode(plan: Mapping[str, Any], arm: Mapping[str, Any]) -> str:
+    """The determinism mode a trial of ``arm`` runs under.
+
+    The ablation's ``determinism`` setting (``plan["options"]``), except when ``determinism`` is the
+    variable: then each arm runs under its own value (the mode is the treatment).
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``ablation.yaml``).
+    arm : mapping
+        One entry of ``plan["arms"]`` (``name``, ``config``, ``changes`` ...).
+
+    Returns
+    -------
+    str
+        ``off``, ``seeded`` or ``strict``.
+
+    Raises
+    ------
+    ConfigError
+        When the recorded mode is not a valid one.
+    """
+    if MODE_KEY in (arm.get("changes") or {}):
+        return check_mode((arm.get("config") or {}).get(MODE_KEY), where=f"arm {arm.get('name')}: determinism")
+    return check_mode((plan.get("options") or {}).get(MODE_KEY, "seeded"))
 
 
 def environment_for(mode: str, seed: int) -> dict[str, str]:
     """Environment variables a trial process needs for ``mode``, to set before Python or CUDA start.
 
-    Returns a dict to merge into the child's environment (``PYTHONHASHSEED`` for ``seeded``/``strict``,
-    plus ``CUBLAS_WORKSPACE_CONFIG`` for ``strict``).
+    Parameters
+    ----------
+    mode : {"off", "seeded", "strict"}
+    seed : int
+        The trial seed.
+
+    Returns
+    -------
+    dict
+        Variables to merge into the child's environment: ``PYTHONHASHSEED`` (the seed) for
+        ``seeded``/``strict``, plus ``CUBLAS_WORKSPACE_CONFIG`` (``:4096:8`` unless this process
+        already has a value) for ``strict``.
     """
     env: dict[str, str] = {}
     if mode in ("seeded", "strict"):
@@ -77,18 +167,26 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     numpy and torch are seeded now when already imported (a task module that imports them at the
     top), and otherwise the moment they are first imported (a post-import hook), so a task that does
     not use torch never pays its 1.6 s import, and a task that imports it lazily is still seeded.
+    ``PYTHONHASHSEED`` set here reaches child processes only (this interpreter's string hashing was
+    fixed when it started: the local and SLURM launchers set it before the trial process starts).
 
     Parameters
     ----------
     seed : int
         The trial seed, 0 <= seed < 2**32.
     mode : {"off", "seeded", "strict"}
+        ``off`` seeds nothing from ``seed`` (torch from OS entropy); ``seeded`` seeds python
+        ``random``, numpy's global generator and torch's CPU and CUDA generators; ``strict`` adds
+        deterministic algorithms (see the module doc).
 
     Returns
     -------
     dict
-        What was applied (recorded in the manifest): mode, seed, the generators seeded now
-        (``seeded``) and those that will be seeded on import (``on_import``), and the torch flags.
+        What was applied (recorded in the manifest): ``mode``, ``seed``, ``seeded`` (the generators
+        seeded now), ``on_import`` (those seeded when first imported), ``torch_flags`` (the flags in
+        effect once torch is seeded), for ``off`` the ``torch_seed`` drawn from OS entropy (when torch
+        is imported), and for ``strict`` with torch, ``cuda_initialized_before`` (True means
+        ``CUBLAS_WORKSPACE_CONFIG`` came too late for cuBLAS in this process).
 
     Raises
     ------
@@ -105,7 +203,9 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     _hook.clear()
     if mode == "off":
         if "torch" in sys.modules:
-            _set_torch_flags(sys.modules["torch"], strict=False, applied=applied)
+            torch = sys.modules["torch"]
+            applied["torch_seed"] = int(torch.seed())  # fresh entropy, recorded
+            _set_torch_flags(torch, strict=False, applied=applied)
         return applied
     random.seed(seed)
     applied["seeded"].append("random")
@@ -114,7 +214,9 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
         np.random.seed(seed)
 
     def seed_torch(torch: Any) -> None:
-        torch.manual_seed(seed)  # seeds the CPU and every CUDA device's generator
+        torch.manual_seed(seed)  # seeds the CPU generator and every CUDA device's (lazily)
+        if mode == "strict":
+            applied["cuda_initialized_before"] = bool(torch.cuda.is_initialized())
         _set_torch_flags(torch, strict=mode == "strict", applied=applied)
 
     for name, fn in (("numpy", seed_numpy), ("torch", seed_torch)):
@@ -125,6 +227,25 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
             _hook.add(name, fn)
             applied["on_import"].append(name)
     return applied
+
+
+def torch_flags() -> dict[str, bool] | None:
+    """The determinism flags of torch in this process, or None when torch is not imported.
+
+    Returns
+    -------
+    dict or None
+        ``use_deterministic_algorithms``, ``warn_only``, ``cudnn.deterministic``, ``cudnn.benchmark``.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return {
+        "use_deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+        "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
+    }
 
 
 class _PostImportHook:
@@ -182,32 +303,52 @@ def _set_torch_flags(torch: Any, *, strict: bool, applied: dict[str, Any]) -> No
         torch.use_deterministic_algorithms(strict)
     torch.backends.cudnn.deterministic = strict
     torch.backends.cudnn.benchmark = False
-    applied["torch_flags"] = {
-        "use_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
-        "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
-    }
+    applied["torch_flags"] = torch_flags()
 
 
 def worker_init_fn(worker_id: int) -> None:
-    """``worker_init_fn`` for ``torch.utils.data.DataLoader``: seed each worker's python and numpy
-    generators from torch's per-worker seed, so workers do not repeat one augmentation stream.
+    """``worker_init_fn`` for ``torch.utils.data.DataLoader``: give each worker its own python and
+    numpy streams, derived from the loader's base seed and the worker id.
 
-    Use together with :func:`dataloader_generator`::
+    Without per-worker seeds, workers forked from one process repeat the same random augmentation
+    stream. PyTorch gives worker ``i`` the torch seed ``base_seed + i``; this derives python's and
+    numpy's seeds from ``(base_seed, i)`` with :class:`numpy.random.SeedSequence`, so the streams are
+    decorrelated, and the same ``base_seed`` (see :func:`dataloader_generator`) gives the same streams
+    on a rerun. Use both together::
 
         DataLoader(ds, num_workers=4, worker_init_fn=ablate.seeding.worker_init_fn,
                    generator=ablate.seeding.dataloader_generator(cfg.seed))
+
+    Parameters
+    ----------
+    worker_id : int
+        Passed by the DataLoader (0 .. num_workers-1).
     """
     import numpy as np
     import torch
 
-    wseed = torch.initial_seed() % 2**32  # torch already gives each worker base_seed + worker_id
-    random.seed(wseed)
-    np.random.seed(wseed)
+    base_seed = (torch.initial_seed() - worker_id) % 2**64  # torch gives each worker base_seed + worker_id
+    py_seed, np_seed = np.random.SeedSequence([base_seed, worker_id]).generate_state(2, dtype=np.uint64)
+    random.seed(int(py_seed))
+    np.random.seed(int(np_seed) % 2**32)
 
 
 def dataloader_generator(seed: int) -> Any:
-    """A ``torch.Generator`` seeded from ``seed`` for a DataLoader's shuffling and worker base seeds."""
+    """A ``torch.Generator`` seeded from ``seed``, for a DataLoader's shuffling and worker base seed.
+
+    A dedicated generator keeps the data order independent of how many random numbers the model
+    drew before (a wider layer draws more at initialisation): arms that differ in the model still
+    see the same batches at the same seed.
+
+    Parameters
+    ----------
+    seed : int
+        The trial seed (``cfg.seed``).
+
+    Returns
+    -------
+    torch.Generator
+    """
     import torch
 
     g = torch.Generator()

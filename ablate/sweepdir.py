@@ -9,6 +9,8 @@
                                   stdout.log, stderr.log, attempts/<n>/ (outputs of interrupted attempts)
       slurm/                      launcher=slurm only: jobs.json (which job runs which trial) and
                                   <job id>/ (submitit's pickles, the job's logs)
+      repro/<arm>/seed=<k>/<n>/   the n-th re-run of that trial by `ablate repro` (same files as a
+                                  trial, plus report.json); never read by status, results or verdict
       results.csv                 one row per trial, failures included
       verdict.json  verdict.md  *.png
       .lock                       held (flock) by the one ablate process working on this dir
@@ -46,6 +48,7 @@ PLOT_FILES = {"values": "verdict_values.png", "paired": "verdict_paired.png"}
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
+REPRO_DIR = "repro"
 
 #: Trial statuses written to result.json. ``ok`` is the only one whose metrics enter the statistics.
 TRIAL_STATUSES = ("ok", "failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
@@ -284,6 +287,21 @@ class SweepDir:
     def trial(self, arm: str, seed: int) -> TrialPaths:
         """Paths of the trial of ``arm`` at ``seed``."""
         return TrialPaths(self.root / TRIALS_DIR / arm / f"seed={seed}")
+
+    def new_repro(self, arm: str, seed: int) -> TrialPaths:
+        """Claim a fresh scratch dir for a re-run of a trial: ``repro/<arm>/seed=<k>/<n>/``, n = 1, 2 ...
+
+        The ``mkdir`` of ``<n>`` is the atomic claim, so two ``ablate repro`` runs never share a dir,
+        and the original trial's files are never touched.
+        """
+        parent = self.mkdir(self.root / REPRO_DIR / arm / f"seed={seed}")
+        n = 1 + max((int(p.name) for p in parent.iterdir() if p.name.isdigit()), default=0)
+        while True:
+            try:
+                os.mkdir(parent / str(n), self.mode)
+                return TrialPaths(parent / str(n))
+            except FileExistsError:
+                n += 1
 
     def mkdir(self, path: Path) -> Path:
         """Create ``path`` (and parents inside the sweep dir) with the sweep dir's mode."""

@@ -5,7 +5,8 @@ runs in-process (``launcher=inline``), in a child process (``launcher=local``: `
 ablate.trial SWEEP_DIR ARM SEED``) or in a SLURM job. It writes, in ``trials/<arm>/seed=<k>/``:
 
 - ``manifest.json`` at start: what this process saw (commit of the code it imports, data hashes,
-  environment, determinism flags, the config it resolved);
+  environment, determinism mode and flags, the config it resolved); rewritten at the end with the
+  torch determinism flags as the task left them (``determinism.flags_after``);
 - ``config.yaml``: the resolved config handed to the task;
 - ``result.json`` at the end: status, metrics (or the error), timings.
 
@@ -189,7 +190,8 @@ def write_result(tp: TrialPaths, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_process: bool = False,
-              attempt: int | None = None) -> dict[str, Any]:
+              attempt: int | None = None, trial_dir: str | os.PathLike[str] | None = None,
+              determinism: str | None = None) -> dict[str, Any]:
     """Run one trial (``arm`` at ``seed``) of the ablation in ``sweep_root`` and record it.
 
     Parameters
@@ -205,6 +207,12 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         SIGALRM and process-level environment variables are restored afterwards.
     attempt : int, optional
         Attempt number recorded in the result (1 for the first run).
+    trial_dir : path-like, optional
+        Write this run's files here instead of ``trials/<arm>/seed=<k>/`` (``ablate repro`` re-runs a
+        trial into a scratch dir; the original trial is never touched).
+    determinism : {"off", "seeded", "strict"}, optional
+        The determinism mode; default :func:`ablate.seeding.trial_mode` (the ablation's setting, or
+        the arm's value when ``determinism`` is the variable).
 
     Returns
     -------
@@ -217,9 +225,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
     t0 = time.perf_counter()
     sd = SweepDir(sweep_root)
-    tp = sd.trial(arm, seed)
+    tp = TrialPaths(Path(trial_dir).absolute()) if trial_dir is not None else sd.trial(arm, seed)
     sd.mkdir(tp.dir)
-    previous = sd.read_result(arm, seed)
+    previous = sd.read_result(arm, seed) if trial_dir is None else None
     if previous is not None and previous.get("status") == "ok":
         return previous
     plan = load_plan(sd)
@@ -241,7 +249,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         manifest["data"] = pins_mod.data_seen(plan)
         cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
-        manifest["determinism"] = {"mode": opts.get("determinism", "seeded")}
+        from ablate import seeding
+
+        mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
+        manifest["determinism"] = {"mode": mode}
         write_atomic(tp.config, dump_yaml(cfg))
         mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
         if mismatch:
@@ -249,10 +260,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {},
                                      "error": "; ".join(mismatch),
                                      "duration_s": time.perf_counter() - t0, "finished_at": _now()})
-        from ablate import seeding
-
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
-        manifest["determinism"] = seeding.seed_everything(seed, opts.get("determinism", "seeded"))
+        manifest["determinism"] = seeding.seed_everything(seed, mode)
         write_json(tp.manifest, manifest)
         if fn is None:
             from ablate.command import run_command_task
@@ -272,6 +281,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         task_s = time.perf_counter() - t_task
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
+            manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
             write_json(tp.manifest, manifest)
         metrics = _coerce_metrics(out, metric)
         status, error, contract = "ok", None, False
@@ -314,12 +324,19 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 def _explain(exc: BaseException, msg: str) -> str:
     """Add the way out to errors users hit often (a nondeterministic op under strict mode)."""
     text = str(exc)
-    if "does not have a deterministic implementation" in text or "use_deterministic_algorithms" in text:
-        op = text.split(" does not have")[0].strip() or "an op"
-        return (f"{op} has no deterministic implementation, so determinism=strict cannot run it. Ways out: "
-                "`determinism=seeded` (same final metrics, not bitwise steps), or call "
-                "torch.use_deterministic_algorithms(True, warn_only=True) in the task to only warn. "
-                f"Original error: {msg}")
+    if "does not have a deterministic implementation" in text:
+        op = (text.split(" does not have")[0].strip().splitlines() or ["an op"])[-1]
+        return (f"`determinism=strict`: the op {op} has no deterministic implementation, so the trial stopped "
+                "instead of running it nondeterministically. Ways out: `determinism=seeded` (same final metrics "
+                "on the same hardware, not bitwise identical steps), or call "
+                "torch.use_deterministic_algorithms(True, warn_only=True) at the start of the task (every other "
+                f"op stays deterministic; this one warns and is not). Original error: {msg}")
+    if "CUBLAS_WORKSPACE_CONFIG" in text and "use_deterministic_algorithms" in text:
+        return ("`determinism=strict`: cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) set before CUDA "
+                "initialises; ablate sets it for trials it starts (launcher=local or slurm), but this process "
+                "initialised CUDA first (launcher=inline after a CUDA trial, or a task that sets its own "
+                "environment). Fix: use launcher=local, or export CUBLAS_WORKSPACE_CONFIG=:4096:8 before running "
+                f"ablate. Original error: {msg}")
     return msg
 
 

@@ -116,6 +116,10 @@ class LocalLauncher(Launcher):
         threads_per_trial = max(1, (os.cpu_count() or 1) // max(1, n_slots))
         errors: list[BaseException] = []
 
+        from ablate import seeding
+
+        modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
+
         def slot(i: int) -> None:
             try:
                 while not monitor.should_stop():
@@ -124,7 +128,7 @@ class LocalLauncher(Launcher):
                     except queue.Empty:
                         return
                     monitor.started(ref)
-                    rec = self._run_one(sd, ref, i, cwd, opts, timeout_s, threads_per_trial)
+                    rec = self._run_one(sd, ref, i, cwd, opts, timeout_s, threads_per_trial, modes[ref.arm])
                     monitor.finished_trial(ref, rec)
             except BaseException as exc:  # surfaced in the main thread
                 errors.append(exc)
@@ -156,14 +160,14 @@ class LocalLauncher(Launcher):
             _kill_group(p)
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
-                 timeout_s: float | None, threads: int) -> dict[str, Any]:
+                 timeout_s: float | None, threads: int, mode: str) -> dict[str, Any]:
         from ablate import seeding
         from ablate.trial import PARENT_ENV, write_result
 
         tp = sd.trial(ref.arm, ref.seed)
         sd.mkdir(tp.dir)
         env = dict(os.environ)
-        env.update(seeding.environment_for(seeding.check_mode(opts.get("determinism", "seeded")), ref.seed))
+        env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

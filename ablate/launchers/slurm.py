@@ -143,9 +143,12 @@ def sbatch_parameters(*, job_name: str, timeout_min: int, cpus_per_task: int, me
     return params
 
 
-def setup_lines(seeds: Sequence[int], *, determinism: str, cpus_per_task: int,
+def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_per_task: int,
                 user_setup: Sequence[str] = ()) -> list[str]:
     """Batch-script lines that give array task ``i`` the environment of the trial at ``seeds[i]``.
+
+    ``determinism`` is one mode for every task, or one per task (when ``determinism`` is the
+    ablation's variable, each arm runs under its own mode).
 
     Variables that must be set before Python starts (``PYTHONHASHSEED``; ``CUBLAS_WORKSPACE_CONFIG``
     under ``determinism=strict``) are picked from a bash array by ``SLURM_ARRAY_TASK_ID``; thread
@@ -153,7 +156,8 @@ def setup_lines(seeds: Sequence[int], *, determinism: str, cpus_per_task: int,
     """
     from ablate import seeding
 
-    envs = [seeding.environment_for(determinism, s) for s in seeds]
+    modes = [determinism] * len(seeds) if isinstance(determinism, str) else list(determinism)
+    envs = [seeding.environment_for(m, s) for m, s in zip(modes, seeds, strict=True)]
     lines: list[str] = []
     for key in sorted({k for e in envs for k in e}):
         values = " ".join(shlex.quote(e.get(key, "")) for e in envs)
@@ -510,14 +514,16 @@ class SlurmLauncher(Launcher):
         plan = load_plan(sd)
         opts = plan.get("options", {})
         timeout_min = self._job_timeout(opts.get("timeout_min"))
-        determinism = opts.get("determinism", "seeded")
+        from ablate import seeding
+
+        modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # the variable can be the mode
         job_name = f"ablate-{sd.root.name}"[:64]
         ex = submitit.SlurmExecutor(folder=sd.root / SLURM_DIR / "%j", max_num_timeout=self.max_requeues + 1,
                                     python=self.python)
         array_ids: list[str] = []
         for chunk in split_arrays(trials, self._max_array_size()):
-            setup = setup_lines([r.seed for r in chunk], determinism=determinism, cpus_per_task=self.cpus_per_task,
-                                user_setup=self.setup)
+            setup = setup_lines([r.seed for r in chunk], determinism=[modes[r.arm] for r in chunk],
+                                cpus_per_task=self.cpus_per_task, user_setup=self.setup)
             ex.update_parameters(**self._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,
                               timeout_min=timeout_min, signal_delay_s=self.signal_delay_s) for r in chunk]

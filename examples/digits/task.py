@@ -12,7 +12,18 @@ import ablate
 
 
 def train(cfg: Any) -> dict[str, float]:
-    """Train for ``cfg.task.epochs`` epochs; return validation accuracy (0..1) and loss (nats)."""
+    """Train for ``cfg.task.epochs`` epochs.
+
+    Returns
+    -------
+    dict
+        ``val_acc`` (0..1), ``val_loss`` (nats), and the training throughput to ablate ``determinism``
+        on: ``samples_per_s`` (training samples per wall-clock second of the optimisation loop,
+        fingerprinting excluded) and ``samples_per_cpu_s`` (per second of this process's CPU time:
+        steadier than wall-clock on a shared machine, comparable between runs with the same threads).
+    """
+    import time
+
     import numpy as np
     import torch
     from torch import nn
@@ -25,7 +36,9 @@ def train(cfg: Any) -> dict[str, float]:
     opt = torch.optim.SGD(model.parameters(), lr=t.optim.lr, momentum=t.optim.momentum)
     loss_fn = nn.CrossEntropyLoss()
     n = len(x_train)
+    train_s = train_cpu_s = 0.0
     for epoch in range(t.epochs):
+        t0, c0 = time.perf_counter(), time.process_time()
         model.train()
         order = torch.randperm(n)
         for i in range(0, n, t.batch_size):
@@ -34,10 +47,13 @@ def train(cfg: Any) -> dict[str, float]:
             loss = loss_fn(model(x_train[idx]), y_train[idx])
             loss.backward()
             opt.step()
+        train_s += time.perf_counter() - t0
+        train_cpu_s += time.process_time() - c0
         ablate.log_step(epoch, loss=loss.item(), params=model)
     model.eval()
     with torch.no_grad():
         logits = model(x_val)
         val_loss = loss_fn(logits, y_val).item()
         val_acc = (logits.argmax(1) == y_val).float().mean().item()
-    return {"val_acc": val_acc, "val_loss": val_loss}
+    return {"val_acc": val_acc, "val_loss": val_loss, "samples_per_s": n * t.epochs / train_s,
+            "samples_per_cpu_s": n * t.epochs / train_cpu_s}

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 CASES = [
     # (id, extra args, substrings the message must contain)
     ("unknown-variable", ["variable=lrr"], ["`variable`", "no variable named 'lrr'", "Close matches: lr"]),
-    ("no-variable", [], ["`variable`", "no variable chosen", "variable=<name>", "available: lr"]),
+    ("no-variable", [], ["`variable`", "no variable chosen", "variable=<name>", "available: determinism, lr"]),
     ("key-missing", ["variable=lr", "variable.key=task.optim.lrr"], ["'task.optim.lrr' is not in the composed config",
                                                                     "Close matches: task.optim.lr"]),
     ("empty-values", ["variable=lr", "variable.values=[]"], ["`variable.values`", "is empty"]),
@@ -65,7 +65,8 @@ def test_bad_input_before_launch(project: Path, args: list[str], expected: list[
     ("args", "expected"),
     [
         pytest.param(["task.metric=accuracy"], ["`task.metric`", "did not return the metric 'accuracy'",
-                                                "it returned: val_acc, val_loss"], id="metric-not-returned"),
+                                                "it returned: samples_per_cpu_s, samples_per_s, val_acc, val_loss"],
+                     id="metric-not-returned"),
     ],
 )
 def test_bad_task_contract_stops_after_first_trial(project: Path, args: list[str], expected: list[str]) -> None:

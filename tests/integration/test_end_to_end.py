@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ablate.config import compose
+from ablate.repro import is_timing_metric
 from tests.helpers import ablate_cli
 
 pytestmark = pytest.mark.slow
@@ -38,7 +39,7 @@ def test_override_value_types_reach_the_plan(project: Path, override: str, expec
     assert c.cfg["variable"]["values"] == expected
     assert [type(v) for v in c.cfg["variable"]["values"]] == [type(v) for v in expected]
     assert c.variable_name == "lr"
-    assert c.variables == ["lr"]
+    assert c.variables == ["determinism", "lr"]
 
 
 def test_inline_ablation_writes_sweep_dir(project: Path) -> None:
@@ -83,7 +84,9 @@ def test_same_seed_same_metrics_across_launchers(project: Path) -> None:
         for seed in range(2):
             ra = json.loads((da / "trials" / arm / f"seed={seed}" / "result.json").read_text())
             rb = json.loads((db / "trials" / arm / f"seed={seed}" / "result.json").read_text())
-            assert ra["metrics"] == rb["metrics"]
+            learned = {k: v for k, v in ra["metrics"].items() if not is_timing_metric(k)}  # not samples_per_s
+            assert learned == {k: rb["metrics"][k] for k in learned}
+            assert set(learned) == {"val_acc", "val_loss"}
     # different seeds give different runs
     r0 = json.loads((db / "trials/control/seed=0/result.json").read_text())["metrics"]
     r1 = json.loads((db / "trials/control/seed=1/result.json").read_text())["metrics"]
@@ -120,7 +123,7 @@ def test_single_run_without_multirun(project: Path) -> None:
     result_path = Path(res.stdout.strip().splitlines()[-1])
     result = json.loads(result_path.read_text())
     assert result["status"] == "ok" and result["seed"] == 3
-    assert set(result["metrics"]) == {"val_acc", "val_loss"}
+    assert set(result["metrics"]) == {"val_acc", "val_loss", "samples_per_s", "samples_per_cpu_s"}
 
 
 def test_cfg_job_and_help_are_hydras(project: Path) -> None:
@@ -131,7 +134,7 @@ def test_cfg_job_and_help_are_hydras(project: Path) -> None:
     res = ablate_cli(project, "--help")  # fast path, no Hydra start
     assert res.returncode == 0
     assert "ablate -m variable=<name> seeds=<N>" in res.stdout
-    assert "variable: lr" in res.stdout and "launcher: inline, local" in res.stdout
+    assert "variable: determinism, lr" in res.stdout and "launcher: inline, local, slurm" in res.stdout
     assert "seeds: 5" in res.stdout and "# seeds per arm" in res.stdout
     res = ablate_cli(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config
     assert res.returncode == 0, res.stderr
