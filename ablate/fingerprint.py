@@ -24,12 +24,16 @@ _sink: Path | None = None
 
 
 @contextlib.contextmanager
-def recording(path: str | os.PathLike[str] | None) -> Iterator[None]:
-    """Within the block, :func:`log_step` appends to ``path`` (truncated first)."""
+def recording(path: str | os.PathLike[str] | None, *, resume: bool = False) -> Iterator[None]:
+    """Within the block, :func:`log_step` appends to ``path``.
+
+    The file is truncated first, unless ``resume`` is true: a trial requeued after a preemption
+    continues the same attempt (from the task's own checkpoint), so its earlier steps are kept.
+    """
     global _sink
     previous = _sink
     _sink = Path(path) if path is not None else None
-    if _sink is not None and _sink.exists():
+    if _sink is not None and _sink.exists() and not resume:
         _sink.unlink()
     try:
         yield

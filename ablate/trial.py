@@ -276,7 +276,12 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         t_task = time.perf_counter()
         from ablate import fingerprint
 
-        with fingerprint.recording(tp.steps), (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
+        # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
+        ckpt = os.environ.get("ABLATE_CHECKPOINT_DIR")
+        resumed = os.environ.get("ABLATE_REQUEUES", "0") not in ("", "0") and bool(ckpt) and \
+            Path(ckpt).is_dir() and any(Path(ckpt).iterdir())
+        with fingerprint.recording(tp.steps, resume=resumed), \
+                (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
             out = runner()
         task_s = time.perf_counter() - t_task
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
