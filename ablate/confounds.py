@@ -84,7 +84,11 @@ def _hashable(v: Any) -> Any:
 
 def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[str, Any]],
           used: Iterable[tuple[str, int]]) -> dict[str, Any]:
-    """Compare every manifest against every other.
+    """Compare the manifests of every trial whose metric enters the statistics.
+
+    Trials that failed are left out of the comparison (a failed trial may not have recorded what it
+    would have seen at its end; failures are reported, and tested for differential rates, by the
+    verdict itself).
 
     Parameters
     ----------
@@ -113,7 +117,8 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
     if var.get("is_group"):
         vary.add(str(var.get("key", "")).replace("/", "."))
     mode_is_variable = MODE_KEY in vary
-    per_trial = {ref: _fingerprint(m, vary) for ref, m in manifests.items()}
+    used_set = set(used)
+    per_trial = {ref: _fingerprint(m, vary) for ref, m in manifests.items() if ref in used_set}
     all_fields = sorted({f for fp in per_trial.values() for f in fp})
     findings: list[dict[str, Any]] = []
     arm_order = [a["name"] for a in plan["arms"]]
@@ -146,7 +151,7 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
     missing = [ref for ref in used if ref not in manifests]
     dirty = any(str((m.get("code") or {}).get("state", "")).startswith("dirty") for m in manifests.values())
     return {
-        "checked": len(manifests), "expected": len(used), "complete": not missing,
+        "checked": len(per_trial), "expected": len(used), "complete": not missing,
         "missing": [f"{a}/seed={s}" for a, s in missing],
         "invalid": any(x["severity"] == "invalid" for x in findings),
         "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),

@@ -385,7 +385,7 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int) -> dic
         The complete environment for the child process.
     """
     from ablate import seeding
-    from ablate.launchers.local import PARENT_ENV
+    from ablate.trial import PARENT_ENV
 
     recorded = ((manifest.get("environment") or {}).get("env") or {})
     env = {k: v for k, v in os.environ.items() if k not in seeding.NUMERIC_ENV_VARS or k in NOT_REPLAYED}
@@ -514,8 +514,7 @@ def _child_main(argv: list[str]) -> int:
     if len(argv) != 5:
         print("usage: python -m ablate.repro SWEEP_DIR ARM SEED OUT_DIR MODE", file=sys.stderr)
         return 2
-    from ablate.launchers.local import die_with_parent
-    from ablate.trial import run_trial
+    from ablate.trial import die_with_parent, run_trial
 
     die_with_parent()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree

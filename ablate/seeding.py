@@ -202,10 +202,15 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
         os.environ.setdefault(k, v)
     _hook.clear()
     if mode == "off":
-        if "torch" in sys.modules:
-            torch = sys.modules["torch"]
+        def unseed_torch(torch: Any) -> None:
             applied["torch_seed"] = int(torch.seed())  # fresh entropy, recorded
             _set_torch_flags(torch, strict=False, applied=applied)
+
+        if "torch" in sys.modules:
+            unseed_torch(sys.modules["torch"])
+        elif importlib.util.find_spec("torch") is not None:
+            _hook.add("torch", unseed_torch)
+            applied["on_import"].append("torch")
         return applied
     random.seed(seed)
     applied["seeded"].append("random")

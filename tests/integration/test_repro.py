@@ -130,7 +130,8 @@ def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(pro
     `ablate repro --strong` then names the step where a perturbed re-run diverges."""
     res = ablate_cli(probe_project, "-m", "task=probe", "variable=put", "seeds=2", "launcher=inline",
                      "determinism=strict")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr  # every put_ trial failed: the verdict is invalid (and says why)
+    assert "2 of 2 trials failed" in res.stderr
     sd = only_sweep(probe_project)
     for seed in (0, 1):
         assert result(sd / "trials" / "control" / f"seed={seed}")["status"] == "ok"
@@ -180,7 +181,8 @@ def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
     exe = str(Path(sys.executable).with_name("ablate"))
     proc = subprocess.run([exe, "resume", str(sd)], cwd=project, capture_output=True, text=True,
                           env={**os.environ, "DVC_NO_ANALYTICS": "1"})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # confounded: an invalid verdict fails the ablation
+    assert "determinism `mode` aligned with the arms" in proc.stderr
     v = json.loads((sd / "verdict.json").read_text())
     finding = next(f for f in v["confounds"]["findings"] if f["kind"] == "determinism" and f["field"] == "mode")
     assert finding["aligned"] is True and finding["severity"] == "invalid"
