@@ -147,7 +147,11 @@ def _check_task(plan: Plan, cwd: str) -> None:
     task = plan.control.config.get("task") or {}
     if task.get("fn"):
         check_task_fn(str(task["fn"]), cwd)
-    elif not task.get("command"):
+    elif task.get("command"):
+        from ablate.command import check_command_task
+
+        check_command_task(plan, cwd)
+    else:
         raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
                           fix="set `fn: my_module:train` in conf/task/<name>.yaml")
 

@@ -222,7 +222,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         from ablate import seeding
 
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
-        manifest["determinism"] = seeding.seed_everything(seed, opts.get("determinism", "seeded"))
+        if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
+            manifest["determinism"] = {"mode": seeding.check_mode(opts.get("determinism", "seeded")),
+                                       "seed": int(seed), "seeded": [], "via": "command overrides and environment"}
+        else:
+            manifest["determinism"] = seeding.seed_everything(seed, opts.get("determinism", "seeded"))
         manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
         write_json(tp.manifest, manifest)
         if fn is None:
