@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ablate.sweepdir import SweepDir, load_yaml, read_json, write_atomic
@@ -92,16 +93,32 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     return rows
 
 
-def load(path: str | os.PathLike[str]) -> pd.DataFrame:
+def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
     """Load a sweep dir as a tidy DataFrame: one row per trial (arm, value, seed, status, attempt,
     duration_s, error, then one column per metric). Reads the trial records, not results.csv, so it
     is current even while the ablation runs.
+
+    Parameters
+    ----------
+    path : path-like or Verdict
+        The sweep dir, or the verdict :func:`ablate.run` returned (its ``sweep_dir`` is used).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``arm`` (``control`` or e.g. ``lr=0.1``), ``value`` (the variable's value as a label;
+        the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
+        ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
+        ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN
+        where a trial has no value. Plan order: arms, then seeds.
 
     Raises
     ------
     SweepDirError
         When ``path`` is not an ablate sweep dir.
     """
+    if isinstance(path, Mapping):
+        path = path["sweep_dir"]
     sd = SweepDir.open(path)
     return to_frame(collect(sd))
 
