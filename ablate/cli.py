@@ -3,7 +3,7 @@
 - ``ablate -m variable=lr seeds=10 [overrides]``: run an ablation (Hydra command line).
 - ``ablate [overrides]``: one trial of the control, like a Hydra single run.
 - ``ablate --help`` / ``--cfg job`` / ``--info`` / ``--shell-completion``: Hydra's own.
-- ``ablate status|verdict|resume|collect|repro DIR``: act on an existing sweep dir; dispatched
+- ``ablate status|verdict|resume|collect|repro|track DIR``: act on an existing sweep dir; dispatched
   before Hydra parses the command line.
 
 User mistakes print one line (``ablate: error: ...``) and exit 2; a failed ablation exits 1.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ablate.errors import AblateError, UserError
 
-SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro")
+SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track")
 
 
 def _fail(exc: AblateError) -> int:

@@ -249,6 +249,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         write_results(sd, plan)
         verdict = write_verdict(sd)
+        if opts.get("tracker"):
+            from ablate.trackers import log_after_ablation
+
+            log_after_ablation(sd, opts["tracker"], _log)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
         raise ConfigError(
