@@ -31,13 +31,14 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"])
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"])
     args = p.parse_args(argv)
-    from ablate.results import write_results
+    from ablate.results import write_results, write_summary
     from ablate.verdict import write_verdict
 
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
     write_verdict(sd, overrides)
+    write_summary(sd)
     print(sd.verdict_md)
     return 0
 

@@ -8,7 +8,9 @@
       trials/<arm>/seed=<k>/      config.yaml (resolved by the trial), manifest.json, result.json,
                                   stdout.log, stderr.log, attempts/<n>/ (outputs of interrupted attempts)
       results.csv                 one row per trial, failures included
+      per_seed.csv                the verdict metric, one row per seed, one column per arm
       verdict.json  verdict.md  *.png
+      summary.json                verdict.json's numbers without lists (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
 
 Every file is written atomically (temp file in the same directory, fsync, rename), so a crash at any
@@ -37,6 +39,8 @@ from ablate.errors import SweepDirError
 
 PLAN_FILE = "ablation.yaml"
 RESULTS_FILE = "results.csv"
+PER_SEED_FILE = "per_seed.csv"
+SUMMARY_FILE = "summary.json"
 VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
 LOCK_FILE = ".lock"
@@ -252,6 +256,16 @@ class SweepDir:
     @property
     def results_file(self) -> Path:
         return self.root / RESULTS_FILE
+
+    @property
+    def per_seed_file(self) -> Path:
+        """The verdict metric per seed (rows) and arm (columns), for paired plots and ``dvc plots``."""
+        return self.root / PER_SEED_FILE
+
+    @property
+    def summary_file(self) -> Path:
+        """verdict.json's numbers as a flat object (per arm, per treatment) for ``dvc metrics``."""
+        return self.root / SUMMARY_FILE
 
     @property
     def verdict_json(self) -> Path:

@@ -191,7 +191,7 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
                 tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
                       "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status},
             ))
-    names = ["verdict.md", "verdict.json", "results.csv", "per_seed.csv", "ablation.yaml"]
+    names = ["verdict.md", "verdict.json", "summary.json", "results.csv", "per_seed.csv", "ablation.yaml"]
     artifacts = [sd.root / n for n in names if (sd.root / n).is_file()] + sorted(sd.root.glob("*.png"))
     return AblationRecord(ablation_id=ablation_id, sweep_dir=sd.root, created_at=plan.get("created_at"),
                           variable=dict(var),
