@@ -186,3 +186,13 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def test_single_run_of_a_command_task(script_project: Path) -> None:
+    """`ablate` without -m runs the control once, like a Hydra single run, for command tasks too."""
+    res = ablate_cli(script_project, "task=hydra_train", "seed=4", "hydra.run.dir=outputs/single")
+    assert res.returncode == 0, res.stderr
+    result = json.loads((script_project / "outputs/single/result.json").read_text())
+    assert result["status"] == "ok" and 0.5 < result["metrics"]["val_acc"] <= 1
+    assert yaml.safe_load((script_project / "outputs/single/run/.hydra/overrides.yaml").read_text())[-2] == "seed=4"
+    assert_script_untouched(script_project)
