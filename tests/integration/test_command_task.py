@@ -194,5 +194,5 @@ def test_single_run_of_a_command_task(script_project: Path) -> None:
     assert res.returncode == 0, res.stderr
     result = json.loads((script_project / "outputs/single/result.json").read_text())
     assert result["status"] == "ok" and 0.5 < result["metrics"]["val_acc"] <= 1
-    assert yaml.safe_load((script_project / "outputs/single/run/.hydra/overrides.yaml").read_text())[-2] == "seed=4"
+    assert yaml.safe_load((script_project / "outputs/single/run/.hydra/overrides.yaml").read_text())[-1] == "seed=4"
     assert_script_untouched(script_project)
