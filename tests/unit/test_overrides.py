@@ -116,3 +116,4 @@ def test_split_command_refuses(command: Any) -> None:
 def test_split_command_forms() -> None:
     assert split_command("python 'my script.py' -x") == ["python", "my script.py", "-x"]
     assert split_command(["python", "t.py", 3]) == ["python", "t.py", "3"]
+
