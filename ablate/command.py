@@ -272,11 +272,11 @@ def _pdeathsig() -> Any:
     return preexec
 
 
-def _kill(proc: subprocess.Popen[bytes], own_group: bool) -> None:
+def _kill(proc: subprocess.Popen[bytes], child_group: bool) -> None:
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        if own_group:
+        if child_group:
             os.killpg(proc.pid, signal.SIGKILL)
         else:
             proc.kill()
@@ -401,7 +401,9 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
                "PYTHONUNBUFFERED": "1"}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
     cwd = _workdir(tp, task)
-    own_group = os.getpgrp() != os.getpid()  # a group leader (launcher=local) keeps the script in its group
+    # A trial process that leads its process group (launcher=local) keeps the script in it, so the launcher's
+    # group kill reaches the script; otherwise (inline, SLURM) the script gets its own group, killed on timeout.
+    child_group = os.getpgrp() != os.getpid()
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     record: dict[str, Any] = {"argv": argv, "cwd": str(cwd), "env": set_env, "metrics_file": str(metrics_path)}
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
@@ -410,7 +412,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     t0 = time.perf_counter()
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **set_env}, stdin=subprocess.DEVNULL,
-                                stdout=out_fd, stderr=err_fd, start_new_session=own_group,
+                                stdout=out_fd, stderr=err_fd, start_new_session=child_group,
                                 preexec_fn=_pdeathsig())
     except OSError as exc:
         raise ConfigError(f"cannot start {argv[0]!r} ({exc.strerror})", where="task.command",
@@ -421,13 +423,13 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill(proc, own_group)
+        _kill(proc, child_group)
         record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0, timed_out=True)
         write_json(tp.dir / "command.json", record)
         raise TrialTimeout(f"exceeded timeout_min ({timeout_s / 60:g} min); the command was killed; log tail:\n"
                            f"{_tail(_read_from(tp.stderr, err_start))}") from None
     except BaseException:  # SIGALRM timeout of an inline trial, Ctrl-C: never leave the script running
-        _kill(proc, own_group)
+        _kill(proc, child_group)
         raise
     record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0)
     write_json(tp.dir / "command.json", record)

@@ -185,3 +185,23 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     verdict = json.loads((sd / "verdict.json").read_text())
     assert verdict_run["summary"]["verdict/lr=0.5"] == verdict["comparisons"][0]["verdict"]
     assert_no_secret_on_disk(wandb_dir, sd)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["tracker=neptune"], "`tracker`: there is no tracker named 'neptune'. Available: mlflow, wandb",
+                     id="unknown-tracker"),
+        pytest.param(["tracker=wandb", "tracker.mode=sometimes"], "`tracker.mode`: must be one of online, offline",
+                     id="bad-option-value"),
+        pytest.param(["tracker=mlflow", "+tracker.uri=x"], "`tracker.uri`: unknown option(s) uri for tracker=mlflow",
+                     id="unknown-option"),
+    ],
+)
+def test_bad_tracker_setting_is_one_line_before_launch(project: Path, args: list[str], message: str) -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    res = ablate_cli(project, *FAST, *args)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
+    assert not (project / "outputs").exists()
