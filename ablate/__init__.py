@@ -3,8 +3,9 @@
 Change one config key, run N seeds per arm with pinned code and data, and get a statistical
 verdict. Public API (imported lazily, so ``import ablate`` is cheap)::
 
-    ablate.run(config_dir, variable="lr", seeds=10)   # run an ablation, return its verdict
+    ablate.run(config_dir, variable="lr", seeds=10)   # run an ablation, return its Verdict
     ablate.load(sweep_dir)                            # tidy DataFrame, one row per trial
+    ablate.Verdict.open(sweep_dir)                    # the verdict of an existing sweep dir
     ablate.log_step(step, loss=..., params=model)     # per-step fingerprints for `ablate repro --strong`
 """
 
@@ -15,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ablate.api import run
+    from ablate.api import Verdict, run
     from ablate.fingerprint import log_step
     from ablate.results import load
 
-_LAZY = {"run": "ablate.api", "load": "ablate.results", "log_step": "ablate.fingerprint"}
+_LAZY = {"Verdict": "ablate.api", "run": "ablate.api", "load": "ablate.results", "log_step": "ablate.fingerprint"}
 
 
 def __getattr__(name: str) -> Any:
@@ -30,4 +31,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ablate' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "load", "log_step", "run"]
+__all__ = ["Verdict", "__version__", "load", "log_step", "run"]

@@ -1,27 +1,106 @@
-"""The Python API; the CLI is a thin layer over it.
+"""The Python API; the CLI is a thin layer over it (``ablate -m ...`` composes, then calls :func:`run_composed`).
 
 ::
 
     import ablate
-    verdict = ablate.run("conf", variable="lr", seeds=10, launcher="local")
-    df = ablate.load(verdict["sweep_dir"])
+
+    verdict = ablate.run("conf", variable="lr", seeds=10, launcher="local", overrides={"task.epochs": 5})
+    verdict.words                  # {"lr=0.005": "worse", "lr=0.2": "inconclusive"}
+    df = ablate.load(verdict)      # one row per trial: arm, value, seed, status, ..., duration_s, metrics
+
+See docs/api.md for a notebook walk-through.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.config import Composed
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+
+class Verdict(dict):  # type: ignore[type-arg]
+    """The verdict of an ablation: the content of ``verdict.json`` plus ``sweep_dir``.
+
+    It is a ``dict`` (``verdict["comparisons"]``, ``json.dumps(verdict)`` work as on the file's
+    content) with a few read-only conveniences. In a notebook it displays as ``verdict.md``.
+
+    Attributes
+    ----------
+    sweep_dir : Path
+        The ablation's sweep dir (every record of the ablation is there).
+    words : dict
+        Treatment arm name -> verdict word (``better``, ``worse``, ``equivalent``, ``inconclusive`` ...).
+    invalid : bool
+        True when the whole ablation is invalid (confounded, or too many failed trials).
+    markdown : str
+        The text of ``verdict.md``.
+    """
+
+    @classmethod
+    def open(cls, sweep_dir: str | os.PathLike[str]) -> Verdict:
+        """Read the verdict of an existing sweep dir (``ablate verdict DIR`` rewrites it).
+
+        Raises
+        ------
+        SweepDirError
+            When ``sweep_dir`` is not an ablate sweep dir or has no verdict yet.
+        """
+        from ablate.errors import SweepDirError
+        from ablate.sweepdir import SweepDir, read_json
+
+        sd = SweepDir.open(sweep_dir)
+        if not sd.verdict_json.is_file():
+            raise SweepDirError(f"{sd.root} has no verdict.json yet", where="DIR",
+                                fix=f"finish the ablation (`ablate resume {sd.root}`) or write it (`ablate verdict "
+                                f"{sd.root}`)")
+        return cls(read_json(sd.verdict_json), sweep_dir=str(sd.root))
+
+    @property
+    def sweep_dir(self) -> Path:
+        return Path(self["sweep_dir"])
+
+    @property
+    def words(self) -> dict[str, str]:
+        return {str(c.get("arm")): str(c.get("verdict")) for c in self.get("comparisons") or []}
+
+    @property
+    def invalid(self) -> bool:
+        return bool(self.get("invalid"))
+
+    @property
+    def markdown(self) -> str:
+        from ablate.sweepdir import VERDICT_MD
+
+        return (self.sweep_dir / VERDICT_MD).read_text(encoding="utf-8")
+
+    def results(self) -> pd.DataFrame:
+        """The trials as a tidy DataFrame (see :func:`ablate.load`)."""
+        from ablate.results import load
+
+        return load(self.sweep_dir)
+
+    def _repr_markdown_(self) -> str:  # Jupyter
+        try:
+            return self.markdown
+        except OSError:
+            return f"`{self!r}`"
+
+    def __repr__(self) -> str:
+        words = ", ".join(f"{k}: {v}" for k, v in self.words.items()) or "no comparisons"
+        state = "INVALID; " if self.invalid else ""
+        return f"Verdict({self.get('metric')}: {state}{words}; {self.get('sweep_dir')})"
+
+
+def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None) -> Verdict | dict[str, Any] | None:
     """Run the ablation described by an already composed config; returns the verdict (None for dry
     runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``)."""
     from ablate.orchestrate import start
-    from ablate.sweepdir import read_json
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
@@ -30,33 +109,30 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
         return None
     if not sd.verdict_json.exists():  # wait=false: submitted, collected later with `ablate collect`
         return {"sweep_dir": str(sd.root), "submitted": True}
-    verdict = read_json(sd.verdict_json)
-    verdict["sweep_dir"] = str(sd.root)
-    return verdict
+    return Verdict.open(sd.root)
 
 
 def _override(key: str, value: Any) -> str:
     """Render ``key=value`` in Hydra override syntax, quoting strings safely."""
-    from ablate.plan import format_value
+    from ablate.overrides import format_override
 
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-        return f"{key}='{escaped}'"
-    if isinstance(value, list | tuple):
-        return f"{key}=[" + ",".join(_override("x", v)[2:] for v in value) + "]"
-    return f"{key}={format_value(value)}"
+    return format_override(key, value)
 
 
 def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | None = None,
         values: Sequence[Any] | None = None, seeds: int | Sequence[int] | None = None,
-        launcher: str | None = None, overrides: Sequence[str] = (), sweep_dir: str | os.PathLike[str] | None = None,
-        **settings: Any) -> dict[str, Any] | None:
-    """Run an ablation and return its verdict (the content of verdict.json plus ``sweep_dir``).
+        launcher: str | None = None, overrides: Sequence[str] | Mapping[str, Any] = (),
+        sweep_dir: str | os.PathLike[str] | None = None, **settings: Any) -> Verdict | dict[str, Any] | None:
+    """Run an ablation and return its verdict; the Python form of ``ablate -m variable=... seeds=...``.
+
+    Run it from the project directory (the git work tree whose commit is pinned; ``task.data`` and
+    ``task.fn`` modules are relative to it), as the CLI is. It blocks until every trial has finished
+    (unless ``wait=False``) and raises nothing for failing trials: they are in the verdict.
 
     Parameters
     ----------
     config_dir : path-like, optional
-        The project's conf/ (with task/ and variable/); default ``./conf`` when it exists.
+        The project's config dir (with ``task/`` and ``variable/``); default ``./conf`` when it exists.
     variable : str, optional
         The ``conf/variable/<name>.yaml`` to ablate.
     values : sequence, optional
@@ -64,25 +140,38 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     seeds : int or sequence of int, optional
         Seeds per arm (``10`` means 0..9) or the seed list.
     launcher : {"local", "inline", "slurm"}, optional
-    overrides : sequence of str
-        Further Hydra overrides, e.g. ``["task.epochs=5"]``.
+        Where trials run (default ``local``: a process per trial). ``inline`` runs them in this
+        process, one after another (breakpoints work).
+    overrides : sequence of str or mapping, optional
+        Further config overrides: ``["task.epochs=5"]`` in Hydra syntax, or ``{"task.epochs": 5}``
+        (values are quoted for you).
     sweep_dir : path-like, optional
         Where to write the sweep dir (default ``outputs/ablate/<date>/<time>_<variable>``).
     **settings
-        Any top-level ablate setting (``alpha=0.01``, ``determinism="strict"``, ``dry_run=True``...).
+        Any top-level ablate setting: ``alpha=0.01``, ``determinism="strict"``, ``timeout_min=30``,
+        ``tracker="mlflow"``, ``dry_run=True`` ... (see ``ablate --help``).
 
     Returns
     -------
-    dict or None
-        The verdict, or None when ``dry_run=True``, or ``{"sweep_dir": ..., "submitted": True}`` when
-        ``wait=False`` (``launcher="slurm"``: collect it later with ``ablate collect DIR``).
+    Verdict or dict or None
+        The verdict (a dict of verdict.json plus ``sweep_dir``; see :class:`Verdict`), None when
+        ``dry_run=True``, or ``{"sweep_dir": ..., "submitted": True}`` when ``wait=False``
+        (``launcher="slurm"``: collect it later with ``ablate collect DIR``).
 
     Raises
     ------
     UserError
-        For invalid input (nothing is launched).
+        For invalid input (a bad key, value or option; a dirty git tree; untracked data): nothing
+        is launched. Its message names the setting and the fix.
     AblationFailed
         When ``on_failure="abort"`` stopped the ablation.
+
+    Examples
+    --------
+    >>> verdict = ablate.run("conf", variable="lr", values=[0.1, 0.01], seeds=5, launcher="inline",
+    ...                      overrides={"task.epochs": 1})                       # doctest: +SKIP
+    >>> verdict.words                                                            # doctest: +SKIP
+    {'lr=0.1': 'inconclusive', 'lr=0.01': 'worse'}
     """
     from ablate.config import compose, default_config_path
 
@@ -97,7 +186,12 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
         ovs.append(f"launcher={launcher}")
     for k, v in settings.items():
         ovs.append(_override(k, v))
-    ovs.extend(overrides)
+    if isinstance(overrides, Mapping):
+        ovs.extend(_override(str(k), v) for k, v in overrides.items())
+    elif isinstance(overrides, str):
+        ovs.append(overrides)
+    else:
+        ovs.extend(overrides)
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()

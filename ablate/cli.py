@@ -5,7 +5,7 @@
 - ``ablate --help``: usage, config groups and settings, without starting Hydra (fast); with
   overrides (``ablate --help task=x``) Hydra's own app help.
 - ``--cfg job`` / ``--hydra-help`` / ``--info`` / ``--shell-completion``: Hydra's own.
-- ``ablate status|verdict|resume|collect|repro DIR``: act on an existing sweep dir; dispatched
+- ``ablate status|verdict|resume|collect|repro|track DIR``: act on an existing sweep dir; dispatched
   before Hydra parses the command line.
 
 User mistakes print one line (``ablate: error: ...``) and exit 2; a failed ablation exits 1.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ablate.errors import AblateError, UserError
 
-SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro")
+SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track")
 
 
 def _fail(exc: AblateError) -> int:

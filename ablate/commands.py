@@ -1,4 +1,5 @@
-"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``repro``."""
+"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``repro``,
+``track``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class _Parser(argparse.ArgumentParser):
 def dispatch(name: str, argv: Sequence[str]) -> int:
     """Run subcommand ``name`` with its arguments; returns the exit code."""
     return {"status": cmd_status, "verdict": cmd_verdict, "resume": cmd_resume, "collect": cmd_resume,
-            "repro": cmd_repro}[name](list(argv), name)
+            "repro": cmd_repro, "track": cmd_track}[name](list(argv), name)
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
@@ -32,13 +33,14 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)
-    from ablate.results import write_results
+    from ablate.results import write_results, write_summary
     from ablate.verdict import write_verdict
 
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
     write_verdict(sd, overrides)
+    write_summary(sd)
     print(sd.verdict_md)
     return 0
 
@@ -89,3 +91,37 @@ def cmd_repro(argv: list[str], name: str = "repro") -> int:
     report = reproduce(args.dir, trial=args.trial, strong=args.strong)
     print(report.format())
     return report.exit_code
+
+
+def cmd_track(argv: list[str], name: str = "track") -> int:
+    """``ablate track DIR [tracker=mlflow|wandb] [tracker.<option>=<value> ...]``: log a sweep dir to a tracker.
+
+    Without ``tracker=``, the tracker recorded in the ablation's settings is used. Trials already
+    logged to MLflow are not logged twice; W&B runs keep their ids, so a re-sync updates them.
+    """
+    p = _Parser(prog=f"ablate {name}", description="Log an ablation (trials + verdict) to MLflow or W&B.")
+    p.add_argument("dir")
+    p.add_argument("settings", nargs="*", metavar="tracker=NAME|tracker.OPTION=VALUE")
+    args = p.parse_args(argv)
+    import yaml
+
+    from ablate.sweepdir import load_yaml
+    from ablate.trackers import TRACKERS, log_ablation
+
+    sd = SweepDir.open(args.dir)
+    cfg = dict((load_yaml(sd.plan_file).get("options") or {}).get("tracker") or {})
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not (key == "tracker" or key.startswith("tracker.")):
+            raise ConfigError(f"{item!r} is not tracker=NAME or tracker.OPTION=VALUE", where=f"ablate {name}",
+                              fix="e.g. `ablate track DIR tracker=mlflow tracker.tracking_uri=sqlite:///mlflow.db`")
+        if key == "tracker":
+            cfg = {"name": value} if value != cfg.get("name") else cfg
+        else:
+            cfg[key.removeprefix("tracker.")] = yaml.safe_load(value)
+    if not cfg.get("name"):
+        raise ConfigError("the ablation was run without a tracker and none was given", where="tracker",
+                          fix=f"add tracker=NAME ({', '.join(TRACKERS)}), e.g. "
+                          f"`ablate track {args.dir} tracker=mlflow`")
+    print(log_ablation(sd, cfg))
+    return 0

@@ -86,6 +86,7 @@ class Options:
     sequential: str = "off"
     looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
     launcher: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
+    tracker: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         """The options as written to ``ablation.yaml`` (seeds and metric are recorded separately)."""
@@ -158,4 +159,11 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         sequential=sequential,
         looks=list(looks),
         launcher=dict(launcher),
+        tracker=_tracker(cfg.get("tracker")),
     )
+
+
+def _tracker(value: Any) -> dict[str, Any] | None:
+    from ablate.trackers import check_tracker
+
+    return check_tracker(value)

@@ -173,7 +173,11 @@ def _check_task(plan: Plan, cwd: str) -> None:
     task = plan.control.config.get("task") or {}
     if task.get("fn"):
         check_task_fn(str(task["fn"]), cwd)
-    elif not task.get("command"):
+    elif task.get("command"):
+        from ablate.command import check_command_task
+
+        check_command_task(plan, cwd)
+    else:
         raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
                           fix="set `fn: my_module:train` in conf/task/<name>.yaml")
 
@@ -258,7 +262,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
     """
     from ablate.progress import Progress
-    from ablate.results import write_results
+    from ablate.results import write_results, write_summary
     from ablate.trial import load_plan
     from ablate.verdict import write_verdict
 
@@ -292,6 +296,11 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         write_results(sd, plan)
         verdict = write_verdict(sd)
+        write_summary(sd)
+        if opts.get("tracker"):
+            from ablate.trackers import log_after_ablation
+
+            log_after_ablation(sd, opts["tracker"], _log)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
         raise ConfigError(

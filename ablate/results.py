@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ablate.sweepdir import SweepDir, load_yaml, read_json, write_atomic
+from ablate.sweepdir import SweepDir, load_yaml, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,19 +90,82 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     for r in rows:
         w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics})
     write_atomic(sd.results_file, buf.getvalue())
+    write_per_seed(sd, plan if plan is not None else load_yaml(sd.plan_file), rows)
     return rows
 
 
-def load(path: str | os.PathLike[str]) -> pd.DataFrame:
+def write_per_seed(sd: SweepDir, plan: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Write ``per_seed.csv``: one row per seed, a ``seed`` column then one column per arm holding the
+    verdict metric of that trial (empty unless the trial is ``ok``). A fixed-shape file that ``dvc plots``
+    and spreadsheet users read directly (results.csv is the full tidy table)."""
+    import csv
+    import io
+
+    metric = plan.get("metric")
+    arms = [a["name"] for a in plan["arms"]]
+    value = {(r["arm"], r["seed"]): r.get(metric) for r in rows if r.get("status") == "ok"}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["seed", *arms])
+    for seed in plan["seeds"]:
+        cells = [value.get((arm, seed)) for arm in arms]
+        w.writerow([seed, *("" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in cells)])
+    write_atomic(sd.per_seed_file, buf.getvalue())
+
+
+def write_summary(sd: SweepDir) -> dict[str, Any]:
+    """Write ``summary.json``: the numbers of verdict.json as nested objects keyed by arm, no lists, so
+    ``dvc metrics show`` / ``dvc metrics diff`` (which skip lists) show them. Returns what was written.
+
+    ``{"metric", "goal", "invalid", "dirty", "arms": {arm: {mean, sd, n, failed}},
+    "comparisons": {arm: {verdict, diff, ci_low, ci_high, pvalue, ...}}}``; fields verdict.json lacks
+    are left out.
+    """
+    verdict = read_json(sd.verdict_json)
+    def flat(entry: Mapping[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for k, v in entry.items():
+            if k in ("arm", "label", "reason"):
+                continue
+            if isinstance(v, int | float | str | bool):
+                row[k] = v
+            elif isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
+                row[f"{k}_low"], row[f"{k}_high"] = v  # an interval such as ci
+        return row
+
+    out: dict[str, Any] = {k: verdict[k] for k in ("metric", "goal", "invalid", "dirty") if k in verdict}
+    out["arms"] = {str(a.get("arm")): flat(a) for a in verdict.get("arms") or []}
+    out["comparisons"] = {str(c.get("arm")): flat(c) for c in verdict.get("comparisons") or []}
+    write_json(sd.summary_file, out)
+    return out
+
+
+def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
     """Load a sweep dir as a tidy DataFrame: one row per trial (arm, value, seed, status, attempt,
     duration_s, error, then one column per metric). Reads the trial records, not results.csv, so it
     is current even while the ablation runs.
+
+    Parameters
+    ----------
+    path : path-like or Verdict
+        The sweep dir, or the verdict :func:`ablate.run` returned (its ``sweep_dir`` is used).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``arm`` (``control`` or e.g. ``lr=0.1``), ``value`` (the variable's value as a label;
+        the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
+        ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
+        ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN
+        where a trial has no value. Plan order: arms, then seeds.
 
     Raises
     ------
     SweepDirError
         When ``path`` is not an ablate sweep dir.
     """
+    if isinstance(path, Mapping):
+        path = path["sweep_dir"]
     sd = SweepDir.open(path)
     return to_frame(collect(sd))
 

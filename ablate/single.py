@@ -47,11 +47,21 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     manifest = {"mode": "single run", "code": code, "environment": pins.capture_environment(light=True),
                 "config": container}
     write_atomic(out_dir / "config.yaml", dump_yaml(container))
-    fn = import_callable(str(cfg.task.fn), Path.cwd())
-    manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
-    write_json(out_dir / "manifest.json", manifest)
     t0 = time.perf_counter()
-    metrics = _coerce_metrics(fn(cfg), opts.metric)
+    if not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
+        from ablate.command import run_command_task
+        from ablate.sweepdir import TrialPaths
+
+        manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
+        write_json(out_dir / "manifest.json", manifest)
+        run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
+        metrics = _coerce_metrics(run_command_task(container, TrialPaths(out_dir), run_opts), opts.metric)  # type: ignore[arg-type]
+    else:
+        fn = import_callable(str(cfg.task.fn), Path.cwd())
+        manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
+        write_json(out_dir / "manifest.json", manifest)
+        t0 = time.perf_counter()
+        metrics = _coerce_metrics(fn(cfg), opts.metric)
     write_json(out_dir / "result.json", {"status": "ok", "seed": int(cfg.seed), "metrics": metrics,
                                           "duration_s": time.perf_counter() - t0})
     shown = ", ".join(f"{k}={v:.6g}" for k, v in metrics.items())

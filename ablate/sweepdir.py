@@ -12,7 +12,9 @@
       repro/<arm>/seed=<k>/<n>/   the n-th re-run of that trial by `ablate repro` (same files as a
                                   trial, plus report.json); never read by status, results or verdict
       results.csv                 one row per trial, failures included
+      per_seed.csv                the verdict metric, one row per seed, one column per arm
       verdict.json  verdict.md  *.png
+      summary.json                verdict.json's numbers without lists (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
 
 Every file is written atomically (temp file in the same directory, fsync, rename), so a crash at any
@@ -41,6 +43,8 @@ from ablate.errors import SweepDirError
 
 PLAN_FILE = "ablation.yaml"
 RESULTS_FILE = "results.csv"
+PER_SEED_FILE = "per_seed.csv"
+SUMMARY_FILE = "summary.json"
 VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
 #: Plots written beside verdict.md: per-seed values per arm, and paired differences.
@@ -267,6 +271,16 @@ class SweepDir:
     @property
     def results_file(self) -> Path:
         return self.root / RESULTS_FILE
+
+    @property
+    def per_seed_file(self) -> Path:
+        """The verdict metric per seed (rows) and arm (columns), for paired plots and ``dvc plots``."""
+        return self.root / PER_SEED_FILE
+
+    @property
+    def summary_file(self) -> Path:
+        """verdict.json's numbers as a flat object (per arm, per treatment) for ``dvc metrics``."""
+        return self.root / SUMMARY_FILE
 
     @property
     def verdict_json(self) -> Path:

@@ -261,7 +261,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                                      "error": "; ".join(mismatch),
                                      "duration_s": time.perf_counter() - t0, "finished_at": _now()})
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
-        manifest["determinism"] = seeding.seed_everything(seed, mode)
+        if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
+            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
+                                       "via": "command overrides and environment"}
+        else:
+            manifest["determinism"] = seeding.seed_everything(seed, mode)
         write_json(tp.manifest, manifest)
         if fn is None:
             from ablate.command import run_command_task

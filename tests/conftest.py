@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import REPO, run
 
 #: Files of this repository copied into every test project.
-PROJECT_FILES = ("conf", "examples", "dvc.yaml", "dvc.lock")
+PROJECT_FILES = ("conf", "examples", "dvc.yaml", "dvc.lock", "params.yaml")
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +53,7 @@ def project_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy2(data, root / "data" / "digits.npz")
     else:
         run([sys.executable, "-m", "examples.digits.prepare", "data/digits.npz"], root)
-    run([sys.executable, "-m", "dvc", "commit", "-f", "-q"], root, env=env)
+    run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], root, env=env)
     run(["git", "add", "-A"], root)
     run(["git", "commit", "-q", "-m", "digits example"], root)
     return root

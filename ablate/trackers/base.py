@@ -1,0 +1,224 @@
+"""What every tracker logs, read from a sweep dir, and the interface each tracker implements."""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ablate.sweepdir import SweepDir, load_yaml, read_json
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial, as a tracker logs it.
+
+    Attributes
+    ----------
+    arm, label : str
+        Arm name (``control``, ``lr=0.1``) and its label (``0.05 (control)``, ``0.1``).
+    seed, attempt : int
+    status : str
+        ``ok``, ``failed``, ``diverged``, ``timeout``, ``killed``, ``pin_mismatch``.
+    metrics : dict
+        Metric name -> float (NaN kept).
+    config : dict
+        The trial's resolved config (nested; :attr:`params` flattens it).
+    duration_s : float or None
+        Seconds the trial took.
+    started_at, finished_at : str or None
+        ISO 8601 times from result.json.
+    error : str or None
+    tags : dict
+        String tags: the ablation's (see :class:`AblationRecord`) plus ``ablate.arm``, ``ablate.value``,
+        ``ablate.seed``, ``ablate.attempt``, ``ablate.status``.
+    """
+
+    arm: str
+    label: str
+    seed: int
+    attempt: int
+    status: str
+    metrics: dict[str, float]
+    config: dict[str, Any]
+    duration_s: float | None
+    started_at: str | None
+    finished_at: str | None
+    error: str | None
+    tags: dict[str, str]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The resolved config flattened to dotted keys (``task.optim.lr``)."""
+        return flatten(self.config)
+
+
+@dataclass(frozen=True)
+class AblationRecord:
+    """A finished (or partly finished) ablation, as trackers log it.
+
+    Attributes
+    ----------
+    ablation_id : str
+        ``<sweep dir name>-<8 hex of sha256(ablation.yaml)>``: unique per ablation and stable, so
+        re-logging a sweep dir finds what was logged before.
+    sweep_dir : Path
+    created_at : str or None
+        When the ablation was planned (ISO 8601).
+    variable : dict
+        ``name``, ``key``, ``values`` of the variable.
+    metric, goal : str
+    seeds : list of int
+    tags : dict
+        ``ablate.ablation_id``, ``ablate.variable``, ``ablate.variable_name``, ``ablate.metric``,
+        ``ablate.commit``, ``ablate.dirty``, ``ablate.sweep_dir``, and ``ablate.data.<path>`` = DVC hash
+        for every pinned data path.
+    verdict : dict
+        verdict.json (empty when not written yet).
+    artifacts : list of Path
+        verdict.md, verdict.json, results.csv, per_seed.csv, ablation.yaml and plots (*.png) that exist.
+    trials : list of TrialRecord
+        Trials with a result, in plan order.
+    """
+
+    ablation_id: str
+    sweep_dir: Path
+    created_at: str | None
+    variable: dict[str, Any]
+    metric: str
+    goal: str
+    seeds: list[int]
+    tags: dict[str, str]
+    verdict: dict[str, Any]
+    artifacts: list[Path]
+    trials: list[TrialRecord] = field(default_factory=list)
+
+    @property
+    def verdict_words(self) -> dict[str, str]:
+        """Treatment arm -> verdict word, from verdict.json."""
+        return {str(c.get("arm")): str(c.get("verdict")) for c in self.verdict.get("comparisons") or []}
+
+    def summary_metrics(self) -> dict[str, float]:
+        """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment
+        ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers)."""
+        out: dict[str, float] = {}
+        for a in self.verdict.get("arms") or []:
+            for k in ("mean", "sd", "n", "failed"):
+                _put_number(out, f"{a.get('arm')}.{k}", a.get(k))
+        for c in self.verdict.get("comparisons") or []:
+            for k in ("diff", "pvalue", "p_adjusted", "effect_size"):
+                _put_number(out, f"{c.get('arm')}.{k}", c.get(k))
+        return out
+
+
+def _put_number(out: dict[str, float], key: str, value: Any) -> None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        out[key] = float(value)
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings -> dotted keys; lists and scalars are leaves."""
+    out: dict[str, Any] = {}
+    if isinstance(cfg, Mapping):
+        for k, v in cfg.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, Mapping) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    return out
+
+
+def _metric(v: Any) -> float:
+    if isinstance(v, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
+    """Read what trackers log from a sweep dir (ablation.yaml, trial records, verdict.json).
+
+    Raises
+    ------
+    SweepDirError
+        When ``sd`` is not an ablate sweep dir.
+    """
+    from ablate.sweepdir import VERDICT_JSON
+
+    sd = sd if isinstance(sd, SweepDir) else SweepDir.open(sd)
+    plan = load_yaml(sd.plan_file)
+    digest = hashlib.sha256(sd.plan_file.read_bytes()).hexdigest()[:8]
+    ablation_id = f"{sd.root.name}-{digest}"
+    pins = plan.get("pins") or {}
+    code = pins.get("code") or {}
+    var = plan.get("variable") or {}
+    tags = {
+        "ablate.ablation_id": ablation_id,
+        "ablate.variable": str(var.get("key")),
+        "ablate.variable_name": str(var.get("name")),
+        "ablate.metric": str(plan.get("metric")),
+        "ablate.commit": str(code.get("commit")),
+        "ablate.dirty": "true" if code.get("dirty") else "false",
+        "ablate.sweep_dir": str(sd.root),
+    }
+    for path, pin in sorted((pins.get("data") or {}).items()):
+        tags[f"ablate.data.{path}"] = str(pin.get("hash"))
+    verdict_path = sd.root / VERDICT_JSON
+    verdict = read_json(verdict_path) if verdict_path.is_file() else {}
+    labels = {a["name"]: str(a.get("label", a["name"])) for a in plan["arms"]}
+    trials: list[TrialRecord] = []
+    for arm in plan["arms"]:
+        for seed in plan["seeds"]:
+            rec = sd.read_result(arm["name"], seed)
+            if rec is None:
+                continue
+            tp = sd.trial(arm["name"], seed)
+            config = load_yaml(tp.config) if tp.config.is_file() else {}
+            status = str(rec.get("status", "failed"))
+            attempt = int(rec.get("attempt", 1))
+            trials.append(TrialRecord(
+                arm=arm["name"], label=labels[arm["name"]], seed=int(seed), attempt=attempt, status=status,
+                metrics={str(k): _metric(v) for k, v in (rec.get("metrics") or {}).items()},
+                config=dict(config or {}), duration_s=rec.get("duration_s"), started_at=rec.get("started_at"),
+                finished_at=rec.get("finished_at"), error=rec.get("error"),
+                tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
+                      "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status},
+            ))
+    names = ["verdict.md", "verdict.json", "summary.json", "results.csv", "per_seed.csv", "ablation.yaml"]
+    artifacts = [sd.root / n for n in names if (sd.root / n).is_file()] + sorted(sd.root.glob("*.png"))
+    return AblationRecord(ablation_id=ablation_id, sweep_dir=sd.root, created_at=plan.get("created_at"),
+                          variable=dict(var),
+                          metric=str(plan.get("metric")), goal=str(plan.get("goal", "maximize")),
+                          seeds=list(plan["seeds"]), tags=tags, verdict=verdict, artifacts=artifacts, trials=trials)
+
+
+def iso_to_ms(stamp: str | None) -> int | None:
+    """``2025-01-31T12:00:00+0000`` (result.json's format) -> milliseconds since the epoch, or None."""
+    if not stamp:
+        return None
+    from datetime import datetime
+
+    try:
+        return int(datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+class Tracker(abc.ABC):
+    """Logs an :class:`AblationRecord` somewhere. Subclasses declare their options (name -> default)
+    in ``OPTIONS`` and import their library inside :meth:`log` only."""
+
+    name: ClassVar[str]
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+
+    @abc.abstractmethod
+    def log(self, ablation: AblationRecord) -> str:
+        """Log every trial of ``ablation`` (skipping those logged before) and the verdict; return a
+        one-line summary of where they went. Must never write credentials anywhere."""

@@ -1,0 +1,55 @@
+"""The Python API, as a notebook uses it: ablate.run -> Verdict, ablate.load -> tidy DataFrame."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ablate
+from ablate.errors import ConfigError, SweepDirError
+
+pytestmark = pytest.mark.slow
+
+
+def test_run_returns_verdict_and_load_gives_one_row_per_trial(project: Path) -> None:
+    verdict = ablate.run(project / "conf", variable="lr", values=[0.5], seeds=[0, 1, 2], launcher="inline",
+                         overrides={"task.epochs": 1}, alpha=0.1, sweep_dir=project / "outputs" / "api")
+    assert isinstance(verdict, ablate.Verdict) and isinstance(verdict, dict)
+    assert verdict.sweep_dir == project / "outputs" / "api"
+    on_disk = json.loads((verdict.sweep_dir / "verdict.json").read_text())
+    assert {k: v for k, v in verdict.items() if k != "sweep_dir"} == json.loads(json.dumps(on_disk))
+    assert verdict["sweep_dir"] == str(verdict.sweep_dir)  # dict access, as before
+    assert verdict["alpha"] == 0.1
+    assert list(verdict.words) == ["lr=0.5"]
+    assert verdict.words["lr=0.5"] == verdict["comparisons"][0]["verdict"]
+    assert verdict.invalid is False
+    assert "task.optim.lr" in verdict.markdown and verdict._repr_markdown_() == verdict.markdown
+    assert repr(verdict).startswith("Verdict(val_acc: lr=0.5: ")
+    assert ablate.Verdict.open(verdict.sweep_dir) == verdict
+
+    df = ablate.load(verdict.sweep_dir)
+    assert len(df) == 6
+    assert list(df.columns[:7]) == ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
+    assert {"val_acc", "val_loss"} <= set(df.columns)
+    assert df.groupby("arm")["seed"].apply(list).to_dict() == {"control": [0, 1, 2], "lr=0.5": [0, 1, 2]}
+    assert (df["status"] == "ok").all() and (df["duration_s"] > 0).all()
+    assert df["val_acc"].between(0, 1).all()
+    assert df.equals(ablate.load(verdict)) and df.equals(verdict.results())
+
+
+def test_run_accepts_override_strings_and_dry_run(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert ablate.run(project / "conf", variable="lr", overrides=["task.epochs=1", "variable.values=[0.3]"],
+                      dry_run=True) is None
+    out = capsys.readouterr().out
+    assert "task.optim.lr: 0.05 -> 0.3" in out and "dry run: nothing launched" in out
+
+
+def test_api_errors_are_user_errors(project: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'task\.epoch' is not a key of the config"):
+        ablate.run(project / "conf", variable="lr", overrides={"task.epoch": 1})
+    with pytest.raises(ConfigError, match="`on_failure`: must be one of report, retry, abort"):
+        ablate.run(project / "conf", variable="lr", on_failure="explode")
+    with pytest.raises(SweepDirError, match="is not an ablate sweep dir"):
+        ablate.load(tmp_path)
