@@ -92,7 +92,8 @@ def test_crashing_script_is_a_failed_trial_and_ok_trials_match_a_direct_run(scri
     # sklearn refuses eta0 <= 0: the script crashes in that arm only; the control still runs.
     res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=script_lr", "variable.values=[-1.0]",
                      "seeds=2", "launcher=inline")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 1, res.stderr  # the whole treatment arm failed: the verdict is invalid, not silent
+    assert "2 of 2 trials failed" in res.stderr
     sd = only_sweep(script_project)
     bad = json.loads((sd / "trials" / "lr=-1.0" / "seed=0" / "result.json").read_text())
     assert bad["status"] == "failed"
