@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_project(dest: Path) -> Path:
-    for name in ("conf", "examples", "dvc.yaml", "dvc.lock"):
+    for name in ("conf", "examples", "dvc.yaml", "dvc.lock", "params.yaml"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
     (dest / ".gitignore").write_text("/data/\n/outputs/\n__pycache__/\n")
@@ -35,7 +35,7 @@ def make_project(dest: Path) -> Path:
     shutil.copy2(REPO / "data" / "digits.npz", dest / "data" / "digits.npz")
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"],
                 [sys.executable, "-m", "dvc", "config", "core.analytics", "false"],
-                [sys.executable, "-m", "dvc", "commit", "-f", "-q"], ["git", "add", "-A"],
+                [sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], ["git", "add", "-A"],
                 ["git", "commit", "-q", "-m", "bench"]):
         subprocess.run(cmd, cwd=dest, env=env, check=True, capture_output=True)
     return dest
