@@ -33,14 +33,13 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)
-    from ablate.results import write_results, write_summary
+    from ablate.results import write_results
     from ablate.verdict import write_verdict
 
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
     write_verdict(sd, overrides)
-    write_summary(sd)
     print(sd.verdict_md)
     return 0
 

@@ -262,7 +262,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
     """
     from ablate.progress import Progress
-    from ablate.results import write_results, write_summary
+    from ablate.results import write_results
     from ablate.trial import load_plan
     from ablate.verdict import write_verdict
 
@@ -296,7 +296,6 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         write_results(sd, plan)
         verdict = write_verdict(sd)
-        write_summary(sd)
         if opts.get("tracker"):
             from ablate.trackers import log_after_ablation
 

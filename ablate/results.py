@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
 
 
-def _num(v: Any) -> float:
+def to_number(v: Any) -> float:
+    """A metric value from a record as a float: numbers as they are, "nan"/"inf"/"-inf" strings (how JSON
+    records hold them) as those floats, anything else NaN."""
     if isinstance(v, str):
         return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
     try:
@@ -59,7 +61,7 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, 
                 row["duration_s"] = rec.get("duration_s")
                 row["error"] = rec.get("error")
                 for k, v in (rec.get("metrics") or {}).items():
-                    row[k] = _num(v)
+                    row[k] = to_number(v)
             rows.append(row)
     return rows
 

@@ -352,6 +352,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     verdict["plots"] = _write_plots(sd, verdict) if (overrides or {}).get("plots", True) is not False else {}
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
+    from ablate.results import write_summary
+
+    write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
     return verdict
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ablate.results import to_number
 from ablate.sweepdir import SweepDir, load_yaml, read_json
 
 
@@ -54,6 +55,8 @@ class TrialRecord:
     @property
     def params(self) -> dict[str, Any]:
         """The resolved config flattened to dotted keys (``task.optim.lr``)."""
+        from ablate.plan import flatten
+
         return flatten(self.config)
 
 
@@ -107,10 +110,10 @@ class AblationRecord:
         ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers)."""
         out: dict[str, float] = {}
         for a in self.verdict.get("arms") or []:
-            for k in ("mean", "sd", "n", "failed"):
+            for k in ("mean", "sd", "n", "n_failed"):
                 _put_number(out, f"{a.get('arm')}.{k}", a.get(k))
         for c in self.verdict.get("comparisons") or []:
-            for k in ("diff", "pvalue", "p_adjusted", "effect_size"):
+            for k in ("diff", "pvalue", "pvalue_adjusted", "effect_size"):
                 _put_number(out, f"{c.get('arm')}.{k}", c.get(k))
         return out
 
@@ -118,28 +121,6 @@ class AblationRecord:
 def _put_number(out: dict[str, float], key: str, value: Any) -> None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         out[key] = float(value)
-
-
-def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings -> dotted keys; lists and scalars are leaves."""
-    out: dict[str, Any] = {}
-    if isinstance(cfg, Mapping):
-        for k, v in cfg.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, Mapping) and v:
-                out.update(flatten(v, key))
-            else:
-                out[key] = v
-    return out
-
-
-def _metric(v: Any) -> float:
-    if isinstance(v, str):
-        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
@@ -185,7 +166,7 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
             attempt = int(rec.get("attempt", 1))
             trials.append(TrialRecord(
                 arm=arm["name"], label=labels[arm["name"]], seed=int(seed), attempt=attempt, status=status,
-                metrics={str(k): _metric(v) for k, v in (rec.get("metrics") or {}).items()},
+                metrics={str(k): to_number(v) for k, v in (rec.get("metrics") or {}).items()},
                 config=dict(config or {}), duration_s=rec.get("duration_s"), started_at=rec.get("started_at"),
                 finished_at=rec.get("finished_at"), error=rec.get("error"),
                 tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
