@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import abc
 import hashlib
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
