@@ -390,19 +390,15 @@ def _installed_versions() -> dict[str, str]:
             if n.endswith(".dist-info") and "-" in n:
                 dist, _, ver = n[: -len(".dist-info")].rpartition("-")
                 found.setdefault(re.sub(r"[-_.]+", "-", dist).lower(), ver)
+            elif n.endswith(".egg-info") and "-" in n[: -len(".egg-info")]:  # name-version[-pyX.Y].egg-info
+                dist, ver = n[: -len(".egg-info")].split("-")[:2]
+                found.setdefault(re.sub(r"[-_.]+", "-", dist).lower(), ver)
     return found
 
 
 def _pkg_version(name: str) -> str | None:
-    v = _installed_versions().get(re.sub(r"[-_.]+", "-", name).lower())
-    if v is not None:
-        return v
-    import importlib.metadata
-
-    try:  # eggs and other layouts
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """The installed version of distribution ``name``, or None when it is not installed."""
+    return _installed_versions().get(re.sub(r"[-_.]+", "-", name).lower())
 
 
 def _torch_build_cuda() -> str | None:
