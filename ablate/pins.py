@@ -23,9 +23,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import platform
 import re
-import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -422,7 +420,7 @@ def _cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return os.uname().machine
 
 
 def _gpus() -> dict[str, Any]:
@@ -449,14 +447,14 @@ def numeric_env() -> dict[str, str]:
 @functools.cache
 def _static_environment() -> dict[str, Any]:
     return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "implementation": sys.implementation.name,
         "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
         "cuda": _torch_build_cuda(),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
+        "platform": "{0.sysname}-{0.release}-{0.machine}".format(os.uname()),  # no `uname -p` fork
     }
 
 

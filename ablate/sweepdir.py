@@ -32,7 +32,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -382,7 +381,7 @@ class SweepDir:
                 fix="wait for it to finish, or stop it; `ablate status DIR` shows progress meanwhile",
             ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.ctime()}\n".encode())
+        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
         self._lock_fd = fd
 
     def is_locked(self) -> bool:

@@ -20,10 +20,8 @@ import importlib
 import math
 import os
 import signal
-import socket
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -71,14 +69,17 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     key = id(arm_config)
     hit = _resolved_cache.get(key)
     if hit is not None and hit["arm"] is arm_config:
-        out = copy.deepcopy(hit["resolved"])
-        out["seed"] = int(seed)
-        return out
+        if hit["reusable"] is None:  # a second trial of this arm in this process: is reuse safe?
+            hit["reusable"] = "seed" not in _raw_refs(arm_config)
+        if hit["reusable"]:
+            out = copy.deepcopy(hit["resolved"])
+            out["seed"] = int(seed)
+            return out
     cfg = OmegaConf.create(dict(arm_config))
     cfg.seed = int(seed)
     out = OmegaConf.to_container(cfg, resolve=True)
-    if "seed" not in _raw_refs(arm_config):
-        _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out)}
+    if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
+        _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
     return out  # type: ignore[return-value]
 
 
@@ -237,7 +238,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     opts = plan.get("options", {})
     base: dict[str, Any] = {
         "arm": arm, "value": rec.get("value"), "seed": int(seed), "attempt": attempt or 1,
-        "started_at": _now(), "host": socket.gethostname(), "pid": os.getpid(),
+        "started_at": _now(), "host": os.uname().nodename, "pid": os.getpid(),
     }
     manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
                                 "host": base["host"], "pid": os.getpid()}
@@ -315,6 +316,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {}, "error": str(exc),
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     except Exception as exc:
+        import traceback
+
         tb = traceback.format_exc(limit=-8)
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
