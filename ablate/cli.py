@@ -35,6 +35,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ablate.help import print_help
 
             code = print_help()
+        elif args == ["--version"]:
+            from importlib.metadata import version
+
+            from ablate import __version__
+
+            print(f"ablate {__version__} (Hydra {version('hydra-core')}, submitit {version('submitit')})")
+            code = 0
         elif args and args[0] in SUBCOMMANDS:
             from ablate.commands import dispatch
 
@@ -44,8 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AblateError as exc:
         code = _fail(exc)
     except KeyboardInterrupt:
-        print("ablate: interrupted; `ablate resume DIR` finishes the ablation", file=sys.stderr)
+        from ablate import orchestrate
+
+        where = orchestrate.CURRENT_SWEEP_DIR or "DIR"
+        print(f"ablate: interrupted; `ablate resume {where}` finishes the ablation (interrupted trials are "
+              "re-run, finished ones kept)", file=sys.stderr)
         code = 130
+    except BrokenPipeError:  # `ablate status DIR | head`: the reader left; that is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
     if argv is None:
         sys.exit(code)
     return code
@@ -58,22 +73,39 @@ def _hydra_main(argv: list[str]) -> int:
 
     parser = get_args_parser()
     parser.prog = "ablate"
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may come after overrides, as users type them
     config_path = args.config_path if args.config_path is not None else default_config_path()
     config_dirs = [args.config_dir] if args.config_dir else []
+    if config_path is None and not config_dirs:
+        from ablate.config import conf_above
+        from ablate.errors import ConfigError
+
+        root = conf_above()
+        if root is not None:
+            raise ConfigError(f"there is no conf/ in {os.getcwd()}; the project root looks like {root} (it has conf/)",
+                              where="--config-path", fix=f"run ablate from {root}, or pass --config-path {root}/conf")
     hydra_own = args.help or args.hydra_help or args.cfg or args.info or args.shell_completion
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
         from ablate.config import compose
 
-        composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs)
+        composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs,
+                           config_name=args.config_name)
         run_composed(composed)
         return 0
-    if not hydra_own:
+    if hydra_own:
+        args.multirun = False  # `ablate -m ... --cfg job` shows the config, as ablate's messages suggest
+    else:
         # A single run: compose once here so user mistakes get ablate's one-line errors (exit 2).
         from ablate.config import compose
+        from ablate.errors import ConfigError
 
-        compose(args.overrides, config_path=config_path, config_dirs=config_dirs, multirun=False)
+        c = compose(args.overrides, config_path=config_path, config_dirs=config_dirs, multirun=False,
+                    config_name=args.config_name)
+        if c.cfg.get("dry_run") is True or c.variable_name is not None:
+            what = "dry_run=true" if c.cfg.get("dry_run") is True else f"variable={c.variable_name}"
+            raise ConfigError(f"{what} without -m: a run without -m trains the control once", where="-m",
+                              fix=f"add -m to plan or run the ablation: `ablate -m {' '.join(argv)}`")
     return _delegate_to_hydra(args, parser, config_path)
 
 
@@ -85,11 +117,13 @@ def _delegate_to_hydra(args: object, parser: object, config_path: str | None) ->
     abs_path = os.path.abspath(config_path) if config_path else None
     try:
         _run_hydra(args=args, args_parser=parser, task_function=single_trial,  # type: ignore[arg-type]
-                   config_path=abs_path, config_name="ablate")
+                   config_path=abs_path, config_name=getattr(args, "config_name", None) or "ablate")
     except SystemExit as exc:
         return int(exc.code or 0)
     except UserError as exc:
         return _fail(exc)
+    except ValueError as exc:  # Hydra's own argument checks (e.g. two of --cfg/--info/...)
+        return _fail(UserError(str(exc), where="command line", fix="see `ablate --help`"))
     return 0
 
 

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.sweepdir import PLAN_FILE, SweepDir, TrialPaths, load_yaml, read_json, write_json
+from ablate.sweepdir import PLAN_FILE, SweepDir, TrialPaths, read_json, write_json
 
 #: Keys a command-form task config may have (anything else is refused: it would not reach the script).
 COMMAND_TASK_KEYS = {
@@ -235,7 +235,7 @@ def _workdir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
     sd = _find_sweep(tp)
     if sd is None:
         return Path.cwd()
-    plan = load_yaml(sd.plan_file)
+    plan = sd.plan()
     root = pins.trial_code_root(sd, plan)
     project = Path((plan.get("project") or {}).get("cwd") or os.getcwd())
     if root is None or not root.is_dir():

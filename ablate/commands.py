@@ -104,11 +104,10 @@ def cmd_track(argv: list[str], name: str = "track") -> int:
     args = p.parse_args(argv)
     import yaml
 
-    from ablate.sweepdir import load_yaml
     from ablate.trackers import TRACKERS, log_ablation
 
     sd = SweepDir.open(args.dir)
-    cfg = dict((load_yaml(sd.plan_file).get("options") or {}).get("tracker") or {})
+    cfg = dict((sd.plan().get("options") or {}).get("tracker") or {})
     for item in args.settings:
         key, sep, value = item.partition("=")
         if not sep or not (key == "tracker" or key.startswith("tracker.")):

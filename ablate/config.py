@@ -27,6 +27,17 @@ def default_config_path(cwd: str | os.PathLike[str] | None = None) -> str | None
     return str(p.absolute()) if p.is_dir() else None
 
 
+def conf_above(cwd: str | os.PathLike[str] | None = None) -> Path | None:
+    """The nearest parent directory of ``cwd`` holding a ``conf/`` dir (a project root the user is
+    below), or None. Used to explain a missing ``./conf``, never to pick a config dir silently."""
+    here = Path(cwd or os.getcwd()).absolute()
+    for parent in here.parents:
+        if (parent / "conf").is_dir() and ((parent / "conf" / "ablate.yaml").is_file()
+                                           or (parent / "conf" / "task").is_dir()):
+            return parent
+    return None
+
+
 @dataclass
 class Composed:
     """A composed config and what is needed to compose variants of it.
@@ -106,7 +117,7 @@ def reject_sweeps(overrides: Sequence[str]) -> None:
 
 
 def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: Sequence[str] = (),
-            multirun: bool = True) -> Composed:
+            multirun: bool = True, config_name: str | None = None) -> Composed:
     """Compose the ``ablate`` config with ``overrides``, as Hydra does for ``ablate -m ...``.
 
     Raises
@@ -122,6 +133,7 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
     from omegaconf import OmegaConf
 
     overrides = list(overrides)
+    name = config_name or CONFIG_NAME
     reject_sweeps(overrides)
     sp = _search_path(config_path, config_dirs)
     GlobalHydra.instance().clear()
@@ -129,10 +141,10 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
     mode = RunMode.MULTIRUN if multirun else RunMode.RUN
     def load(extra: Sequence[str] = ()) -> Any:
         try:
-            return hydra.compose_config(CONFIG_NAME, [*overrides, *extra], run_mode=mode,
+            return hydra.compose_config(name, [*overrides, *extra], run_mode=mode,
                                         with_log_configuration=False)
         except Exception as exc:
-            raise _translate(exc, hydra, overrides) from None
+            raise _translate(exc, hydra, overrides, name) from None
 
     try:
         cfg = load()
@@ -159,20 +171,34 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
                     choices=dict(OmegaConf.to_container(cfg.hydra.runtime.choices)))  # type: ignore[arg-type]
 
 
-def _translate(exc: Exception, hydra: Any, overrides: Sequence[str]) -> ConfigError:
+def _translate(exc: Exception, hydra: Any, overrides: Sequence[str], config_name: str = CONFIG_NAME) -> ConfigError:
     """Turn a Hydra composition error into a ConfigError that names the key and the fix."""
     msg = str(exc).strip()
     first = msg.splitlines()[0] if msg else type(exc).__name__
     m = re.search(r"Could not override '([^']+)'", msg) or re.search(r"Key '([^']+)' is not in struct", msg)
     if m:
         key = m.group(1)
-        keys = _known_keys(hydra)
-        near = close_matches(key, keys)
-        return ConfigError(
-            f"{key!r} is not a key of the config" + (f". Close matches: {', '.join(near)}" if near else ""),
-            where=key,
-            fix=f"check the spelling (`ablate --cfg job` lists every key), or add a new key with +{key}=...",
-        )
+        groups = sorted(_groups(hydra))
+        group_choices = [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~") in groups]
+        keys = _known_keys(hydra, config_name, group_choices)
+        if key in _known_keys(hydra, config_name, []):
+            head = key.split(".")[0]
+            chosen = next((o for o in group_choices if o.split("=", 1)[0].lstrip("+") == head), None)
+            return ConfigError(
+                f"{key!r} is not a key of the config with {chosen or 'these choices'}; it belongs to another option "
+                f"of the {head!r} group", where=key,
+                fix=f"drop it, or choose the option that has it (`ablate --cfg job {chosen or ''}` lists the keys)")
+        near = close_matches(key, keys + groups)
+        hint = f". Close matches: {', '.join(near)}" if near else ""
+        fix = f"check the spelling (`ablate --cfg job` lists every key), or add a new key with +{key}=..."
+        if near and near[0] in groups:
+            fix = f"choose a config group option with `{near[0]}=<option>`"
+        return ConfigError(f"{key!r} is not a key of the config{hint}", where=key, fix=fix)
+    if "Config group override must be a string" in msg:
+        return ConfigError(f"a config group was given something other than an option name ({first})",
+                           where="overrides",
+                           fix=f"choose a group option by name, e.g. `variable=lr` "
+                           f"(groups: {', '.join(_groups(hydra))})")
     m = re.search(r"Could not find '([^']+)/([^']+)'", msg)
     if m:
         group, option = m.group(1), m.group(2)
@@ -192,20 +218,29 @@ def _translate(exc: Exception, hydra: Any, overrides: Sequence[str]) -> ConfigEr
         return ConfigError(f"no {group} chosen", where=group,
                            fix=f"add `{group}=<option>` (available: {avail}), or set a default in conf/ablate.yaml")
     if "Cannot find primary config" in msg:
-        return ConfigError(f"no primary config found ({first})", where="--config-path",
-                           fix="point --config-path at your conf/ directory, or run ablate from the project root")
+        return ConfigError(f"no primary config named {config_name!r} found ({first})", where="--config-name",
+                           fix="drop --config-name (ablate's primary config is `ablate`), or point --config-path at "
+                           "the conf/ directory that holds it")
     return ConfigError(f"the config cannot be composed: {first}", where="overrides",
                        fix="check the override named above (`ablate --cfg job` shows the composed config)")
 
 
-def _known_keys(hydra: Any) -> list[str]:
+def _groups(hydra: Any) -> list[str]:
+    """Top-level config group names on the search path (``task``, ``variable``, ``launcher`` ...)."""
+    try:
+        return sorted(g for g in hydra.config_loader.list_groups("") if g != "hydra")
+    except Exception:
+        return []
+
+
+def _known_keys(hydra: Any, config_name: str = CONFIG_NAME, overrides: Sequence[str] = ()) -> list[str]:
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     from ablate.plan import flatten
 
     try:
-        cfg = hydra.compose_config(CONFIG_NAME, [], run_mode=RunMode.RUN, with_log_configuration=False)
+        cfg = hydra.compose_config(config_name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False)
     except Exception:
         return []
     c = OmegaConf.to_container(cfg, resolve=False)

@@ -21,6 +21,8 @@ from ablate.plan import Plan, describe, make_plan, parse_variable
 from ablate.sweepdir import SweepDir, dump_yaml, write_atomic
 
 Composer = Callable[[str], Mapping[str, Any]]
+#: The sweep dir this process is working on (for the Ctrl-C message); None before one exists.
+CURRENT_SWEEP_DIR: str | None = None
 
 
 def _log(msg: str) -> None:
@@ -120,13 +122,20 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:
+        # The same checks as a real run (task, data), so a dry run that passes means the run can start.
+        _check_task(plan, cwd)
+        data = pins_mod.pin_data(data_paths, cwd)
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(describe(plan))
         out(f"  launcher: {launcher.describe()}")
-        dirty = f" (dirty: {', '.join(code['dirty_files'][:5])})" if code["dirty"] else ""
+        dirty = ""
+        if code["dirty"]:
+            dirty = f" (dirty: {', '.join(code['dirty_files'][:5])}"
+            dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
+                      else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
-        if data_paths:
-            out(f"  data: {', '.join(data_paths)}")
+        for path, pin in data.items():
+            out(f"  data: {path} {pin['hash']} (matches {pin['recorded_in']})")
         out("dry run: nothing launched")
         return None
     # Check everything that can fail on the user's input before creating the sweep dir.
@@ -137,7 +146,14 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     launcher.check(opts.record())
     code = pins_mod.pin_code(cwd, allow_dirty=opts.allow_dirty)
     data = pins_mod.pin_data(data_paths, cwd)
+    target = Path(sweep_dir)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{target} exists and is a file", where="hydra.sweep.dir",
+                          fix="give a directory path, e.g. `hydra.sweep.dir=outputs/run1`")
     sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
+    if sd.root.name != target.name:
+        _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
+    _warn_if_tracked(sd, code)
     code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
@@ -165,6 +181,23 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwarg
 
         execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True))
     return sd
+
+
+def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
+    """Warn when the sweep dir is inside the git tree and not ignored: the next ablation would find
+    the tree dirty (untracked files) and refuse to start."""
+    import subprocess
+
+    root = Path(code["root"]).resolve()
+    try:
+        sd.root.resolve().relative_to(root)
+    except ValueError:
+        return
+    proc = subprocess.run(["git", "check-ignore", "-q", str(sd.root)], cwd=root, capture_output=True, check=False)
+    if proc.returncode == 1:
+        rel = sd.root.resolve().relative_to(root)
+        _log(f"ablate: warning: the sweep dir {rel} is inside the git tree and not ignored; the next ablation "
+             f"would refuse the dirty tree. Add `{rel.parts[0]}/` to .gitignore")
 
 
 def _check_task(plan: Plan, cwd: str) -> None:
@@ -195,11 +228,12 @@ def _data_paths(plan: Plan) -> list[str]:
 
 def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool = False,
                    seeds: list[int] | None = None, arms: list[str] | None = None,
-                   resubmit: bool = False) -> list[TrialRef]:
+                   resubmit: bool = False, rerun_pin_mismatch: bool = False) -> list[TrialRef]:
     """Trials that still have to run: no result yet, interrupted, (with ``retry_failed``) failed
-    with attempts left, or (with ``resubmit``) stopped from outside: killed (cancelled, node failure,
-    preempted past its requeues, OOM) or timed out. Outputs of interrupted or re-run attempts are
-    moved to ``attempts/<n>/``."""
+    with attempts left, (with ``resubmit``) stopped from outside: killed (cancelled, node failure,
+    preempted past its requeues, OOM) or timed out, and (with ``rerun_pin_mismatch``, once the pins
+    were checked again) trials that refused to run because code or data differed from the pins.
+    Outputs of interrupted or re-run attempts are moved to ``attempts/<n>/``."""
     from ablate.results import trial_state
 
     opts = plan.get("options", {})
@@ -221,11 +255,33 @@ def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool 
                 todo.append(TrialRef(name, seed, n_prev + 1))
             elif rec is not None and ((retry_failed and int(rec.get("attempt", 1)) < max_attempts
                                        and status in ("failed", "diverged", "killed", "timeout"))
-                                      or (resubmit and status in ("killed", "timeout"))):
+                                      or (resubmit and status in ("killed", "timeout"))
+                                      or (rerun_pin_mismatch and status == "pin_mismatch")):
                 attempt = int(rec.get("attempt", 1)) + 1
                 sd.move_aside(name, seed)
                 todo.append(TrialRef(name, seed, attempt))
     return todo
+
+
+def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
+    """Before launching more trials (a resume, a later look), check the data pins still hold here.
+
+    Raises
+    ------
+    PinError
+        Naming the data that changed and how to restore it; nothing is launched.
+    """
+    from ablate import pins as pins_mod
+    from ablate.errors import PinError
+
+    pinned = (plan.get("pins") or {}).get("data") or {}
+    if not pinned:
+        return
+    problems = pins_mod.mismatches({"data": pinned}, {"data": pins_mod.data_seen(plan)})
+    if problems:
+        raise PinError("the data no longer matches the pins recorded at launch, so no further trial may run: "
+                       + "; ".join(problems), where="task.data",
+                       fix="restore it (`dvc checkout`), then `ablate resume` again; finished trials are kept")
 
 
 def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
@@ -266,6 +322,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     from ablate.trial import load_plan
     from ablate.verdict import write_verdict
 
+    global CURRENT_SWEEP_DIR
+    CURRENT_SWEEP_DIR = str(sd.root)
     with sd.locked():
         plan = load_plan(sd)
         opts = plan.get("options", {})
@@ -278,8 +336,9 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
+                _check_pins_still_hold(plan)  # data or code changed since launch: refuse, launch nothing
                 todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
-                                      resubmit=resubmit)
+                                      resubmit=resubmit, rerun_pin_mismatch=True)
                 if detach and todo:
                     jobs = launcher.submit(sd, todo)
                     _log(f"ablate: {len(todo)} trial(s) submitted as job(s) {', '.join(jobs)}; "

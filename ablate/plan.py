@@ -31,7 +31,12 @@ ABLATE_KEYS = frozenset(
     }
 )
 CONTROL = "control"
+MAX_SEED = 2**32 - 1
 _MISSING = object()
+#: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
+#: ablation itself), and the task keys that define what the verdict compares. ``determinism`` is allowed:
+#: ablating it measures the cost of strict mode.
+RESERVED_KEYS = (ABLATE_KEYS - {"determinism"}) | {"hydra", "task.metric", "task.goal", "task.data"}
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,9 @@ def parse_seeds(seeds: Any) -> list[int]:
     if isinstance(seeds, bool) or seeds is None:
         raise ConfigError(f"must be an integer >= 2, got {seeds!r}", where="seeds", fix="e.g. `seeds=10`")
     if isinstance(seeds, int):
+        if seeds > MAX_SEED + 1:
+            raise ConfigError(f"must be at most {MAX_SEED + 1} (seeds 0..N-1 must fit in 32 bits), got {seeds}",
+                              where="seeds", fix="e.g. `seeds=10`")
         if seeds < 2:
             raise ConfigError(
                 f"must be at least 2, got {seeds}: one seed per arm is a sample size of one and no test "
@@ -172,6 +180,10 @@ def parse_seeds(seeds: Any) -> list[int]:
             raise ConfigError(f"repeats a seed: {list(seeds)}", where="seeds", fix="list each seed once")
         if len(seeds) < 2:
             raise ConfigError("must list at least 2 seeds", where="seeds", fix="e.g. `seeds=[0,1,2,3,4]`")
+        bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+        if bad:
+            raise ConfigError(f"seeds must be in [0, {MAX_SEED}] (numpy and torch take 32-bit seeds), got {bad[:5]}",
+                              where="seeds", fix="e.g. `seeds=[0,1,2]`")
         return [int(s) for s in seeds]
     raise ConfigError(
         f"must be an integer >= 2, got {seeds!r} ({_type_name(seeds)})",
@@ -458,6 +470,7 @@ def make_plan(
         return _plan_group(control, control_resolved, variable, seeds, compose, (choices or {}).get(variable.key))
 
     key = variable.key
+    _check_not_reserved(key, variable.name)
     control_value = _select(control, key)
     if control_value is _MISSING:
         cands = close_matches(key, task_keys(control))
@@ -496,6 +509,21 @@ def make_plan(
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
+def _check_not_reserved(key: str, name: str) -> None:
+    reserved = next((r for r in sorted(RESERVED_KEYS) if key == r or key.startswith(r + ".")), None)
+    if reserved is None:
+        return
+    why = {
+        "seed": "the seed differs by trial and is paired across arms; vary seeds with `seeds=`",
+        "task.metric": "the verdict compares one metric across arms; choose it with `task.metric=`",
+        "task.goal": "the goal says which direction of the metric is better; set it with `task.goal=`",
+        "task.data": "trials verify the control's declared data only, so ablating the data declaration is "
+                     "not supported yet (declare every data file the arms read, and ablate a key that selects one)",
+    }.get(reserved, f"`{reserved}` is a setting of ablate itself, not of the task")
+    raise ConfigError(f"the variable's key {key!r} cannot be ablated: {why}", where=f"variable={name}",
+                      fix="point `key` at a key of your task, e.g. task.optim.lr")
+
+
 def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], variable: Variable,
                 seeds: list[int], compose: Callable[[str], Mapping[str, Any]] | None, chosen: Any) -> Plan:
     if compose is None:
@@ -514,6 +542,13 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
                               where=f"variable.values[{i}]")
         treat = {k: v for k, v in dict(compose(f"{group}={option}")).items() if k != "hydra"}
         changes, derived = prove(control, control_resolved, treat, {root}, raw_flat | flatten(treat))
+        touched = sorted({r for r in RESERVED_KEYS for k in changes if k == r or k.startswith(r + ".")})
+        if touched:
+            raise ConfigError(f"selecting {group}={option} also changes {', '.join(touched)}, which must stay the same "
+                              "in every arm (the verdict compares one metric, in one direction, on verified data)",
+                              where=f"variable.values[{i}]",
+                              fix=f"swap a narrower group (e.g. the model or optimizer inside {group}), or keep those "
+                              "keys identical across its options")
         if not changes:
             raise ConfigError(f"selecting {group}={option} changes nothing: it is the control's choice",
                               where=f"variable.values[{i}]", fix="drop it from the values")

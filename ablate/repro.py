@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError, PinError, UserError
+from ablate.errors import ConfigError, PinError, SweepDirError, UserError
 from ablate.sweepdir import SweepDir, TrialPaths, read_json, write_json
 
 #: Metric names that measure time or speed (compared by neither guarantee): a unit suffix.
@@ -268,7 +268,12 @@ def read_steps(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise SweepDirError(f"is not valid JSON lines ({exc.msg}, line {exc.lineno})", where=str(path),
+                            fix="the per-step log was damaged; re-run the trial (`ablate resume` after removing it)"
+                            ) from None
 
 
 def first_divergence(original: Sequence[Mapping[str, Any]], repro: Sequence[Mapping[str, Any]]) -> Divergence | None:
@@ -456,12 +461,15 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
     plan = load_plan(sd)
     arm, seed = select_trial(sd, plan, trial)
     orig = sd.trial(arm, seed)
-    original_result = read_json(orig.result)
     try:
+        original_result = read_json(orig.result)
         original_manifest = read_json(orig.manifest)
-    except FileNotFoundError:
-        raise ConfigError(f"trial {arm}/seed={seed} has no manifest.json, so what it ran is unknown",
+    except FileNotFoundError as exc:
+        raise ConfigError(f"trial {arm}/seed={seed} has no {Path(exc.filename).name}, so what it ran is unknown",
                           where="--trial", fix="pick another trial") from None
+    except json.JSONDecodeError as exc:
+        raise SweepDirError(f"a record of trial {arm}/seed={seed} is not valid JSON ({exc.msg}, line {exc.lineno})",
+                            where=str(orig.dir), fix="pick another trial with --trial ARM/SEED") from None
     original_steps = read_steps(orig.steps)
     if strong and not original_steps:
         raise ConfigError(

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ablate.sweepdir import SweepDir, load_yaml, read_json, write_atomic, write_json
+from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,7 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, 
     Trials without a result are included with status ``pending`` or ``running`` so nothing is
     silently missing from the table.
     """
-    plan = plan if plan is not None else load_yaml(sd.plan_file)
+    plan = plan if plan is not None else sd.plan()
     labels = {a["name"]: a.get("label", a["name"]) for a in plan["arms"]}
     rows: list[dict[str, Any]] = []
     for arm in plan["arms"]:
@@ -92,7 +92,7 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     for r in rows:
         w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics})
     write_atomic(sd.results_file, buf.getvalue())
-    write_per_seed(sd, plan if plan is not None else load_yaml(sd.plan_file), rows)
+    write_per_seed(sd, plan if plan is not None else sd.plan(), rows)
     return rows
 
 

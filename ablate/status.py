@@ -8,7 +8,7 @@ from typing import Any
 from ablate.errors import SchedulerError
 from ablate.launchers import JobState, get_launcher, launcher_class
 from ablate.results import trial_state
-from ablate.sweepdir import SweepDir, load_yaml
+from ablate.sweepdir import SweepDir
 
 #: Scheduler states shown as ``running`` (other active states, such as PENDING, show as ``pending``).
 _RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
@@ -36,7 +36,7 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
     but has no result and no scheduler job is ``running`` while an ablate process holds the sweep
     dir's lock, and ``interrupted`` otherwise (its orchestrator died; ``ablate resume`` re-runs it).
     """
-    plan = load_yaml(sd.plan_file)
+    plan = sd.plan()
     alive = sd.is_locked()  # an orchestrator is working on the dir: started trials are running
     jobs, note = _job_states(sd, plan)
     if note and notes is not None:

@@ -321,6 +321,17 @@ class SweepDir:
         path.mkdir(parents=True, exist_ok=True, mode=self.mode)
         return path
 
+    def plan(self) -> dict[str, Any]:
+        """The plan record (``ablation.yaml``), validated; cached per process (do not mutate it).
+
+        Raises
+        ------
+        SweepDirError
+            When ablation.yaml is missing, not valid YAML, or lacks the plan's fields (a corrupted or
+            hand-edited file): the message names what is wrong.
+        """
+        return read_plan(self.plan_file)
+
     # -- trial state ----------------------------------------------------------------------------
     def read_result(self, arm: str, seed: int) -> dict[str, Any] | None:
         """The trial's result.json, or None when it has not finished (or the file is unreadable)."""
@@ -455,3 +466,33 @@ def load_yaml_cached(path: str | os.PathLike[str]) -> Any:
     obj = load_yaml(key)
     _yaml_cache[key] = (st.st_mtime, st.st_size, obj)
     return obj
+
+
+def read_plan(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check an ``ablation.yaml`` (see :meth:`SweepDir.plan`)."""
+    where = str(path)
+    fix = ("ablation.yaml is the record of the ablation's plan and pins; restore it (from a backup or "
+           "version control) or start the ablation again")
+    try:
+        plan = load_yaml_cached(path)
+    except FileNotFoundError:
+        raise SweepDirError("is missing", where=where, fix="pass the sweep dir ablate printed") from None
+    except Exception as exc:  # yaml raises several error types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SweepDirError(f"is not readable YAML ({first})", where=where, fix=fix) from None
+    if not isinstance(plan, dict):
+        raise SweepDirError(f"holds a {type(plan).__name__}, not the plan's mapping", where=where, fix=fix)
+    problems = []
+    arms = plan.get("arms")
+    if not isinstance(arms, list) or not arms or not all(isinstance(a, dict) and "name" in a for a in arms):
+        problems.append("`arms` (a list of arms with names)")
+    seeds = plan.get("seeds")
+    if not isinstance(seeds, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds):
+        problems.append("`seeds` (a list of integers)")
+    if not isinstance(plan.get("metric"), str):
+        problems.append("`metric`")
+    if not isinstance(plan.get("options", {}), dict):
+        problems.append("`options` (a mapping)")
+    if problems:
+        raise SweepDirError(f"lacks or garbles {', '.join(problems)}", where=where, fix=fix)
+    return plan

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError, ConfigError, PinError, UserError
-from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, load_yaml_cached, write_atomic, write_json
+from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
@@ -40,8 +40,14 @@ class TrialTimeout(Exception):
 
 
 def load_plan(sd: SweepDir) -> dict[str, Any]:
-    """Read ``ablation.yaml`` of a sweep dir as a plain dict (cached per process; do not mutate)."""
-    return load_yaml_cached(sd.plan_file)
+    """Read ``ablation.yaml`` of a sweep dir as a plain dict (validated, cached per process; do not mutate).
+
+    Raises
+    ------
+    SweepDirError
+        When ablation.yaml is missing or corrupted.
+    """
+    return sd.plan()
 
 
 def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
@@ -307,6 +313,15 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     except TrialTimeout as exc:
         return write_result(tp, {**base, "status": "timeout", "metrics": {}, "error": str(exc),
+                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+    except KeyboardInterrupt:
+        if in_process:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
+            raise
+        import traceback
+
+        return write_result(tp, {**base, "status": "failed", "metrics": {},
+                                 "error": "KeyboardInterrupt raised inside the trial's process (by the task, or a "
+                                 "SIGINT sent to it)", "traceback": traceback.format_exc(limit=-8),
                                  "duration_s": time.perf_counter() - t0, "finished_at": _now()})
     except TaskContractError as exc:
         return write_result(tp, {**base, "status": "failed", "metrics": {}, "contract_error": True,

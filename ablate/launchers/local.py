@@ -96,6 +96,7 @@ class LocalLauncher(Launcher):
                 self.slot_gpus.append(None)
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._procs_lock = threading.Lock()
+        self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
 
     def describe(self) -> str:
         gpu = f", GPUs {self.gpus}" if self.gpus else ""
@@ -154,6 +155,7 @@ class LocalLauncher(Launcher):
             raise errors[0]
 
     def _kill_all(self) -> None:
+        self._stopping.set()
         with self._procs_lock:
             procs = list(self._procs.values())
         for p in procs:
@@ -204,9 +206,13 @@ class LocalLauncher(Launcher):
         if timed_out:
             return write_result(tp, {**base, "status": "timeout",
                                      "error": f"exceeded timeout_min={opts.get('timeout_min')} and was killed; "
-                                     f"log tail:\n{tail(tp.stderr) or tail(tp.stdout)}"})
+                                     f"{log_tail(tp)}"})
         if fresh:
             return rec  # type: ignore[return-value]
+        if self._stopping.is_set():  # we stopped it (Ctrl-C or on_failure=abort): not the trial's fault
+            return write_result(tp, {**base, "status": "interrupted",
+                                     "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
+                                     "`ablate resume` re-runs it"})
         rc = proc.returncode
         if rc is not None and rc < 0:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
@@ -214,8 +220,13 @@ class LocalLauncher(Launcher):
             status, msg = "killed", f"the trial process was killed by {sig}{hint}"
         else:
             status, msg = "failed", f"the trial process exited with code {rc} without recording a result"
-        return write_result(tp, {**base, "status": status,
-                                 "error": f"{msg}; log tail:\n{tail(tp.stderr) or tail(tp.stdout)}"})
+        return write_result(tp, {**base, "status": status, "error": f"{msg}; {log_tail(tp)}"})
+
+
+def log_tail(tp: Any) -> str:
+    """``log tail:`` and the end of the trial's stderr (else stdout), or a note that it wrote nothing."""
+    text = tail(tp.stderr) or tail(tp.stdout)
+    return f"log tail:\n{text}" if text.strip() else "the trial wrote no output (stdout.log and stderr.log are empty)"
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

@@ -132,7 +132,7 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
     from ablate.sweepdir import VERDICT_JSON
 
     sd = sd if isinstance(sd, SweepDir) else SweepDir.open(sd)
-    plan = load_yaml(sd.plan_file)
+    plan = sd.plan()
     digest = hashlib.sha256(sd.plan_file.read_bytes()).hexdigest()[:8]
     ablation_id = f"{sd.root.name}-{digest}"
     pins = plan.get("pins") or {}

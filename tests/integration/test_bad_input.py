@@ -43,6 +43,23 @@ CASES = [
      ["`launcher.max_paralel`", "valid options: max_parallel"]),
     ("bad-determinism", ["variable=lr", "determinism=exact"], ["`determinism`", "off, seeded, strict"]),
     ("bad-on-failure", ["variable=lr", "on_failure=ignore"], ["`on_failure`", "report, retry, abort"]),
+    ("seed-out-of-range", ["variable=lr", "seeds=[0,1,99999999999]"], ["`seeds`", "[0, 4294967295]"]),
+    ("negative-seed", ["variable=lr", "seeds=[-1,2,3]"], ["`seeds`", "[0, 4294967295]"]),
+    ("variable-is-the-seed", ["variable=lr", "variable.key=seed", "variable.values=[7]"],
+     ["'seed' cannot be ablated", "seeds="]),
+    ("variable-is-the-metric", ["variable=lr", "variable.key=task.metric", "variable.values=[val_loss]"],
+     ["'task.metric' cannot be ablated"]),
+    ("variable-is-an-ablate-setting", ["variable=lr", "variable.key=alpha", "variable.values=[0.1]"],
+     ["'alpha' cannot be ablated", "setting of ablate itself"]),
+    ("misspelled-group", ["varible=lr"], ["'varible' is not a key", "Close matches: variable", "variable=<option>"]),
+    ("option-of-another-launcher", ["variable=lr", "launcher=inline", "launcher.max_parallel=4"],
+     ["with launcher=inline", "belongs to another option"]),
+    ("unknown-primary-config", ["variable=lr", "--config-name", "nope"], ["`--config-name`", "'nope'"]),
+    ("sweep-dir-is-a-file", ["variable=lr", "hydra.sweep.dir=dvc.yaml"], ["`hydra.sweep.dir`", "is a file"]),
+    ("dry-run-checks-the-task", ["variable=lr", "dry_run=true", "task.fn=nowhere:train"],
+     ["`task.fn`", "cannot find module 'nowhere'"]),
+    ("dry-run-checks-the-data", ["variable=lr", "dry_run=true", "task.data=[data/nope.npz]"],
+     ["`task.data`", "data/nope.npz is not tracked by DVC"]),
 ]
 
 
@@ -87,6 +104,47 @@ def test_task_returning_non_mapping(project: Path) -> None:
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()[-1]
     assert "`task.fn`" in err and "returned float" in err and "must return a mapping" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(["variable=lr"], ["`-m`", "variable=lr without -m", "ablate -m variable=lr"],
+                     id="variable-without-m"),
+        pytest.param(["dry_run=true"], ["`-m`", "dry_run=true without -m"], id="dry-run-without-m"),
+    ],
+)
+def test_ablation_settings_without_multirun(project: Path, args: list[str], expected: list[str]) -> None:
+    res = ablate_cli(project, *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    for s in expected:
+        assert s in res.stderr
+    assert not list(project.glob("outputs/ablate/*/*/result.json")), "nothing may run"
+
+
+def test_from_a_subdirectory_names_the_project_root(project: Path) -> None:
+    res = ablate_cli(project / "examples", "-m", "variable=lr", "dry_run=true")
+    assert res.returncode == 2
+    assert f"the project root looks like {project}" in res.stderr and "--config-path" in res.stderr
+
+
+def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", "task.epochs=1")
+    assert res.returncode == 0, res.stderr
+    (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
+    for garbage in (": [x\n", "", "- a list\n", "arms: 3\nseeds: [0]\nmetric: m\n"):
+        (sd / "ablation.yaml").write_text(garbage)
+        for cmd in ("status", "verdict", "resume", "repro"):
+            r = ablate_cli(project, cmd, str(sd))
+            assert r.returncode == 2, (cmd, garbage, r.stderr)
+            assert "ablation.yaml" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_version(project: Path) -> None:
+    from ablate import __version__
+
+    res = ablate_cli(project, "--version")
+    assert res.returncode == 0 and res.stdout.startswith(f"ablate {__version__} (Hydra ")
 
 
 def test_not_a_sweep_dir(tmp_path: Path, project: Path) -> None:

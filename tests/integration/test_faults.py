@@ -48,6 +48,11 @@ def train(cfg):
             raise RuntimeError("flaky: first attempt fails")
     if fault == "nomapping":
         return 0.5
+    if fault == "interrupt":
+        raise KeyboardInterrupt
+    if fault == "tamper" and cfg.seed == 0:
+        with open("data/digits.npz", "ab") as fh:  # edits the shared data mid-ablation
+            fh.write(b"x")
     if fault == "slow":
         time.sleep(float(cfg.task.slow_s))
     return {"val_acc": 0.5 + cfg.seed * 0.01 + (0.1 if fault == "flaky" else 0.0)}
@@ -246,3 +251,64 @@ def test_status_of_finished_ablation(fault_project: Path) -> None:
 
 def test_env_scrub_keeps_ablate_parent_out() -> None:
     assert "ABLATE_PARENT_PID" not in os.environ
+
+
+def test_ctrl_c_then_resume_reruns_interrupted_trials(fault_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    proc = subprocess.Popen(
+        [exe, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local", "launcher.max_parallel=2",
+         "variable.values=[slow]", "task.slow_s=3"],
+        cwd=fault_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until a trial is inside its task
+        if (fault_project / "starts.log").exists() and (fault_project / "starts.log").read_text().strip():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal reaches the orchestrator
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    sd = only_sweep(fault_project)
+    assert f"ablate resume {sd}" in err
+    stopped = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
+    stopped = [r for r in stopped if r["status"] != "ok"]
+    assert stopped and {r["status"] for r in stopped} == {"interrupted"}, stopped
+    st = ablate_cli(fault_project, "status", str(sd))
+    assert "interrupted" in st.stdout and "ablate resume" in st.stdout
+    res = ablate_cli(fault_project, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    for arm in ("control", "fault=slow"):
+        for seed in range(3):
+            assert result(sd, arm, seed)["status"] == "ok"
+    v = json.loads((sd / "verdict.json").read_text())
+    assert {a["arm"]: a["n_failed"] for a in v["arms"]} == {"control": 0, "fault=slow": 0}
+
+
+def test_task_raising_keyboardinterrupt_is_a_failed_trial(fault_project: Path) -> None:
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local",
+                     "variable.values=[interrupt]")
+    assert res.returncode == 1, res.stderr  # the whole arm failed: invalid verdict
+    sd = only_sweep(fault_project)
+    r = result(sd, "fault=interrupt", 0)
+    assert r["status"] == "failed" and "KeyboardInterrupt" in r["error"], r
+
+
+def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: Path) -> None:
+    data = fault_project / "data" / "digits.npz"
+    original = data.read_bytes()
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+                     "variable.values=[tamper]", "+task.data=[data/digits.npz]")
+    assert res.returncode == 0, res.stderr  # seed 1 of both arms refused to run (recorded, half of each arm)
+    sd = only_sweep(fault_project)
+    assert [result(sd, a, 1)["status"] for a in ("control", "fault=tamper")] == ["pin_mismatch"] * 2
+    res = ablate_cli(fault_project, "resume", str(sd))
+    assert res.returncode == 2, res.stderr  # the data still differs: resume launches nothing
+    assert "the data no longer matches the pins" in res.stderr and "dvc checkout" in res.stderr
+    assert result(sd, "control", 1)["attempt"] == 1
+    data.write_bytes(original)  # restored, as `dvc checkout` would
+    res = ablate_cli(fault_project, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    for arm in ("control", "fault=tamper"):
+        r = result(sd, arm, 1)
+        assert r["status"] == "ok" and r["attempt"] == 2, r
+        assert (sd / "trials" / arm / "seed=1" / "attempts" / "1" / "result.json").exists()
