@@ -178,6 +178,11 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     ovs: list[str] = []
     if variable is not None:
         ovs.append(f"variable={variable}")
+    if values is not None and (isinstance(values, str | bytes) or not isinstance(values, Sequence)):
+        from ablate.errors import ConfigError
+
+        raise ConfigError(f"must be a list of treatment values, got {values!r}", where="values",
+                          fix=f"e.g. ablate.run(..., values=[{values!r}])")
     if values is not None:
         ovs.append(_override("variable.values", list(values)))
     if seeds is not None:

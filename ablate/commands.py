@@ -24,12 +24,18 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none] [--pairing P]
     [--no-plots]``: recompute verdict.json and verdict.md from the trial records (trials are never touched)."""
-    p = _Parser(prog=f"ablate {name}", description="Recompute verdict.json and verdict.md from a sweep dir.")
-    p.add_argument("dir")
-    p.add_argument("--alpha", type=float)
-    p.add_argument("--margin")
-    p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"])
-    p.add_argument("--pairing", choices=["auto", "paired", "unpaired"])
+    p = _Parser(prog=f"ablate {name}",
+                description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
+                "run). Options given here replace the ablation's own and are remembered in "
+                "verdict_options.json, so a later `ablate resume` keeps them.")
+    p.add_argument("dir", metavar="DIR", help="the ablation's sweep dir")
+    p.add_argument("--alpha", type=float, help="family-wise significance level over all treatments (e.g. 0.01)")
+    p.add_argument("--margin", help="smallest effect of interest: metric units (0.01) or %% of the control mean "
+                   "(2%%); turns on the `equivalent` verdict")
+    p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"],
+                   help="correction for testing several treatments (default holm)")
+    p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
+                   help="auto pairs trials by seed when every arm ran the same seeds")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)

@@ -330,6 +330,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         launcher = get_launcher(opts.get("launcher", {"name": "local"}))
         on_failure = opts.get("on_failure", "report")
         aborted = False
+        launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
             from ablate.launchers.base import Monitor
 
@@ -346,6 +347,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     out(str(sd.root))
                     return None
                 while todo and not monitor.should_stop():
+                    launched += len(todo)
                     launcher.launch(sd, todo, monitor)
                     if on_failure != "retry" or monitor.should_stop():
                         break
@@ -353,6 +355,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                 if monitor.should_stop():
                     aborted = True
                     break
+        if not launched and not aborted:
+            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
         write_results(sd, plan)
         verdict = write_verdict(sd)
         if opts.get("tracker"):

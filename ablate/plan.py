@@ -370,11 +370,11 @@ def check_value_type(key: str, control_value: Any, value: Any, index: int) -> An
         ok = isinstance(v, str)
         if not ok:
             raise ConfigError(
-                f"is {format_value(v)} ({_type_name(v)}), but `{key}` holds a string ({cv!r}); an unquoted "
-                "value that looks like a number is parsed as one (12e45 is the float 1.2e+46)",
+                f"is {format_value(v)} ({_type_name(v)}), but the control value of `{key}` is the string {cv!r}",
                 where=where,
-                fix="quote it so it stays the string you wrote, e.g. `variable.values=['12e45']` on the command line "
-                "or values: ['12e45'] in YAML",
+                fix=f"if {cv!r} is a typo, fix `{key}` in the config or its override; if the values are meant to "
+                "be strings, quote them (an unquoted 12e45 is read as the float 1.2e+46): "
+                "`variable.values=['12e45']`, or values: ['12e45'] in YAML",
             )
     elif isinstance(cv, list):
         ok = isinstance(v, list)

@@ -69,7 +69,8 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         L += ["> **INVALID ABLATION.** " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
               + " The verdicts below are shown for inspection only.", ""]
     if v.get("dirty"):
-        L += ["> **Dirty**: the trials ran uncommitted changes (kept in `dirty.patch` and `dirty_untracked/`).", ""]
+        L += ["> **Dirty**: the trials ran uncommitted changes (the diff is in `dirty.patch`; untracked files, if "
+              "any, in `dirty_untracked/`).", ""]
     L += ["## Verdict", ""]
     control_label = _value(arms[0].get("value")) if arms else "?"
     if not comps:
@@ -82,7 +83,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for a in arms:
-        L.append(f"| {a['label']} | {_value(a.get('value'))} | {a['n']} | {a['n_failed']} | {a.get('pending', 0)} | "
+        L.append(f"| {a['arm']} | {_value(a.get('value'))} | {a['n']} | {a['n_failed']} | {a.get('pending', 0)} | "
                  f"{_num(a.get('mean'), dec)} | {_num(a.get('sd'), dec)} | {_num(a.get('sem'), dec)} | "
                  f"{_ci(a.get('ci'), dec)} | {_num(a.get('median'), dec)} | {_num(a.get('iqm'), dec)} | "
                  f"{_num(a.get('min'), dec)} | {_num(a.get('max'), dec)} |")
@@ -99,11 +100,11 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         pi = _num(c.get("prob_improvement"), 2)
         if c.get("prob_improvement_ci"):
             pi += " " + _ci(c["prob_improvement_ci"], 2)
-        t = f"{_num(c.get('statistic'), 2)} ({_num(c.get('df'), 1)})" if c.get("statistic") is not None else "–"
+        t = f"{_num(c.get('statistic'), 2)} ({_df(c.get('df'))})" if c.get("statistic") is not None else "–"
         eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
         rob = f"{_p(c.get('robust_pvalue'))} ({_p(c.get('robust_min_pvalue'))})" if c.get("robust_test") else "–"
         level = f"{c['ci_level']:.1%} " if c.get("ci") else ""
-        L.append(f"| {c['label']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
+        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
                  f"{_num(c.get('diff_pct'), 1)} | {level}{_ci(c.get('ci'), dec)} | {t} | {_p(c.get('pvalue'))} | "
                  f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
     L += ["", "## Seed recommendation", ""]
@@ -112,9 +113,10 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
         if c.get("seed_advice_sequential"):
             msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
-        L.append(f"- **{c['label']}**: {msg}")
-    L += ["", "Never post-hoc \"observed power\": the MDE is the smallest effect this N detects with 80% power; the "
-          "point N uses the pooled SD, the upper one its 80% upper confidence limit (pilot SDs are noisy).", ""]
+        L.append(f"- **{c['arm']}**: {msg}")
+    L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
+          "Seeds needed are given from the pooled SD and from its 80% upper confidence limit, since SDs from few "
+          "seeds are noisy. ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     L += ["## Flags", ""]
     n_flags = 0
     for c in comps:
@@ -137,7 +139,32 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     L += _provenance(v)
     L += _confounds(v)
     L += _raw(v, dec)
+    L += _terms()
     return "\n".join(L) + "\n"
+
+
+def _df(df: Any) -> str:
+    """Degrees of freedom: ``9`` for a whole number (paired t, Student), ``7.3`` for Welch's."""
+    if not isinstance(df, int | float):
+        return "–"
+    return str(int(df)) if float(df).is_integer() else f"{df:.1f}"
+
+
+def _terms() -> list[str]:
+    return [
+        "## Terms", "",
+        "- **Δ**: mean(treatment) − mean(control), signed so that positive is better; **Δ%**: relative to control.",
+        "- **CI**: confidence interval for Δ, at 1 − α/m (m = number of treatments) so all of them hold together.",
+        "- **p_adj**: the p-value after Holm's correction for testing m treatments (or the chosen multiplicity).",
+        "- **g** (Hedges' g): Δ in units of the pooled standard deviation, bias-corrected; **d_z**: the mean of the "
+        "paired differences in units of their SD (paired designs). 0.5 is medium, 0.8 large.",
+        "- **P(T>C)**: how often a treatment seed beats a control seed (0.5 = no difference).",
+        "- **robust p**: a rank test (Mann-Whitney, or Wilcoxon when paired) that does not assume normal errors; "
+        "its floor is the smallest p it can reach at this N.",
+        "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation.",
+        "- Verdicts: **better** / **worse** (p_adj < α), **equivalent** (the CI lies inside ±margin), "
+        "**inconclusive** (the data cannot decide at this N), **insufficient data** (< 3 completed seeds).", "",
+    ]
 
 
 def _setup(v: Mapping[str, Any], key: str) -> list[str]:
@@ -190,7 +217,7 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
         bad = {k: n for k, n in (a.get("statuses") or {}).items() if k != "ok"}
         if bad or a.get("n_failed"):
             any_fail = True
-            L.append(f"- {a['label']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
+            L.append(f"- {a['arm']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
                      + ", ".join(f"{k}: {n}" for k, n in sorted(bad.items())) + ")")
             for seed, err in list((a.get("errors") or {}).items())[:5]:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else "?"
@@ -198,10 +225,10 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
     for c in v["comparisons"]:
         f = c.get("failures") or {}
         if f.get("pvalue") is not None:
-            L.append(f"- {c['label']} vs control: {f['message']}")
-    if not any_fail:
-        L.append("No failed trials.")
+            L.append(f"- {c['arm']} vs control: {f['message']}")
     pending = sum(a.get("pending", 0) for a in v["arms"])
+    if not any_fail:
+        L.append("No failed trials." if not pending else "No failed trials among those finished.")
     if pending and (v.get("options") or {}).get("sequential") == "group":
         L.append(f"- {pending} planned trial(s) not run: the sequential design stopped their arm at an earlier look "
                  "(or they are still pending); not counted as failures.")
@@ -237,8 +264,10 @@ def _confounds(v: Mapping[str, Any]) -> list[str]:
     L = ["## Confounds", ""]
     findings = cf.get("findings") or []
     if not findings:
-        if cf.get("complete"):
+        if cf.get("complete") and cf.get("checked"):
             L.append(f"None found ({cf.get('checked', 0)} trial manifests compared).")
+        elif cf.get("complete"):
+            L.append("Not checked: no trial completed, so there is nothing to compare.")
         else:
             missing = cf.get("missing") or []
             L.append(f"Not checked on every trial: {len(missing)} completed trial(s) have no manifest "
@@ -251,7 +280,7 @@ def _confounds(v: Mapping[str, Any]) -> list[str]:
 def _raw(v: Mapping[str, Any], dec: int) -> list[str]:
     arms = v["arms"]
     seeds = sorted({int(s) for a in arms for s in a["values"]})
-    L = ["## Raw values by seed", "", "| seed | " + " | ".join(str(a["label"]) for a in arms) + " |",
+    L = ["## Raw values by seed", "", "| seed | " + " | ".join(str(a["arm"]) for a in arms) + " |",
          "|---|" + "---|" * len(arms)]
     for s in seeds:
         cells = []

@@ -45,16 +45,16 @@ def trial_state(sd: SweepDir, arm: str, seed: int) -> tuple[str, dict[str, Any] 
 def collect(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per planned trial (arm x seed), in plan order, with its status and metrics.
 
-    Trials without a result are included with status ``pending`` or ``running`` so nothing is
-    silently missing from the table.
+    ``value`` is the variable's value in the trial's arm (a number stays a number, so metrics can be
+    plotted against it). Trials without a result are included with status ``pending`` or
+    ``running`` so nothing is silently missing from the table.
     """
     plan = plan if plan is not None else sd.plan()
-    labels = {a["name"]: a.get("label", a["name"]) for a in plan["arms"]}
     rows: list[dict[str, Any]] = []
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
             status, rec = trial_state(sd, arm["name"], seed)
-            row: dict[str, Any] = {"arm": arm["name"], "value": labels[arm["name"]], "seed": seed,
+            row: dict[str, Any] = {"arm": arm["name"], "value": arm.get("value"), "seed": seed,
                                    "status": status}
             if rec is not None:
                 row["attempt"] = rec.get("attempt", 1)
@@ -89,8 +89,12 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=BASE_COLUMNS + metrics, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
+    from ablate.plan import format_value
+
     for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics})
+        cells = {k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics}
+        cells["value"] = format_value(r.get("value"))  # null, [64, 64], true: as YAML writes them
+        w.writerow(cells)
     write_atomic(sd.results_file, buf.getvalue())
     write_per_seed(sd, plan if plan is not None else sd.plan(), rows)
     return rows

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-from ablate.sweepdir import SweepDir, write_atomic, write_json
+from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
 
 #: Statuses of trials that have not finished (left out of the statistics, reported as pending).
 UNFINISHED = ("pending", "running", "interrupted")
@@ -311,6 +311,11 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 
 
+#: Where ``ablate verdict DIR --alpha ...`` remembers its options, and which options it remembers.
+VERDICT_OPTIONS = "verdict_options.json"
+REMEMBERED = ("alpha", "margin", "multiplicity", "pairing")
+
+
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
@@ -320,7 +325,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         The sweep dir (its ``ablation.yaml``, trial records and manifests are read; trials are untouched).
     overrides : mapping, optional
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
-        skips the PNG plots.
+        skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
+        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
 
     Returns
     -------
@@ -338,7 +344,15 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     from ablate.trial import load_plan
 
     plan = load_plan(sd)
-    opts = resolve_options(plan, overrides)
+    saved_file = sd.root / VERDICT_OPTIONS
+    try:
+        saved = read_json(saved_file)
+    except (FileNotFoundError, ValueError):
+        saved = {}
+    given = {k: v for k, v in (overrides or {}).items() if k in REMEMBERED}
+    opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
+    if given:
+        write_json(saved_file, {**saved, **given})
     rows = collect(sd, plan)
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]

@@ -359,7 +359,6 @@ def finish(comp: Comparison) -> Comparison:
         comp.insufficient_code)[()])
     verdict = VERDICTS[code]
     flags = list(comp.data_flags)
-    level_m = comp.alpha / comp.n_comparisons
     size = None
     if code in (BETTER, WORSE) and comp.margin is not None and comp.ci is not None:
         lo, hi = comp.ci if code == BETTER else (-comp.ci[1], -comp.ci[0])
@@ -368,13 +367,19 @@ def finish(comp: Comparison) -> Comparison:
         flags.append(Flag("holm_ci", f"p_adj < α but the {comp.ci_level:.1%} CI still touches 0; the verdict "
                                      "follows p_adj"))
     if comp.robust_pvalue is not None and comp.pvalue is not None and comp.robust_min_pvalue is not None:
-        if comp.robust_min_pvalue >= level_m:
-            flags.append(Flag("robust_floor", f"{comp.robust_test} cannot reach p < {level_m:.3g} at these n "
+        # Judge the rank test at the level the decision used: scale its p by the same multiplicity factor
+        # as the primary p (Holm's p_adj / p), and compare both with the decision level.
+        factor = (comp.pvalue_adjusted / comp.pvalue) if comp.pvalue_adjusted is not None and comp.pvalue > 0 else 1.0
+        robust_adj = min(1.0, comp.robust_pvalue * factor)
+        primary_adj = comp.pvalue_adjusted if comp.pvalue_adjusted is not None else comp.pvalue
+        if comp.robust_min_pvalue * factor >= comp.decision_level:
+            flags.append(Flag("robust_floor", f"{comp.robust_test} cannot reach significance at these n "
                                               f"(smallest possible p = {comp.robust_min_pvalue:.3g})"))
-        elif (comp.pvalue < level_m) != (comp.robust_pvalue < level_m):
-            flags.append(Flag("tests_disagree", f"{comp.test} p {p_is(comp.pvalue)} and {comp.robust_test} "
-                                                f"p {p_is(comp.robust_pvalue)} disagree at {level_m:.3g}: "
-                                                "inspect failed or outlier seeds"))
+        elif (primary_adj < comp.decision_level) != (robust_adj < comp.decision_level):
+            flags.append(Flag("tests_disagree", f"{comp.test} and {comp.robust_test} disagree at the decision level "
+                                                f"(p {p_is(primary_adj)} vs {p_is(robust_adj)}, adjusted alike): "
+                                                "look at the raw values for outlier seeds, which move the mean but "
+                                                "not the ranks"))
     if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < 10:
         flags.append(Flag("indicative", "P(T>C) interval is indicative only (N < 10 per arm)"))
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags))

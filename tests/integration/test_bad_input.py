@@ -29,7 +29,7 @@ CASES = [
     ("key-is-a-group", ["variable=lr", "variable.key=task.optim"], ["is a mapping", "group: task/optim"]),
     ("python-None", ["variable=lr", "variable.values=[None]"], ["`variable.values[0]`", "`null`"]),
     ("number-for-string-key", ["variable=lr", "+task.tag=abc", "variable.key=task.tag", "variable.values=[12e45]"],
-     ["holds a string", "quote it", "'12e45'"]),
+     ["the control value of `task.tag` is the string 'abc'", "quote them", "'12e45'"]),
     ("empty-output-dir", ["variable=lr", "hydra.sweep.dir=''"], ["`hydra.sweep.dir`", "is empty"]),
     ("unwritable-output-dir", ["variable=lr", "hydra.sweep.dir=/proc/ablate-test/x"],
      ["`hydra.sweep.dir`", "cannot create", "writable location"]),

@@ -141,9 +141,10 @@ def test_bad_command_task_is_refused_before_launch(script_project: Path, change:
 
 
 def test_variable_the_script_never_sees_is_refused(script_project: Path) -> None:
-    write_project(script_project, TASK, ["x"], name="metric", key="task.metric")
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=metric", "seeds=2", "launcher=inline",
-                     "variable.values=[val_loss]")
+    # metrics_key is a setting of ablate's command form (which JSON key to read), not of the script
+    write_project(script_project, TASK, ["x"], name="mkey", key="task.metrics_key")
+    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=mkey", "seeds=2", "launcher=inline",
+                     "+task.metrics_key=a", "variable.values=[b]")
     assert res.returncode == 2
     assert "none of which the script receives" in res.stderr, res.stderr
 

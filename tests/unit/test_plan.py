@@ -120,7 +120,7 @@ def test_value_equal_to_control_refused() -> None:
         pytest.param("task.hidden", "big", r"`variable.values\[0\]`: is big \(string\), but `task.hidden` holds a int",
                      id="int-key-given-string"),
         pytest.param("task.hidden", 0.5, r"holds a int", id="int-key-given-float"),
-        pytest.param("task.tag", 1.2e46, r"quote it so it stays the string you wrote", id="string-key-given-number"),
+        pytest.param("task.tag", 1.2e46, r"quote them", id="string-key-given-number"),
         pytest.param("task.optim.lr", "None", r"spell the null value `null`", id="python-None"),
         pytest.param("task.use_bn", 1, r"holds a bool", id="bool-key-given-int"),
         pytest.param("task.layers", 3, r"holds a list", id="list-key-given-int"),
