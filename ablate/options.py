@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -52,9 +53,13 @@ def _number(value: Any, where: str, *, lo: float | None = None, hi: float | None
 
 
 def parse_margin(value: Any) -> float | str | None:
-    """``margin``: null, a number in metric units, or a percentage of the control mean (``"2%"``)."""
+    """``margin``: null, a number in metric units (also written as a string, as ``--margin 0.01`` gives
+    it), or a percentage of the control mean (``"2%"``)."""
     if value is None:
         return None
+    if isinstance(value, str) and not value.strip().endswith("%"):
+        with contextlib.suppress(ValueError):
+            value = float(value)
     if isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", value):
         return value.strip()
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
@@ -134,7 +139,11 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     seeds = parse_seeds(cfg.get("seeds"))
     sequential = _choice(cfg.get("sequential", "off"), SEQUENTIAL, "sequential")
     if sequential == "group" and len(seeds) < looks[-1]:
-        seeds = list(range(looks[-1])) if seeds == list(range(len(seeds))) else seeds
+        if not isinstance(cfg.get("seeds"), int):  # an explicit seed list too short for the last look
+            raise ConfigError(f"lists {len(seeds)} seeds, but sequential=group runs up to {looks[-1]} per arm "
+                              f"(looks={list(looks)})", where="seeds",
+                              fix=f"list at least {looks[-1]} seeds, or end `looks` at {len(seeds)}")
+        seeds = list(range(looks[-1]))  # `seeds=N` with sequential=group: the last look sets the count
     check_variable_values(cfg.get("variable"))  # `ablate -m variable=determinism`: each value must be a mode
     progress = cfg.get("progress", "auto")
     if progress is False:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ablate.errors import AblationFailed, ConfigError
 from ablate.launchers import TrialRef, get_launcher
 from ablate.options import Options, parse_options
 from ablate.plan import Plan, describe, make_plan, parse_variable
-from ablate.sweepdir import SweepDir, dump_yaml, write_atomic
+from ablate.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 
 Composer = Callable[[str], Mapping[str, Any]]
 #: The sweep dir this process is working on (for the Ctrl-C message); None before one exists.
@@ -337,7 +337,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
-                _check_pins_still_hold(plan)  # data or code changed since launch: refuse, launch nothing
+                if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
+                    _check_pins_still_hold(plan)  # data changed since launch: refuse, launch nothing
                 todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
                                       resubmit=resubmit, rerun_pin_mismatch=True)
                 if detach and todo:
@@ -384,9 +385,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     return verdict
 
 
-def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> list[tuple[list[int], list[str] | None]]:
+def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], list[str] | None]]:
     """The launch rounds: all seeds at once, or one round per look in sequential mode (arms that
-    stopped at an earlier look are left out of later rounds)."""
+    stopped at an earlier look are left out of later rounds; a generator that decides each next round
+    from the results of the previous one)."""
     opts = plan.get("options", {})
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]

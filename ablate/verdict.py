@@ -7,7 +7,6 @@ new options (alpha, margin, multiplicity, pairing) without touching a trial. The
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -50,14 +49,10 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     for k, v in (overrides or {}).items():
         if v is not None and k in VERDICT_OVERRIDES:
             o[k] = v
-    margin = o.get("margin")
-    if isinstance(margin, str) and not margin.strip().endswith("%"):
-        with contextlib.suppress(ValueError):
-            margin = float(margin)
     looks = o.get("looks") or [5, 10, 15, 20]
     return VerdictOptions(
         alpha=float(_number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
-        margin=parse_margin(margin),
+        margin=parse_margin(o.get("margin")),
         pairing=_choice(o.get("pairing", "auto"), PAIRING, "pairing"),
         multiplicity=_choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
         sequential=_choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
@@ -311,9 +306,8 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 
 
-#: Where ``ablate verdict DIR --alpha ...`` remembers its options, and which options it remembers.
+#: Where ``ablate verdict DIR --alpha ...`` remembers its options (those in VERDICT_OVERRIDES).
 VERDICT_OPTIONS = "verdict_options.json"
-REMEMBERED = ("alpha", "margin", "multiplicity", "pairing")
 
 
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -349,7 +343,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         saved = read_json(saved_file)
     except (FileNotFoundError, ValueError):
         saved = {}
-    given = {k: v for k, v in (overrides or {}).items() if k in REMEMBERED}
+    given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if given:
         write_json(saved_file, {**saved, **given})

@@ -56,6 +56,8 @@ CASES = [
      ["with launcher=inline", "belongs to another option"]),
     ("unknown-primary-config", ["variable=lr", "--config-name", "nope"], ["`--config-name`", "'nope'"]),
     ("sweep-dir-is-a-file", ["variable=lr", "hydra.sweep.dir=dvc.yaml"], ["`hydra.sweep.dir`", "is a file"]),
+    ("sequential-seed-list-too-short", ["variable=lr", "sequential=group", "seeds=[0,1,2]"],
+     ["`seeds`", "lists 3 seeds, but sequential=group runs up to 20", "end `looks` at 3"]),
     ("dry-run-checks-the-task", ["variable=lr", "dry_run=true", "task.fn=nowhere:train"],
      ["`task.fn`", "cannot find module 'nowhere'"]),
     ("dry-run-checks-the-data", ["variable=lr", "dry_run=true", "task.data=[data/nope.npz]"],

@@ -167,3 +167,19 @@ def test_bad_variable(node: Any, pattern: str) -> None:
 
 def test_format_value() -> None:
     assert [format_value(v) for v in (None, True, 1e-3, [1, "a"], "s")] == ["null", "true", "0.001", "[1, a]", "s"]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, None), (0.01, 0.01), ("0.01", 0.01), ("2%", "2%"),
+                                                (" 2.5 % ", "2.5 %")])
+def test_parse_margin(raw: Any, expected: Any) -> None:
+    from ablate.options import parse_margin
+
+    assert parse_margin(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["abc", -1, 0, "2 percent", True])
+def test_parse_margin_refuses(raw: Any) -> None:
+    from ablate.options import parse_margin
+
+    with pytest.raises(ConfigError, match="`margin`"):
+        parse_margin(raw)
