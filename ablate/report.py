@@ -161,7 +161,9 @@ def _terms() -> list[str]:
         "- **P(T>C)**: how often a treatment seed beats a control seed (0.5 = no difference).",
         "- **robust p**: a rank test (Mann-Whitney, or Wilcoxon when paired) that does not assume normal errors; "
         "its floor is the smallest p it can reach at this N.",
-        "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation.",
+        "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation. "
+        "**Winner's curse**: an effect that just passed a test tends to be overestimated, so seeds planned "
+        "from it are too few.",
         "- Verdicts: **better** / **worse** (p_adj < α), **equivalent** (the CI lies inside ±margin), "
         "**inconclusive** (the data cannot decide at this N), **insufficient data** (< 3 completed seeds).", "",
     ]
@@ -196,7 +198,7 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         "## Setup", "",
         "| | |", "|---|---|",
         f"| variable | `{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'} |",
-        f"| arms | {', '.join(str(a['label']) for a in arms)} |",
+        f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
         f"({len(seeds)} per arm) |",
         f"| α | {v['alpha']:.3g} family-wise over {m} treatment(s) |",
