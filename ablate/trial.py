@@ -249,6 +249,13 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
                                 "host": base["host"], "pid": os.getpid()}
     saved_env = dict(os.environ) if in_process else None
+
+    def done(status: str, **fields: Any) -> dict[str, Any]:
+        """Write this trial's result.json with ``status`` and the common fields."""
+        rec_out = {**base, "status": status, "metrics": {}, **fields,
+                   "duration_s": time.perf_counter() - t0, "finished_at": _now()}
+        return write_result(tp, rec_out)
+
     try:
         code_root = pins_mod.trial_code_root(sd, plan)
         manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
@@ -264,9 +271,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
         if mismatch:
             write_json(tp.manifest, manifest)
-            return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {},
-                                     "error": "; ".join(mismatch),
-                                     "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+            return done("pin_mismatch", error="; ".join(mismatch))
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
         if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
@@ -308,37 +313,28 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
         if status == "ok" and metric in bad:
             status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
-        return write_result(tp, {**base, "status": status, "metrics": metrics, "error": error,
-                                 "contract_error": contract, "task_s": task_s,
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s)
     except TrialTimeout as exc:
-        return write_result(tp, {**base, "status": "timeout", "metrics": {}, "error": str(exc),
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done("timeout", error=str(exc))
     except KeyboardInterrupt:
         if in_process:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
             raise
         import traceback
 
-        return write_result(tp, {**base, "status": "failed", "metrics": {},
-                                 "error": "KeyboardInterrupt raised inside the trial's process (by the task, or a "
-                                 "SIGINT sent to it)", "traceback": traceback.format_exc(limit=-8),
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done("failed", traceback=traceback.format_exc(limit=-8),
+                    error="KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)")
     except TaskContractError as exc:
-        return write_result(tp, {**base, "status": "failed", "metrics": {}, "contract_error": True,
-                                 "error": f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.",
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done("failed", contract_error=True,
+                    error=f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.")
     except PinError as exc:
-        return write_result(tp, {**base, "status": "pin_mismatch", "metrics": {}, "error": str(exc),
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done("pin_mismatch", error=str(exc))
     except Exception as exc:
         import traceback
 
         tb = traceback.format_exc(limit=-8)
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
-        return write_result(tp, {**base, "status": "failed", "metrics": {}, "error": msg, "traceback": tb,
-                                 "contract_error": isinstance(exc, UserError),
-                                 "duration_s": time.perf_counter() - t0, "finished_at": _now()})
+        return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
         if saved_env is not None:
             from ablate.seeding import clear_import_hooks
