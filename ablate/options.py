@@ -84,6 +84,7 @@ class Options:
     timeout_min: float | None = None
     progress: str = "auto"
     sweep_dir_mode: int = 0o700
+    threads: int = 1
     alpha: float = 0.05
     margin: float | str | None = None
     pairing: str = "auto"
@@ -127,6 +128,10 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     except ValueError:
         raise ConfigError(f"must be octal permission bits giving the owner rwx (e.g. \"0700\" or \"0750\"), "
                           f"got {mode_raw!r}", where="sweep_dir_mode") from None
+    if mode & 0o022:
+        raise ConfigError(f"{oct(mode)[2:].zfill(4)} lets other users write into the sweep dir (they could replace "
+                          "the code snapshot trials import, or the records the verdict reads)",
+                          where="sweep_dir_mode", fix=f"drop group/world write, e.g. `sweep_dir_mode={oct(mode & ~0o022)[2:].zfill(4)}`")
     launcher = cfg.get("launcher")
     if not isinstance(launcher, Mapping) or "name" not in launcher:
         raise ConfigError("no launcher selected", where="launcher", fix="use launcher=local, inline or slurm")
@@ -161,6 +166,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         timeout_min=_number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True),
         progress=_choice(progress, ("auto", "off"), "progress"),
         sweep_dir_mode=mode,
+        threads=_number(cfg.get("threads", 1), "threads", lo=1, integer=True),
         alpha=_number(cfg.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5),
         margin=parse_margin(cfg.get("margin")),
         pairing=_choice(cfg.get("pairing", "auto"), PAIRING, "pairing"),

@@ -160,7 +160,29 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
-def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
+#: Environment variables that size the CPU thread pools of OpenMP, MKL and OpenBLAS (read at their start).
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def thread_env(threads: int | None) -> dict[str, str]:
+    """The environment that fixes a trial's CPU thread pools to ``threads`` (the plan's ``threads``).
+
+    Parameters
+    ----------
+    threads : int or None
+        Threads per trial; None (a plan written before ``threads`` existed) sets nothing.
+
+    Returns
+    -------
+    dict
+        ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` -> ``str(threads)``. Every
+        launcher sets them before the trial's process starts (inline: for the trial's duration), so a
+        user's own ``OMP_NUM_THREADS`` cannot make one trial differ from another.
+    """
+    return {} if threads is None else {var: str(int(threads)) for var in THREAD_ENV_VARS}
+
+
+def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None) -> dict[str, Any]:
     """Seed python, numpy and torch from ``seed`` and apply the determinism ``mode``.
 
     Call it in the trial's process only (it sets process-global state), before the task runs.
@@ -178,6 +200,9 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
         ``off`` seeds nothing from ``seed`` (torch from OS entropy); ``seeded`` seeds python
         ``random``, numpy's global generator and torch's CPU and CUDA generators; ``strict`` adds
         deterministic algorithms (see the module doc).
+    threads : int, optional
+        torch's intra-op thread count (``torch.set_num_threads``), set with the seed; the plan's
+        ``threads``, recorded as ``threads`` (a difference between trials is a confound).
 
     Returns
     -------
@@ -198,11 +223,14 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
         raise ConfigError(f"must be in [0, {MAX_SEED}], got {seed}", where="seed")
     seed = int(seed)
     applied: dict[str, Any] = {"mode": mode, "seed": seed, "seeded": [], "on_import": []}
+    if threads is not None:
+        applied["threads"] = int(threads)
     for k, v in environment_for(mode, seed).items():
         os.environ.setdefault(k, v)
     _hook.clear()
     if mode == "off":
         def unseed_torch(torch: Any) -> None:
+            _set_torch_threads(torch, threads)
             applied["torch_seed"] = int(torch.seed())  # fresh entropy, recorded
             _set_torch_flags(torch, strict=False, applied=applied)
 
@@ -219,6 +247,7 @@ def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
         np.random.seed(seed)
 
     def seed_torch(torch: Any) -> None:
+        _set_torch_threads(torch, threads)
         torch.manual_seed(seed)  # seeds the CPU generator and every CUDA device's (lazily)
         if mode == "strict":
             applied["cuda_initialized_before"] = bool(torch.cuda.is_initialized())
@@ -299,6 +328,11 @@ _hook = _PostImportHook()
 def clear_import_hooks() -> None:
     """Drop the pending seed-on-import hooks (an in-process trial calls this when it ends)."""
     _hook.clear()
+
+
+def _set_torch_threads(torch: Any, threads: int | None) -> None:
+    if threads is not None and torch.get_num_threads() != int(threads):
+        torch.set_num_threads(int(threads))
 
 
 def _set_torch_flags(torch: Any, *, strict: bool, applied: dict[str, Any]) -> None:

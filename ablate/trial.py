@@ -266,6 +266,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         from ablate import seeding
 
         mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
+        threads = opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
+        os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
         manifest["determinism"] = {"mode": mode}
         write_atomic(tp.config, dump_yaml(cfg))
         mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
@@ -276,8 +278,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
+            if threads is not None:
+                manifest["determinism"]["threads"] = int(threads)
         else:
-            manifest["determinism"] = seeding.seed_everything(seed, mode)
+            manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
         write_json(tp.manifest, manifest)
         if fn is None:
             from ablate.command import run_command_task
@@ -303,6 +307,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
+            manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
             write_json(tp.manifest, manifest)
         metrics = _coerce_metrics(out, metric)
         status, error, contract = "ok", None, False

@@ -114,7 +114,7 @@ class LocalLauncher(Launcher):
         for ref in trials:
             work.put(ref)
         n_slots = min(self.max_parallel, len(trials))
-        threads_per_trial = max(1, (os.cpu_count() or 1) // max(1, n_slots))
+        threads_per_trial = opts.get("threads")  # the plan's: the same in every launcher, resume and repro
         errors: list[BaseException] = []
 
         from ablate import seeding
@@ -162,7 +162,7 @@ class LocalLauncher(Launcher):
             _kill_group(p)
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
-                 timeout_s: float | None, threads: int, mode: str) -> dict[str, Any]:
+                 timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any]:
         from ablate import seeding
         from ablate.trial import PARENT_ENV, write_result
 
@@ -172,8 +172,7 @@ class LocalLauncher(Launcher):
         env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env.setdefault(var, str(threads))
+        env.update(seeding.thread_env(threads))
         gpus = self.slot_gpus[slot]
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus

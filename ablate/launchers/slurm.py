@@ -144,7 +144,7 @@ def sbatch_parameters(*, job_name: str, timeout_min: int, cpus_per_task: int, me
 
 
 def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_per_task: int,
-                user_setup: Sequence[str] = ()) -> list[str]:
+                user_setup: Sequence[str] = (), threads: int | None = None) -> list[str]:
     """Batch-script lines that give array task ``i`` the environment of the trial at ``seeds[i]``.
 
     ``determinism`` is one mode for every task, or one per task (when ``determinism`` is the
@@ -152,7 +152,8 @@ def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_
 
     Variables that must be set before Python starts (``PYTHONHASHSEED``; ``CUBLAS_WORKSPACE_CONFIG``
     under ``determinism=strict``) are picked from a bash array by ``SLURM_ARRAY_TASK_ID``; thread
-    counts default to ``cpus_per_task``; the user's own ``setup`` lines come last.
+    counts are the plan's ``threads`` (for plans without it: ``cpus_per_task``); the user's own
+    ``setup`` lines come last.
     """
     from ablate import seeding
 
@@ -162,8 +163,11 @@ def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_
     for key in sorted({k for e in envs for k in e}):
         values = " ".join(shlex.quote(e.get(key, "")) for e in envs)
         lines.append(f'_ablate_v=({values}); export {key}="${{_ablate_v[${{SLURM_ARRAY_TASK_ID:-0}}]}}"')
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        lines.append(f"export {var}=${{{var}:-{int(cpus_per_task)}}}")
+    for var in seeding.THREAD_ENV_VARS:
+        if threads is not None:  # the plan's thread count: the same as under every other launcher
+            lines.append(f"export {var}={int(threads)}")
+        else:
+            lines.append(f"export {var}=${{{var}:-{int(cpus_per_task)}}}")
     lines.extend(str(line) for line in user_setup)
     return lines
 
@@ -523,7 +527,8 @@ class SlurmLauncher(Launcher):
         array_ids: list[str] = []
         for chunk in split_arrays(trials, self._max_array_size()):
             setup = setup_lines([r.seed for r in chunk], determinism=[modes[r.arm] for r in chunk],
-                                cpus_per_task=self.cpus_per_task, user_setup=self.setup)
+                                cpus_per_task=self.cpus_per_task, user_setup=self.setup,
+                                threads=opts.get("threads"))
             ex.update_parameters(**self._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,
                               timeout_min=timeout_min, signal_delay_s=self.signal_delay_s) for r in chunk]
