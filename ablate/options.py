@@ -131,7 +131,8 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     if mode & 0o022:
         raise ConfigError(f"{oct(mode)[2:].zfill(4)} lets other users write into the sweep dir (they could replace "
                           "the code snapshot trials import, or the records the verdict reads)",
-                          where="sweep_dir_mode", fix=f"drop group/world write, e.g. `sweep_dir_mode={oct(mode & ~0o022)[2:].zfill(4)}`")
+                          where="sweep_dir_mode",
+                          fix=f"drop group/world write, e.g. `sweep_dir_mode={oct(mode & ~0o022)[2:].zfill(4)}`")
     launcher = cfg.get("launcher")
     if not isinstance(launcher, Mapping) or "name" not in launcher:
         raise ConfigError("no launcher selected", where="launcher", fix="use launcher=local, inline or slurm")

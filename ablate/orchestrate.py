@@ -284,6 +284,31 @@ def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
                        fix="restore it (`dvc checkout`), then `ablate resume` again; finished trials are kept")
 
 
+def _check_code_snapshot(sd: SweepDir, plan: Mapping[str, Any]) -> None:
+    """Before launching trials, check the code snapshot trials import is the one pinned (its marker
+    and its content digest), so a deleted or edited ``code/`` stops the launch instead of failing, or
+    silently changing, every trial.
+
+    Raises
+    ------
+    PinError
+        Naming what differs and how to recover; nothing is launched.
+    """
+    from ablate import pins as pins_mod
+    from ablate.errors import PinError
+
+    code = (plan.get("pins") or {}).get("code") or {}
+    if not code.get("commit"):
+        return
+    seen = pins_mod.code_seen(sd, plan, pins_mod.trial_code_root(sd, plan))
+    problems = pins_mod.mismatches({"code": code}, {"code": seen})
+    if problems:
+        raise PinError("the code snapshot no longer matches the pins, so no trial may run: " + "; ".join(problems),
+                       where=str(sd.code_dir),
+                       fix="start the ablation again from the pinned commit (`git checkout "
+                       f"{code['commit'][:12]}`); finished trials are kept")
+
+
 def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
     d = sd.trial(arm, seed).attempts
     n = len([p for p in d.iterdir() if p.is_dir()]) if d.is_dir() else 0
@@ -337,6 +362,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
+                _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
                 if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
                     _check_pins_still_hold(plan)  # data changed since launch: refuse, launch nothing
                 todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablate import digest
 from ablate.errors import PinError
 from ablate.seeding import NUMERIC_ENV_VARS
 from ablate.sweepdir import SweepDir, write_atomic
@@ -164,7 +165,8 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``pin`` plus ``patch_sha256`` when dirty.
+        ``pin`` plus ``snapshot`` (the content digest of the copy, :mod:`ablate.digest`; every trial
+        and every launch checks it) and ``patch_sha256`` when dirty.
 
     Raises
     ------
@@ -208,6 +210,7 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
         for sub, sub_commit in (pin.get("submodules") or {}).items():
             _extract_commit(root / sub, sub_commit, dest / sub)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
+    pin["snapshot"] = digest.digest(dest, skip=frozenset({COMMIT_FILE}))["digest"]
     return pin
 
 
@@ -234,7 +237,8 @@ def trial_code_root(sd: SweepDir, plan: Mapping[str, Any]) -> Path | None:
 
 
 def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> dict[str, Any]:
-    """What code the trial process is about to run: the snapshot's commit marker and its location."""
+    """What code the trial process is about to run: the snapshot's commit marker, its location and,
+    when the plan pinned one, the content digest of the snapshot as it is now (``snapshot``)."""
     if code_root is None:
         return {"commit": None, "root": None}
     marker = sd.code_dir / COMMIT_FILE
@@ -242,7 +246,13 @@ def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> 
         commit, state = marker.read_text().splitlines()[:2]
     except (OSError, ValueError):
         return {"commit": None, "root": str(code_root), "error": f"code snapshot marker {marker} is missing"}
-    return {"commit": commit, "state": state, "root": str(code_root)}
+    seen = {"commit": commit, "state": state, "root": str(code_root)}
+    if ((plan.get("pins") or {}).get("code") or {}).get("snapshot"):
+        got = digest.try_digest(sd.code_dir, skip=frozenset({COMMIT_FILE}))
+        seen["snapshot"] = got.get("digest")
+        if "error" in got:
+            seen["error"] = got["error"]
+    return seen
 
 
 # -- data --------------------------------------------------------------------------------------------
@@ -270,8 +280,28 @@ def _find_output(repo: Any, abspath: Path) -> Any:
     return None
 
 
+def _hash_without_state(out: Any) -> Any:
+    """DVC's hash of an output computed from the bytes on disk, never from DVC's state database (which
+    is keyed on inode, mtime and size, so an edit that keeps them would return the old hash)."""
+    from dvc_data.hashfile.state import StateNoop
+
+    odbs = [o for o in (getattr(out, "cache", None), getattr(out, "local_cache", None)) if o is not None]
+    saved = [o.state for o in odbs]
+    try:
+        for o in odbs:
+            o.state = StateNoop()
+        return out.get_hash()
+    finally:
+        for o, st in zip(odbs, saved, strict=True):
+            o.state = st
+
+
 def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Hash each declared data path with DVC and prove the workspace matches what DVC recorded.
+
+    DVC's hash is computed from the bytes (its state cache is bypassed), and a content digest
+    (:mod:`ablate.digest`) of each declared path is recorded as ``content``: trials check that one,
+    before and after their task, without importing DVC.
 
     Parameters
     ----------
@@ -283,7 +313,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
     Returns
     -------
     dict
-        path -> ``{"hash": "md5:<hex>", "output": <tracked output>, "recorded_in": "dvc.lock" | "x.dvc"}``.
+        path -> ``{"hash": "md5:<hex>", "output": <tracked output>, "recorded_in": "dvc.lock" | "x.dvc",
+        "content": "xxh3_128:<hex>"}``.
 
     Raises
     ------
@@ -321,7 +352,7 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
             if recorded is None:
                 raise PinError(f"{out_rel} has no hash recorded in {src} yet (dvc status: new)", where="task.data",
                                fix="run `dvc repro` or `dvc commit`, then commit the lock file")
-            actual = out.get_hash().value
+            actual = _hash_without_state(out).value
             if actual != recorded:
                 raise PinError(
                     f"{out_rel} differs from what {src} records (dvc status: modified; "
@@ -330,7 +361,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     fix=f"restore it with `dvc checkout {out_rel}`, or if the change is intended, `dvc commit` "
                     "(or `dvc repro`) and commit the lock file",
                 )
-            pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src}
+            pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src,
+                         "content": digest.digest(abspath)["digest"]}
     finally:
         repo.close()
     return pins
@@ -344,16 +376,32 @@ def data_paths(plan: Mapping[str, Any]) -> list[str]:
 
 
 def data_seen(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Hash the task's data as this trial process sees it (DVC's cached hashing), for the manifest.
+    """Hash the task's data as this trial process sees it, for the manifest.
 
-    A path that is missing or cannot be hashed is recorded with an ``error`` instead of raising, so
-    :func:`mismatches` reports it as a pin mismatch.
+    When the pins carry content digests (every plan since they exist), each path's bytes are digested
+    again (:mod:`ablate.digest`; no DVC import, no metadata trusted): equal to the pin, the path is
+    recorded with the pinned DVC hash and its ``content``; different, with the new ``content`` only.
+    Older plans fall back to DVC's (state-cached) hashing. A path that is missing or cannot be read
+    is recorded with an ``error`` instead of raising, so :func:`mismatches` reports it as a pin
+    mismatch.
     """
     paths = data_paths(plan)
     if not paths:
         return {}
     cwd = Path((plan.get("project") or {}).get("cwd") or os.getcwd())
-    seen: dict[str, Any] = {}
+    pinned = (plan.get("pins") or {}).get("data") or {}
+    if all((pinned.get(p) or {}).get("content") for p in paths):
+        seen: dict[str, Any] = {}
+        for rel in paths:
+            got = digest.try_digest(cwd / rel)
+            if "error" in got:
+                seen[rel] = {"error": got["error"]}
+            elif got["digest"] == pinned[rel]["content"]:
+                seen[rel] = {"hash": pinned[rel]["hash"], "content": got["digest"]}
+            else:
+                seen[rel] = {"hash": None, "content": got["digest"]}
+        return seen
+    seen = {}
     try:
         repo = _open_dvc(cwd)
     except PinError as exc:
@@ -503,11 +551,26 @@ def mismatches(pins: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str
     if code.get("commit") and seen.get("commit") != code["commit"]:
         problems.append(f"code: the trial would run commit {str(seen.get('commit'))[:12]} "
                         f"({seen.get('error', 'snapshot')}), pinned {code['commit'][:12]}")
+    elif code.get("snapshot") and seen.get("snapshot") != code["snapshot"]:
+        problems.append(f"code: the snapshot {_code_where(seen)} was changed after launch "
+                        f"({seen.get('error') or 'its files differ from the pinned commit'}); the trial would "
+                        f"not run commit {code['commit'][:12]}. Start the ablation again (the snapshot is "
+                        "never edited in place), or restore the files")
     for path, pin in (pins.get("data") or {}).items():
         got = (manifest.get("data") or {}).get(path) or {}
         if "error" in got:
             problems.append(f"data: {path}: {got['error']}")
+        elif pin.get("content") and got.get("content") and got["content"] != pin["content"]:
+            problems.append(f"data: {path} changed since launch (content {got['content'][9:21]}, pinned "
+                            f"{pin['content'][9:21]}; DVC pinned {pin.get('hash', '')[:16]}); restore it with "
+                            f"`dvc checkout {path}`")
         elif got.get("hash") != pin.get("hash"):
             problems.append(f"data: {path} changed since launch (hash {str(got.get('hash'))[:16]}, pinned "
                             f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout {path}`")
     return problems
+
+
+def _code_where(seen: Mapping[str, Any]) -> str:
+    """The code snapshot directory named in a mismatch message (the sweep dir's ``code/``)."""
+    root = seen.get("root")
+    return f"in {root}" if root else "(code/)"

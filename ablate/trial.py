@@ -310,6 +310,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
             write_json(tp.manifest, manifest)
         metrics = _coerce_metrics(out, metric)
+        changed = _pins_after(sd, plan, manifest, tp)
+        if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
+            return done("pin_mismatch", metrics=metrics, task_s=task_s,
+                        error="changed while the trial ran, so its metrics describe other inputs: "
+                        + "; ".join(changed))
         status, error, contract = "ok", None, False
         if metric and metric not in metrics:
             status, contract = "failed", True
@@ -347,6 +352,28 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             clear_import_hooks()
             os.environ.clear()
             os.environ.update(saved_env)
+
+
+def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any], tp: TrialPaths) -> list[str]:
+    """Check the data and code pins again once the task has returned (content digests, no DVC).
+
+    Records what was seen in the manifest (``data_after``, ``code_after``) and returns the
+    differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
+    as far as its start and end can show).
+    """
+    from ablate import pins as pins_mod
+
+    pins = plan.get("pins") or {}
+    check: dict[str, Any] = {}
+    if pins.get("data"):
+        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan)
+    code = manifest.get("code") or {}
+    if (pins.get("code") or {}).get("snapshot") and code.get("root"):
+        manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))
+    if not check:
+        return []
+    write_json(tp.manifest, manifest)
+    return pins_mod.mismatches({k: pins[k] for k in check}, check)
 
 
 def _explain(exc: BaseException, msg: str) -> str:

@@ -96,7 +96,10 @@ def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None
     assert "the verdict is invalid" in res.stderr
     sd = only_sweep(probe_project)
     rs = results(sd)
-    assert rs[("control", 0)]["status"] == "ok"  # ran before the data changed (and changed it)
+    first = rs[("control", 0)]  # it changed the data itself while it ran: never `ok`, its metrics kept aside
+    assert first["status"] == "pin_mismatch", first
+    assert "changed while the trial ran" in first["error"] and "data/digits.npz" in first["error"]
+    assert "val_acc" in first["metrics"]
     later = [r for k, r in rs.items() if k != ("control", 0)]
     assert len(later) == 5
     assert {r["status"] for r in later} == {"pin_mismatch"}
@@ -127,19 +130,19 @@ def test_environment_difference_aligned_with_arms_is_invalid(project: Path) -> N
     import shutil
 
     shutil.rmtree(sd / "trials" / "lr=0.2")
-    env = {**os.environ, "MKL_NUM_THREADS": "7"}
+    env = {**os.environ, "NVIDIA_TF32_OVERRIDE": "7"}
     exe = str(Path(os.sys.executable).with_name("ablate"))
     proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr  # an invalid verdict is a failed ablation
-    assert "the verdict is invalid" in proc.stderr and "MKL_NUM_THREADS" in proc.stderr
+    assert "the verdict is invalid" in proc.stderr and "NVIDIA_TF32_OVERRIDE" in proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
     v = json.loads((sd / "verdict.json").read_text())
-    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.MKL_NUM_THREADS")
+    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.NVIDIA_TF32_OVERRIDE")
     assert finding["kind"] == "environment" and finding["aligned"] is True and finding["severity"] == "invalid"
     assert finding["split"]["lr=0.2"] == {"7": 2}
     assert v["invalid"] is True
     md = (sd / "verdict.md").read_text()
-    assert "MKL_NUM_THREADS" in md
+    assert "NVIDIA_TF32_OVERRIDE" in md
 
 
 def test_environment_difference_spread_across_arms_is_a_warning(project: Path) -> None:
@@ -150,12 +153,12 @@ def test_environment_difference_spread_across_arms_is_a_warning(project: Path) -
 
     for arm in ("control", "lr=0.005", "lr=0.2"):
         shutil.rmtree(sd / "trials" / arm / "seed=1")
-    env = {**os.environ, "MKL_NUM_THREADS": "7"}
+    env = {**os.environ, "NVIDIA_TF32_OVERRIDE": "7"}
     exe = str(Path(os.sys.executable).with_name("ablate"))
     proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     v = json.loads((sd / "verdict.json").read_text())
-    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.MKL_NUM_THREADS")
+    finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.NVIDIA_TF32_OVERRIDE")
     assert finding["aligned"] is False and finding["severity"] == "warning"
     assert v["confounds"]["invalid"] is False
 
