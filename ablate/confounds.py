@@ -4,7 +4,7 @@ Any field that differs between trials, other than the variable, the keys derived
 seed, is a finding:
 
 - a different **code** commit, **data** hash, resolved **config** key or **determinism** mode (or
-  torch determinism flags, before or after the task) makes the ablation ``invalid`` (the arms did
+  torch determinism flags, before or after the task, or thread count) makes the ablation ``invalid`` (the arms did
   not run the same thing);
 - a different **environment** value (GPU model, driver, library version, host, thread count ...)
   is ``invalid`` when it is aligned with the arms (each arm saw one value and the arms differ: the
@@ -58,6 +58,9 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
         fields[f"config:{k}"] = v
     det = manifest.get("determinism") or {}
     fields["determinism:mode"] = det.get("mode")
+    for k in ("threads", "threads_after"):  # fixed in the plan; any difference between trials is a confound
+        if det.get(k) is not None:
+            fields[f"determinism:{k}"] = det[k]
     for section in ("torch_flags", "flags_after"):
         for k, v in flatten({section: det.get(section)} if det.get(section) else {}).items():
             fields[f"determinism:{k}"] = v
