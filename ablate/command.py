@@ -406,8 +406,9 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     child_group = os.getpgrp() != os.getpid()
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     record: dict[str, Any] = {"argv": argv, "cwd": str(cwd), "env": set_env, "metrics_file": str(metrics_path)}
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    out_fd, err_fd = os.open(tp.stdout, flags, 0o600), os.open(tp.stderr, flags, 0o600)
+    from ablate.sweepdir import open_log  # never through a symlink planted in the trial dir
+
+    out_fd, err_fd = open_log(tp.stdout), open_log(tp.stderr)
     err_start = os.fstat(err_fd).st_size
     t0 = time.perf_counter()
     try:

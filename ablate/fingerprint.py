@@ -85,5 +85,7 @@ def log_step(step: int, *, loss: float | None = None, params: Any = None, **valu
         rec[k] = float(v).hex()
     if params is not None:
         rec["params"] = params_digest(params)
-    with open(_sink, "a", encoding="utf-8") as fh:
+    from ablate.sweepdir import open_log  # never through a symlink planted in the trial dir
+
+    with os.fdopen(open_log(_sink), "a", encoding="utf-8") as fh:
         fh.write(json.dumps(rec) + "\n")

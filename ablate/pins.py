@@ -210,6 +210,9 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
         for sub, sub_commit in (pin.get("submodules") or {}).items():
             _extract_commit(root / sub, sub_commit, dest / sub)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
+    for tree in (dest, sd.root / "dirty_untracked"):
+        if tree.is_dir():
+            sd.restrict_tree(tree)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
     pin["snapshot"] = digest.digest(dest, skip=frozenset({COMMIT_FILE}))["digest"]
     return pin
 

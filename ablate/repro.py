@@ -407,7 +407,9 @@ def _run_child(sd: SweepDir, plan: Mapping[str, Any], arm: str, seed: int, tp: T
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
     cmd = [sys.executable, "-m", "ablate.repro", str(sd.root), arm, str(seed), str(tp.dir), mode]
-    with open(tp.stdout, "ab") as out, open(tp.stderr, "ab") as err:
+    from ablate.sweepdir import open_log  # never through a symlink planted in the scratch dir
+
+    with os.fdopen(open_log(tp.stdout), "ab") as out, os.fdopen(open_log(tp.stderr), "ab") as err:
         proc = subprocess.Popen(cmd, cwd=cwd, env=replay_environment(manifest, mode, seed), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True)
         try:

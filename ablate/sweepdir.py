@@ -32,6 +32,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import SweepDirError
+
+#: ``open`` flag that refuses a symlink as the last path component (0 where the OS has none).
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Temp files of :func:`write_atomic` (``.<name>.tmp-<pid>-<ns>``); debris when their writer died.
+TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-(\d+)$")
+#: A temp file older than this is debris whatever its pid says (a write takes milliseconds).
+TMP_MAX_AGE_S = 3600.0
 
 PLAN_FILE = "ablation.yaml"
 RESULTS_FILE = "results.csv"
@@ -87,6 +95,65 @@ def to_json(obj: Any) -> str:
     return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
+def os_error(exc: OSError, path: str | os.PathLike[str], doing: str = "write") -> SweepDirError:
+    """The one-line error for an OS error on a sweep-dir file: what failed, where, and the fix.
+
+    Parameters
+    ----------
+    exc : OSError
+        The error raised by the OS.
+    path : path-like
+        The file or directory ablate was working on.
+    doing : str
+        ``"write"``, ``"read"`` or ``"create"`` (for the message).
+
+    Returns
+    -------
+    SweepDirError
+        To raise (``raise os_error(exc, path) from exc``); nothing already written is lost.
+    """
+    path = Path(path)
+    reason = exc.strerror or str(exc)
+    root = next((str(d) for d in (path, *path.parents) if (d / PLAN_FILE).is_file()), "DIR")
+    if exc.errno == errno.ELOOP:
+        return SweepDirError(f"{path} is a symbolic link; ablate never follows links inside a sweep dir "
+                             "(one planted there could redirect its writes)", where=str(path),
+                             fix=f"remove the link (`rm {path}`) and run the command again")
+    resume = f"`ablate resume {root}` (finished trials are kept; only what is missing runs)"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on the file system holding it (`df -h {path.parent}`), then {resume}"
+    elif exc.errno == errno.EROFS:
+        fix = f"the file system is read-only: remount it read-write (or copy the sweep dir elsewhere), then {resume}"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        fix = f"give your user write access (`chmod -R u+rwX {root}`), then {resume}"
+    else:
+        fix = f"fix the cause above, then {resume}"
+    return SweepDirError(f"cannot {doing} {path} ({reason})", where="sweep dir", fix=fix)
+
+
+def open_nofollow(path: str | os.PathLike[str], flags: int, mode: int = DEFAULT_FILE_MODE) -> int:
+    """``os.open`` for a file in a sweep dir: never through a symlink, close-on-exec.
+
+    Raises
+    ------
+    SweepDirError
+        When ``path`` is a symlink, or the OS refuses (one line, with the fix); FileNotFoundError
+        passes through for callers that treat a missing file as "not there yet".
+    """
+    try:
+        return os.open(path, flags | O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, path, "write" if flags & (os.O_WRONLY | os.O_RDWR) else "read") from exc
+
+
+def open_log(path: str | os.PathLike[str]) -> int:
+    """An append-only file descriptor for a trial's log (``stdout.log``, ``stderr.log``), owner-only,
+    never through a symlink (see :func:`open_nofollow`)."""
+    return open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, DEFAULT_FILE_MODE)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DEFAULT_FILE_MODE,
                  *, durable: bool = False) -> Path:
     """Write ``data`` to ``path`` atomically: a temp file in the same dir, then ``os.replace``.
@@ -110,21 +177,32 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DE
     -------
     Path
         The destination path.
+
+    Raises
+    ------
+    SweepDirError
+        For any OS error (disk full, read-only, permissions, a symlink planted as the temp name):
+        one line naming the file and the fix; the old file, if any, is left as it was.
     """
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.time_ns()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        raise os_error(exc, path) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, path)  # replaces a symlink at `path` itself, never its target
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError):
+            raise os_error(exc, path) from exc
         raise
     return path
 
@@ -135,8 +213,8 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file written by :func:`write_json`."""
-    with open(path, encoding="utf-8") as fh:
+    """Read a JSON file written by :func:`write_json` (never through a symlink: ELOOP is an OSError)."""
+    with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC), encoding="utf-8") as fh:
         return json.load(fh)
 
 
@@ -184,6 +262,28 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
                 fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`",
             ) from exc
     raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir")
+
+
+def check_safe_mode(path: Path, st: os.stat_result | None = None) -> None:
+    """Refuse a sweep dir that other users could write, or that another user owns.
+
+    A group- or world-writable sweep dir lets anyone replace the code snapshot trials import, or the
+    records the verdict reads (and, under ``launcher=slurm``, the job files submitit unpickles):
+    code execution as the owner.
+
+    Raises
+    ------
+    SweepDirError
+        Naming the mode or owner and the ``chmod`` that fixes it.
+    """
+    st = st or os.stat(path)
+    if st.st_uid != os.geteuid():
+        raise SweepDirError(f"{path} belongs to another user (uid {st.st_uid}); ablate works only on sweep dirs "
+                            "you own", where="DIR", fix="copy it to a directory of your own and pass that")
+    if st.st_mode & 0o022:
+        raise SweepDirError(f"{path} has mode {stat.filemode(st.st_mode)}: other users can write into it and "
+                            "replace the code or records trials and the verdict trust", where="DIR",
+                            fix=f"`chmod -R go-w {path}`, check nothing in it was changed, then run the command again")
 
 
 @dataclass(frozen=True)
@@ -260,7 +360,9 @@ class SweepDir:
                 where="DIR",
                 fix="pass the directory ablate printed, e.g. outputs/ablate/<date>/<time>_<variable>",
             )
-        return cls(p)
+        st = os.stat(p)
+        check_safe_mode(p, st)
+        return cls(p, stat.S_IMODE(st.st_mode))  # inner dirs made later follow the sweep dir's own mode
 
     # -- paths ----------------------------------------------------------------------------------
     @property
@@ -317,9 +419,52 @@ class SweepDir:
                 n += 1
 
     def mkdir(self, path: Path) -> Path:
-        """Create ``path`` (and parents inside the sweep dir) with the sweep dir's mode."""
-        path.mkdir(parents=True, exist_ok=True, mode=self.mode)
+        """Create ``path`` (and its parents inside the sweep dir) with the sweep dir's mode, whatever
+        the umask, refusing any symlink on the way (one planted there would redirect trial writes).
+
+        Raises
+        ------
+        SweepDirError
+            A component is a symlink or not a directory, or the OS refuses (one line, with the fix).
+        """
+        path = Path(path).absolute()
+        try:
+            rel = path.relative_to(self.root)
+        except ValueError:  # outside the sweep dir (``ablate repro`` scratch dirs given by the caller)
+            path.mkdir(parents=True, exist_ok=True, mode=self.mode)
+            return path
+        cur = self.root
+        for part in rel.parts:
+            cur = cur / part
+            try:
+                os.mkdir(cur, self.mode)
+                os.chmod(cur, self.mode, follow_symlinks=False)  # mkdir's mode is filtered by the umask
+            except FileExistsError:
+                st = os.lstat(cur)
+                if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+                    raise os_error(OSError(errno.ELOOP, "not a plain directory"), cur, "create") from None
+            except OSError as exc:
+                raise os_error(exc, cur, "create") from exc
         return path
+
+    def restrict_tree(self, top: Path) -> None:
+        """Give every directory under ``top`` the sweep dir's mode and every file the same bits without
+        execute (kept where the owner had it): a snapshot extracted from git (0775/0664) must not be
+        writable, or even readable, by more users than the sweep dir itself. Symlinks are left alone."""
+        file_mode = self.mode & 0o666
+
+        def fix(p: str, is_dir: bool) -> None:
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                return
+            want = self.mode if is_dir else file_mode | (self.mode & 0o111 if st.st_mode & 0o100 else 0)
+            if stat.S_IMODE(st.st_mode) != want:
+                os.chmod(p, want)
+
+        for dirpath, _dirnames, filenames in os.walk(top):
+            fix(dirpath, True)
+            for n in filenames:
+                fix(os.path.join(dirpath, n), False)
 
     def plan(self) -> dict[str, Any]:
         """The plan record (``ablation.yaml``), validated; cached per process (do not mutate it).
@@ -340,6 +485,8 @@ class SweepDir:
             return read_json(p)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+        except OSError as exc:  # a symlink planted as result.json, permissions
+            raise os_error(exc, p, "read") from exc
 
     def move_aside(self, arm: str, seed: int) -> Path | None:
         """Move the outputs of an interrupted attempt into ``attempts/<n>/`` so a re-run starts clean.
@@ -375,7 +522,7 @@ class SweepDir:
         import fcntl
 
         path = self.root / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, DEFAULT_FILE_MODE)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, DEFAULT_FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -394,6 +541,28 @@ class SweepDir:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
         self._lock_fd = fd
+        self.clean_debris()
+
+    def clean_debris(self) -> list[Path]:
+        """Remove the temp files of :func:`write_atomic` left by writers that died mid-write (SIGKILL,
+        power loss): those whose pid is no longer alive on this host, or older than an hour.
+
+        Call it holding the lock (:meth:`acquire` does). Returns the files removed.
+        """
+        removed: list[Path] = []
+        now = time.time_ns()
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            for name in filenames:
+                m = TMP_RE.match(name)
+                if m is None:
+                    continue
+                pid, born = int(m.group(1)), int(m.group(2))
+                if _alive(pid) and (now - born) / 1e9 < TMP_MAX_AGE_S:
+                    continue
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(dirpath, name))
+                    removed.append(Path(dirpath, name))
+        return removed
 
     def is_locked(self) -> bool:
         """True while some live ablate process holds this sweep dir's lock (never blocks)."""
@@ -403,9 +572,11 @@ class SweepDir:
         if self._lock_fd is not None:
             return True
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
+        except OSError as exc:
+            raise os_error(exc, path, "read") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
@@ -432,6 +603,17 @@ class SweepDir:
             self.release()
 
 
+def _alive(pid: int) -> bool:
+    """True when a process with this pid exists on this host (it may not be ours: then it is alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def dump_yaml(obj: Any) -> str:
     """YAML text for a plain container; strings that would read back as another type are quoted."""
     import yaml
@@ -446,7 +628,7 @@ def load_yaml(path: str | os.PathLike[str]) -> Any:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(path, encoding="utf-8") as fh:
+    with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC), encoding="utf-8") as fh:
         return yaml.load(fh, Loader=loader)
 
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
 from ablate.launchers.base import Launcher, Monitor, TrialRef
-from ablate.sweepdir import SweepDir
+from ablate.sweepdir import O_NOFOLLOW, SweepDir, open_log
 
 
 def visible_gpus() -> list[str]:
@@ -49,7 +49,7 @@ def visible_gpus() -> list[str]:
 def tail(path: os.PathLike[str] | str, n_lines: int = 20, max_bytes: int = 8192) -> str:
     """The last ``n_lines`` lines (at most ``max_bytes``) of a text file; empty if unreadable."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW), "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))
@@ -178,9 +178,8 @@ class LocalLauncher(Launcher):
             env["CUDA_VISIBLE_DEVICES"] = gpus
         cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
         t0 = time.time()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        out_fd = os.open(tp.stdout, flags, 0o600)
-        err_fd = os.open(tp.stderr, flags, 0o600)
+        out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir
+        err_fd = open_log(tp.stderr)
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
                                     stderr=err_fd, start_new_session=True)
