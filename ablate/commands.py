@@ -44,9 +44,35 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
 
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
-    write_results(sd)
-    write_verdict(sd, overrides)
+    if not sd.try_acquire():  # an ablation is running here: its own final verdict must not be overwritten
+        return _verdict_while_running(sd, overrides, name)
+    try:
+        write_results(sd)
+        write_verdict(sd, overrides)
+    finally:
+        sd.release()
     print(sd.verdict_md)
+    return 0
+
+
+def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str) -> int:
+    """``ablate verdict DIR`` while another process holds the sweep dir: print the verdict so far, write
+    nothing (a late write would replace the running ablation's final verdict with a stale one)."""
+    import sys
+
+    from ablate.errors import SweepDirError
+    from ablate.report import render_markdown
+    from ablate.verdict import VERDICT_OVERRIDES, write_verdict
+
+    holder = sd.lock_holder()
+    if any(k in VERDICT_OVERRIDES for k in overrides):
+        raise SweepDirError(f"an ablation is running in {sd.root} ({holder}), so options cannot be remembered now",
+                            where=f"ablate {name}",
+                            fix=f"wait until it ends (`ablate status {sd.root}`), then run `ablate {name}` again")
+    verdict = write_verdict(sd, overrides, write=False)
+    print(render_markdown(verdict))
+    print(f"ablate: an ablation is running in {sd.root} ({holder}): this is the verdict so far, printed and not "
+          "written; the ablation writes verdict.json and verdict.md when it ends", file=sys.stderr)
     return 0
 
 

@@ -519,6 +519,30 @@ class SweepDir:
         SweepDirError
             When another live process holds the lock; the message names its pid, host and start time.
         """
+        if not self.try_acquire():
+            raise SweepDirError(
+                f"another ablate process is working on {self.root} ({self.lock_holder()})",
+                where="DIR",
+                fix="wait for it to finish, or stop it; `ablate status DIR` shows progress meanwhile",
+            )
+
+    def lock_holder(self) -> str:
+        """Who holds the lock, as the holder wrote it (``pid N on HOST since TIME``)."""
+        try:
+            fd = os.open(self.root / LOCK_FILE, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return "unknown process"
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(200).decode(errors="replace").strip() or "unknown process"
+
+    def try_acquire(self) -> bool:
+        """Take the sweep dir's lock if no live process holds it; False when one does (never blocks).
+
+        Raises
+        ------
+        SweepDirError
+            When ``.lock`` is a symlink or cannot be opened (one line, with the fix).
+        """
         import fcntl
 
         path = self.root / LOCK_FILE
@@ -528,20 +552,13 @@ class SweepDir:
         except OSError as exc:
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise
-            try:
-                holder = path.read_text().strip() or "unknown process"
-            except OSError:
-                holder = "unknown process"
-            raise SweepDirError(
-                f"another ablate process is working on {self.root} ({holder})",
-                where="DIR",
-                fix="wait for it to finish, or stop it; `ablate status DIR` shows progress meanwhile",
-            ) from None
+                raise os_error(exc, path) from exc
+            return False
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
         self._lock_fd = fd
         self.clean_debris()
+        return True
 
     def clean_debris(self) -> list[Path]:
         """Remove the temp files of :func:`write_atomic` left by writers that died mid-write (SIGKILL,

@@ -412,6 +412,22 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def _own_process_tree() -> None:
+    """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
+    stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
+    from ablate import proctree
+
+    if not proctree.become_subreaper():
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        proctree.kill_descendants()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]`` (used by the local launcher)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -419,9 +435,15 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]", file=sys.stderr)
         return 2
     die_with_parent()
+    _own_process_tree()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     attempt = int(argv[3]) if len(argv) == 4 else None
-    rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
+    try:
+        rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
+    finally:
+        from ablate import proctree
+
+        proctree.kill_descendants()  # whatever the task started (setsid grandchildren too) ends with it
     sys.stdout.flush()
     return 0 if rec.get("status") in ("ok", "failed", "diverged", "pin_mismatch") else 1
 

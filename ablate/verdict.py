@@ -310,7 +310,7 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 VERDICT_OPTIONS = "verdict_options.json"
 
 
-def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None, *, write: bool = True) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
     Parameters
@@ -321,6 +321,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
         skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
         applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
+    write : bool
+        False: compute and return the verdict without writing any file (no plots); for a reader that
+        does not hold the sweep dir's lock (``ablate verdict`` while the ablation runs).
 
     Returns
     -------
@@ -331,22 +334,73 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     ------
     ConfigError
         When an option or override is invalid.
+    SweepDirError
+        When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
     """
-    from ablate.confounds import check, config_drift
     from ablate.report import render_markdown
-    from ablate.results import collect, read_manifests
     from ablate.trial import load_plan
 
     plan = load_plan(sd)
     saved_file = sd.root / VERDICT_OPTIONS
-    try:
-        saved = read_json(saved_file)
-    except (FileNotFoundError, ValueError):
-        saved = {}
+    saved = read_saved_options(sd, plan)
     given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
+    if not write:
+        return _assemble(sd, plan, opts, plots=False)
     if given:
         write_json(saved_file, {**saved, **given})
+    verdict = _assemble(sd, plan, opts, plots=(overrides or {}).get("plots", True) is not False)
+    write_json(sd.verdict_json, verdict)
+    write_atomic(sd.verdict_md, render_markdown(verdict))
+    from ablate.results import write_summary
+
+    write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    return verdict
+
+
+def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict options remembered in ``verdict_options.json`` (empty when there is none).
+
+    Raises
+    ------
+    SweepDirError
+        When the file is not a JSON object of known, valid options (a truncated or hand-edited file):
+        never ignored, since the remembered options change the verdict (an alpha of 0.01 silently
+        becoming 0.05 can flip it). The message names the file and the way out.
+    """
+    from ablate.errors import ConfigError, SweepDirError
+    from ablate.sweepdir import os_error
+
+    path = sd.root / VERDICT_OPTIONS
+    fix = (f"restore it, or delete it (`rm {path}`) to use the ablation's own options, then set them again "
+           f"with `ablate verdict {sd.root} --alpha A ...`")
+    try:
+        saved = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise SweepDirError(f"is not valid JSON ({str(exc).splitlines()[0]})", where=str(path), fix=fix) from None
+    except OSError as exc:
+        raise os_error(exc, path, "read") from exc
+    if not isinstance(saved, dict):
+        raise SweepDirError(f"holds a {type(saved).__name__}, not an object of verdict options", where=str(path),
+                            fix=fix)
+    unknown = sorted(set(saved) - set(VERDICT_OVERRIDES))
+    if unknown:
+        raise SweepDirError(f"has unknown option(s) {', '.join(map(repr, unknown))} (known: "
+                            f"{', '.join(VERDICT_OVERRIDES)})", where=str(path), fix=fix)
+    try:
+        resolve_options(plan, saved)
+    except ConfigError as exc:
+        raise SweepDirError(f"holds an invalid option: {exc}", where=str(path), fix=fix) from None
+    return saved
+
+
+def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, *, plots: bool) -> dict[str, Any]:
+    """The verdict (statistics, confounds, pins, drift) from one read of the trial records."""
+    from ablate.confounds import check, config_drift
+    from ablate.results import collect, read_manifests
+
     rows = collect(sd, plan)
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
@@ -357,12 +411,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     verdict.update(invalid=bool(verdict["invalid_reasons"]), dirty=confounds["dirty"],
                    pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
                    confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
-    verdict["plots"] = _write_plots(sd, verdict) if (overrides or {}).get("plots", True) is not False else {}
-    write_json(sd.verdict_json, verdict)
-    write_atomic(sd.verdict_md, render_markdown(verdict))
-    from ablate.results import write_summary
-
-    write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    verdict["plots"] = _write_plots(sd, verdict) if plots else {}
     return verdict
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -18,11 +19,18 @@ class InlineLauncher(Launcher):
     OPTIONS: ClassVar[dict[str, Any]] = {}
 
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
+        from ablate import proctree
         from ablate.trial import run_trial
 
+        proctree.become_subreaper()  # orphans of a task (setsid grandchildren too) come back to this process
         for ref in trials:
             if monitor.should_stop():
                 break
             monitor.started(ref)
-            rec = run_trial(sd.root, ref.arm, ref.seed, in_process=True, attempt=ref.attempt)
+            before = set(proctree.descendants(os.getpid()))
+            try:
+                rec = run_trial(sd.root, ref.arm, ref.seed, in_process=True, attempt=ref.attempt)
+            finally:  # the trial's processes end with it, also when it timed out or was interrupted
+                left = [p for p in proctree.descendants(os.getpid()) if p not in before]
+                proctree.reap(p for p, _ in proctree.kill(left))
             monitor.finished_trial(ref, rec)

@@ -14,6 +14,7 @@ interrupted. A trial over ``timeout_min`` is killed (its whole process group) an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
@@ -228,9 +229,14 @@ def log_tail(tp: Any) -> str:
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL after ``grace_s``."""
+    """End a trial's whole process tree: SIGTERM its process group (the trial, a subreaper, then kills
+    every descendant itself), SIGKILL after ``grace_s``; processes that left the group (``setsid``)
+    are found below the trial in ``/proc`` and killed too (see :mod:`ablate.proctree`)."""
+    from ablate import proctree
+
     if proc.poll() is not None:
         return
+    tree = proctree.descendants(proc.pid)  # before the trial dies and its orphans go to init
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
@@ -238,8 +244,9 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        try:
+        tree += proctree.descendants(proc.pid)
+        proctree.kill(tree)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
         proc.wait()
+    proctree.kill(tree)  # any that escaped before the trial could end them

@@ -1,0 +1,117 @@
+"""A trial's whole process tree ends with the trial (Linux: a child subreaper plus ``/proc``).
+
+A task may start processes that leave its process group and session (``setsid``) and outlive their
+parent; the kernel then reparents them to init, out of reach of a process-group kill. The trial's
+process makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux >= 3.4), so every
+such orphan below it is reparented to it instead, and the whole tree stays visible as its descendants
+in ``/proc``. When the task has returned, and when the trial is stopped (timeout, Ctrl-C), those
+descendants are killed with SIGKILL and reaped. A process is identified by (pid, start time), so a
+recycled pid is never signalled. Elsewhere (no ``/proc``, no prctl) these functions do nothing.
+
+Reference: prctl(2), ``PR_SET_CHILD_SUBREAPER``; proc(5), ``/proc/[pid]/stat`` fields 4 (ppid) and 22
+(starttime).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+PR_SET_CHILD_SUBREAPER = 36
+#: A process: (pid, start time in clock ticks since boot).
+Proc = tuple[int, int]
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants; True when the kernel agreed."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, start time, state) of ``pid`` from /proc, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
+    return int(fields[1]), int(fields[19]), fields[0]
+
+
+def descendants(pid: int) -> list[Proc]:
+    """Every live (non-zombie) process below ``pid``, as (pid, start time), parents before children.
+
+    Parameters
+    ----------
+    pid : int
+        The root of the tree (not included).
+    """
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    children: dict[int, list[tuple[int, int, str]]] = {}
+    for p in pids:
+        st = _stat(p)
+        if st is not None:
+            children.setdefault(st[0], []).append((p, st[1], st[2]))
+    out: list[Proc] = []
+    todo = [pid]
+    while todo:
+        for child, start, state in children.get(todo.pop(), []):
+            if state != "Z":
+                out.append((child, start))
+            todo.append(child)
+    return out
+
+
+def kill(procs: list[Proc], sig: int = signal.SIGKILL) -> list[Proc]:
+    """Send ``sig`` to each process still alive with the same start time; returns those signalled."""
+    hit = []
+    for pid, start in procs:
+        st = _stat(pid)
+        if st is None or st[1] != start:
+            continue  # gone, or the pid now names another process
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            hit.append((pid, start))
+    return hit
+
+
+def kill_descendants(pid: int | None = None, *, rounds: int = 20) -> int:
+    """SIGKILL every descendant of ``pid`` (default: this process) until none is left; reap this
+    process's own dead children among them. Returns how many processes were killed.
+
+    Repeated because a process may fork between the listing and the kill; its children are then
+    found (reparented to the subreaper) on the next round.
+    """
+    import time
+
+    pid = os.getpid() if pid is None else pid
+    done: set[Proc] = set()
+    for _ in range(rounds):
+        hit = kill([p for p in descendants(pid) if p not in done])
+        if not hit:
+            break
+        done.update(hit)
+        if pid == os.getpid():
+            reap(p for p, _ in hit)
+        time.sleep(0.005)  # let the kernel finish the kills before listing again
+    return len(done)
+
+
+def reap(pids: object) -> None:
+    """Collect the exit status of those of ``pids`` that are this process's children (no zombies)."""
+    for p in pids:  # type: ignore[attr-defined]
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(p, 0)
