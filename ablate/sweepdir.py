@@ -329,10 +329,18 @@ class SweepDir:
     ----------
     root : path-like
         The sweep dir. It need not exist yet (see :meth:`create`).
+    mode : int, optional
+        Permission bits of the directories created in it; default: the sweep dir's own (without
+        group/world write), or 0o700 when it does not exist yet.
     """
 
-    def __init__(self, root: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> None:
+    def __init__(self, root: str | os.PathLike[str], mode: int | None = None) -> None:
         self.root = Path(root).absolute()
+        if mode is None:  # an existing sweep dir: inner dirs follow its own mode (the plan's sweep_dir_mode)
+            try:
+                mode = stat.S_IMODE(os.stat(self.root).st_mode) & ~0o022
+            except OSError:
+                mode = DEFAULT_DIR_MODE
         self.mode = mode
         self._lock_fd: int | None = None
 

@@ -1,0 +1,254 @@
+"""Sweep-dir safety (issue 13): symlinks, modes, the lock, remembered options, OS errors, process trees.
+
+Real files, real processes and real signals; no mocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=2", "task.epochs=1"]
+ABLATE = str(Path(sys.executable).with_name("ablate"))
+
+
+def ablate(cwd: Path, *args: str, env: dict[str, str] | None = None,
+           preexec: object = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ABLATE, *args], cwd=cwd, capture_output=True, text=True, env=env or dict(os.environ),
+                          preexec_fn=preexec, timeout=600)  # type: ignore[arg-type]
+
+
+def only_sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+@pytest.fixture
+def done_sweep(project: Path) -> Path:
+    res = ablate_cli(project, *ONE, "launcher=inline")
+    assert res.returncode == 0, res.stderr
+    return only_sweep(project)
+
+
+def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -> None:
+    """Fault 4: a `.lock` symlink (resume used to truncate its target) and symlinked records and dirs."""
+    from ablate.errors import SweepDirError
+    from ablate.sweepdir import SweepDir, open_log, read_json, write_atomic
+
+    sd = done_sweep
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (sd / ".lock").unlink()
+    (sd / ".lock").symlink_to(victim)
+    (sd / "trials/control/seed=1/result.json").unlink()  # something left to run
+    res = ablate(sd.parent, "resume", str(sd))
+    assert res.returncode == 2, res.stderr
+    assert ".lock is a symbolic link" in res.stderr and f"rm {sd / '.lock'}" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert victim.read_text() == "precious\n"
+    # the fix it names works
+    subprocess.run(["rm", str(sd / ".lock")], check=True)
+    assert ablate(sd.parent, "resume", str(sd)).returncode == 0
+    # a log planted as a link: appending to it is refused, the target untouched
+    log = sd / "trials/control/seed=0/stdout.log"
+    log.unlink(missing_ok=True)
+    log.symlink_to(victim)
+    with pytest.raises(SweepDirError, match="is a symbolic link"):
+        open_log(log)
+    # a record planted as a link: read refused; an atomic write replaces the link, not its target
+    with pytest.raises(OSError):
+        read_json(log)
+    write_atomic(log, "new\n")
+    assert not log.is_symlink() and log.read_text() == "new\n" and victim.read_text() == "precious\n"
+    # a trial dir planted as a link to a directory elsewhere: refused, nothing created there
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (sd / "trials/lr=0.5").rename(tmp_path / "moved")
+    (sd / "trials/lr=0.5").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(SweepDirError, match="symbolic link"):
+        SweepDir.open(sd).mkdir(sd / "trials/lr=0.5/seed=0")
+    assert list(outside.iterdir()) == []
+
+
+def test_group_writable_sweep_dir_refused_and_inner_modes_follow(project: Path) -> None:
+    """Fault 5: an existing sweep dir others can write is refused (fix tested); every inner dir has the
+    sweep dir's mode and no file in the code snapshot is writable by others."""
+    res = ablate_cli(project, *ONE, "launcher=inline", 'sweep_dir_mode="0750"')
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    dirs = [sd, *(p for p in sd.rglob("*") if p.is_dir() and not p.is_symlink())]
+    assert {d.relative_to(sd).as_posix(): stat.S_IMODE(d.stat().st_mode) for d in dirs if
+            stat.S_IMODE(d.stat().st_mode) != 0o750} == {}
+    assert any(d.name == "seed=0" for d in dirs) and any("code" in d.parts for d in dirs)
+    writable = [p for p in sd.rglob("*") if p.is_file() and p.stat().st_mode & 0o022]
+    assert writable == []
+    os.chmod(sd, 0o777)
+    for cmd in ("status", "verdict", "resume"):
+        r = ablate(project, cmd, str(sd))
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert "other users can write into it" in r.stderr and f"chmod -R go-w {sd}" in r.stderr
+        assert "Traceback" not in r.stderr
+    subprocess.run(["chmod", "-R", "go-w", str(sd)], check=True)
+    assert ablate(project, "status", str(sd)).returncode == 0
+
+
+def _hold_lock(sd: Path) -> subprocess.Popen[str]:
+    code = ("import sys, time; from ablate.sweepdir import SweepDir; SweepDir(sys.argv[1]).acquire(); "
+            "print('held', flush=True); time.sleep(600)")
+    p = subprocess.Popen([sys.executable, "-c", code, str(sd)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_verdict_during_a_run_never_writes(done_sweep: Path) -> None:
+    """Fault 6: `ablate verdict DIR` while another process holds the sweep dir prints, writes nothing."""
+    sd = done_sweep
+    (sd / "trials/lr=0.5/seed=1/result.json").unlink()  # the verdict so far differs from the final one
+    final = (sd / "verdict.json").read_bytes()
+    holder = _hold_lock(sd)
+    try:
+        r = ablate(sd.parent, "verdict", str(sd))
+        assert r.returncode == 0, r.stderr
+        assert "# " in r.stdout and "printed and not written" in r.stderr and f"pid {holder.pid}" in r.stderr
+        assert (sd / "verdict.json").read_bytes() == final
+        r = ablate(sd.parent, "verdict", str(sd), "--alpha", "0.01")
+        assert r.returncode == 2 and "options cannot be remembered now" in r.stderr
+        assert not (sd / "verdict_options.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    r = ablate(sd.parent, "verdict", str(sd))  # the lock is free again: the verdict is written
+    assert r.returncode == 0, r.stderr
+    v = json.loads((sd / "verdict.json").read_text())
+    assert {a["arm"]: a["pending"] for a in v["arms"]} == {"control": 0, "lr=0.5": 1}
+
+
+@pytest.mark.parametrize("content", ['{"alpha": 0.0', '[0.01]', '{"alfa": 0.01}', '{"alpha": 2}', ""])
+def test_corrupt_remembered_options_is_an_error(done_sweep: Path, content: str) -> None:
+    """Fault 8: a corrupt verdict_options.json is never ignored; the fix it names (rm) works."""
+    sd = done_sweep
+    r = ablate(sd.parent, "verdict", str(sd), "--alpha", "0.01", "--no-plots")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((sd / "verdict.json").read_text())["options"]["alpha"] == 0.01
+    opts = sd / "verdict_options.json"
+    opts.write_text(content)
+    before = (sd / "verdict.json").read_bytes()
+    r = ablate(sd.parent, "verdict", str(sd), "--no-plots")
+    assert r.returncode == 2, r.stderr
+    assert str(opts) in r.stderr and f"rm {opts}" in r.stderr and "Traceback" not in r.stderr
+    assert (sd / "verdict.json").read_bytes() == before
+    subprocess.run(["rm", str(opts)], check=True)
+    r = ablate(sd.parent, "verdict", str(sd), "--no-plots")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((sd / "verdict.json").read_text())["options"]["alpha"] == 0.05
+
+
+def _limit_file_size(n_bytes: int) -> object:
+    def pre() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n_bytes, n_bytes))
+    return pre
+
+
+def test_os_error_on_write_is_one_line_and_loses_nothing(done_sweep: Path) -> None:
+    """Fault 11: a write the OS refuses (EFBIG from RLIMIT_FSIZE, a real limit) is one line with the fix;
+    the old verdict stays whole and no temp file is left."""
+    sd = done_sweep
+    before = (sd / "verdict.json").read_bytes()
+    r = ablate(sd.parent, "verdict", str(sd), "--no-plots", preexec=_limit_file_size(2000))
+    assert r.returncode == 2, r.stderr
+    assert "cannot write" in r.stderr and "File too large" in r.stderr and f"ablate resume {sd}" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (sd / "verdict.json").read_bytes() == before
+    assert list(sd.rglob(".*.tmp-*")) == []
+    assert ablate(sd.parent, "resume", str(sd)).returncode == 0  # the fix it names
+
+
+def test_full_disk_error_names_df_and_resume(tmp_path: Path) -> None:
+    """ENOSPC, from a real write to /dev/full, becomes the one-line error with the fix."""
+    from ablate.sweepdir import os_error
+
+    fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as info:
+            os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    msg = str(os_error(info.value, tmp_path / "result.json"))
+    assert "No space left on device" in msg and "df -h" in msg and "ablate resume" in msg
+
+
+def test_temp_debris_of_a_killed_writer_is_cleaned(done_sweep: Path) -> None:
+    """Fault 11: a writer killed by a signal in the middle of a write (SIGXFSZ) leaves a temp file;
+    the next command that takes the lock removes it."""
+    sd = done_sweep
+    code = ("import signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+            "from ablate.sweepdir import write_atomic; write_atomic(sys.argv[1], b'x' * 100000)")
+    p = subprocess.run([sys.executable, "-c", code, str(sd / "trials/control/seed=0/result.json")],
+                       preexec_fn=_limit_file_size(5000), capture_output=True, text=True)
+    assert p.returncode == -signal.SIGXFSZ
+    debris = list(sd.rglob(".*.tmp-*"))
+    assert len(debris) == 1 and debris[0].parent.name == "seed=0"
+    assert ablate(sd.parent, "verdict", str(sd), "--no-plots").returncode == 0
+    assert list(sd.rglob(".*.tmp-*")) == []
+    assert json.loads((sd / "trials/control/seed=0/result.json").read_text())["status"] == "ok"
+
+
+TREE_TASK = '''
+import subprocess, time
+from pathlib import Path
+
+
+def train(cfg):
+    out = Path(cfg.task.pid_dir) / f"{cfg.task.optim.lr}-{cfg.seed}.pid"
+    subprocess.run(["sh", "-c", f"setsid sleep 300 & echo $! > {out}"], check=True)  # an orphan in its own session
+    if cfg.task.get("hang"):
+        time.sleep(300)
+    return {"val_acc": 0.5}
+'''
+
+
+def _gone(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return raw[raw.rfind(")") + 2] == "Z"
+
+
+@pytest.mark.parametrize("launcher", ["local", "inline"])
+@pytest.mark.parametrize("hang", [False, True], ids=["finish", "timeout"])
+def test_trial_process_tree_ends_with_the_trial(project: Path, tmp_path: Path, launcher: str, hang: bool) -> None:
+    """Fault 9: a setsid grandchild of the task is gone when the trial ends, normally or by timeout."""
+    (project / "treetask.py").write_text(TREE_TASK)
+    commit_all(project, "tree task")
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    args = [*ONE, f"launcher={launcher}", "task.fn=treetask:train", f"+task.pid_dir={pid_dir}"]
+    if hang:
+        args += ["+task.hang=true", "timeout_min=0.05"]
+    res = ablate_cli(project, *args)
+    pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
+    try:
+        assert len(pids) == 4, res.stderr
+        if hang:
+            sd = only_sweep(project)
+            statuses = {json.loads(p.read_text())["status"] for p in sd.glob("trials/*/seed=*/result.json")}
+            assert statuses == {"timeout"}
+        assert [p for p in pids if not _gone(p)] == []
+    finally:
+        for p in pids:
+            if not _gone(p):
+                os.kill(p, signal.SIGKILL)
