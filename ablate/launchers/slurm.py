@@ -476,10 +476,30 @@ class SlurmLauncher(Launcher):
         except (FileNotFoundError, ValueError):
             return []
 
-    def _tracked(self, sd: SweepDir) -> dict[tuple[str, int], _Tracked]:
-        """The latest job of every trial submitted from ``sd``, for trials still without their result."""
+    def _adopt_orphans(self, sd: SweepDir, *, write: bool) -> list[dict[str, Any]]:
+        """Arrays submitted by a process that died before recording them (see :mod:`.slurm_intent`)."""
+        from ablate.launchers import slurm_intent
+
+        if not slurm_intent.pending(sd, SLURM_DIR):
+            return []
+
+        def write_jobs(records: list[dict[str, Any]]) -> None:
+            write_json(self._jobs_file(sd), {"jobs": records})
+
+        found = slurm_intent.resolve(sd, SLURM_DIR, _run, write=write, read_jobs=lambda: self._read_jobs(sd),
+                                     write_jobs=write_jobs)
+        if found and write:
+            _log(f"ablate: found {len(found)} trial(s) already submitted as SLURM job "
+                 f"{found[0]['job_id'].split('_')[0]} by an ablate process that stopped before recording them; "
+                 "waiting for them instead of submitting again")
+        return [] if write else found
+
+    def _tracked(self, sd: SweepDir, *, write: bool = False) -> dict[tuple[str, int], _Tracked]:
+        """The latest job of every trial submitted from ``sd``, for trials still without their result
+        (arrays left behind by a dead submitter included: recorded when ``write``, else only seen)."""
         latest: dict[tuple[str, int], _Tracked] = {}
-        for j in self._read_jobs(sd):
+        orphans = self._adopt_orphans(sd, write=write)
+        for j in self._read_jobs(sd) + orphans:
             ref = TrialRef(j["arm"], int(j["seed"]), int(j.get("attempt", 1)))
             latest[(ref.arm, ref.seed)] = _Tracked(ref, str(j["job_id"]))
         return {k: t for k, t in latest.items() if not self._has_result(sd, t.ref)}
@@ -521,7 +541,9 @@ class SlurmLauncher(Launcher):
         from ablate import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # the variable can be the mode
-        job_name = f"ablate-{sd.root.name}"[:64]
+        from ablate.launchers import slurm_intent
+
+        self._adopt_orphans(sd, write=True)  # never submit trials a dead submitter already submitted
         ex = submitit.SlurmExecutor(folder=sd.root / SLURM_DIR / "%j", max_num_timeout=self.max_requeues + 1,
                                     python=self.python)
         array_ids: list[str] = []
@@ -529,14 +551,16 @@ class SlurmLauncher(Launcher):
             setup = setup_lines([r.seed for r in chunk], determinism=[modes[r.arm] for r in chunk],
                                 cpus_per_task=self.cpus_per_task, user_setup=self.setup,
                                 threads=opts.get("threads"))
+            job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
             ex.update_parameters(**self._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,
                               timeout_min=timeout_min, signal_delay_s=self.signal_delay_s) for r in chunk]
             t0 = time.perf_counter()
+            slurm_intent.record(sd, SLURM_DIR, job_name, chunk)  # before sbatch: a death after it is found again
             try:
                 jobs = ex.submit_array(fns)
             except Exception as exc:  # submitit wraps sbatch's stderr in its own exception types
-                raise self._refusal(str(exc)) from exc
+                raise self._refusal(str(exc)) from exc  # the intent stays: the next run asks SLURM about it
             array_id = jobs[0].job_id.split("_")[0]
             array_ids.append(array_id)
             records = self._read_jobs(sd)
@@ -544,6 +568,7 @@ class SlurmLauncher(Launcher):
                            for job, r in zip(jobs, chunk, strict=True))
             sd.mkdir(self._jobs_file(sd).parent)
             write_json(self._jobs_file(sd), {"jobs": records})
+            slurm_intent.drop(sd, SLURM_DIR, job_name)
             _log(f"ablate: submitted {len(chunk)} trial(s) as SLURM job {array_id} "
                  f"({time.perf_counter() - t0:.2f} s)")
         return array_ids
@@ -587,7 +612,7 @@ class SlurmLauncher(Launcher):
         SchedulerError
             When SLURM stays unreachable for ``UNREACHABLE_AFTER_S`` (the jobs go on; collect later).
         """
-        pending = self._tracked(sd)
+        pending = self._tracked(sd, write=True)
         if not pending:
             return
         t0 = time.monotonic()
