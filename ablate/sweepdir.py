@@ -213,8 +213,24 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file written by :func:`write_json` (never through a symlink: ELOOP is an OSError)."""
-    with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC), encoding="utf-8") as fh:
+    """Read a JSON file written by :func:`write_json`, never through a symlink.
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such file (callers treat it as "not written yet").
+    json.JSONDecodeError
+        When the content is not JSON.
+    SweepDirError
+        For any other OS error (a symlink planted there, permissions): one line with the fix.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, path, "read") from exc
+    with os.fdopen(fd, encoding="utf-8") as fh:
         return json.load(fh)
 
 

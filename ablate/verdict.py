@@ -7,6 +7,7 @@ new options (alpha, margin, multiplicity, pairing) without touching a trial. The
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -369,7 +370,6 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
         becoming 0.05 can flip it). The message names the file and the way out.
     """
     from ablate.errors import ConfigError, SweepDirError
-    from ablate.sweepdir import os_error
 
     path = sd.root / VERDICT_OPTIONS
     fix = (f"restore it, or delete it (`rm {path}`) to use the ablation's own options, then set them again "
@@ -378,10 +378,10 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
         saved = read_json(path)
     except FileNotFoundError:
         return {}
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise SweepDirError(f"is not valid JSON ({str(exc).splitlines()[0]})", where=str(path), fix=fix) from None
-    except OSError as exc:
-        raise os_error(exc, path, "read") from exc
+    except UnicodeDecodeError as exc:
+        raise SweepDirError(f"is not text ({exc.reason})", where=str(path), fix=fix) from None
     if not isinstance(saved, dict):
         raise SweepDirError(f"holds a {type(saved).__name__}, not an object of verdict options", where=str(path),
                             fix=fix)

@@ -17,6 +17,7 @@ node failure, killed by a signal), with SLURM's state and the log tail, so it ne
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 import shutil
@@ -473,7 +474,7 @@ class SlurmLauncher(Launcher):
     def _read_jobs(self, sd: SweepDir) -> list[dict[str, Any]]:
         try:
             return list(read_json(self._jobs_file(sd)).get("jobs", []))
-        except (FileNotFoundError, ValueError):
+        except (FileNotFoundError, json.JSONDecodeError):
             return []
 
     def _adopt_orphans(self, sd: SweepDir, *, write: bool) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ trials are free to submit.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import time
 import uuid
@@ -45,7 +46,7 @@ def pending(sd: SweepDir, slurm_dir: str) -> list[dict[str, Any]]:
     """The intents recorded and not yet resolved (each ``{"name", "trials": [[arm, seed, attempt], ...]}``)."""
     try:
         return list(read_json(_file(sd, slurm_dir)).get("intents", []))
-    except (FileNotFoundError, ValueError, AttributeError):
+    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
         return []
 
 

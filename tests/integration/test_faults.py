@@ -49,8 +49,9 @@ def train(cfg):
         return 0.5
     if fault == "interrupt":
         raise KeyboardInterrupt
-    if fault == "tamper" and cfg.seed == 0:
-        with open("data/digits.npz", "ab") as fh:  # edits the shared data mid-ablation
+    if fault == "tamper" and cfg.seed == 0 and not Path("tampered").exists():
+        Path("tampered").write_text("once")
+        with open("data/digits.npz", "ab") as fh:  # edits the shared data mid-ablation (once)
             fh.write(b"x")
     if fault == "slow":
         time.sleep(float(cfg.task.slow_s))
@@ -66,7 +67,7 @@ def fault_project(project: Path) -> Path:
     (project / "conf" / "variable" / "fault.yaml").write_text(
         "key: task.fault\nvalues: [raise, nan, kill, sleep]\n")
     with open(project / ".gitignore", "a") as fh:
-        fh.write("starts.log\nflaky-*\n")
+        fh.write("starts.log\nflaky-*\ntampered\n")
     commit_all(project, "fault task")
     return project
 
@@ -293,9 +294,10 @@ def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: P
     original = data.read_bytes()
     res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
                      "variable.values=[tamper]", "+task.data=[data/digits.npz]")
-    assert res.returncode == 0, res.stderr  # seed 1 of both arms refused to run (recorded, half of each arm)
+    assert res.returncode == 1, res.stderr  # the tampering trial and seed 1 of both arms: pin_mismatch
     sd = only_sweep(fault_project)
     assert [result(sd, a, 1)["status"] for a in ("control", "fault=tamper")] == ["pin_mismatch"] * 2
+    assert "changed while the trial ran" in result(sd, "fault=tamper", 0)["error"]  # its data changed under it
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 2, res.stderr  # the data still differs: resume launches nothing
     assert "the data no longer matches the pins" in res.stderr and "dvc checkout" in res.stderr
@@ -303,7 +305,7 @@ def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: P
     data.write_bytes(original)  # restored, as `dvc checkout` would
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
-    for arm in ("control", "fault=tamper"):
-        r = result(sd, arm, 1)
+    for arm, seed in (("control", 1), ("fault=tamper", 1), ("fault=tamper", 0)):
+        r = result(sd, arm, seed)
         assert r["status"] == "ok" and r["attempt"] == 2, r
-        assert (sd / "trials" / arm / "seed=1" / "attempts" / "1" / "result.json").exists()
+        assert (sd / "trials" / arm / f"seed={seed}" / "attempts" / "1" / "result.json").exists()
