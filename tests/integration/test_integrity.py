@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -215,3 +216,30 @@ def test_sweep_dir_mode_with_group_or_world_write_refused(project: Path, mode: s
     assert res.returncode == 2, res.stderr
     assert "sweep_dir_mode" in res.stderr and "lets other users write" in res.stderr
     assert "Traceback" not in res.stderr and not list(project.glob("outputs/ablate/*/*"))
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: str) -> None:
+    """Fault 1 and 2 for a DVC-tracked directory: one file inside rewritten in place (size, inode and
+    mtime kept) is seen at launch, and, after launch, by the trial's check (which imports no DVC)."""
+    from ablate import pins
+    from ablate.errors import PinError
+
+    d = project / "shards"
+    d.mkdir()
+    for i in range(3):
+        (d / f"{i}.bin").write_bytes(bytes(range(256)) * (i + 1))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    run([sys.executable, "-m", "dvc", "add", "shards"], project, env=env)
+    commit_all(project, "shards")
+    target = d / ("0.bin" if where == "first" else "2.bin")
+    plan = {"arms": [{"config": {"task": {"data": ["shards"]}}}], "project": {"cwd": str(project)},
+            "pins": {"data": pins.pin_data(["shards"], project)}}  # pinned; DVC's state now caches it
+    assert pins.mismatches(plan["pins"], {"data": pins.data_seen(plan)}) == []
+    run([sys.executable, "-c", SAME_META_EDIT, str(target), "7", "ff"], project)
+    seen = pins.data_seen(plan)
+    assert seen["shards"]["hash"] is None
+    (problem,) = pins.mismatches(plan["pins"], {"data": seen})
+    assert "shards changed since launch" in problem and "dvc checkout shards" in problem
+    with pytest.raises(PinError, match=re.escape("shards differs from what shards.dvc records")):
+        pins.pin_data(["shards"], project)
