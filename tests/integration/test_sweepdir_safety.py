@@ -66,7 +66,7 @@ def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -
     with pytest.raises(SweepDirError, match="is a symbolic link"):
         open_log(log)
     # a record planted as a link: read refused; an atomic write replaces the link, not its target
-    with pytest.raises(OSError):
+    with pytest.raises(SweepDirError, match="is a symbolic link"):
         read_json(log)
     write_atomic(log, "new\n")
     assert not log.is_symlink() and log.read_text() == "new\n" and victim.read_text() == "precious\n"
