@@ -12,7 +12,8 @@ a crafted collision (XXH3 is not a cryptographic hash); other users cannot write
 
 A digest covers, for each regular file in sorted order of its path relative to the root: the path,
 the size and the bytes. Directories named ``__pycache__`` are skipped (Python writes them beside the
-code it imports); symlinks to files are followed (their target's content is what a task reads).
+code it imports); symlinks to files are followed for data (their target's content is what a task
+reads) and hashed as their link text for code.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ _CHUNK = 1 << 20
 SKIP_DIRS = frozenset({"__pycache__"})
 
 
-def _files(root: Path, skip: frozenset[str]) -> Iterator[tuple[str, Path]]:
+def _files(root: Path, skip: frozenset[str], follow: bool) -> Iterator[tuple[str, Path]]:
     if not root.is_dir():
         yield "", root
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # never into a linked dir (no loops)
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        if not follow:  # a link to a directory is an entry of its own (its link text), never walked into
+            filenames = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
         for name in sorted(filenames):
             rel = os.path.relpath(os.path.join(dirpath, name), root)
             if rel in skip:
@@ -41,7 +44,8 @@ def _files(root: Path, skip: frozenset[str]) -> Iterator[tuple[str, Path]]:
             yield rel, Path(dirpath, name)
 
 
-def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
+           follow_symlinks: bool = True) -> dict[str, Any]:
     """The content digest of a file or a directory tree.
 
     Parameters
@@ -49,7 +53,11 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) 
     path : path-like
         A file, or a directory (every regular file below it, ``__pycache__`` dirs excepted).
     skip : frozenset of str
-        Paths relative to ``path`` to leave out (the snapshot's own marker file).
+        Paths relative to ``path`` to leave out (the snapshot's own marker file, the data links the
+        command form adds to it).
+    follow_symlinks : bool
+        True (data): a symlink to a file counts as its target's bytes (DVC links files from its
+        cache). False (code): a symlink counts as its link text, so it cannot point elsewhere unseen.
 
     Returns
     -------
@@ -70,7 +78,12 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) 
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(2, "No such file or directory", str(root))
-    for rel, p in _files(root, skip):
+    for rel, p in _files(root, skip, follow_symlinks):
+        if not follow_symlinks and p.is_symlink():
+            target = os.readlink(p).encode("utf-8", "surrogateescape")
+            h.update(b"L" + rel.encode("utf-8", "surrogateescape") + b"\0" + target + b"\0")
+            n_files += 1
+            continue
         fd = os.open(p, os.O_RDONLY)
         try:
             size = os.fstat(fd).st_size
@@ -87,9 +100,10 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) 
     return {"digest": f"{ALGORITHM}:{h.hexdigest()}", "files": n_files, "bytes": n_bytes}
 
 
-def try_digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+def try_digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
+               follow_symlinks: bool = True) -> dict[str, Any]:
     """:func:`digest`, or ``{"error": ...}`` when the path cannot be read (for a trial's manifest)."""
     try:
-        return digest(path, skip=skip)
+        return digest(path, skip=skip, follow_symlinks=follow_symlinks)
     except OSError as exc:
         return {"error": f"{exc.filename or path}: {exc.strerror or exc}"}

@@ -154,7 +154,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if sd.root.name != target.name:
         _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
     _warn_if_tracked(sd, code)
-    code = pins_mod.snapshot_code(code, sd)
+    code = pins_mod.snapshot_code(code, sd, data_paths)
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
     record = plan_record(plan, opts, pins, cwd=cwd)

@@ -154,13 +154,22 @@ def pin_code(cwd: str | os.PathLike[str], *, allow_dirty: bool) -> dict[str, Any
     return pin
 
 
-def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
+def snapshot_skip(pin: Mapping[str, Any]) -> frozenset[str]:
+    """Paths of the code snapshot its content digest leaves out: the commit marker, and the task's
+    data paths, which the command form links into the snapshot (``pin["snapshot_skip"]``)."""
+    return frozenset({COMMIT_FILE, *(pin.get("snapshot_skip") or [])})
+
+
+def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -> dict[str, Any]:
     """Copy the pinned code into ``<sweep>/code`` so trials never import the live working tree.
 
     A clean tree is extracted from the commit itself (``git archive``, submodules at their pinned
     commits). A dirty one (``allow_dirty``) is copied from the working tree (tracked and
     untracked-not-ignored files, so .gitignore is respected), and ``dirty.patch`` (``git diff HEAD``)
     plus ``dirty_untracked/`` keep a record of the changes.
+
+    data : iterable of str
+        The task's data paths (``task.data``), left out of the digest (see :func:`snapshot_skip`).
 
     Returns
     -------
@@ -213,7 +222,8 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
     for tree in (dest, sd.root / "dirty_untracked"):
         if tree.is_dir():
             sd.restrict_tree(tree)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
-    pin["snapshot"] = digest.digest(dest, skip=frozenset({COMMIT_FILE}))["digest"]
+    pin["snapshot_skip"] = sorted(os.path.normpath(os.path.join(pin.get("subdir") or "", rel)) for rel in data)
+    pin["snapshot"] = digest.digest(dest, skip=snapshot_skip(pin), follow_symlinks=False)["digest"]
     return pin
 
 
@@ -250,8 +260,9 @@ def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> 
     except (OSError, ValueError):
         return {"commit": None, "root": str(code_root), "error": f"code snapshot marker {marker} is missing"}
     seen = {"commit": commit, "state": state, "root": str(code_root)}
-    if ((plan.get("pins") or {}).get("code") or {}).get("snapshot"):
-        got = digest.try_digest(sd.code_dir, skip=frozenset({COMMIT_FILE}))
+    pin = (plan.get("pins") or {}).get("code") or {}
+    if pin.get("snapshot"):
+        got = digest.try_digest(sd.code_dir, skip=snapshot_skip(pin), follow_symlinks=False)
         seen["snapshot"] = got.get("digest")
         if "error" in got:
             seen["error"] = got["error"]
