@@ -119,12 +119,17 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         ckpt = sd.mkdir(tp.dir / "checkpoint")
         os.environ[CHECKPOINT_ENV] = str(ckpt)
         os.environ[REQUEUES_ENV] = str(self.requeues)
+        from ablate import proctree
+
+        proctree.become_subreaper()  # what the task leaves behind (setsid too) ends with the trial
         try:
             rec = run_trial(self.sweep_root, self.arm, self.seed, attempt=self.attempt)
         except Exception:
             if self._final is None:
                 raise
             rec = self._final
+        finally:
+            proctree.kill_descendants()
         if self._final is not None:  # gave up after max_requeues: run_trial saw submitit's exception
             rec = self._final
         rec = write_result(tp, {**rec, "slurm": job_info(self.requeues), "log": job_log()})
