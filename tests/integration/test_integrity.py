@@ -52,7 +52,7 @@ def train(cfg):
         src.write_text(src.read_text().replace("MARK = 1.0", "MARK = 3.0"))
         import os
         os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return {"val_acc": MARK + cfg.task.optim.lr + cfg.seed * 1e-3}
+    return {"val_acc": MARK + cfg.task.optim.lr + cfg.seed * 1e-3, "dvc_imported": float("dvc" in sys.modules)}
 '''
 
 
@@ -243,3 +243,15 @@ def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: st
     assert "shards changed since launch" in problem and "dvc checkout shards" in problem
     with pytest.raises(PinError, match=re.escape("shards differs from what shards.dvc records")):
         pins.pin_data(["shards"], project)
+
+
+def test_trial_processes_check_data_without_importing_dvc(probe_project: Path) -> None:
+    """Issue 15, item 4: a trial reuses the launch's work (the content digest) and imports no DVC."""
+    res = ablate_cli(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train")
+    assert res.returncode == 0, res.stderr
+    rs = results(only_sweep(probe_project))
+    assert len(rs) == 4 and all(r["status"] == "ok" and r["metrics"]["dvc_imported"] == 0.0 for r in rs.values())
+    man = json.loads((only_sweep(probe_project) / "trials/control/seed=0/manifest.json").read_text())
+    pinned = yaml.safe_load((only_sweep(probe_project) / "ablation.yaml").read_text())["pins"]["data"]
+    assert man["data"]["data/digits.npz"] == {"hash": pinned["data/digits.npz"]["hash"],
+                                              "content": pinned["data/digits.npz"]["content"]}
