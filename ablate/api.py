@@ -119,7 +119,7 @@ def _override(key: str, value: Any) -> str:
     return format_override(key, value)
 
 
-def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | None = None,
+def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Sequence[str] | None = None,
         values: Sequence[Any] | None = None, seeds: int | Sequence[int] | None = None,
         launcher: str | None = None, overrides: Sequence[str] | Mapping[str, Any] = (),
         sweep_dir: str | os.PathLike[str] | None = None, **settings: Any) -> Verdict | dict[str, Any] | None:
@@ -133,8 +133,9 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     ----------
     config_dir : path-like, optional
         The project's config dir (with ``task/`` and ``variable/``); default ``./conf`` when it exists.
-    variable : str, optional
-        The ``conf/variable/<name>.yaml`` to ablate.
+    variable : str or list of str, optional
+        The ``conf/variable/<name>.yaml`` to ablate; a list runs a suite (one ablation per variable against
+        one shared control, like ``ablate -m variable=lr,dropout``).
     values : sequence, optional
         Treatment values, replacing the variable file's ``values``.
     seeds : int or sequence of int, optional
@@ -176,7 +177,8 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     from ablate.config import compose, default_config_path
 
     ovs: list[str] = []
-    if variable is not None:
+    suite = list(variable) if isinstance(variable, list | tuple) else None
+    if variable is not None and suite is None:
         ovs.append(f"variable={variable}")
     if values is not None and (isinstance(values, str | bytes) or not isinstance(values, Sequence)):
         from ablate.errors import ConfigError
@@ -200,5 +202,9 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
+    if suite is not None:  # a suite: one ablation per variable, one shared control
+        from ablate.suite import run_suite
+
+        return run_suite([str(n) for n in suite], ovs, config_path=cfg_path)
     composed = compose(ovs, config_path=cfg_path)
     return run_composed(composed)

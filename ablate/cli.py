@@ -88,7 +88,12 @@ def _hydra_main(argv: list[str]) -> int:
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
         from ablate.config import compose
+        from ablate.suite import run_suite, split_suite
 
+        names, rest = split_suite(args.overrides)
+        if names:  # `-m variable=lr,dropout`: a suite, one shared control
+            run_suite(names, rest, config_path=config_path, config_dirs=config_dirs, config_name=args.config_name)
+            return 0
         composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs,
                            config_name=args.config_name)
         run_composed(composed)

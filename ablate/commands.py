@@ -23,7 +23,8 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--no-plots]``: recompute verdict.json and verdict.md from the trial records (trials are never touched)."""
+    [--family suite|variable] [--against OTHER_DIR] [--no-plots]``: recompute verdict.json and verdict.md from
+    the trial records (trials are never touched)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -36,6 +37,10 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="correction for testing several treatments (default holm)")
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
                    help="auto pairs trials by seed when every arm ran the same seeds")
+    p.add_argument("--family", choices=["suite", "variable"],
+                   help="a suite's multiplicity family: suite (all treatments, default) or variable (one per variable)")
+    p.add_argument("--against", metavar="OTHER_DIR",
+                   help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)
@@ -43,6 +48,8 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     from ablate.verdict import write_verdict
 
     sd = SweepDir.open(args.dir)
+    if args.against is not None:
+        args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
     write_verdict(sd, overrides)
