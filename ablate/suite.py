@@ -129,6 +129,9 @@ def merge_plans(plans: Sequence[Plan], *, family: str = "suite") -> SuitePlan:
     """
     control = plans[0].control
     control.variable = None
+    # the shared control's value: every variable's control value, by key (the arm is the control of each)
+    control.value = {p.variable.key.replace("/", "."): p.control.value for p in plans}
+    control.label = "control"
     arms: list[Arm] = [control]
     taken = {control.name}
     seen: dict[tuple[str, str], str] = {}

@@ -215,7 +215,9 @@ def _label(row: Mapping[str, Any]) -> str:
     if row["verdict"] is None:
         from ablate.plan import format_value
 
-        return f"control ({format_value(row['value'])})" if row.get("value") is not None else "control"
+        if row.get("value") is None or isinstance(row["value"], Mapping):  # a suite's control: one value per key
+            return "control"
+        return f"control ({format_value(row['value'])})"
     return str(row["arm"])
 
 

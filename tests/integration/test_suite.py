@@ -134,11 +134,16 @@ def test_suite_latex_table_compiles(project: Path, tmp_path: Path) -> None:
         cell = row["cells"]["val_acc"]
         line = next(ln for ln in tex.splitlines() if ln.startswith(row["arm"].replace("_", r"\_"))
                     or (row["arm"] == "control" and ln.startswith("control")))
-        nums = [float(x) for x in re.findall(r"[+-]?\d+\.\d+", line)]
-        dec = len(re.findall(r"\d+\.(\d+)", line)[0])
-        assert nums[0] == round(cell["mean"], dec)
+        cells = line.removesuffix(r" \\").split(" & ")  # arm & variable & mean $\pm$ half & delta [CI] & marker
+        mean_s, half_s = re.findall(r"\d+\.\d+", cells[2])
+        dec = len(mean_s.split(".")[1])
+        assert float(mean_s) == round(cell["mean"], dec)
+        assert float(half_s) == pytest.approx((cell["ci"][1] - cell["ci"][0]) / 2, abs=10 ** -dec / 2 + 1e-12)
         if cell["delta"] is not None:
-            assert nums[2] == pytest.approx(round(cell["delta"], dec), abs=10 ** -dec / 2)
+            d, lo, hi = (float(x) for x in re.findall(r"[+-]\d+\.\d+", cells[3]))
+            assert [d, lo, hi] == pytest.approx([cell["delta"], *cell["delta_ci"]], abs=10 ** -dec / 2 + 1e-12)
+        else:
+            assert cells[3] == "--"
 
 
 def test_suite_refusals(project: Path) -> None:
@@ -158,10 +163,10 @@ def test_suite_refusals(project: Path) -> None:
     assert res.returncode == 2 and "the same treatment twice" in res.stderr
     # a variable file that changes the control config
     (project / "conf" / "variable" / "sneaky.yaml").write_text(
-        "# @package _global_\nvariable:\n  key: task.hidden\n  values: [32]\ntask:\n  epochs: 3\n")
+        "# @package _global_\nvariable:\n  key: task.hidden\n  values: [32]\ntask:\n  extra_flag: 1\n")
     commit_all(project, "sneaky")
     res = ablate_cli(project, "-m", "variable=lr_hi,sneaky", *FAST)
-    assert res.returncode == 2 and "changes the control config (task.epochs)" in res.stderr
+    assert res.returncode == 2 and "changes the control config (task.extra_flag)" in res.stderr
     assert not list(project.glob("outputs/ablate/*/*/ablation.yaml"))
     # a dry run of a suite prints the plan with the trial count and launches nothing
     res = ablate_cli(project, "-m", "variable=lr_hi,momentum,hidden", "dry_run=true", *FAST)
