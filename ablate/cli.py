@@ -96,6 +96,13 @@ def _hydra_main(argv: list[str]) -> int:
             return 0
         composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs,
                            config_name=args.config_name)
+        from ablate.transfer_run import parse_scale, run_transfer
+
+        scale = parse_scale(composed.cfg)
+        if scale is not None:  # `scale.key=... scale.values=[...]`: the ablation once per scale, then the check
+            run_transfer(args.overrides, scale, composed, config_path=config_path, config_dirs=config_dirs,
+                         config_name=args.config_name)
+            return 0
         run_composed(composed)
         return 0
     if hydra_own:

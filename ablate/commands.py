@@ -45,8 +45,18 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     args = p.parse_args(argv)
     from ablate.results import write_results
+    from ablate.transfer_run import TRANSFER_MD, is_transfer_dir, write_transfer
     from ablate.verdict import write_verdict
 
+    if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
+        from pathlib import Path
+
+        if args.against is not None:
+            raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
+                              fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
+        write_transfer(args.dir, {k: v for k, v in vars(args).items() if k != "dir" and v is not None})
+        print(Path(args.dir) / TRANSFER_MD)
+        return 0
     sd = SweepDir.open(args.dir)
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written

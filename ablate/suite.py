@@ -401,6 +401,9 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
 
     comps = [compose([*overrides, f"variable={n}"], config_path=config_path, config_dirs=config_dirs,
                      config_name=config_name) for n in names]
+    if ((comps[0].cfg.get("scale") or {}).get("key")) is not None:
+        raise ConfigError("a suite cannot run a transfer check yet", where="scale.key",
+                          fix="run the transfer check per variable: `ablate -m variable=<name> scale.key=...`")
     prepared = prepare_suite(comps, names)
     sd = start(comps[0].cfg, sweep_dir=suite_sweep_dir(comps[0].sweep_dir, names), variable_name=None, cwd=cwd,
                config_dirs=comps[0].config_dirs, prepared=prepared)
