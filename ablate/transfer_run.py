@@ -122,7 +122,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
                 choices=c.choices)  # every scale is checked before anything runs
         comps.append(c)
     mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
-    parent = create_unique_dir(composed.sweep_dir, mode)
+    parent = create_unique_dir(composed.sweep_dir, mode).absolute()
     children = [_child_name(key, v) for v in values]
     write_atomic(parent / TRANSFER_RECORD, dump_yaml({"scale": {"key": key, "values": values},
                                                       "variable": composed.variable_name,
