@@ -146,7 +146,7 @@ def test_suite_latex_table_compiles(project: Path, tmp_path: Path) -> None:
             assert cells[3] == "--"
 
 
-def test_suite_refusals(project: Path) -> None:
+def test_suite_refusals(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _add_variables(project)
     # a variable sweep that is not a list of names
     res = ablate_cli(project, "-m", "variable=range(1,3)", *FAST)
@@ -172,3 +172,8 @@ def test_suite_refusals(project: Path) -> None:
     res = ablate_cli(project, "-m", "variable=lr_hi,momentum,hidden", "dry_run=true", *FAST)
     assert res.returncode == 0, res.stderr
     assert "trials: 12 (the control runs once; 18 if each variable ran alone)" in res.stdout
+    # the Python API takes a list of variables as a suite
+    import ablate
+
+    assert ablate.run(variable=["lr_hi", "momentum"], seeds=3, launcher="inline", dry_run=True) is None
+    assert "trials: 9 (the control runs once; 12 if each variable ran alone)" in capsys.readouterr().out
