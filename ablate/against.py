@@ -91,17 +91,33 @@ def compare_plans(this: Mapping[str, Any], target: Mapping[str, Any]) -> list[di
     return out
 
 
-def compare_sweeps(sd: Any, other: str | os.PathLike[str]) -> dict[str, Any]:
+def compare_sweeps(sd: Any, other: str | os.PathLike[str], *, missing_ok: bool = False) -> dict[str, Any]:
     """The ``against`` entry of verdict.json: the target's sweep dir and what differs from this ablation.
+
+    Parameters
+    ----------
+    sd : SweepDir
+        This ablation.
+    other : path-like
+        The target run's sweep dir.
+    missing_ok : bool
+        When the target can no longer be read (a remembered ``--against`` whose dir was removed), return
+        ``{"target", "error"}`` instead of raising, so the verdict is still written.
 
     Raises
     ------
     SweepDirError
-        When ``other`` is not an ablate sweep dir (the message names it and the fix).
+        When ``other`` is not an ablate sweep dir (the message names it and the fix) and not ``missing_ok``.
     """
+    from ablate.errors import SweepDirError
     from ablate.trial import load_plan
 
-    root, target = _plan(other)
+    try:
+        root, target = _plan(other)
+    except SweepDirError as exc:
+        if not missing_ok:
+            raise
+        return {"target": str(other), "error": str(exc), "differences": [], "same": False}
     diffs = compare_plans(load_plan(sd), target)
     return {"target": root, "differences": diffs, "same": not diffs}
 
@@ -112,7 +128,9 @@ def against_markdown(v: Mapping[str, Any]) -> list[str]:
     if not ag:
         return []
     L = ["## Against the target run", "", f"Target: `{ag['target']}`.", ""]
-    if ag["same"]:
+    if ag.get("error"):
+        L.append(f"Not compared: the target cannot be read ({ag['error']}).")
+    elif ag["same"]:
         L.append("The target's data, code, control config and environment match this ablation's pins.")
     for d in ag["differences"]:
         L.append(f"- **{d['kind']}**: {d['message']}")

@@ -79,7 +79,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         size = f" ({c['size']})" if c.get("size") else ""
         L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     L.append("")
-    L += _sections_16(v)
+    L += _suite_table_against(v)
     L += _setup(v, key)
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -144,7 +144,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def _sections_16(v: Mapping[str, Any]) -> list[str]:
+def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
     """The suite, ablation-table and --against sections (:mod:`ablate.suite`, :mod:`ablate.table`,
     :mod:`ablate.against`), placed after the verdict lines."""
     from ablate.against import against_markdown

@@ -23,8 +23,6 @@ from typing import Any
 from ablate.errors import ConfigError
 from ablate.plan import Arm, Plan, Variable, flatten, format_value
 
-#: ``family``: which treatments share one multiplicity adjustment in a suite.
-FAMILIES = ("suite", "variable")
 SUITE_SEPARATOR = "+"
 
 
@@ -105,15 +103,13 @@ def _without_variable(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in cfg.items() if k not in ("variable", "hydra")}
 
 
-def merge_plans(plans: Sequence[Plan], *, family: str = "suite") -> SuitePlan:
+def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
     """Merge one plan per variable (all from the same control config) into a suite plan.
 
     Parameters
     ----------
     plans : sequence of Plan
         From :func:`ablate.plan.make_plan`, one per variable, with equal control configs and seeds.
-    family : {"suite", "variable"}
-        Recorded on the plan's arms' grouping (the verdict reads the option from ``ablation.yaml``).
 
     Returns
     -------
@@ -200,8 +196,7 @@ def prepare_suite(compositions: Sequence[Any], names: Sequence[str]) -> tuple[Su
                           choices=comp.choices)
         plans.append(plan)
         opts = opts or o
-    family = _family(compositions[0].cfg.get("family", "suite"))
-    suite = merge_plans(plans, family=family)
+    suite = merge_plans(plans)
     # The shared control's config holds no variable node of its own; every arm gets the same one.
     node = {"suite": list(names)}
     for arm in suite.arms:
@@ -215,14 +210,6 @@ def _compose_without_variable(compose: Callable[[str], Mapping[str, Any]], node:
         return {**compose(extra), "variable": node}
 
     return inner
-
-
-def _family(value: Any) -> str:
-    if value not in FAMILIES:
-        raise ConfigError(f"must be one of {', '.join(FAMILIES)}, got {value!r}", where="family",
-                          fix="`family=suite` (Holm over every treatment of the suite) or `family=variable` "
-                          "(one family per variable)")
-    return str(value)
 
 
 def suite_record(plan: Plan) -> dict[str, Any]:

@@ -16,6 +16,7 @@ act on one scale. The statistics are in :mod:`ablate.transfer`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,14 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
                                                       "variable": composed.variable_name,
                                                       "children": children}), durable=True)
     failed: list[str] = []
+    if composed.cfg.get("wait") is False:  # submitted (launcher=slurm): collect each scale, then the report
+        for c, child in zip(comps, children, strict=True):
+            start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
+                  available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
+                  choices=c.choices)
+        print(f"ablate: every scale submitted; `ablate collect {parent}/<scale>` for each of {', '.join(children)}, "
+              f"then `ablate verdict {parent}` writes the transfer report", file=sys.stderr)
+        return {"parent": str(parent), "submitted": True}
     for c, child in zip(comps, children, strict=True):
         try:
             start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,

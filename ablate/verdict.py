@@ -386,7 +386,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     if opts.against:
         from ablate.against import compare_sweeps
 
-        verdict["against"] = compare_sweeps(sd, opts.against)
+        verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary

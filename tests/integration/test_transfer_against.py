@@ -108,3 +108,10 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     res = ablate_cli(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
     assert (proxy / "verdict.json").read_bytes() == before
+    # --against is remembered; a later verdict whose target was removed still writes (and says so)
+    import shutil
+
+    shutil.rmtree(target)
+    res = ablate_cli(project, "verdict", str(proxy))
+    assert res.returncode == 0, res.stderr
+    assert "Not compared: the target cannot be read" in (proxy / "verdict.md").read_text()
