@@ -98,6 +98,10 @@ def test_three_variable_suite_shares_one_control(project: Path) -> None:
     # status / collect / verdict on the suite's sweep dir
     st = ablate_cli(project, "status", str(sd))
     assert st.returncode == 0 and "hidden=32" in st.stdout
+    shutil.rmtree(sd / "trials" / "momentum=0.5" / "seed=1")  # a trial that never ran: resume runs it alone
+    res = ablate_cli(project, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    assert len(sorted((sd / "trials").glob("*/seed=*/result.json"))) == 12 and "1/1 trials" in res.stderr
     res = ablate_cli(project, "verdict", str(sd), "--family", "variable")
     assert res.returncode == 0, res.stderr
     v2 = json.loads((sd / "verdict.json").read_text())
