@@ -138,6 +138,8 @@ class ScaleEffect:
         Δ = mean treatment − mean control, raw metric units.
     ci : (float, float) or None
         Its CI (raw units) at ``ci_level``.
+    ci_level : float or None
+        The CI's confidence level (the verdict's simultaneous level, 1 − α/m).
     verdict : str
         The verdict word at this scale.
     seed_advice : str or None
