@@ -87,7 +87,12 @@ def cmd_status(argv: list[str], name: str = "status") -> int:
     p.add_argument("dir")
     args = p.parse_args(argv)
     from ablate.status import format_status
+    from ablate.transfer_run import is_transfer_dir, scale_dirs
 
+    if is_transfer_dir(args.dir):  # a transfer check: each scale's sweep dir in turn
+        for child in scale_dirs(args.dir):
+            print(f"== {child.name} ==\n{format_status(SweepDir.open(child))}")
+        return 0
     sd = SweepDir.open(args.dir)
     print(format_status(sd))
     return 0

@@ -156,6 +156,14 @@ def is_transfer_dir(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / TRANSFER_RECORD).is_file()
 
 
+def scale_dirs(parent: str | os.PathLike[str]) -> list[Path]:
+    """The sweep dirs of a transfer check, in scale order (from its ``transfer.yaml``)."""
+    import yaml
+
+    rec = yaml.safe_load((Path(parent) / TRANSFER_RECORD).read_text())
+    return [Path(parent) / c for c in rec["children"]]
+
+
 def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compute the transfer check from the scales' verdicts and write transfer.json and transfer.md.
 

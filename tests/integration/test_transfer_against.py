@@ -49,6 +49,8 @@ def test_two_scale_transfer_check(project: Path) -> None:
     assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc (maximize)")
     assert "## Seeds per scale" in md and "task.hidden=16, lr=0.2" in md and "task.hidden=64, lr=0.2" in md
 
+    st = ablate_cli(project, "status", str(parent))
+    assert st.returncode == 0 and "== hidden=16 ==" in st.stdout and "== hidden=64 ==" in st.stdout
     # `ablate verdict PARENT` recomputes every scale and the report with new options
     res = ablate_cli(project, "verdict", str(parent), "--alpha", "0.01")
     assert res.returncode == 0, res.stderr
