@@ -101,7 +101,8 @@ def test_three_variable_suite_shares_one_control(project: Path) -> None:
     shutil.rmtree(sd / "trials" / "momentum=0.5" / "seed=1")  # a trial that never ran: resume runs it alone
     res = ablate_cli(project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
-    assert len(sorted((sd / "trials").glob("*/seed=*/result.json"))) == 12 and "1/1 trials" in res.stderr
+    assert len(sorted((sd / "trials").glob("*/seed=*/result.json"))) == 12
+    assert "[12/12] momentum=0.5 seed=1 ok" in res.stderr and res.stderr.count(" ok in ") == 1
     res = ablate_cli(project, "verdict", str(sd), "--family", "variable")
     assert res.returncode == 0, res.stderr
     v2 = json.loads((sd / "verdict.json").read_text())
