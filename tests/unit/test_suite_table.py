@@ -196,3 +196,20 @@ def test_tracker_tags_name_the_arm_variable(tmp_path: Path) -> None:
     rec = read_ablation(sd)
     tags = {(t.arm, t.seed): t.tags for t in rec.trials}
     assert tags[("wd=0.1", 0)]["ablate.arm_variable"] == "wd" and "ablate.arm_variable" not in tags[("control", 0)]
+
+
+def test_suite_with_a_config_group_variable() -> None:
+    # the second variable swaps a config group option; compose() gives the config with that option chosen
+    adam = {"task": {**CFG["task"], "a": {"lr": 0.001, "beta": 0.9}}}
+
+    def compose(override: str) -> dict:
+        assert override == "task/a=adam"
+        return adam
+
+    plans = [make_plan(CFG, Variable("wd", "task.wd", (0.1,)), [0, 1, 2]),
+             make_plan(CFG, Variable("opt", "task/a", ("adam",), is_group=True), [0, 1, 2], compose=compose,
+                       choices={"task/a": "sgd"})]
+    suite = merge_plans(plans)
+    assert [(a.name, a.variable) for a in suite.arms] == [("control", None), ("wd=0.1", "wd"), ("a=adam", "opt")]
+    assert suite.arms[2].changes == {"task.a.beta": (None, 0.9), "task.a.lr": (0.1, 0.001)}
+    assert suite.control.value == {"task.wd": 0.0, "task.a": "sgd"}
