@@ -89,7 +89,8 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     Returns
     -------
     dict
-        ``primary``, ``goal``, ``metrics``, ``mean_ci_level`` (0.95), ``rows``: one per arm, control first, each
+        ``primary``, ``goal``, ``metrics``, ``mean_ci_level`` (0.95), ``missing_metrics`` (asked for, returned by
+        no completed trial), ``rows``: one per arm, control first, each
         ``{arm, variable, value, verdict, marker, bold, cells: {metric: {n, mean, ci, delta, delta_ci,
         delta_ci_level}}}``; ``delta``/``delta_ci`` are raw treatment − control in metric units (None for
         the control). Primary cells repeat the verdict's numbers; the others are descriptive.
@@ -142,7 +143,9 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
         _, best = (max if goal == "maximize" else min)(means)
         if out_rows[best]["verdict"] == "better":
             out_rows[best]["bold"] = True
+    missing = [m for m in cols[1:] if not values[m]]  # asked for, returned by no completed trial
     return {"primary": primary, "goal": goal, "metrics": cols, "mean_ci_level": 0.95, "rows": out_rows,
+            "missing_metrics": missing,
             "delta_ci_levels": sorted({r["cells"][primary]["delta_ci_level"] for r in out_rows
                                        if r["cells"][primary]["delta_ci_level"] is not None})}
 
@@ -242,6 +245,9 @@ def markdown(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> list[str]:
         if r["bold"]:
             cells = [f"**{x}**" if x not in ("", "–") else x for x in cells]
         L.append("| " + " | ".join(cells) + " |")
+    if table.get("missing_metrics"):
+        L += ["", f"No completed trial returned {', '.join(table['missing_metrics'])}: check `metrics=` against the "
+              "keys the task returns (results.csv lists them)."]
     L += ["", caption(table, verdict), "",
           f"Also written as LaTeX (`{TEX_FILE}`, booktabs) and CSV (`{CSV_FILE}`).", ""]
     return L

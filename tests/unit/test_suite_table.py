@@ -213,3 +213,28 @@ def test_suite_with_a_config_group_variable() -> None:
     assert [(a.name, a.variable) for a in suite.arms] == [("control", None), ("wd=0.1", "wd"), ("a=adam", "opt")]
     assert suite.arms[2].changes == {"task.a.beta": (None, 0.9), "task.a.lr": (0.1, 0.001)}
     assert suite.control.value == {"task.wd": 0.0, "task.a": "sgd"}
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("family", "both", "`family`: must be one of suite, variable"),
+    ("metrics", 3, "`metrics`: must be a list of metric names"),
+    ("metrics", ["acc", ""], "`metrics`: must be a list of metric names"),
+])
+def test_suite_and_table_options_refused(key: str, value: object, message: str) -> None:
+    from ablate.options import parse_options
+
+    with pytest.raises(ConfigError, match=message):
+        parse_options({"task": {"metric": "acc"}, "launcher": {"name": "inline"}, "seeds": 3, key: value})
+
+
+def test_metrics_option_puts_the_primary_first_and_missing_metrics_are_named() -> None:
+    from ablate.options import parse_options
+    from ablate.table import markdown
+
+    opts = parse_options({"task": {"metric": "acc"}, "launcher": {"name": "inline"}, "seeds": 3,
+                          "metrics": ["loss", "acc", "loss"]})
+    assert opts.metrics == ["acc", "loss"]
+    v, rows = _verdict("maximize", ["better"], [0.2])
+    t = build_table(v, rows, ["acc", "val_los"])
+    assert t["missing_metrics"] == ["val_los"]
+    assert any("No completed trial returned val_los" in line for line in markdown(t, v))
