@@ -207,7 +207,7 @@ def _check_task(plan: Plan, cwd: str) -> None:
     if task.get("fn"):
         check_task_fn(str(task["fn"]), cwd)
     elif task.get("command"):
-        from ablate.command import check_command_task
+        from ablate.tasks.command import check_command_task
 
         check_command_task(plan, cwd)
     else:

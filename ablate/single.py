@@ -49,8 +49,8 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     write_atomic(out_dir / "config.yaml", dump_yaml(container))
     t0 = time.perf_counter()
     if not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
-        from ablate.command import run_command_task
         from ablate.sweepdir import TrialPaths
+        from ablate.tasks.command import run_command_task
 
         manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
         write_json(out_dir / "manifest.json", manifest)

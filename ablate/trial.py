@@ -273,14 +273,14 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
-        if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
+        if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.tasks.command)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode)
         write_json(tp.manifest, manifest)
         if fn is None:
-            from ablate.command import run_command_task
+            from ablate.tasks.command import run_command_task
 
             runner: Callable[[], Any] = lambda: run_command_task(cfg, tp, opts)  # noqa: E731
         else:
