@@ -88,10 +88,12 @@ def _hydra_main(argv: list[str]) -> int:
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
         from ablate.config import compose
+        from ablate.tasks.app import split_cli, with_cli_overrides
 
-        composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs,
+        ours, app_overrides = split_cli(args.overrides)
+        composed = compose(ours, config_path=config_path, config_dirs=config_dirs,
                            config_name=args.config_name)
-        run_composed(composed)
+        run_composed(with_cli_overrides(composed, app_overrides))
         return 0
     if hydra_own:
         args.multirun = False  # `ablate -m ... --cfg job` shows the config, as ablate's messages suggest

@@ -35,7 +35,8 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     from ablate.errors import PinError
     from ablate.options import parse_options
     from ablate.sweepdir import dump_yaml, write_atomic, write_json
-    from ablate.trial import _coerce_metrics, import_callable
+    from ablate.tasks.fn import import_callable
+    from ablate.trial import _coerce_metrics
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     container = OmegaConf.to_container(cfg, resolve=True)
