@@ -125,3 +125,33 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
         rep = ablate_cli(lit_project, "repro", str(sd), "--trial", f"control/{seed}")
         assert rep.returncode == 0, rep.stdout + rep.stderr
         assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
+
+
+def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_project: Path) -> None:
+    res = ablate_cli(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=2", "launcher=inline")
+    assert res.returncode == 0, res.stderr
+    untouched(plain_project, "plain_app", (("", "plain"),))
+    assert not (plain_project / "None").exists() and not (plain_project / "outputs" / "None").exists()
+    sd = only_sweep(plain_project)
+    verdict = json.loads((sd / "verdict.json").read_text())
+    per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
+    run_ids = set()
+    for arm in ("control", "lr=0.2"):
+        for seed in (1, 2):
+            t = sd / "trials" / arm / f"seed={seed}"
+            result = json.loads((t / "result.json").read_text())
+            assert result["status"] == "ok", result
+            assert result["metric_source"]["kind"] == "return"
+            # ${hydra:runtime.output_dir} is the trial's own run dir, under launcher=inline too
+            history = [json.loads(x) for x in (t / "run" / "history.jsonl").read_text().splitlines()]
+            assert per_seed[arm][str(seed)] == result["metrics"]["val_acc"] == history[-1]["val_acc"]
+            assert result["metrics"]["val_loss"] == history[-1]["val_loss"]
+            run_ids.add((t / "run" / "run.txt").read_text())
+            cfg = json.loads((t / "manifest.json").read_text())["config"]["task"]["params"]
+            assert cfg["hidden"] == 32  # ${times:${width},2}: the app's own resolver, available to ablate
+            assert cfg["out_dir"] == str(t / "run")
+    # ${now:} resolved once for the ablation and frozen into every arm: one run_id, no confound
+    assert len(run_ids) == 1 and next(iter(run_ids)).startswith("digits_"), run_ids
+    assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+    rep = ablate_cli(plain_project, "repro", str(sd), "--trial", "lr=0.2/1")
+    assert rep.returncode == 0 and "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
