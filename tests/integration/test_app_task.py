@@ -155,3 +155,34 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
     rep = ablate_cli(plain_project, "repro", str(sd), "--trial", "lr=0.2/1")
     assert rep.returncode == 0 and "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
+
+
+def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5]", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "arms (2): control, model=mlp_wide" in out
+    assert "task.params.model.hidden: 32 -> 128" in out and "task.params.model.name: mlp -> mlp_wide" in out
+    treat = next(x for x in out.splitlines() if x.strip().startswith("argv model=mlp_wide"))
+    assert "model=mlp_wide" in shlex.split(treat.split(": ", 1)[1]) and "seed=4" in treat
+
+
+@pytest.mark.parametrize(("args", "where", "words"), [
+    (("app.trainer.max_epoch=1",), "task.overrides", ["'trainer.max_epoch' is not a key of the app's config",
+                                                       "Close matches: trainer.max_epochs"]),
+    (("app.model=mlp_wid",), "task.overrides", ["the app has no model option 'mlp_wid'", "Close matches: mlp_wide"]),
+    (("app.model.optimizer.lr=???",), "model.optimizer.lr", ["model.optimizer.lr unset (???",
+                                                             "`app.model.optimizer.lr=<value>`"]),
+    (("seeds=[0,1,2]",), "seeds", ["lists seed 0", "seeds=[1,2,3]"]),
+    (("+task.reduce=median",), "task.reduce", ["must be one of last, min, max"]),
+    (("+task.metric_source=csvs",), "task.metric_source", ["must be one of auto, return, csv"]),
+])
+def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, args: tuple[str, ...], where: str,
+                                                            words: list[str]) -> None:
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "dry_run=true", *args)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert f"`{where}`" in line, line
+    for w in words:
+        assert w in line, line
+    assert not list(lit_project.glob("outputs/ablate/*"))
