@@ -60,6 +60,8 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
 
 #: What ``${hydra:runtime.output_dir}`` reads at plan time (each trial reads its own run dir).
 PLAN_RUN_DIR = "<trial dir>/run"
+#: The verdict's note on the seed list of an ``fn`` task.
+FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
 #: The verdict's note on the seed list of a task whose script seeds itself.
 SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it receives, and scripts that seed only "
                     "`if cfg.get(\"seed\")` treat 0 (like null) as no seed")
@@ -132,7 +134,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "seeds": plan.seeds,
         "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
         "per_trial": sorted(_per_trial_keys(plan)),
-        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else None,
+        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
         "options": opts.record(),
         "project": {"cwd": cwd},
         "pins": dict(pins),
