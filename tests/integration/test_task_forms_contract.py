@@ -19,7 +19,10 @@ from tests.helpers import ablate_cli, commit_all
 pytestmark = pytest.mark.slow
 
 FN = '''
+from pathlib import Path
+
 def train(cfg):
+    (Path(cfg.task.out) / "marker.txt").write_text(str(cfg.seed))
     return {"score": cfg.task.x * (1 + cfg.seed / 100)}
 '''
 COMMAND = '''
@@ -34,13 +37,15 @@ import hydra
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def main(cfg):
+    with open(cfg.out + "/marker.txt", "w") as fh:
+        fh.write(str(cfg.seed))
     return {"score": cfg.x * (1 + cfg.seed / 100)}
 
 if __name__ == "__main__":
     main()
 '''
 FORMS = {
-    "fn": ({"fn": "contract_fn:train", "x": 1.0}, "task.x", [0, 1]),
+    "fn": ({"fn": "contract_fn:train", "x": 1.0, "out": "${hydra:runtime.output_dir}"}, "task.x", [0, 1]),
     "command": ({"command": "python contract_cmd.py", "params": {"x": 1.0}, "output_dir_key": None},
                 "task.params.x", [1, 2]),
     "app": ({"app": "contract_app/app.py"}, "x", [1, 2]),
@@ -52,17 +57,18 @@ def setup(root: Path, form: str) -> None:
     (root / "contract_cmd.py").write_text(COMMAND)
     (root / "contract_app" / "conf").mkdir(parents=True)
     (root / "contract_app" / "app.py").write_text(APP)
-    (root / "contract_app" / "conf" / "config.yaml").write_text("x: 1.0\nseed: 0\n")
+    (root / "contract_app" / "conf" / "config.yaml").write_text("x: 1.0\nseed: 0\nout: ${hydra:runtime.output_dir}\n")
     task, key, _ = FORMS[form]
     (root / "conf" / "task" / "contract.yaml").write_text(yaml.safe_dump({**task, "metric": "score"}))
     (root / "conf" / "variable" / "cx.yaml").write_text(yaml.safe_dump({"key": key, "values": [3.0]}))
     commit_all(root, f"contract {form}")
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
-def test_every_task_form_runs_the_same_ablation(project: Path, form: str) -> None:
+@pytest.mark.parametrize(("form", "launcher"), [("fn", "inline"), ("command", "inline"), ("app", "inline"),
+                                                ("fn", "local"), ("app", "local")])
+def test_every_task_form_runs_the_same_ablation(project: Path, form: str, launcher: str) -> None:
     setup(project, form)
-    res = ablate_cli(project, "-m", "task=contract", "variable=cx", "seeds=2", "launcher=inline")
+    res = ablate_cli(project, "-m", "task=contract", "variable=cx", "seeds=2", f"launcher={launcher}")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     seeds = FORMS[form][2]  # ablate seeds an fn task itself (0 included); a script seeds itself (from 1)
@@ -77,4 +83,6 @@ def test_every_task_form_runs_the_same_ablation(project: Path, form: str) -> Non
             assert result["metrics"]["score"] == per_seed[arm][str(seed)] == x * (1 + seed / 100)
             manifest = json.loads((t / "manifest.json").read_text())
             assert manifest["seed"] == seed and manifest["config"]["seed"] == seed
+            if form != "command":  # ${hydra:runtime.output_dir} is the trial's own run dir, on every launcher
+                assert (t / "run" / "marker.txt").read_text() == str(seed)
     assert verdict["confounds"]["findings"] == []
