@@ -187,3 +187,17 @@ def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, a
     for w in words:
         assert w in line, line
     assert not list(lit_project.glob("outputs/ablate/*"))
+
+
+def test_single_run_of_the_apps_control(lit_project: Path) -> None:
+    zero = ablate_cli(lit_project, "task=lit")
+    assert zero.returncode == 2 and "`seed`: is 0" in zero.stderr and "seed=1" in zero.stderr, zero.stderr
+    res = ablate_cli(lit_project, "task=lit", "seed=3", "app.trainer.max_epochs=1", "hydra.run.dir=outputs/single")
+    assert res.returncode == 0, res.stderr
+    out = lit_project / "outputs" / "single"
+    result = json.loads((out / "result.json").read_text())
+    (metrics_csv,) = (out / "run").glob("csv/version_0/metrics.csv")
+    assert result["metrics"]["val/acc"] == csv_series(metrics_csv, "val/acc")[-1][1]
+    with open(metrics_csv, newline="") as fh:
+        assert [r["epoch"] for r in csv.DictReader(fh) if r["val/acc"]] == ["0"]  # app.trainer.max_epochs=1
+    assert yaml.safe_load((out / "run" / ".hydra" / "config.yaml").read_text())["seed"] == 3
