@@ -487,7 +487,7 @@ def make_plan(
             f"the variable's key {key!r} is a mapping (a whole config node, likely chosen from a config "
             "group), not a value; setting it would replace every key below it",
             where=f"variable={variable.name}",
-            fix=f"to swap a config group option the Hydra way, write `group: {key.replace('.', '/')}` and "
+            fix=f"to swap a config group option the Hydra way, write `group: {_group_hint(control, key)}` and "
             "`values: [<option>, ...]` in the variable file; to ablate one value, point `key` at a leaf such "
             f"as {', '.join(sorted(flatten(dict(control_value), key))[:3])}",
         )
@@ -509,6 +509,14 @@ def make_plan(
         arms.append(Arm(name=_arm_name(variable, value, taken), label=format_value(value), value=value,
                         config=treat, changes=changes, derived=derived))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
+
+
+def _group_hint(control: Mapping[str, Any], key: str) -> str:
+    """The ``group:`` a user writes for a mapping key: the app's own group name for an app's config."""
+    from ablate.tasks.app_config import app_params, to_app_key
+
+    app_key = to_app_key(key) if app_params(control) is not None else None
+    return (app_key or key).replace(".", "/")
 
 
 def _check_not_reserved(key: str, name: str) -> None:

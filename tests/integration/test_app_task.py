@@ -175,6 +175,8 @@ def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
     (("app.model.optimizer.lr=???",), "model.optimizer.lr", ["model.optimizer.lr unset (???",
                                                              "`app.model.optimizer.lr=<value>`"]),
     (("seeds=[0,1,2]",), "seeds", ["lists seed 0", "seeds=[1,2,3]"]),
+    (("variable.key=model",), "variable=lit_lr", ["is a mapping", "`group: model`"]),  # the app's own group name
+    (("variable.key=model.optimizer.lrr",), "variable=lit_lr", ["Close matches: task.params.model.optimizer.lr"]),
     (("+task.reduce=median",), "task.reduce", ["must be one of last, min, max"]),
     (("+task.metric_source=csvs",), "task.metric_source", ["must be one of auto, return, csv"]),
 ])
