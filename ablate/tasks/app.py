@@ -299,7 +299,7 @@ def with_cli_overrides(composed: Any, app_overrides: Sequence[str]) -> Any:
         return composed
     task = composed.cfg.get("task")
     if not isinstance(task, Mapping) or not task.get("app"):
-        raise ConfigError(f"{CLI_PREFIX}... overrides ({', '.join(app_overrides)}) are for an `app:` task, and this "
+        raise ConfigError(f"`{CLI_PREFIX}` overrides ({', '.join(app_overrides)}) are for an `app:` task, and this "
                           "task is not one", where=f"{CLI_PREFIX}{app_overrides[0]}",
                           fix="drop the `app.` prefix to set a key of ablate's config, or choose an app task")
     composed.cfg["task"] = {**task, "overrides": [*list(task.get("overrides") or []), *app_overrides]}

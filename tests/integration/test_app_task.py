@@ -203,3 +203,15 @@ def test_single_run_of_the_apps_control(lit_project: Path) -> None:
     with open(metrics_csv, newline="") as fh:
         assert [r["epoch"] for r in csv.DictReader(fh) if r["val/acc"]] == ["0"]  # app.trainer.max_epochs=1
     assert yaml.safe_load((out / "run" / ".hydra" / "config.yaml").read_text())["seed"] == 3
+
+
+def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import ablate
+    from ablate.errors import UserError
+
+    with pytest.raises(UserError, match=r"overrides \(trainer\.max_epochs=1\) are for an `app:` task"):
+        ablate.run(variable="lit_lr", seeds=2, dry_run=True, overrides={"app.trainer.max_epochs": 1})  # task: digits
+    assert ablate.run(variable="lit_lr", seeds=2, dry_run=True,
+                      overrides=["task=lit", "app.trainer.max_epochs=1"]) is None
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("argv ")]
+    assert len(lines) == 2 and all("trainer.max_epochs=1" in shlex.split(x.split(": ", 1)[1]) for x in lines)
