@@ -237,9 +237,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
             form.register_resolvers(task_cfg, code_root)
-        if _per_trial(rec["config"]):  # the config reads ${hydra:runtime.output_dir}: it exists, as in a Hydra run
+        per_trial = _per_trial(rec["config"])
+        if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
             (tp.dir / "run").mkdir(parents=True, exist_ok=True)
-        with trial_hydra(tp.dir / "run", task_cfg):
+        with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
             cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
         from ablate import seeding

@@ -241,8 +241,28 @@ def unregistered_resolvers(cfg: Any) -> list[str]:
     return sorted(n for n in names if not OmegaConf.has_resolver(n))
 
 
+_IMPORTED: set[str] = set()
+
+
+def _resolves(cfg: Any) -> bool:
+    from omegaconf import OmegaConf
+
+    from ablate.tasks.hydra_semantics import trial_hydra
+
+    try:
+        with trial_hydra("<trial dir>/run"):
+            OmegaConf.to_container(OmegaConf.create(dict(cfg)), resolve=True)
+    except Exception:
+        return False
+    return True
+
+
 def register_app_resolvers(cfg: Any, script: Path, root: Path) -> None:
-    """Import the app's module (never its ``__main__`` block) when its config uses resolvers it registers.
+    """Import the app's module (never its ``__main__`` block) when its config needs what the import sets up.
+
+    That is: resolvers it registers (``OmegaConf.register_new_resolver`` at the top level), or
+    environment variables it sets when imported (``rootutils.setup_root`` sets ``PROJECT_ROOT``, read
+    by ``${oc.env:PROJECT_ROOT}``). Imported at most once per process and script.
 
     Raises
     ------
@@ -250,7 +270,7 @@ def register_app_resolvers(cfg: Any, script: Path, root: Path) -> None:
         The import fails, or a resolver is still unknown after it.
     """
     missing = unregistered_resolvers(cfg)
-    if not missing:
+    if str(script) in _IMPORTED or (not missing and _resolves(cfg)):
         return
     for p in (str(script.parent), str(root)):
         if p not in sys.path:
@@ -260,10 +280,12 @@ def register_app_resolvers(cfg: Any, script: Path, root: Path) -> None:
         mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(mod)  # type: ignore[union-attr]
     except Exception as exc:
-        raise ConfigError(f"the app's config uses the resolver(s) {', '.join(missing)}; importing {script} to "
-                          f"register them failed ({type(exc).__name__}: {exc})", where="task.app",
+        why = f"uses the resolver(s) {', '.join(missing)}" if missing else "cannot be resolved without it"
+        raise ConfigError(f"the app's config {why}; importing {script} failed ({type(exc).__name__}: {exc})",
+                          where="task.app",
                           fix="make the script importable (its training starts under `if __name__ == '__main__'`)"
                           ) from None
+    _IMPORTED.add(str(script))
     still = unregistered_resolvers(cfg)
     if still:
         raise ConfigError(f"the app's config uses the resolver(s) {', '.join(still)}, which neither Hydra nor "
