@@ -153,6 +153,16 @@ def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any
         return resolve(config)
 
 
+def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
+    """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
+    task = plan.control.config.get("task") or {}
+    if not task.get("app"):
+        return []
+    from ablate.tasks.app import config_location, settings
+
+    return [str(config_location(settings(task), cwd)[0])]
+
+
 def _per_trial_keys(plan: Plan) -> set[str]:
     """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
     from ablate.tasks.app_config import APP_NODE, app_params
@@ -253,7 +263,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     _warn_if_tracked(sd, code)
     code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
-    pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
+    pins = {"code": code, "data": data, "environment": env,
+            "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
     record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")

@@ -122,6 +122,8 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             assert manifest["config"]["task"]["params"]["paths"]["output_dir"] == str(t / "run")
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
     assert "seeds start at 1: the script seeds itself" in (sd / "verdict.md").read_text()
+    pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
+    assert str(lit_project / "configs" / "model" / "mlp.yaml") in pinned  # the app's configs are hashed too
     for seed in (1, 2):  # weak reproducibility holds on every seed, the first one included
         rep = ablate_cli(lit_project, "repro", str(sd), "--trial", f"control/{seed}")
         assert rep.returncode == 0, rep.stdout + rep.stderr
