@@ -367,6 +367,9 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
     when = when or _dt.datetime.now()
     out = copy.deepcopy(dict(cfg))
     task = dict(out["task"])
+    if task.get("params") is not None:
+        raise ConfigError("is filled by ablate with the app's own composed config", where="task.params",
+                          fix="drop `params:`; set the app's keys in `overrides:` (e.g. `overrides: [model.lr=0.1]`)")
     s = settings(task)
     cdir, name, vb = config_location(s, cwd)
 

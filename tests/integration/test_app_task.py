@@ -180,6 +180,8 @@ def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
     (("variable.key=model",), "variable=lit_lr", ["is a mapping", "`group: model`"]),  # the app's own group name
     (("variable.key=model.optimizer.lrr",), "variable=lit_lr", ["Close matches: task.params.model.optimizer.lr"]),
     (("+task.reduce=median",), "task.reduce", ["must be one of last, min, max"]),
+    (("+task.params={lr: 1}",), "task.params", ["filled by ablate", "`overrides:`"]),
+    (("+task.epochs=3",), "task.epochs", ["not a setting of an app task", "`overrides:`"]),
     (("+task.metric_source=csvs",), "task.metric_source", ["must be one of auto, return, csv"]),
 ])
 def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, args: tuple[str, ...], where: str,
