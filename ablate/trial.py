@@ -28,6 +28,7 @@ from typing import Any
 from ablate.errors import AblateError, ConfigError, PinError, UserError
 from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
 from ablate.tasks.base import TaskOutput, TrialTimeout
+from ablate.tasks.fn import import_callable  # noqa: F401  (its old home; benchmarks import it from here)
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
