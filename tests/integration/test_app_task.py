@@ -219,3 +219,22 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
                       overrides=["task=lit", "app.trainer.max_epochs=1"]) is None
     lines = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("argv ")]
     assert len(lines) == 2 and all("trainer.max_epochs=1" in shlex.split(x.split(": ", 1)[1]) for x in lines)
+
+
+def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> None:
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=2", "launcher=inline",
+                     "+task.metric_source=tensorboard", "+task.reduce=max", "app.trainer.max_epochs=3")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(lit_project)
+    for arm in ("control", "lr=0.2"):
+        for seed in (1, 2):
+            t = sd / "trials" / arm / f"seed={seed}"
+            result = json.loads((t / "result.json").read_text())
+            (metrics_csv,) = (t / "run").glob("csv/version_0/metrics.csv")
+            series = csv_series(metrics_csv, "val/acc")  # the same values the app logged to TensorBoard
+            best_step, best = max(series, key=lambda sv: sv[1])
+            assert result["metrics"]["val/acc"] == pytest.approx(best, abs=1e-7)  # event files hold float32
+            src = result["metric_source"]
+            assert (src["kind"], src["reduce"], src["n_logged"]) == ("tensorboard", "max", 3)
+            assert src["step"] == min(s for s, v in series if v == best) == best_step
+            assert src["path"] == str(t / "run" / "tensorboard" / "version_0")
