@@ -138,7 +138,7 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     values : sequence, optional
         Treatment values, replacing the variable file's ``values``.
     seeds : int or sequence of int, optional
-        Seeds per arm (``10`` means 0..9) or the seed list.
+        Seeds per arm (``10`` means 0..9; 1..10 for ``command``/``app`` tasks) or the seed list.
     launcher : {"local", "inline", "slurm"}, optional
         Where trials run (default ``local``: a process per trial). ``inline`` runs them in this
         process, one after another (breakpoints work).
