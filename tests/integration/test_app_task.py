@@ -223,7 +223,7 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
 
 def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> None:
     res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=2", "launcher=inline",
-                     "+task.metric_source=tensorboard", "+task.reduce=max", "app.trainer.max_epochs=3")
+                     "+task.metric_source=tensorboard", "+task.reduce=max")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(lit_project)
     for arm in ("control", "lr=0.2"):
@@ -235,6 +235,6 @@ def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> Non
             best_step, best = max(series, key=lambda sv: sv[1])
             assert result["metrics"]["val/acc"] == pytest.approx(best, abs=1e-7)  # event files hold float32
             src = result["metric_source"]
-            assert (src["kind"], src["reduce"], src["n_logged"]) == ("tensorboard", "max", 3)
+            assert (src["kind"], src["reduce"], src["n_logged"]) == ("tensorboard", "max", 2)  # max_epochs=2
             assert src["step"] == min(s for s, v in series if v == best) == best_step
             assert src["path"] == str(t / "run" / "tensorboard" / "version_0")
