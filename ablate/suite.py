@@ -121,9 +121,19 @@ def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
     Raises
     ------
     ConfigError
-        When two variables give the same treatment (same key and value), or the seeds differ.
+        When two variables give the same treatment (same key and value), the seeds differ, or the plans'
+        control configs differ.
     """
     control = plans[0].control
+    base = flatten(_without_variable(control.config))
+    for p in plans[1:]:
+        other = flatten(_without_variable(p.control.config))
+        diff = sorted(k for k in set(base) | set(other) if base.get(k, ...) != other.get(k, ...))
+        if diff:  # e.g. a value frozen at plan time (``${now:}``) that differs between the variables' plans
+            raise ConfigError(f"the control planned for variable {p.variable.name} differs from the one for "
+                              f"{plans[0].variable.name} in {', '.join(diff[:5])}, so the suite would have no "
+                              "single control", where="variable",
+                              fix="make those keys fixed values, or run the variables as separate ablations")
     control.variable = None
     # the shared control's value: every variable's control value, by key (the arm is the control of each)
     control.value = {p.variable.key.replace("/", "."): p.control.value for p in plans}
@@ -156,7 +166,8 @@ def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
                      variables=variables)
 
 
-def prepare_suite(compositions: Sequence[Any], names: Sequence[str]) -> tuple[SuitePlan, Any]:
+def prepare_suite(compositions: Sequence[Any], names: Sequence[str], *, cwd: str | None = None
+                  ) -> tuple[SuitePlan, Any]:
     """Validate options and plan a suite from one composition per variable.
 
     Parameters
@@ -165,6 +176,8 @@ def prepare_suite(compositions: Sequence[Any], names: Sequence[str]) -> tuple[Su
         ``compose(overrides + ["variable=<name>"])`` for each name, in order.
     names : sequence of str
         The variables' names.
+    cwd : str, optional
+        The project directory (an ``app`` task's config is composed from it).
 
     Returns
     -------
@@ -193,7 +206,7 @@ def prepare_suite(compositions: Sequence[Any], names: Sequence[str]) -> tuple[Su
         cfg = {**base, "variable": comp.cfg.get("variable")}
         plan, o = prepare(cfg, variable_name=name, available_variables=comp.variables,
                           compose=_compose_without_variable(comp.compose, comp.cfg.get("variable")),
-                          choices=comp.choices)
+                          choices=comp.choices, cwd=cwd)
         plans.append(plan)
         opts = opts or o
     suite = merge_plans(plans)
@@ -359,7 +372,7 @@ def suite_confounds(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int],
 
 def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: str | None,
               config_dirs: Sequence[str] = (), config_name: str | None = None,
-              cwd: str | None = None) -> Any:
+              cwd: str | None = None, app_overrides: Sequence[str] = ()) -> Any:
     """Compose, plan, pin and run a suite (``ablate -m variable=lr,dropout ...``).
 
     Parameters
@@ -372,6 +385,8 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
         As for :func:`ablate.config.compose`.
     cwd : str, optional
         The project directory (default: the current directory).
+    app_overrides : sequence of str
+        ``app.`` overrides of the command line, for an ``app`` task (:func:`ablate.tasks.app.split_cli`).
 
     Returns
     -------
@@ -385,13 +400,15 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
     """
     from ablate.config import compose
     from ablate.orchestrate import start
+    from ablate.tasks.app import with_cli_overrides
 
-    comps = [compose([*overrides, f"variable={n}"], config_path=config_path, config_dirs=config_dirs,
-                     config_name=config_name) for n in names]
+    comps = [with_cli_overrides(compose([*overrides, f"variable={n}"], config_path=config_path,
+                                        config_dirs=config_dirs, config_name=config_name), app_overrides)
+             for n in names]
     if ((comps[0].cfg.get("scale") or {}).get("key")) is not None:
         raise ConfigError("a suite cannot run a transfer check yet", where="scale.key",
                           fix="run the transfer check per variable: `ablate -m variable=<name> scale.key=...`")
-    prepared = prepare_suite(comps, names)
+    prepared = prepare_suite(comps, names, cwd=cwd)
     sd = start(comps[0].cfg, sweep_dir=suite_sweep_dir(comps[0].sweep_dir, names), variable_name=None, cwd=cwd,
                config_dirs=comps[0].config_dirs, prepared=prepared)
     if sd is None:

@@ -79,7 +79,7 @@ def _child_name(key: str, value: Any) -> str:
 
 def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], composed: Any, *,
                  config_path: str | None, config_dirs: Sequence[str] = (), config_name: str | None = None,
-                 cwd: str | None = None) -> dict[str, Any]:
+                 cwd: str | None = None, app_overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Run one ablation per scale value under one parent dir, then write the transfer report.
 
     Parameters
@@ -92,6 +92,8 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         The composition without a scale value (names the parent dir).
     config_path, config_dirs, config_name
         As for :func:`ablate.config.compose`.
+    app_overrides : sequence of str
+        ``app.`` overrides of the command line, for an ``app`` task.
 
     Returns
     -------
@@ -110,6 +112,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
     from ablate.orchestrate import prepare, start
     from ablate.overrides import format_override
     from ablate.sweepdir import create_unique_dir, dump_yaml, write_atomic
+    from ablate.tasks.app import with_cli_overrides
 
     key, values = scale
     if composed.cfg.get("dry_run") is True:
@@ -117,10 +120,10 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
                           fix=f"dry-run one scale: `{key}=<value> dry_run=true` without scale.key")
     comps = []
     for v in values:
-        c = compose([*overrides, format_override(key, v)], config_path=config_path, config_dirs=config_dirs,
-                    config_name=config_name)
+        c = with_cli_overrides(compose([*overrides, format_override(key, v)], config_path=config_path,
+                                       config_dirs=config_dirs, config_name=config_name), app_overrides)
         prepare(c.cfg, variable_name=c.variable_name, available_variables=c.variables, compose=c.compose,
-                choices=c.choices)  # every scale is checked before anything runs
+                choices=c.choices, cwd=cwd)  # every scale is checked before anything runs
         comps.append(c)
     mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
     parent = create_unique_dir(composed.sweep_dir, mode).absolute()
