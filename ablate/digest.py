@@ -44,8 +44,14 @@ def _files(root: Path, skip: frozenset[str], follow: bool) -> Iterator[tuple[str
             yield rel, Path(dirpath, name)
 
 
+def list_files(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset()) -> list[str]:
+    """The paths (relative to ``path``) a digest of the tree covers: regular files and links, sorted,
+    ``__pycache__`` dirs and ``skip`` left out, links to directories listed but not walked."""
+    return [rel for rel, _ in _files(Path(path), skip, False)]
+
+
 def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
-           follow_symlinks: bool = True) -> dict[str, Any]:
+           follow_symlinks: bool = True, files: list[str] | None = None) -> dict[str, Any]:
     """The content digest of a file or a directory tree.
 
     Parameters
@@ -58,6 +64,10 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
     follow_symlinks : bool
         True (data): a symlink to a file counts as its target's bytes (DVC links files from its
         cache). False (code): a symlink counts as its link text, so it cannot point elsewhere unseen.
+    files : list of str, optional
+        Digest exactly these paths (relative to ``path``) instead of walking the tree: the code
+        snapshot's files as listed at launch, so files a task writes into its working directory later
+        do not count, while a listed file edited, deleted or dropped from the list does.
 
     Returns
     -------
@@ -78,7 +88,8 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(2, "No such file or directory", str(root))
-    for rel, p in _files(root, skip, follow_symlinks):
+    entries = ((rel, root / rel) for rel in files) if files is not None else _files(root, skip, follow_symlinks)
+    for rel, p in entries:
         if not follow_symlinks and p.is_symlink():
             target = os.readlink(p).encode("utf-8", "surrogateescape")
             h.update(b"L" + rel.encode("utf-8", "surrogateescape") + b"\0" + target + b"\0")
@@ -101,9 +112,9 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
 
 
 def try_digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
-               follow_symlinks: bool = True) -> dict[str, Any]:
+               follow_symlinks: bool = True, files: list[str] | None = None) -> dict[str, Any]:
     """:func:`digest`, or ``{"error": ...}`` when the path cannot be read (for a trial's manifest)."""
     try:
-        return digest(path, skip=skip, follow_symlinks=follow_symlinks)
+        return digest(path, skip=skip, follow_symlinks=follow_symlinks, files=files)
     except OSError as exc:
         return {"error": f"{exc.filename or path}: {exc.strerror or exc}"}

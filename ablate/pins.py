@@ -35,6 +35,8 @@ from ablate.seeding import NUMERIC_ENV_VARS
 from ablate.sweepdir import SweepDir, write_atomic
 
 COMMIT_FILE = ".ablate_commit"
+#: The code snapshot's files as listed at launch (one path per line, beside ``code/``): what its digest covers.
+CODE_FILES = "code_files.txt"
 #: Packages whose versions are pinned (when installed).
 PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydra-core", "omegaconf",
             "submitit", "dvc", "jax", "tensorflow", "transformers", "lightning", "pytorch-lightning")
@@ -223,7 +225,10 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
         if tree.is_dir():
             sd.restrict_tree(tree)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
     pin["snapshot_skip"] = sorted(os.path.normpath(os.path.join(pin.get("subdir") or "", rel)) for rel in data)
-    pin["snapshot"] = digest.digest(dest, skip=snapshot_skip(pin), follow_symlinks=False)["digest"]
+    files = digest.list_files(dest, skip=snapshot_skip(pin))
+    write_atomic(sd.root / CODE_FILES, "".join(f"{rel}\n" for rel in files))
+    pin["snapshot_files"] = CODE_FILES
+    pin["snapshot"] = digest.digest(dest, follow_symlinks=False, files=files)["digest"]
     return pin
 
 
@@ -262,7 +267,14 @@ def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> 
     seen = {"commit": commit, "state": state, "root": str(code_root)}
     pin = (plan.get("pins") or {}).get("code") or {}
     if pin.get("snapshot"):
-        got = digest.try_digest(sd.code_dir, skip=snapshot_skip(pin), follow_symlinks=False)
+        files = None
+        if pin.get("snapshot_files"):
+            try:
+                files = [ln for ln in (sd.root / pin["snapshot_files"]).read_text().splitlines() if ln]
+            except OSError as exc:
+                seen.update(snapshot=None, error=f"{sd.root / pin['snapshot_files']}: {exc.strerror}")
+                return seen
+        got = digest.try_digest(sd.code_dir, skip=snapshot_skip(pin), follow_symlinks=False, files=files)
         seen["snapshot"] = got.get("digest")
         if "error" in got:
             seen["error"] = got["error"]
@@ -284,6 +296,19 @@ def _open_dvc(cwd: Path) -> Any:
             where="task.data",
             fix="run `dvc init` and track the data (`dvc add <path>` or a `dvc.yaml` stage), or remove `task.data`",
         ) from None
+
+
+def _ignored_dir(cwd: Path, rel: str) -> str | None:
+    """The outermost directory above ``rel`` that git ignores (relative to ``cwd``), or None."""
+    import subprocess
+
+    parts = Path(rel).parts[:-1]
+    for i in range(1, len(parts) + 1):
+        d = str(Path(*parts[:i]))
+        proc = subprocess.run(["git", "check-ignore", "-q", d + "/"], cwd=cwd, capture_output=True, check=False)
+        if proc.returncode == 0:
+            return d
+    return None
 
 
 def _find_output(repo: Any, abspath: Path) -> Any:
@@ -348,12 +373,15 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
             out = _find_output(repo, abspath)
             if out is None:
                 tracked = sorted(os.path.relpath(o.fs_path, cwd) for o in repo.index.outs)
-                raise PinError(
-                    f"{rel} is not tracked by DVC (tracked: {', '.join(tracked) or 'nothing'})",
-                    where="task.data",
-                    fix=f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
-                    ".dvc / dvc.lock file",
-                )
+                fix = (f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
+                       ".dvc / dvc.lock file")
+                ignored = _ignored_dir(cwd, rel)
+                if ignored is not None:  # `dvc add <rel>` would write <rel>.dvc inside a git-ignored dir and fail
+                    fix = (f"{ignored}/ is git-ignored, so `dvc add {rel}` would fail (its .dvc file would be "
+                           f"git-ignored too); track the whole dir from outside it: `dvc add {ignored}` writes "
+                           f"{ignored}.dvc next to it, then `git add {ignored}.dvc`")
+                raise PinError(f"{rel} is not tracked by DVC (tracked: {', '.join(tracked) or 'nothing'})",
+                               where="task.data", fix=fix)
             recorded = out.hash_info.value if out.hash_info else None
             src = os.path.relpath(out.stage.path, cwd) if out.stage.path.endswith(".dvc") else "dvc.lock"
             out_rel = os.path.relpath(out.fs_path, cwd)
