@@ -44,8 +44,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
 
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
-    write_results(sd)
-    write_verdict(sd, overrides)
+    write_verdict(sd, overrides, rows=write_results(sd))
     print(sd.verdict_md)
     return 0
 

@@ -362,8 +362,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         if not launched and not aborted:
             _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
-        write_results(sd, plan)
-        verdict = write_verdict(sd)
+        verdict = write_verdict(sd, rows=write_results(sd, plan))
         if opts.get("tracker"):
             from ablate.trackers import log_after_ablation
 

@@ -310,7 +310,8 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 VERDICT_OPTIONS = "verdict_options.json"
 
 
-def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
+                  rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
     Parameters
@@ -321,6 +322,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
         skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
         applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
+    rows : list of dict, optional
+        The trial rows :func:`ablate.results.write_results` just collected (each record is then read
+        once); default: collected here.
 
     Returns
     -------
@@ -334,7 +338,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     """
     from ablate.confounds import check, config_drift
     from ablate.report import render_markdown
-    from ablate.results import collect, read_manifests
+    from ablate.results import collect, iter_manifests
     from ablate.trial import load_plan
 
     plan = load_plan(sd)
@@ -347,10 +351,10 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if given:
         write_json(saved_file, {**saved, **given})
-    rows = collect(sd, plan)
+    rows = collect(sd, plan) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    confounds = check(plan, read_manifests(sd, plan), used)
+    confounds = check(plan, iter_manifests(sd, plan), used)  # one manifest in memory at a time
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
