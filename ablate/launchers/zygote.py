@@ -60,6 +60,8 @@ def preload(sweep_root: str) -> dict[str, Any]:
     """
     from ablate import fingerprint, pins, seeding, trial  # noqa: F401  (warm: every trial needs them)
     from ablate.sweepdir import SweepDir
+    from ablate.tasks import base  # noqa: F401
+    from ablate.tasks.fn import import_callable
 
     sd = SweepDir(sweep_root)
     plan = trial.load_plan(sd)
@@ -68,7 +70,7 @@ def preload(sweep_root: str) -> dict[str, Any]:
     imported, errors = [], {}
     for spec in specs:
         try:
-            trial.import_callable(spec, code_root)
+            import_callable(spec, code_root)
             imported.append(spec)
         except Exception as exc:  # the trial reports it with its own message
             errors[spec] = str(exc)
