@@ -119,14 +119,17 @@ def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypa
     assert not (sd / "warm-parent.log").exists()
 
 
-def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path) -> None:
+def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """determinism=seeded (the default): PYTHONHASHSEED is the plan's first seed, and the seeded draws
-    of one seed are the same in every arm."""
+    of one seed are the same in every arm. The thread count asked for reaches each fork, although the
+    warm parent imported torch with one thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7]", "launcher=local",
                      "launcher.max_parallel=2", "variable.values=[other]")
     assert res.returncode == 0, res.stderr
     seen = _seen(probe_project)
     assert {s["hashseed"] for s in seen.values()} == {"4"}
+    assert {s["torch_threads"] for s in seen.values()} == {2}
     assert {s["hash"] for s in seen.values()} == {_hash_under("4", "ablate-warm")}
     import random
 
