@@ -219,8 +219,9 @@ class LocalLauncher(Launcher):
         proc: Any
         if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
             delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
+            omp = str(env.get("OMP_NUM_THREADS") or "")
             proc = self._warm.start(ref.arm, ref.seed, ref.attempt, delta, str(tp.stdout), str(tp.stderr),
-                                    int(env.get("OMP_NUM_THREADS") or threads))
+                                    int(omp) if omp.isdigit() else threads)
         else:
             cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
