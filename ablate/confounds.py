@@ -69,6 +69,27 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
     return fields
 
 
+def _fingerprint_key(manifest: Mapping[str, Any]) -> str:
+    """A string equal for two manifests whenever their fingerprints are equal: the compared sections
+    as canonical JSON, without the fields that differ per trial by design (the seed, ``EXEMPT_ENV``)."""
+    import json
+
+    config = manifest.get("config")
+    if isinstance(config, Mapping):
+        config = {k: v for k, v in config.items() if k != "seed"}
+    det = manifest.get("determinism") or {}
+    env = manifest.get("environment")
+    if isinstance(env, Mapping):  # drop exactly what _fingerprint skips (scalars at those paths)
+        env = {k: v for k, v in env.items() if k not in EXEMPT_ENV or isinstance(v, Mapping)}
+        if isinstance(env.get("env"), Mapping):
+            env["env"] = {k: v for k, v in env["env"].items()
+                          if f"env.{k}" not in EXEMPT_ENV or isinstance(v, Mapping)}
+    parts = [manifest.get("code"), manifest.get("data"), config,
+             [det.get("mode"), det.get("torch_flags"), det.get("flags_after")] if isinstance(det, Mapping) else det,
+             env]
+    return json.dumps(parts, sort_keys=True, default=repr)
+
+
 def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """Every compared field of one manifest, flattened to ``kind:dotted.key -> value`` (``kind`` in
     :data:`KINDS`); the seed and the environment fields in :data:`EXEMPT_ENV` are left out."""
@@ -92,8 +113,9 @@ def check(plan: Mapping[str, Any],
 
     Trials that failed are left out of the comparison (a failed trial may not have recorded what it
     would have seen at its end; failures are reported, and tested for differential rates, by the
-    verdict itself). The manifests are read once, in one pass, and only per-arm counts of each
-    field's values are kept (memory does not grow with the number of trials).
+    verdict itself). The manifests are read once, in one pass; trials whose compared sections are
+    identical share one fingerprint, kept once with per-arm counts (memory and time grow with the
+    number of distinct fingerprints, not of trials).
 
     Parameters
     ----------
@@ -126,9 +148,10 @@ def check(plan: Mapping[str, Any],
     mode_is_variable = MODE_KEY in vary
     used_set = set(used)
     pairs = manifests.items() if isinstance(manifests, Mapping) else manifests
-    # field -> arm -> Counter of values; a trial without the field counts as None (as in a missing key)
-    counts: dict[str, dict[str, Counter[Any]]] = defaultdict(lambda: defaultdict(Counter))
-    per_arm: Counter[str] = Counter()  # compared trials per arm
+    # Trials whose compared sections are identical share one fingerprint: keep each distinct one once,
+    # and per arm how many trials had it (first seen first).
+    groups: dict[str, dict[str, Any]] = {}
+    per_arm: dict[str, Counter[str]] = defaultdict(Counter)
     seen: set[tuple[str, int]] = set()
     wrong: dict[str, Counter[str]] = defaultdict(Counter)
     dirty = False
@@ -143,17 +166,10 @@ def check(plan: Mapping[str, Any],
                 wrong[arm][f"{applied} (configured {configured})"] += 1
         if ref not in used_set:
             continue
-        fp = _fingerprint(m, vary)
-        for f, v in fp.items():
-            by_arm = counts[f]
-            if arm not in by_arm and per_arm[arm]:  # the earlier trials of this arm lacked the field
-                by_arm[arm][None] += per_arm[arm]
-            by_arm[arm][_hashable(v)] += 1
-        if len(fp) < len(counts):  # fields earlier trials had and this one lacks
-            for f, by_arm in counts.items():
-                if f not in fp and arm in by_arm:
-                    by_arm[arm][None] += 1
-        per_arm[arm] += 1
+        key = _fingerprint_key(m)
+        if key not in groups:
+            groups[key] = {f: _hashable(v) for f, v in _fingerprint(m, vary).items()}
+        per_arm[arm][key] += 1
     findings: list[dict[str, Any]] = []
     arm_order = [a["name"] for a in plan["arms"]]
     if wrong:
@@ -162,11 +178,11 @@ def check(plan: Mapping[str, Any],
         findings.append({"kind": "determinism", "field": "mode", "severity": "invalid", "aligned": False,
                          "split": {arm: dict(wrong[arm]) for arm in arm_order if arm in wrong},
                          "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"})
-    for f in sorted(counts):
-        split = counts[f]
-        for arm, n in per_arm.items():  # arms where no trial had the field
-            if arm not in split:
-                split[arm][None] += n
+    for f in sorted({f for fp in groups.values() for f in fp}):
+        split: dict[str, Counter[Any]] = defaultdict(Counter)
+        for arm, keys in per_arm.items():
+            for key, n in keys.items():
+                split[arm][groups[key].get(f)] += n  # a trial without the field counts as None
         if len({v for c in split.values() for v in c}) <= 1:
             continue
         kind, key = f.split(":", 1)
@@ -188,7 +204,7 @@ def check(plan: Mapping[str, Any],
         })
     missing = [ref for ref in used if ref not in seen]
     return {
-        "checked": sum(per_arm.values()), "expected": len(used), "complete": not missing,
+        "checked": sum(sum(c.values()) for c in per_arm.values()), "expected": len(used), "complete": not missing,
         "missing": [f"{a}/seed={s}" for a, s in missing],
         "invalid": any(x["severity"] == "invalid" for x in findings),
         "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),

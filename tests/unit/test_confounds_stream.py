@@ -92,6 +92,11 @@ def _cases() -> dict[str, tuple[dict, dict]]:
                                                                          environment__cudnn=90100))),
         "dirty-and-data": (PLAN, arms(lambda s: manifest(s, code__state="dirty: x.py" if s == 1 else "clean"),
                                       lambda s: manifest(s, config__task__lr=0.2, data={"d.npz": {"hash": "md5:2"}}))),
+        "per-trial-by-design": (PLAN, arms(  # seed, hash seed, torch_error differ per trial: not confounds
+            lambda s: manifest(s, environment__env__PYTHONHASHSEED=str(s), determinism__seed=s,
+                               environment__torch_error=f"err {s}"),
+            lambda s: manifest(s, config__task__lr=0.2, environment__env__PYTHONHASHSEED=str(s),
+                               environment__env__OMP_NUM_THREADS=str(1 + s % 2)))),
         "mode-is-variable": (MODE_PLAN, {
             **{("control", s): manifest(s) for s in range(3)},
             **{("determinism=strict", s): manifest(s, config__determinism="strict",
