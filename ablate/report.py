@@ -79,6 +79,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         size = f" ({c['size']})" if c.get("size") else ""
         L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     L.append("")
+    L += _suite_table_against(v)
     L += _setup(v, key)
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -141,6 +142,21 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     L += _raw(v, dec)
     L += _terms()
     return "\n".join(L) + "\n"
+
+
+def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
+    """The suite, ablation-table and --against sections (:mod:`ablate.suite`, :mod:`ablate.table`,
+    :mod:`ablate.against`), placed after the verdict lines."""
+    from ablate.against import against_markdown
+    from ablate.suite import suite_markdown
+    from ablate.table import markdown as table_markdown
+
+    L = suite_markdown(v)
+    if v.get("table"):
+        L += table_markdown(v["table"], v)
+        if (v.get("plots") or {}).get("forest"):
+            L += [f"![forest plot: Δ vs control with its CI, per treatment]({v['plots']['forest']})", ""]
+    return L + against_markdown(v)
 
 
 def _df(df: Any) -> str:
