@@ -64,8 +64,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if not sd.try_acquire():  # an ablation is running here: its own final verdict must not be overwritten
         return _verdict_while_running(sd, overrides, name)
     try:
-        write_results(sd)
-        write_verdict(sd, overrides)
+        write_verdict(sd, overrides, rows=write_results(sd))
     finally:
         sd.release()
     print(sd.verdict_md)

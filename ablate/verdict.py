@@ -328,7 +328,8 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 VERDICT_OPTIONS = "verdict_options.json"
 
 
-def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None, *, write: bool = True) -> dict[str, Any]:
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
+                  rows: list[dict[str, Any]] | None = None, *, write: bool = True) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
     Parameters
@@ -339,6 +340,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None, *, w
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
         skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
         applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
+    rows : list of dict, optional
+        The trial rows :func:`ablate.results.write_results` just collected (each record is then read
+        once); default: collected here.
     write : bool
         False: compute and return the verdict without writing any file (no plots); for a reader that
         does not hold the sweep dir's lock (``ablate verdict`` while the ablation runs).
@@ -364,10 +368,10 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None, *, w
     given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if not write:
-        return _assemble(sd, plan, opts, plots=False, write=False)
+        return _assemble(sd, plan, opts, rows, plots=False, write=False)
     if given:
         write_json(saved_file, {**saved, **given})
-    verdict = _assemble(sd, plan, opts, plots=(overrides or {}).get("plots", True) is not False)
+    verdict = _assemble(sd, plan, opts, rows, plots=(overrides or {}).get("plots", True) is not False)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary
@@ -413,23 +417,27 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
     return saved
 
 
-def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, *, plots: bool,
-              write: bool = True) -> dict[str, Any]:
+def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows: list[dict[str, Any]] | None, *,
+              plots: bool, write: bool = True) -> dict[str, Any]:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
     ``write``, the plots and the table files are written too (the caller holds the lock)."""
     from ablate.confounds import check, config_drift
-    from ablate.results import collect, read_manifests
+    from ablate.results import collect, iter_manifests
 
-    rows = collect(sd, plan)
+    rows = collect(sd, plan) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    manifests = read_manifests(sd, plan)
-    confounds = check(plan, manifests, used)
-    from ablate.suite import suite_confounds
+    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
+        from ablate.results import read_manifests
+        from ablate.suite import suite_confounds
 
-    per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
-    if per_arm:
-        confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
+        manifests = read_manifests(sd, plan)
+        confounds = check(plan, manifests, used)
+        per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+        if per_arm:
+            confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
+    else:
+        confounds = check(plan, iter_manifests(sd, plan), used)  # one manifest in memory at a time
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
