@@ -74,8 +74,9 @@ def preload(sweep_root: str) -> dict[str, Any]:
             imported.append(spec)
         except Exception as exc:  # the trial reports it with its own message
             errors[spec] = str(exc)
-    if pins.data_paths(plan):  # each trial verifies the data pins with DVC: import it once, open it per trial
-        import dvc.repo  # noqa: F401
+    pinned = (plan.get("pins") or {}).get("data") or {}
+    if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
+        import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
     import omegaconf  # noqa: F401  (every trial resolves its config)
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
     torch = sys.modules.get("torch")
