@@ -121,11 +121,11 @@ def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypa
 
 def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """determinism=seeded (the default): PYTHONHASHSEED is the plan's first seed, and the seeded draws
-    of one seed are the same in every arm. The thread count asked for reaches each fork, although the
-    warm parent imported torch with one thread."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    of one seed are the same in every arm. The thread count asked for (the plan's `threads`; the shell's
+    OMP_NUM_THREADS never decides it) reaches each fork, although the warm parent imported torch with one thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
     res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7]", "launcher=local",
-                     "launcher.max_parallel=2", "variable.values=[other]")
+                     "launcher.max_parallel=2", "variable.values=[other]", "threads=2")
     assert res.returncode == 0, res.stderr
     seen = _seen(probe_project)
     assert {s["hashseed"] for s in seen.values()} == {"4"}
