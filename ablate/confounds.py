@@ -88,7 +88,8 @@ def _fingerprint_key(manifest: Mapping[str, Any]) -> str:
             env["env"] = {k: v for k, v in env["env"].items()
                           if f"env.{k}" not in EXEMPT_ENV or isinstance(v, Mapping)}
     parts = [manifest.get("code"), manifest.get("data"), config,
-             [det.get("mode"), det.get("torch_flags"), det.get("flags_after")] if isinstance(det, Mapping) else det,
+             [det.get("mode"), det.get("torch_flags"), det.get("flags_after"), det.get("threads"),
+              det.get("threads_after")] if isinstance(det, Mapping) else det,
              env]
     return json.dumps(parts, sort_keys=True, default=repr)
 
