@@ -249,6 +249,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
                                 "host": base["host"], "pid": os.getpid()}
     saved_env = dict(os.environ) if in_process else None
+    from ablate import isolation
+
+    stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
+    guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
         """Write this trial's result.json with ``status`` and the common fields."""
@@ -299,6 +303,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         with fingerprint.recording(tp.steps, resume=resumed), \
                 (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
             out = runner()
+        if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
+            raise KeyboardInterrupt
         task_s = time.perf_counter() - t_task
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
@@ -316,13 +322,18 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s)
     except TrialTimeout as exc:
         return done("timeout", error=str(exc))
-    except KeyboardInterrupt:
-        if in_process:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
-            raise
+    except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
+        if guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
+            raise KeyboardInterrupt from None
         import traceback
 
-        return done("failed", traceback=traceback.format_exc(limit=-8),
-                    error="KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)")
+        if isinstance(exc, KeyboardInterrupt) and not in_process:
+            error = "KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)"
+        else:
+            error = isolation.exit_cause(exc)
+            if in_process:
+                error += "; under launcher=inline it would have ended ablate, so it was recorded as a failed trial"
+        return done("failed", traceback=traceback.format_exc(limit=-8), error=error)
     except TaskContractError as exc:
         return done("failed", contract_error=True,
                     error=f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.")
@@ -336,6 +347,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         msg = _explain(exc, msg)
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
+        stack.close()
         if saved_env is not None:
             from ablate.seeding import clear_import_hooks
 
