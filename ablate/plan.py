@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError, PlanError, close_matches, did_you_mean
-from ablate.sweepdir import safe_name
+from ablate.names import CONTROL, arm_name, format_value, value_label
 
 #: Top-level keys of the composed config that belong to ablate itself, not to the task.
 ABLATE_KEYS = frozenset(
@@ -30,7 +30,6 @@ ABLATE_KEYS = frozenset(
         "looks", "tracker", "timeout_min", "progress", "sweep_dir_mode", "plots", "resubmit",
     }
 )
-CONTROL = "control"
 MAX_SEED = 2**32 - 1
 _MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
@@ -124,22 +123,6 @@ class Plan:
         """All (arm name, seed) pairs, seed-major (seed 0 of every arm first), so early seeds of
         every arm finish first and a partial ablation is still balanced."""
         return [(a.name, s) for s in self.seeds for a in self.arms]
-
-
-# -- formatting ------------------------------------------------------------------------------------
-def format_value(v: Any) -> str:
-    """Format a config value the way YAML / Hydra overrides write it (``null``, ``true``, ``1e-05``)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(format_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{k}: {format_value(x)}" for k, x in v.items()) + "}"
-    return str(v)
 
 
 def _type_name(v: Any) -> str:
@@ -391,14 +374,7 @@ def check_value_type(key: str, control_value: Any, value: Any, index: int) -> An
 
 
 def _arm_name(var: Variable, value: Any, taken: set[str]) -> str:
-    leaf = var.key.replace("/", ".").rsplit(".", 1)[-1]
-    base = safe_name(f"{leaf}={format_value(value)}")
-    name, i = base, 2
-    while name in taken or name == CONTROL:
-        name = f"{base}-{i}"
-        i += 1
-    taken.add(name)
-    return name
+    return arm_name(var.key, value, taken)
 
 
 # -- the plan --------------------------------------------------------------------------------------
@@ -490,7 +466,7 @@ def make_plan(
             f"as {', '.join(sorted(flatten(dict(control_value), key))[:3])}",
         )
     control_value_resolved = _select(control_resolved, key)
-    arms = [Arm(name=CONTROL, label=f"{format_value(control_value_resolved)} (control)",
+    arms = [Arm(name=CONTROL, label=f"{value_label(control_value_resolved)} (control)",
                 value=control_value_resolved, config=control)]
     taken: set[str] = set()
     for i, raw_value in enumerate(variable.values):
@@ -504,7 +480,7 @@ def make_plan(
         treat = copy.deepcopy(control)
         _assign(treat, key, value)
         changes, derived = prove(control, control_resolved, treat, {key}, raw_flat)
-        arms.append(Arm(name=_arm_name(variable, value, taken), label=format_value(value), value=value,
+        arms.append(Arm(name=_arm_name(variable, value, taken), label=value_label(value), value=value,
                         config=treat, changes=changes, derived=derived))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 

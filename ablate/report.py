@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ablate.names import value_label
 from ablate.stats.multiplicity import LABELS
 
 
@@ -42,6 +43,7 @@ def _decimals(values: list[Any]) -> int:
     if not scales:
         return 4
     return int(min(8, max(0, -math.floor(math.log10(min(scales))) + 1)))
+
 
 
 def _value(v: Any) -> str:
@@ -77,7 +79,9 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         L.append("No treatment arms.")
     for c in comps:
         size = f" ({c['size']})" if c.get("size") else ""
-        L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
+        val = value_label(c.get("value"))
+        shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
+        L.append(f"- **{c['arm']}**{shown} vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     L.append("")
     L += _setup(v, key)
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",

@@ -89,7 +89,7 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=BASE_COLUMNS + metrics, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    from ablate.plan import format_value
+    from ablate.names import format_value
 
     for r in rows:
         cells = {k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics}
