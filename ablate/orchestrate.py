@@ -69,7 +69,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "pins": dict(pins),
         "arms": [
             {"name": a.name, "label": a.label, "value": a.value,
-             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config,
+             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived,
+             **({"presence": a.presence} if a.presence else {}), "config": a.config,
              "resolved": resolve(a.config)}
             for a in plan.arms
         ],

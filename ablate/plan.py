@@ -80,6 +80,9 @@ class Arm:
         control: the variable itself plus derived changes. Empty for control.
     derived : list of str
         The keys in ``changes`` that differ because they interpolate from the variable.
+    presence : dict
+        Key -> ``"added"`` (only this arm has it) or ``"removed"`` (only control has it), for keys of
+        ``changes`` that one side lacks (``changes`` writes the missing side as None).
     """
 
     name: str
@@ -88,6 +91,7 @@ class Arm:
     config: dict[str, Any]
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     derived: list[str] = field(default_factory=list)
+    presence: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_control(self) -> bool:
@@ -528,8 +532,9 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
         if not changes:
             raise ConfigError(f"selecting {group}={option} changes nothing: it is the control's choice",
                               where=f"variable.values[{i}]", fix="drop it from the values")
-        arms.append(Arm(name=_arm_name(variable, option, taken), label=str(option), value=option,
-                        config=treat, changes=changes, derived=derived))
+        arms.append(Arm(name=_arm_name(variable, option, taken), label=value_label(option), value=option,
+                        config=treat, changes=changes, derived=derived,
+                        presence=presence(control_resolved, treat, changes)))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
@@ -560,7 +565,10 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     under = lambda k, bases: any(k == b or k.startswith(b + ".") for b in bases)  # noqa: E731
     bad = [k for k in changes if not under(k, roots) and not under(k, allowed)]
     if bad:
-        shown = "; ".join(f"{k}: {_fmt_missing(changes[k][0])} -> {_fmt_missing(changes[k][1])}" for k in bad[:10])
+        shown = "; ".join(f"{k}: " + describe_change(
+            changes[k][0], changes[k][1],
+            "added" if changes[k][0] is _MISSING else "removed" if changes[k][1] is _MISSING else None)
+            for k in bad[:10])
         raise PlanError(
             f"the treatment differs from control in keys that do not derive from the variable: {shown}",
             where="variable",
@@ -570,8 +578,36 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     return {k: (None if a is _MISSING else a, None if b is _MISSING else b) for k, (a, b) in changes.items()}, derived
 
 
-def _fmt_missing(v: Any) -> str:
-    return "(absent)" if v is _MISSING else format_value(v)
+def presence(control_resolved: Mapping[str, Any], treatment: dict[str, Any],
+             changes: Mapping[str, Any]) -> dict[str, str]:
+    """Which changed keys only one side has: key -> ``"added"`` (treatment only) or ``"removed"`` (control only).
+
+    Parameters
+    ----------
+    control_resolved : mapping
+        The control config, resolved.
+    treatment : dict
+        The treatment config, unresolved.
+    changes : mapping
+        The keys that differ (from :func:`prove`).
+    """
+    cf, tf = flatten(dict(control_resolved)), flatten(resolve(treatment))
+    out: dict[str, str] = {}
+    for k in changes:
+        if k in tf and k not in cf:
+            out[k] = "added"
+        elif k in cf and k not in tf:
+            out[k] = "removed"
+    return out
+
+
+def describe_change(old: Any, new: Any, how: str | None = None) -> str:
+    """``0.1 -> 0.2``, or ``added (3)`` / ``removed (was 3)`` when ``how`` says one side lacks the key."""
+    if how == "added":
+        return f"added ({format_value(new)})"
+    if how == "removed":
+        return f"removed (was {format_value(old)})"
+    return f"{format_value(old)} -> {format_value(new)}"
 
 
 def _equal_leaf(a: Any, b: Any) -> bool:
@@ -624,7 +660,7 @@ def describe(plan: Plan) -> str:
         lines.append(f"  {arm.name} vs control:")
         for k, (a, b) in arm.changes.items():
             tag = "  (derived)" if k in arm.derived else ""
-            lines.append(f"    {k}: {format_value(a)} -> {format_value(b)}{tag}")
+            lines.append(f"    {k}: {describe_change(a, b, arm.presence.get(k))}{tag}")
     return "\n".join(lines)
 
 
