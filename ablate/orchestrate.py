@@ -282,7 +282,7 @@ def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
     if problems:
         raise PinError("the data no longer matches the pins recorded at launch, so no further trial may run: "
                        + "; ".join(problems), where="task.data",
-                       fix="restore it (`dvc checkout`), then `ablate resume` again; finished trials are kept")
+                       fix="restore it with the command above, then `ablate resume` again; finished trials are kept")
 
 
 def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:

@@ -327,7 +327,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     f"{out_rel} differs from what {src} records (dvc status: modified; "
                     f"workspace md5 {actual[:12]}, recorded {recorded[:12]})",
                     where="task.data",
-                    fix=f"restore it with `dvc checkout {out_rel}`, or if the change is intended, `dvc commit` "
+                    fix=f"restore it with `dvc checkout --force {out_rel}` (DVC will not overwrite a modified "
+                    "file without --force), or if the change is intended, `dvc commit` "
                     "(or `dvc repro`) and commit the lock file",
                 )
             pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src}
@@ -509,5 +510,5 @@ def mismatches(pins: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str
             problems.append(f"data: {path}: {got['error']}")
         elif got.get("hash") != pin.get("hash"):
             problems.append(f"data: {path} changed since launch (hash {str(got.get('hash'))[:16]}, pinned "
-                            f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout {path}`")
+                            f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout --force {path}`")
     return problems

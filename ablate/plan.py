@@ -129,6 +129,29 @@ class Plan:
         return [(a.name, s) for s in self.seeds for a in self.arms]
 
 
+def _values_fix(values: Any) -> str:
+    """The way out for a ``variable.values`` that is not a list: a quoted list loses its quotes, a scalar
+    becomes a one-element list, both written as Hydra overrides that parse back to the intended values."""
+    from ablate.overrides import format_value as override_value
+
+    if isinstance(values, str):
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:  # what Hydra reads when the same text comes unquoted
+            parsed = OverridesParser.create().parse_override(f"variable.values={values}").value()
+        except Exception:  # not valid override syntax: no list to suggest
+            parsed = None
+        if isinstance(parsed, list) and parsed:
+            return (f"drop the quotes around the list: `variable.values={override_value(parsed)}` (quoted, it is "
+                    "one string)")
+        if parsed is not None and not isinstance(parsed, list | dict):
+            values = parsed  # `'0.1'` -> [0.1]: the value as Hydra reads it unquoted
+    try:
+        return f"write it as a list: `variable.values=[{override_value(values)}]`"
+    except TypeError:
+        return "write it as a list: `variable.values=[...]`"
+
+
 def _type_name(v: Any) -> str:
     if v is None:
         return "null"
@@ -221,8 +244,7 @@ def parse_variable(var_cfg: Any, name: str | None, available: Sequence[str] = ()
     if not isinstance(values, list | tuple):
         raise ConfigError(
             f"must be a list of treatment values, got {format_value(values)} ({_type_name(values)})",
-            where=where,
-            fix=f"write it as a list: `variable.values=[{format_value(values)}]`",
+            where=where, fix=_values_fix(values),
         )
     if len(values) == 0:
         raise ConfigError("is empty: an ablation needs at least one treatment value", where=where,
