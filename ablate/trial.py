@@ -277,11 +277,14 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
+        hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
         if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
+            hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode)
+        manifest["determinism"]["hash_seed"] = hash_seed
         write_json(tp.manifest, manifest)
         if fn is None:
             from ablate.command import run_command_task
