@@ -68,7 +68,6 @@ def test_inline_with_random_hashing_warns_records_and_repro_names_it(order_proje
     rep = ablate_cli(order_project, "repro", str(sd), "--trial", "control/0")
     assert rep.returncode in (0, 1), rep.stderr
     assert "string hashing (determinism.hash_seed): random (original) -> 0 (re-run)" in rep.stdout, rep.stdout
-    _, res0 = trial_files(sd, "control", 0)
     report = json.loads(next((sd / "repro").rglob("report.json")).read_text())
     repro_value = next(m["repro"] for m in report["metrics"] if m["name"] == "val_acc")
     assert repro_value == reference("0", 0)  # the re-run used PYTHONHASHSEED=<seed>, as launcher=local does
