@@ -249,6 +249,14 @@ def _provenance(v: Mapping[str, Any]) -> list[str]:
     L = ["## Provenance", ""]
     state = "dirty" if code.get("dirty") or v.get("dirty") else "clean"
     L.append(f"- code: commit `{str(code.get('commit', '?'))[:12]}` ({state} tree)")
+    for path, digest in (code.get("dvc_params") or {}).items():
+        L.append(f"- params: `{path}` changed from the commit by DVC (for the running stage), pinned by content "
+                 f"sha256 `{digest[:16]}`")
+    exp = code.get("dvc_experiment") or {}
+    if exp:
+        L.append("- DVC: " + ", ".join(f"{k} `{exp[k]}`" for k in ("stage", "name", "baseline") if exp.get(k)))
+    for rel in code.get("ignored_files") or []:
+        L.append(f"- unpinned: `{rel}` is git-ignored and not tracked by DVC (not in the code snapshot)")
     for path, d in (pins.get("data") or {}).items():
         L.append(f"- data: `{path}` {(d or {}).get('hash', '?')}")
     env = pins.get("environment") or {}
