@@ -135,6 +135,11 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
                       else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
+        from ablate import ignored
+
+        tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
+        if unpinned:
+            out("  " + ignored.warning(unpinned, tree).removeprefix("ablate: "))
         for path, pin in data.items():
             out(f"  data: {path} {pin['hash']} (matches {pin['recorded_in']})")
         out("dry run: nothing launched")
@@ -155,6 +160,12 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if sd.root.name != target.name:
         _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
     _warn_if_tracked(sd, code)
+    from ablate import ignored
+
+    tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"], outputs=[sd.root])
+    if unpinned:
+        code["ignored_files"] = unpinned
+        _log(ignored.warning(unpinned, tree))
     code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}

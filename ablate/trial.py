@@ -348,6 +348,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         tb = traceback.format_exc(limit=-8)
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
+        from ablate.ignored import explain_missing
+
+        why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
+        msg = f"{msg}. {why}" if why else msg
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
         stack.close()
