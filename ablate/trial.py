@@ -278,6 +278,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             return done("pin_mismatch", error="; ".join(mismatch))
         fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
         hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
+        if fn is not None:
+            from ablate.workdir import task_workdir
+
+            workdir = task_workdir(sd, plan, cfg.get("task") or {})  # the snapshot, as for command tasks
+            manifest["cwd"] = str(workdir)
         if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
@@ -294,7 +299,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             from omegaconf import OmegaConf
 
             task_in = OmegaConf.create(cfg)
-            runner = lambda: fn(task_in)  # noqa: E731
+
+            def runner() -> Any:
+                with contextlib.chdir(workdir):
+                    return fn(task_in)
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
         t_task = time.perf_counter()
         from ablate import fingerprint

@@ -22,9 +22,12 @@ def train(cfg):
     here = Path(__file__).parent
     if cfg.task.where == "beside":  # next to the task's own file: the snapshot's copy of the folder
         w = json.loads((here / "weights.local.json").read_text())["w"]
+    elif cfg.task.where == "relative":  # relative to the working directory: the snapshot too
+        w = json.loads(Path("wtask/weights.local.json").read_text())["w"]
     else:
         w = 1.0
-    return {"val_acc": 0.5 + 0.01 * cfg.seed * w}
+    in_snapshot = float(Path.cwd() == here.parent)  # function tasks run in the code snapshot
+    return {"val_acc": 0.5 + 0.01 * cfg.seed * w, "in_snapshot": in_snapshot}
 '''
 
 
@@ -77,16 +80,23 @@ def test_no_warning_when_the_tree_holds_none(project: Path) -> None:
     assert "git-ignored" not in res.stdout + res.stderr
 
 
-def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path) -> None:
-    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=2", "launcher=inline")
+@pytest.mark.parametrize("launcher", ["inline", "local"])
+def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launcher: str) -> None:
+    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=2", f"launcher={launcher}",
+                     "variable.values=[beside,relative]")
     assert res.returncode == 1, res.stderr  # the whole treatment arm failed: invalid
     assert "holds git-ignored files that DVC does not track" in res.stderr
     (sd,) = [p.parent for p in ign_project.glob("outputs/ablate/*/*/ablation.yaml")]
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     assert plan["pins"]["code"]["ignored_files"] == ["wtask/cache/", "wtask/weights.local.json"]
-    rec = json.loads((sd / "trials" / "where=beside" / "seed=0" / "result.json").read_text())
-    assert rec["status"] == "failed"
-    assert "FileNotFoundError" in rec["error"] and "wtask/weights.local.json is git-ignored and not tracked by DVC" \
-        in rec["error"], rec["error"]
+    for arm in ("where=beside", "where=relative"):
+        rec = json.loads((sd / "trials" / arm / "seed=0" / "result.json").read_text())
+        assert rec["status"] == "failed"
+        assert "FileNotFoundError" in rec["error"] and \
+            "wtask/weights.local.json is git-ignored and not tracked by DVC" in rec["error"], rec["error"]
+    ok = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
+    assert ok["metrics"]["in_snapshot"] == 1.0
+    man = json.loads((sd / "trials" / "control" / "seed=1" / "manifest.json").read_text())
+    assert Path(man["cwd"]) == sd / "code"
     md = (sd / "verdict.md").read_text()
     assert "- unpinned: `wtask/weights.local.json` is git-ignored and not tracked by DVC" in md

@@ -64,8 +64,8 @@ CAUSES = {
 @pytest.fixture
 def exit_project(project: Path) -> Path:
     (project / "exits.py").write_text(TASK)
-    (project / "conf" / "task" / "exits.yaml").write_text(
-        "fn: exits:train\nmetric: val_acc\ngoal: maximize\nhow: none\nlog: starts.log\nslow_s: 1.0\n")
+    (project / "conf" / "task" / "exits.yaml").write_text(  # the task runs in the code snapshot: absolute log
+        f"fn: exits:train\nmetric: val_acc\ngoal: maximize\nhow: none\nlog: {project}/starts.log\nslow_s: 1.0\n")
     (project / "conf" / "variable" / "how.yaml").write_text("key: task.how\nvalues: [exit0]\n")
     with open(project / ".gitignore", "a") as fh:
         fh.write("starts.log\n")
