@@ -101,7 +101,7 @@ def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None
     assert len(later) == 5
     assert {r["status"] for r in later} == {"pin_mismatch"}
     assert all("data/digits.npz changed since launch" in r["error"] for r in later)
-    assert "dvc checkout data/digits.npz" in later[0]["error"]
+    assert "dvc checkout --force data/digits.npz" in later[0]["error"]
 
 
 def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path) -> None:
