@@ -83,6 +83,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
         L.append(f"- **{c['arm']}**{shown} vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     L.append("")
+    L += _suite_table_against(v)
     L += _setup(v, key)
     L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -147,6 +148,21 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
+def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
+    """The suite, ablation-table and --against sections (:mod:`ablate.suite`, :mod:`ablate.table`,
+    :mod:`ablate.against`), placed after the verdict lines."""
+    from ablate.against import against_markdown
+    from ablate.suite import suite_markdown
+    from ablate.table import markdown as table_markdown
+
+    L = suite_markdown(v)
+    if v.get("table"):
+        L += table_markdown(v["table"], v)
+        if (v.get("plots") or {}).get("forest"):
+            L += [f"![forest plot: Δ vs control with its CI, per treatment]({v['plots']['forest']})", ""]
+    return L + against_markdown(v)
+
+
 def _df(df: Any) -> str:
     """Degrees of freedom: ``9`` for a whole number (paired t, Student), ``7.3`` for Welch's."""
     if not isinstance(df, int | float):
@@ -204,7 +220,7 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| variable | `{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'} |",
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
-        f"({len(seeds)} per arm) |",
+        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}) |",
         f"| α | {v['alpha']:.3g} family-wise over {m} treatment(s) |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",
