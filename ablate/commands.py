@@ -61,8 +61,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
-    write_results(sd)
-    write_verdict(sd, overrides)
+    write_verdict(sd, overrides, rows=write_results(sd))
     print(sd.verdict_md)
     return 0
 
