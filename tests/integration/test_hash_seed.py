@@ -88,13 +88,17 @@ def test_inline_with_fixed_hashing_is_recorded_and_repeatable(order_project: Pat
             assert rec["metrics"]["val_acc"] == reference(hash_seed, seed)
 
 
-def test_local_records_the_seed_as_hash_seed(order_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("warm", ["true", "false"])
+def test_local_records_the_hash_seed_in_force(order_project: Path, monkeypatch: pytest.MonkeyPatch,
+                                               warm: str) -> None:
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    res = ablate_cli(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=local")
+    res = ablate_cli(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=local",
+                     f"launcher.warm={warm}")
     assert res.returncode == 0, res.stderr
     assert "string hashing is randomised" not in res.stderr
     (sd,) = sweeps(order_project)
     for seed in (0, 1, 2):
         man, rec = trial_files(sd, "k=2", seed)
-        assert man["determinism"]["hash_seed"] == str(seed)
-        assert rec["metrics"]["val_acc"] == reference(str(seed), seed)
+        want = "0" if warm == "true" else str(seed)  # warm forks share one per ablation: the plan's first seed
+        assert man["determinism"]["hash_seed"] == want
+        assert rec["metrics"]["val_acc"] == reference(want, seed)

@@ -53,12 +53,13 @@ def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
         data.write_bytes(original + b"x")
     else:
         data.unlink()
-    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    small = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=2", "task.epochs=1", "launcher=inline"]
+    res = ablate_cli(project, *small)  # refused while pinning, before any trial
     assert res.returncode == 2, res.stderr
     cmd = run_dvc_hint(project, res.stderr)
     assert cmd == ("dvc checkout --force data/digits.npz" if damage == "modified" else "dvc checkout data/digits.npz")
     assert data.read_bytes() == original
-    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    res = ablate_cli(project, *small)
     assert res.returncode == 0, res.stderr
 
 
