@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import SweepDirError
+from ablate.names import safe_name  # noqa: F401  (re-exported; naming helpers live in the pure ablate.names)
 
 #: ``open`` flag that refuses a symlink as the last path component (0 where the OS has none).
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -236,14 +237,6 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     with os.fdopen(fd, encoding="utf-8") as fh:
         return json.load(fh)
 
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
-
-
-def safe_name(text: str, max_len: int = 80) -> str:
-    """Turn ``text`` into a file-name-safe string: runs of other characters become ``_``."""
-    out = _UNSAFE.sub("_", text).strip("_.") or "_"
-    return out[:max_len]
 
 
 def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> Path:

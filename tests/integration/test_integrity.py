@@ -110,7 +110,7 @@ def test_data_edit_keeping_size_inode_mtime_refused_at_launch(project: Path, tmp
     res = ablate_cli(project, *ONE, "launcher=inline")
     assert res.returncode == 2, res.stderr
     assert "data/digits.npz differs from what dvc.lock records" in res.stderr
-    assert "dvc checkout data/digits.npz" in res.stderr and "Traceback" not in res.stderr
+    assert "dvc checkout --force data/digits.npz" in res.stderr and "Traceback" not in res.stderr
     assert not list(project.glob("outputs/ablate/*/*/trials"))
 
 
@@ -240,7 +240,7 @@ def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: st
     seen = pins.data_seen(plan)
     assert seen["shards"]["hash"] is None
     (problem,) = pins.mismatches(plan["pins"], {"data": seen})
-    assert "shards changed since launch" in problem and "dvc checkout shards" in problem
+    assert "shards changed since launch" in problem and "dvc checkout --force shards" in problem
     with pytest.raises(PinError, match=re.escape("shards differs from what shards.dvc records")):
         pins.pin_data(["shards"], project)
 
