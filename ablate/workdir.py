@@ -44,7 +44,7 @@ def task_workdir(sd: SweepDir, plan: Mapping[str, Any], task: Mapping[str, Any])
         link, target = root / rel, project / rel
         if link.exists() or link.is_symlink() or not target.exists():
             continue
-        link.parent.mkdir(parents=True, exist_ok=True)
+        sd.mkdir(link.parent)  # the sweep dir's mode, never through a planted symlink
         with contextlib.suppress(FileExistsError):  # another trial linked it first
             link.symlink_to(target, target_is_directory=target.is_dir())
     return root
