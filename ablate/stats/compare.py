@@ -23,6 +23,7 @@ from ablate.stats.core import (
 )
 from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improvement, robust_test
 from ablate.stats.failures import FailureFinding, failure_finding
+from ablate.stats.pi_interval import MIN_N_COVERED
 from ablate.stats.power import SEED_CAP, SeedAdvice, recommend_seeds
 
 
@@ -62,7 +63,11 @@ class Comparison:
     diff_raw : float or None
         mean_T - mean_C in the metric's own direction.
     ci : (float, float) or None
-        CI of Δ at ``ci_level`` = 1 - alpha/m (Bonferroni-simultaneous), sign-normalised.
+        CI of Δ at ``ci_level``, sign-normalised: the level the decision was taken at, so the CI excludes 0
+        exactly when the verdict is better/worse (1 - alpha/m Bonferroni; Holm's or BH's step level after
+        :func:`ablate.stats.adjust_comparisons`; Dunnett's simultaneous CI; 1 - boundary p sequentially).
+    se : float or None
+        Standard error of Δ (metric units).
     statistic, df, pvalue : float or None
         t statistic (sign-normalised), degrees of freedom, raw two-sided p-value.
     pvalue_adjusted : float or None
@@ -72,7 +77,8 @@ class Comparison:
     cohen_d, g_av, rho : float or None
         Cohen's d (unpaired); g_av and the correlation ρ̂ of the arms (paired).
     prob_improvement : float or None
-        P(T > C), ties ½; with ``prob_improvement_ci`` (percentile bootstrap).
+        P(T > C), ties ½; with ``prob_improvement_ci``, its 95% CI (Newcombe 2006 score interval unpaired,
+        Clopper-Pearson paired).
     robust_pvalue : float or None
         Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired) two-sided p; ``robust_min_pvalue`` is the
         smallest p that test can reach at these n.
@@ -126,6 +132,7 @@ class Comparison:
     failures: FailureFinding | None
     insufficient_reason: str | None
     flags: tuple[Flag, ...]
+    se: float | None = None
     data_flags: tuple[Flag, ...] = dataclasses.field(repr=False, default=())
     insufficient_code: int = dataclasses.field(repr=False, default=0)
 
@@ -173,7 +180,8 @@ def _compare_iv(treatment: Any, control: Any, paired: Any) -> tuple[np.ndarray, 
 def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float = 0.05, goal: str = "maximize",
             margin: float | str | None = None, n_comparisons: int = 1, rng: Any = None,
             pvalue_adjusted: float | None = None, multiplicity: str | None = None,
-            p_threshold: float | None = None, cap: int = SEED_CAP, n_resamples: int = 9999) -> Comparison:
+            p_threshold: float | None = None, cap: int = SEED_CAP, pi_interval: bool = True,
+            n_resamples: int | None = None) -> Comparison:
     """Compare a treatment with the control: test, CI, effect sizes, verdict and seed advice.
 
     Parameters
@@ -196,7 +204,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         m, treatments sharing this control; CI level 1 - alpha/m, MDE at alpha/m, and, unless
         ``pvalue_adjusted`` is given, Bonferroni p_adj = min(1, m p).
     rng : None, int or numpy.random.Generator
-        Randomness for the P(T>C) bootstrap.
+        Kept for older calls; nothing in a comparison is random any more (the P(T>C) interval is analytic).
     pvalue_adjusted : float, optional
         The family-adjusted p-value (see :func:`ablate.stats.adjust_comparisons`), labelled ``multiplicity``.
     multiplicity : str, optional
@@ -205,8 +213,10 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         Sequential mode: the look's nominal boundary p; the verdict uses raw p < p_threshold.
     cap : int
         Most seeds per arm a recommendation may ask for (default 50).
-    n_resamples : int
-        Bootstrap resamples for the P(T>C) interval (0 to skip).
+    pi_interval : bool
+        Compute the P(T>C) confidence interval (Newcombe's score interval, or Clopper-Pearson when paired).
+    n_resamples : int, optional
+        Deprecated alias: 0 means ``pi_interval=False`` (there is no bootstrap any more).
 
     Returns
     -------
@@ -233,7 +243,9 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     """
     t, c = _compare_iv(treatment, control, paired)
     sign = _iv.goal(goal)
-    gen = _iv.rng(rng)
+    _iv.rng(rng)  # still validated, so a bad value keeps failing loudly
+    if n_resamples is not None and _iv.positive_int(n_resamples, "n_resamples", lo=0) == 0:
+        pi_interval = False
     r = decide_batch(t, c, paired=bool(paired), alpha=alpha, goal=goal, margin=margin, n_comparisons=n_comparisons,
                      pvalue_adjusted=pvalue_adjusted, p_threshold=p_threshold)
     a = _iv.alpha(alpha)
@@ -262,8 +274,8 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
             g, gav, rho = paired_effect(ts, cs)
         else:
             d, g = hedges_g(ts, cs)
-        pim = prob_improvement(ts, cs, paired=used_paired, n_resamples=n_resamples if min(nt, nc) >= 3 else 0,
-                               rng=gen)
+        pim = prob_improvement(ts, cs, paired=used_paired, interval=pi_interval and min(nt, nc) >= 3,
+                               confidence_level=0.95)
         pi, pi_ci = pim.estimate, pim.ci
         rt = robust_test(ts, cs, paired=used_paired)
         robust, rob_p, rob_min = rt.name, rt.pvalue, rt.min_pvalue
@@ -294,7 +306,8 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         verdict="", reason="", size=None, goal=goal, alpha=a, n_comparisons=m,
         test="paired t" if used_paired else "Welch t", paired=used_paired, n_treatment=nt, n_control=nc,
         failed_treatment=ft, failed_control=fc, mean_treatment=mean_t, mean_control=mean_c, diff=diff,
-        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci, ci_level=1 - a / m,
+        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci,
+        ci_level=1 - (p_threshold if p_threshold is not None else a / m), se=_f(r.se[0]),
         statistic=_f(r.statistic[0]), df=_f(r.df[0]), pvalue=_f(r.pvalue[0]), pvalue_adjusted=_f(r.p_decision[0]),
         multiplicity=mult, decision_level=float(r.alpha_decision[0]), decision_label=label, margin=_f(r.margin[0]),
         tost_ci=tost, tost_level=1 - 2 * (p_threshold if p_threshold is not None else a / m), effect_size=_f(g),
@@ -306,6 +319,34 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     return finish(comp)
 
 
+def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:
+    """``comp`` with its CI of Δ recomputed at level ``1 - alpha_level`` (t-based: Δ ± t_{1-a/2, df} SE).
+
+    Parameters
+    ----------
+    comp : Comparison
+    alpha_level : float
+        In (0, 1): the level the decision on ``comp`` was taken at (see
+        :func:`ablate.stats.multiplicity.stage_levels`).
+
+    Returns
+    -------
+    Comparison
+        Unchanged when it has no SE (insufficient data) or ``alpha_level`` is NaN.
+
+    Notes
+    -----
+    The same interval as ``scipy.stats.ttest_ind(...).confidence_interval(1 - alpha_level)`` (Welch) or
+    ``ttest_rel`` (paired), from ``scipy.special.stdtrit``.
+    """
+    from scipy.special import stdtrit
+
+    if comp.se is None or comp.df is None or comp.diff is None or not 0 < alpha_level < 1:
+        return comp
+    half = float(stdtrit(comp.df, 1 - alpha_level / 2)) * comp.se
+    return dataclasses.replace(comp, ci=(comp.diff - half, comp.diff + half), ci_level=1 - alpha_level)
+
+
 def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice | None) -> list[Flag]:
     from scipy import stats
 
@@ -314,7 +355,7 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
     if n < 5 and advice is not None:
         flags.append(Flag("small_n", f"only large effects are detectable at N = {n}: MDE d ≈ {advice.mde_d:.1f}"))
     for name, x in (("treatment", ts), ("control", cs)):
-        mad = float(stats.median_abs_deviation(x, scale="normal"))
+        mad = 1.482602218505602 * float(np.median(np.abs(x - np.median(x))))  # = median_abs_deviation(scale="normal")
         if mad > 0:
             out = x[np.abs(x - np.median(x)) > 3 * mad]
             if out.size:
@@ -380,8 +421,9 @@ def finish(comp: Comparison) -> Comparison:
                                                 f"(p {p_is(primary_adj)} vs {p_is(robust_adj)}, adjusted alike): "
                                                 "look at the raw values for outlier seeds, which move the mean but "
                                                 "not the ranks"))
-    if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < 10:
-        flags.append(Flag("indicative", "P(T>C) interval is indicative only (N < 10 per arm)"))
+    if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < MIN_N_COVERED:
+        flags.append(Flag("indicative", f"the 95% P(T>C) interval may under-cover below {MIN_N_COVERED} seeds "
+                                        "per arm (0.90 at N = 3): indicative only"))
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags))
     return dataclasses.replace(comp, reason=_reason(comp, code))
 

@@ -54,7 +54,11 @@ class BatchResult:
     mean_treatment, mean_control : float arrays
         Sign-normalised means of the values used.
     diff, ci_low, ci_high : float arrays
-        Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons``.
+        Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons`` (Bonferroni), or
+        ``1 - p_threshold`` in sequential mode: the level the decision used, so the CI excludes 0 exactly
+        when the verdict is better/worse.
+    se : float array
+        Standard error of Δ (Welch or paired), metric units.
     tost_low, tost_high : float arrays
         The ``1 - 2 * alpha_decision`` CI used for equivalence (TOST).
     statistic, df, pvalue : float arrays
@@ -86,6 +90,7 @@ class BatchResult:
     p_decision: np.ndarray
     alpha_decision: np.ndarray
     margin: np.ndarray
+    se: np.ndarray
 
 
 def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
@@ -173,7 +178,7 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     ``scipy.stats.ttest_ind(equal_var=False)``; paired t, ``scipy.stats.ttest_rel``; CIs from their
     ``confidence_interval``.
     """
-    from scipy import stats
+    from scipy import special, stats
 
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
@@ -187,12 +192,13 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     n_c = np.where(use_paired, pair_ok.sum(1), ok_c.sum(1))
     nan = np.full(b, np.nan)
     out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
-                                   "tost_high", "statistic", "df", "pvalue")}
+                                   "tost_high", "statistic", "df", "pvalue", "se")}
     insufficient = np.zeros(b, int)
     frac_t = failed_t / np.maximum(failed_t + ok_t.sum(1), 1)
     frac_c = failed_c / np.maximum(failed_c + ok_c.sum(1), 1)
     a_dec = np.full(b, a) if thr is None else thr.astype(float)
     a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
+    ci_alpha = a_tost  # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p
     keys = np.stack([use_paired, n_t, n_c], axis=1)
     for key in np.unique(keys, axis=0):
         rows = np.flatnonzero((keys == key).all(axis=1))
@@ -223,9 +229,13 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             warnings.simplefilter("ignore", RuntimeWarning)
             res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
                    else stats.ttest_ind(tt[live], cc[live], axis=1, equal_var=False))
-            ci = res.confidence_interval(1 - a / k)
+            ref = res.confidence_interval(0.95)
+            df_r = np.broadcast_to(np.asarray(res.df, float), r.shape)
+            se = (np.asarray(ref.high) - np.asarray(ref.low)) / (2 * special.stdtrit(df_r, 0.975))
+            half = special.stdtrit(df_r, 1 - ci_alpha[r] / 2) * se
             out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
-            out["ci_low"][r], out["ci_high"][r] = ci.low, ci.high
+            out["se"][r] = se
+            out["ci_low"][r], out["ci_high"][r] = out["diff"][r] - half, out["diff"][r] + half
             if m is not None:  # the TOST interval's level may differ by row (sequential boundaries)
                 lo, hi = np.empty(r.size), np.empty(r.size)
                 for level in np.unique(a_tost[r]):
