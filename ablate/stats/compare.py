@@ -256,10 +256,16 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         tv, cv = t[ok], c[ok]
     else:
         tv, cv = t[~np.isnan(t)], c[~np.isnan(c)]
-    ts, cs = sign * tv, sign * cv
+    # Standardised copies (centre = median, scale = largest deviation): every number computed from them is
+    # scale-free, so 1e200 or 1e-200 neither overflows nor underflows; SDs are scaled back for the advice.
+    both = np.concatenate([tv, cv])
+    center = float(np.median(both)) if both.size else 0.0
+    scale = float(np.max(np.abs(both - center))) if both.size else 1.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    ts, cs = sign * (tv - center) / scale, sign * (cv - center) / scale
     nt, nc = int(r.n_treatment[0]), int(r.n_control[0])
-    mean_t = float(tv.mean()) if tv.size else None
-    mean_c = float(cv.mean()) if cv.size else None
+    mean_t = _f(sign * r.mean_treatment[0])
+    mean_c = _f(sign * r.mean_control[0])
     diff = _f(r.diff[0])
     diff_pct = 100 * diff / abs(mean_c) if diff is not None and mean_c else None
     ci = (float(r.ci_low[0]), float(r.ci_high[0])) if _f(r.ci_low[0]) is not None else None
@@ -280,9 +286,9 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         rt = robust_test(ts, cs, paired=used_paired)
         robust, rob_p, rob_min = rt.name, rt.pvalue, rt.min_pvalue
         if used_paired:
-            sd_, df_ = float((ts - cs).std(ddof=1)), nt - 1
+            sd_, df_ = scale * float((ts - cs).std(ddof=1)), nt - 1
         else:
-            sd_, df_ = pooled_sd(ts, cs), nt + nc - 2
+            sd_, df_ = scale * pooled_sd(ts, cs), nt + nc - 2
         delta = _f(r.margin[0])
         target = delta if delta is not None else (abs(diff) if diff else None)
         advice = recommend_seeds(min(nt, nc), sd_, df_, alpha=a / m, paired=used_paired, target=target,

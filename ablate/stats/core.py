@@ -25,7 +25,7 @@ INSUFFICIENT_REASONS = (
     "",
     "fewer than 3 completed seeds in an arm",
     "more than half of an arm's trials failed",
-    "every value is identical in both arms",
+    "every value is identical in both arms (to floating-point resolution): Δ = 0",
     "both arms are constant (no seed-to-seed variance to test against)",
     "the paired differences are constant (no seed-to-seed variance to test against)",
 )
@@ -117,11 +117,34 @@ def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal
     return t, c, bool(paired), a, sign, m, k, padj, thr
 
 
-def _constant(x: np.ndarray) -> np.ndarray:
-    """Rows of ``x`` (batch, n) whose values are all equal (to 1e-12 relative), shape (batch,)."""
-    span = np.ptp(x, axis=1)
-    scale = np.max(np.abs(x), axis=1)
-    return span <= 1e-12 * scale
+#: Values closer than this, relative to the largest |value| of the two arms, are equal: differences at the
+#: level of floating-point noise (a few ulps of float64 is ~1e-15 relative) are never "better".
+RESOLUTION = 1e-12
+
+
+def _standardizer(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: a centre and a scale that bring the values of both arms to [-1, 1], and the resolution.
+
+    Every statistic of the verdict is invariant to this affine map, so a metric near 1e200 or 1e-200 gets the
+    same verdict as the same data rescaled (no overflow of squares, no underflow to a spurious constant).
+
+    Returns
+    -------
+    (center, scale, tol) : arrays of shape (batch,)
+        ``center``: the median of the row's finite values; ``scale``: the largest |value - center| (1 where the
+        row is empty or constant); ``tol``: :data:`RESOLUTION` x the row's largest |value|, in standardised units.
+    """
+    both = np.concatenate([t, c], axis=1)
+    fin = np.isfinite(both)
+    any_fin = fin.any(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+        center = np.where(any_fin, np.nanmedian(np.where(fin, both, np.nan), axis=1), 0.0)
+        dev = np.where(fin, np.abs(both - center[:, None]), 0.0)
+        scale = dev.max(axis=1)
+        mag = np.where(fin, np.abs(both), 0.0).max(axis=1)
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    return center, scale, RESOLUTION * mag / scale
 
 
 def _compact(x: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
@@ -184,6 +207,8 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
     t, c = sign * t, sign * c
     b = t.shape[0]
+    center, scale, tol = _standardizer(t, c)
+    t, c = (t - center[:, None]) / scale[:, None], (c - center[:, None]) / scale[:, None]
     ok_t, ok_c = ~np.isnan(t), ~np.isnan(c)
     failed_t, failed_c = (~ok_t).sum(1), (~ok_c).sum(1)
     pair_ok = ok_t & ok_c if paired else np.zeros_like(ok_t)
@@ -216,10 +241,12 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         if kt < MIN_SEEDS or kc < MIN_SEEDS:
             insufficient[rows] = 1
             continue
-        const_t, const_c = _constant(tt), _constant(cc)
-        same = const_t & const_c & (tt[:, 0] == cc[:, 0])
-        degenerate = _constant(tt - cc) if is_paired else const_t & const_c
+        res_ = tol[rows]
+        const_t, const_c = np.ptp(tt, axis=1) <= res_, np.ptp(cc, axis=1) <= res_
+        same = np.ptp(np.concatenate([tt, cc], axis=1), axis=1) <= res_
+        degenerate = np.ptp(tt - cc, axis=1) <= res_ if is_paired else const_t & const_c
         insufficient[rows[same]] = 3
+        out["diff"][rows[same]] = 0.0
         insufficient[rows[degenerate & ~same]] = 5 if is_paired else 4
         live = ~degenerate & ~same
         if not live.any():
@@ -244,6 +271,10 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
                     lo[sel], hi[sel] = np.broadcast_to(tost.low, sel.shape)[sel], np.broadcast_to(tost.high,
                                                                                                   sel.shape)[sel]
                 out["tost_low"][r], out["tost_high"][r] = lo, hi
+    for f in ("mean_treatment", "mean_control"):  # back to metric units
+        out[f] = center + scale * out[f]
+    for f in ("diff", "ci_low", "ci_high", "tost_low", "tost_high", "se"):
+        out[f] = scale * out[f]
     insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
     p = out["pvalue"]
     p_dec = (np.minimum(1.0, p * k) if padj is None else padj.astype(float)) if thr is None else p

@@ -101,8 +101,12 @@ def summarize(values: Any, *, seeds: Any = None, confidence_level: float = 0.95)
     if n == 0:
         return ArmSummary(0, int(x.size), None, None, None, None, None, None, None, None, None, level,
                           tuple(float(v) for v in x), s)
-    mean = float(ok.mean())
-    sd = float(ok.std(ddof=1)) if n > 1 else None
+    center = float(np.median(ok))
+    scale = float(np.max(np.abs(ok - center)))
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    z = (ok - center) / scale  # standardised: no overflow of squares at 1e200, no underflow at 1e-200
+    mean = center + scale * float(z.mean())
+    sd = scale * float(z.std(ddof=1)) if n > 1 else None
     sem = sd / math.sqrt(n) if sd is not None else None
     ci = None
     if sem is not None:
