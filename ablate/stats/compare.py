@@ -25,6 +25,7 @@ from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improve
 from ablate.stats.failures import FailureFinding, failure_finding
 from ablate.stats.pi_interval import MIN_N_COVERED
 from ablate.stats.power import SEED_CAP, SeedAdvice, recommend_seeds
+from ablate.stats.shape import skew_spread
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,8 @@ class Flag:
     Attributes
     ----------
     code : str
-        Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``one_arm_constant``, ``non_normal``,
+        Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``skew_spread``, ``one_arm_constant``,
+        ``non_normal``,
         ``paired_fallback``, ``failures_differ``, ``tests_disagree``, ``robust_floor``, ``holm_ci``,
         ``indicative``, ``ties``).
     message : str
@@ -158,6 +160,16 @@ def fmt_p(p: float | None) -> str:
     if p < 1e-4:
         return "< 0.0001"
     return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
+
+
+def level_text(level: float) -> str:
+    """A confidence level for reading: ``95%``, ``97.5%``, ``98.3%``, ``99.99%`` (never rounded up to 100%)."""
+    pct = 100 * level
+    for digits in range(0, 6):
+        s = f"{pct:.{digits}f}"
+        if float(s) < 100 and abs(float(s) - pct) <= 0.01 * (100 - pct) + 1e-12:
+            return s.rstrip("0").rstrip(".") + "%" if "." in s else s + "%"
+    return f"{pct:.6g}%"
 
 
 def p_is(p: float | None) -> str:
@@ -374,6 +386,10 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
                                                                            "variance alone")))
     elif st > 0 and sc > 0 and max(st, sc) / min(st, sc) > 3:
         flags.append(Flag("sd_ratio", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold"))
+    if not paired and ts.size >= 3 and cs.size >= 3 and bool(skew_spread(ts[None], cs[None])[0]):
+        flags.append(Flag("skew_spread", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold and the values "
+                                         "are skewed: Welch's false-positive rate can then reach 0.06-0.13 (see "
+                                         "docs/verdict.md); confirm a better/worse verdict with more seeds"))
     samples = [("paired differences", ts - cs)] if paired else [("treatment", ts), ("control", cs)]
     for name, x in samples:
         if x.size >= 3 and np.ptp(x) > 0:
@@ -411,7 +427,7 @@ def finish(comp: Comparison) -> Comparison:
         lo, hi = comp.ci if code == BETTER else (-comp.ci[1], -comp.ci[0])
         size = "≥ δ" if lo >= comp.margin else "< δ" if hi < comp.margin and lo > 0 else "size uncertain"
     if code in (BETTER, WORSE) and comp.ci is not None and comp.ci[0] <= 0 <= comp.ci[1]:
-        flags.append(Flag("holm_ci", f"p_adj < α but the {comp.ci_level:.1%} CI still touches 0; the verdict "
+        flags.append(Flag("holm_ci", f"p_adj < α but the {level_text(comp.ci_level)} CI still touches 0; the verdict "
                                      "follows p_adj"))
     if comp.robust_pvalue is not None and comp.pvalue is not None and comp.robust_min_pvalue is not None:
         # Judge the rank test at the level the decision used: scale its p by the same multiplicity factor
@@ -448,7 +464,7 @@ def _reason(c: Comparison, code: int) -> str:
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
     if c.ci is not None:
-        delta += f" [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
+        delta += f", {level_text(c.ci_level)} CI [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
     if c.diff_pct is not None:
         delta += f" ({c.diff_pct:+.1f}%)"
     parts.append(delta)
@@ -458,12 +474,12 @@ def _reason(c: Comparison, code: int) -> str:
         parts.append(f"P(T>C) = {c.prob_improvement:.2f}")
     lead = ""
     if code == EQUIVALENT and c.tost_ci is not None and c.margin is not None:
-        lead = (f"No meaningful difference: the {c.tost_level:.1%} CI [{c.tost_ci[0]:.{dec}f}, "
+        lead = (f"No meaningful difference: the {level_text(c.tost_level)} CI [{c.tost_ci[0]:.{dec}f}, "
                 f"{c.tost_ci[1]:.{dec}f}] lies inside ±δ = {c.margin:.{dec}g}; ")
     if code in (BETTER, WORSE) and c.size:
         parts.append(f"size {c.size}" if c.size != "size uncertain" else "size uncertain against δ")
     elif code in (BETTER, WORSE) and c.ci is not None and c.ci[0] <= 0 <= c.ci[1]:
-        parts.append(f"size uncertain (the {c.ci_level:.1%} CI still touches 0)")
+        parts.append(f"size uncertain (the {level_text(c.ci_level)} CI still touches 0)")
     if code == INCONCLUSIVE and c.seeds is not None:
         parts.append(f"MDE = {c.seeds.mde:.{dec}f} (d = {c.seeds.mde_d:.2f}) at N = {c.seeds.n}")
     return lead + "; ".join(parts) + "."

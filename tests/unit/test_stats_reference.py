@@ -84,7 +84,8 @@ class TestDatasetU:
 
     def test_reason_sentence(self) -> None:
         r = compare(T, C, n_resamples=0)
-        assert r.reason == "Welch p = 0.0387 < α = 0.05; Δ = +0.0192 [0.0013, 0.0371] (+2.7%); g = 1.44; P(T>C) = 0.88."
+        assert r.reason == ("Welch p = 0.0387 < α = 0.05; Δ = +0.0192, 95% CI [0.0013, 0.0371] (+2.7%); g = 1.44; "
+                            "P(T>C) = 0.88.")
 
 
 class TestDatasetP:
