@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from ablate.errors import ConfigError
@@ -22,8 +23,9 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
-    """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--no-plots]``: recompute verdict.json and verdict.md from the trial records (trials are never touched)."""
+    """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
+    [--no-plots] [--reset]``: recompute verdict.json and verdict.md from the trial records (trials are never
+    touched)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -31,13 +33,16 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("dir", metavar="DIR", help="the ablation's sweep dir")
     p.add_argument("--alpha", type=float, help="family-wise significance level over all treatments (e.g. 0.01)")
     p.add_argument("--margin", help="smallest effect of interest: metric units (0.01) or %% of the control mean "
-                   "(2%%); turns on the `equivalent` verdict")
+                   "(2%%); turns on the `equivalent` verdict; `none` clears it")
     p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"],
                    help="correction for testing several treatments (default holm)")
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
                    help="auto pairs trials by seed when every arm ran the same seeds")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
+    p.add_argument("--reset", action="store_true", default=None,
+                   help="forget the options remembered from earlier `ablate verdict` calls (back to the "
+                   "ablation's own); `--margin none` clears only the margin")
     args = p.parse_args(argv)
     from ablate.results import write_results
     from ablate.verdict import write_verdict
@@ -45,7 +50,12 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     sd = SweepDir.open(args.dir)
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
-    write_verdict(sd, overrides)
+    verdict = write_verdict(sd, overrides)
+    kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
+    if kept:
+        print("note: options remembered from an earlier `ablate verdict` still apply: "
+              + ", ".join(f"{o['option']}={o['value']}" for o in kept)
+              + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
     print(sd.verdict_md)
     return 0
 

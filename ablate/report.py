@@ -139,6 +139,8 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         else:
             what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
         L.append(f"- **{c['arm']}** (vs control {control}): {what}")
+    if v.get("non_default_options"):
+        L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
     return L
 
@@ -315,9 +317,22 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| multiplicity | {mult_s} |",
         f"| margin δ | {margin if margin is not None else 'none (the equivalent verdict is off)'} |",
         f"| sequential | {seq_s} |",
+        f"| changed from defaults | {_non_default(v)} |",
         f"| libraries | {', '.join(f'{k} {x}' for k, x in ver.items())} |",
         "",
     ]
+
+
+def _non_default(v: Mapping[str, Any]) -> str:
+    """Every verdict option that differs from its default, with where it came from."""
+    items = v.get("non_default_options") or []
+    if not items:
+        return "nothing: every verdict option is at its default"
+    src = {"given now": "given to this `ablate verdict`",
+           "remembered": "remembered from an earlier `ablate verdict`; `ablate verdict DIR --reset` forgets it",
+           "ablation config": "from the ablation's config"}
+    return "; ".join(f"{o['option']} = {o['value']} (default {o['default']}; {src.get(o['source'], o['source'])})"
+                     for o in items)
 
 
 def _failures(v: Mapping[str, Any]) -> list[str]:

@@ -310,6 +310,33 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 VERDICT_OPTIONS = "verdict_options.json"
 
 
+def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: Mapping[str, Any]
+                        ) -> list[dict[str, Any]]:
+    """The verdict options that differ from the defaults, each with where it came from.
+
+    Parameters
+    ----------
+    opts : VerdictOptions
+        The options the verdict used.
+    given, saved : mapping
+        Options given to this ``ablate verdict`` call, and those remembered in verdict_options.json.
+
+    Returns
+    -------
+    list of dict
+        ``{"option", "value", "default", "source"}``; ``source`` is ``"given now"``, ``"remembered"`` (from an
+        earlier ``ablate verdict --...``; clear with ``--reset``) or ``"ablation config"``.
+    """
+    default = asdict(VerdictOptions())
+    out = []
+    for k, v in asdict(opts).items():
+        if v == default[k]:
+            continue
+        src = "given now" if k in given else "remembered" if k in saved else "ablation config"
+        out.append({"option": k, "value": _jsonable(v), "default": _jsonable(default[k]), "source": src})
+    return out
+
+
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
@@ -320,7 +347,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     overrides : mapping, optional
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
         skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
-        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
+        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced;
+        ``reset=True`` forgets the remembered ones first (``margin="none"`` clears a margin). The options
+        that differ from the defaults, and where each came from, are in ``non_default_options``.
 
     Returns
     -------
@@ -343,12 +372,18 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         saved = read_json(saved_file)
     except (FileNotFoundError, ValueError):
         saved = {}
+    reset = bool((overrides or {}).get("reset"))
+    if reset:
+        saved = {}
     given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
-    if given:
+    if reset and saved_file.exists() and not given:
+        saved_file.unlink()
+    if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
     rows = collect(sd, plan)
     verdict = analyse(plan, rows, opts)
+    verdict["non_default_options"] = non_default_options(opts, given, saved)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     confounds = check(plan, read_manifests(sd, plan), used)
     pins = plan.get("pins", {})
