@@ -131,18 +131,15 @@ def _standardizer(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     Returns
     -------
     (center, scale, tol) : arrays of shape (batch,)
-        ``center``: the median of the row's finite values; ``scale``: the largest |value - center| (1 where the
-        row is empty or constant); ``tol``: :data:`RESOLUTION` x the row's largest |value|, in standardised units.
+        ``center``: the midrange of the row's finite values; ``scale``: half their range (1 where the row is
+        empty or constant); ``tol``: :data:`RESOLUTION` x the row's largest |value|, in standardised units.
     """
     both = np.concatenate([t, c], axis=1)
-    fin = np.isfinite(both)
-    any_fin = fin.any(axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
-        center = np.where(any_fin, np.nanmedian(np.where(fin, both, np.nan), axis=1), 0.0)
-        dev = np.where(fin, np.abs(both - center[:, None]), 0.0)
-        scale = dev.max(axis=1)
-        mag = np.where(fin, np.abs(both), 0.0).max(axis=1)
+    lo = np.fmin.reduce(both, axis=1)  # fmin/fmax skip NaN (failed trials); NaN only for an all-NaN row
+    hi = np.fmax.reduce(both, axis=1)
+    center = np.where(np.isnan(lo), 0.0, (lo / 2 + hi / 2))
+    scale = np.where(np.isnan(lo), 1.0, hi / 2 - lo / 2)
+    mag = np.where(np.isnan(lo), 0.0, np.maximum(np.abs(lo), np.abs(hi)))
     scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
     return center, scale, RESOLUTION * mag / scale
 
