@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from ablate.stats import _iv
+from ablate.stats import _iv, binary
+from ablate.stats.binary import BinaryCounts, is_binary
 from ablate.stats.core import (
     BETTER,
     EQUIVALENT,
     INCONCLUSIVE,
     INSUFFICIENT_REASONS,
+    MIN_SEEDS,
     VERDICTS,
     WORSE,
     decide_batch,
@@ -69,7 +71,10 @@ class Comparison:
         exactly when the verdict is better/worse (1 - alpha/m Bonferroni; Holm's or BH's step level after
         :func:`ablate.stats.adjust_comparisons`; Dunnett's simultaneous CI; 1 - boundary p sequentially).
     se : float or None
-        Standard error of Δ (metric units).
+        Standard error of Δ (metric units); None for a 0/1 metric.
+    binary : BinaryCounts or None
+        Set for a 0/1 metric (every value 0 or 1): ``test`` is then Newcombe's score interval and the p-value
+        it implies (unpaired) or exact McNemar (paired), see :mod:`ablate.stats.binary`.
     statistic, df, pvalue : float or None
         t statistic (sign-normalised), degrees of freedom, raw two-sided p-value.
     pvalue_adjusted : float or None
@@ -135,6 +140,7 @@ class Comparison:
     insufficient_reason: str | None
     flags: tuple[Flag, ...]
     se: float | None = None
+    binary: BinaryCounts | None = None
     data_flags: tuple[Flag, ...] = dataclasses.field(repr=False, default=())
     insufficient_code: int = dataclasses.field(repr=False, default=0)
 
@@ -145,6 +151,11 @@ def _f(x: Any) -> float | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def _signed(ci: tuple[float, float], sign: float) -> tuple[float, float]:
+    """An interval of a raw difference, sign-normalised (positive = better)."""
+    return (ci[0], ci[1]) if sign > 0 else (-ci[1], -ci[0])
 
 
 def _decimals(scale: float | None) -> int:
@@ -320,15 +331,31 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     else:
         mult, label = ("bonferroni" if m > 1 else "none"), "α"
     ins = int(r.insufficient[0])
+    level = p_threshold if p_threshold is not None else a / m
+    test = "paired t" if used_paired else "Welch t"
+    stat, df, pval, p_dec, se = _f(r.statistic[0]), _f(r.df[0]), _f(r.pvalue[0]), _f(r.p_decision[0]), _f(r.se[0])
+    counts = None
+    if ins in (0, 4, 5) and min(nt, nc) >= MIN_SEEDS and is_binary(tv, cv):
+        # a 0/1 metric: Newcombe's interval (McNemar's when paired) and the p-value it implies; a constant arm
+        # (all successes) is informative here, not a lack of variance
+        counts = binary.counts(tv, cv, paired=used_paired)
+        test = "exact McNemar (0/1 metric)" if used_paired else "Newcombe score (0/1 metric)"
+        pval, stat, df, se, ins = binary.pvalue(counts), None, None, None, 0
+        p_dec = pval if p_threshold is not None else (
+            _f(pvalue_adjusted) if pvalue_adjusted is not None else min(1.0, m * pval))
+        diff = sign * counts.diff
+        diff_pct = 100 * diff / abs(mean_c) if mean_c else None
+        ci = _signed(binary.interval(counts, level), sign)
+        tost = _signed(binary.interval(counts, 2 * level), sign) if _f(r.margin[0]) is not None else None
     comp = Comparison(
         verdict="", reason="", size=None, goal=goal, alpha=a, n_comparisons=m,
-        test="paired t" if used_paired else "Welch t", paired=used_paired, n_treatment=nt, n_control=nc,
+        test=test, paired=used_paired, n_treatment=nt, n_control=nc,
         failed_treatment=ft, failed_control=fc, mean_treatment=mean_t, mean_control=mean_c, diff=diff,
         diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci,
-        ci_level=1 - (p_threshold if p_threshold is not None else a / m), se=_f(r.se[0]),
-        statistic=_f(r.statistic[0]), df=_f(r.df[0]), pvalue=_f(r.pvalue[0]), pvalue_adjusted=_f(r.p_decision[0]),
+        ci_level=1 - level, se=se, binary=counts,
+        statistic=stat, df=df, pvalue=pval, pvalue_adjusted=p_dec,
         multiplicity=mult, decision_level=float(r.alpha_decision[0]), decision_label=label, margin=_f(r.margin[0]),
-        tost_ci=tost, tost_level=1 - 2 * (p_threshold if p_threshold is not None else a / m), effect_size=_f(g),
+        tost_ci=tost, tost_level=1 - 2 * level, effect_size=_f(g),
         effect_size_name="d_z" if used_paired else "Hedges' g", cohen_d=_f(d),
         g_av=_f(gav), rho=_f(rho), prob_improvement=_f(pi), prob_improvement_ci=pi_ci, robust_test=robust or "",
         robust_pvalue=_f(rob_p), robust_min_pvalue=_f(rob_min), seeds=advice, failures=fail,
@@ -359,6 +386,9 @@ def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:
     """
     from scipy.special import stdtrit
 
+    if comp.binary is not None and 0 < alpha_level < 1:
+        ci = _signed(binary.interval(comp.binary, alpha_level), 1.0 if comp.goal == "maximize" else -1.0)
+        return dataclasses.replace(comp, ci=ci, ci_level=1 - alpha_level)
     if comp.se is None or comp.df is None or comp.diff is None or not 0 < alpha_level < 1:
         return comp
     half = float(stdtrit(comp.df, 1 - alpha_level / 2)) * comp.se

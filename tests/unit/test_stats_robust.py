@@ -224,3 +224,48 @@ def test_binary_arm_interval_inside_bounds(values: list[int], k: int) -> None:
     ref = stats.binomtest(k, len(values)).proportion_ci(0.95, method="wilson")
     assert s.ci == pytest.approx((ref.low, ref.high), rel=1e-12)
     assert 0 <= s.ci[0] <= s.ci[1] <= 1 and s.ci_method.startswith("Wilson")
+
+
+@pytest.mark.parametrize(("kt", "kc", "n"), [(9, 3, 10), (10, 0, 10), (4, 2, 5), (7, 7, 12), (3, 0, 3)])
+def test_binary_metric_gets_newcombe_and_agrees(kt: int, kc: int, n: int) -> None:
+    """0/1 arms: Newcombe's interval (= statsmodels' `newcomb`), inside [-1, 1], and a p-value dual to it:
+    p < α exactly when the (1 - α) interval excludes 0 (item 4: the t-interval left the bounds)."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    t, c = [1] * kt + [0] * (n - kt), [1] * kc + [0] * (n - kc)
+    r = compare(t, c)
+    assert r.test == "Newcombe score (0/1 metric)" and r.verdict != "insufficient data"
+    ref = confint_proportions_2indep(kt, n, kc, n, method="newcomb", compare="diff", alpha=0.05)
+    assert r.ci == pytest.approx(ref, abs=1e-9) and -1 <= r.ci[0] <= r.ci[1] <= 1
+    for a in (0.01, 0.05, 0.2):
+        lo, hi = confint_proportions_2indep(kt, n, kc, n, method="newcomb", compare="diff", alpha=a)
+        assert (r.pvalue < a) == (lo > 0 or hi < 0)
+    assert (r.verdict == "better") == (r.ci[0] > 0)
+
+
+@pytest.mark.parametrize(("t", "c"), [([1, 1, 1, 0, 1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 1, 0, 0, 1, 0, 0]),
+                                      ([1, 0, 1, 1, 0], [0, 0, 1, 0, 0]), ([0, 0, 1, 1], [1, 1, 1, 1])])
+def test_binary_paired_is_exact_mcnemar(t: list[int], c: list[int]) -> None:
+    """Paired 0/1 seeds: McNemar's exact test (= scipy's binomial test on the discordant pairs, symmetric at
+    1/2) with the Clopper-Pearson interval it inverts, mapped to the difference of rates."""
+    r = compare(t, c, paired=True)
+    b = sum(1 for x, y in zip(t, c, strict=True) if x > y)
+    d = sum(1 for x, y in zip(t, c, strict=True) if x != y)
+    assert r.test == "exact McNemar (0/1 metric)"
+    assert r.pvalue == pytest.approx(stats.binomtest(b, d, 0.5).pvalue, rel=1e-12)
+    cp = stats.binomtest(b, d, 0.5).proportion_ci(0.95, method="exact")
+    assert r.ci == pytest.approx((d * (2 * cp.low - 1) / len(t), d * (2 * cp.high - 1) / len(t)), abs=1e-9)
+    assert (r.ci[0] > 0 or r.ci[1] < 0) == (r.pvalue < 0.05)
+
+
+def test_binary_family_keeps_its_interval() -> None:
+    """Under Holm, a 0/1 comparison's interval is recomputed at its step level with Newcombe, not t."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    c0 = [1] * 3 + [0] * 9
+    comps = [compare([1] * 12, c0, n_comparisons=2), compare([1] * 8 + [0] * 4, c0, n_comparisons=2)]
+    adj = adjust_comparisons(comps, "holm")
+    for r, k in zip(adj, (12, 8), strict=True):
+        ref = confint_proportions_2indep(k, 12, 3, 12, method="newcomb", compare="diff", alpha=1 - r.ci_level)
+        assert r.ci == pytest.approx(ref, abs=1e-9)
+        assert (r.verdict == "better") == (r.ci[0] > 0)
