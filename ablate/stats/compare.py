@@ -490,6 +490,8 @@ def _reason(c: Comparison, code: int) -> str:
     pname = "p" if c.multiplicity in ("none", "group sequential") else "p_adj"
     p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
     rel = "<" if code in (BETTER, WORSE) else "≥"
+    if code not in (BETTER, WORSE) and p is not None and c.decision_level is not None and p < c.decision_level:
+        rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)
     test = "Welch" if c.test == "Welch t" else c.test
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
@@ -497,7 +499,8 @@ def _reason(c: Comparison, code: int) -> str:
         delta += f", {level_text(c.ci_level)} CI [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
     if c.diff_pct is not None:
         delta += f" ({c.diff_pct:+.1f}%)"
-    parts.append(delta)
+    parts.append(delta + (" (no direction: not better, not worse)" if rel == "<" and code not in (BETTER, WORSE)
+                          else ""))
     if c.effect_size is not None:
         parts.append(f"{'d_z' if c.paired else 'g'} = {c.effect_size:.2f}")
     if c.prob_improvement is not None:

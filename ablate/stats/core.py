@@ -234,7 +234,8 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             continue
         out["mean_treatment"][rows] = tt.mean(1)
         out["mean_control"][rows] = cc.mean(1)
-        out["diff"][rows] = tt.mean(1) - cc.mean(1)
+        # paired: the mean of the differences, the very number the paired t tests (so Δ's sign and the test agree)
+        out["diff"][rows] = (tt - cc).mean(1) if is_paired else tt.mean(1) - cc.mean(1)
         if kt < MIN_SEEDS or kc < MIN_SEEDS:
             insufficient[rows] = 1
             continue

@@ -269,3 +269,23 @@ def test_binary_family_keeps_its_interval() -> None:
         ref = confint_proportions_2indep(k, 12, 3, 12, method="newcomb", compare="diff", alpha=1 - r.ci_level)
         assert r.ci == pytest.approx(ref, abs=1e-9)
         assert (r.verdict == "better") == (r.ci[0] > 0)
+
+
+def test_zero_difference_never_quotes_a_deciding_p() -> None:
+    """If Δ is exactly 0 while p < α (float rounding between two computations of the mean), the verdict is not
+    better/worse and the reason says why instead of quoting "p ≥ α" for a p below it (issue 14 item 3)."""
+    import dataclasses
+
+    from ablate.stats.compare import finish
+
+    base = compare(T, C)
+    r = finish(dataclasses.replace(base, diff=0.0, ci=(-0.001, 0.001)))
+    assert r.verdict == "inconclusive"
+    assert "p = 0.0387 < α = 0.05" in r.reason and "no direction: not better, not worse" in r.reason
+
+
+def test_paired_diff_is_the_tested_mean() -> None:
+    """Paired Δ is mean(T - C), the number ttest_rel tests, so its sign and the test cannot part on rounding."""
+    t, c = [0.1 + 1e-9, 0.2, 0.3 - 1e-9, 0.4], [0.1, 0.2, 0.3, 0.4 - 3e-9]
+    r = compare(t, c, paired=True)
+    assert r.diff == pytest.approx(float(np.mean(np.subtract(t, c))), rel=1e-6)
