@@ -285,6 +285,10 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     tests = sorted({c["test"] for c in comps}) or ["–"]
     robust = sorted({c["robust_test"] for c in comps if c.get("robust_test")})
     pairing = sorted({c["pairing"]["reason"] for c in comps}) or ["–"]
+    rhos = [f"{c['arm']} {c['rho']:.2f}" for c in comps if c.get("paired") and c.get("rho") is not None]
+    if rhos:  # shown so the next ablation's design can be chosen from it (never this one's analysis)
+        pairing.append("correlation of the arms across seeds ρ̂: " + ", ".join(rhos)
+                       + " (near 0: pairing gains nothing; plan the next ablation with pairing=unpaired)")
     m = max(1, len(comps))
     mult = v.get("multiplicity", "holm")
     if mult == "group sequential":

@@ -120,3 +120,16 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     assert v["comparisons"][0]["verdict"] == "inconclusive"
     lo, hi = adv["n_needed"] - adv["n"], adv["n_needed_upper"] - adv["n"]
     assert f"**undecided**: run {lo} to {hi} more seeds per arm to decide" in (root / "verdict.md").read_text()
+
+
+def test_pairing_row_shows_the_correlation(tmp_path: Path) -> None:
+    """The Setup says which analysis was used, why, and the arms' correlation ρ̂ (numpy's Pearson r) that tells
+    whether pairing paid off, for planning the next ablation."""
+    import numpy as np
+
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    md = (root / "verdict.md").read_text()
+    rho = float(np.corrcoef(T, C)[0, 1])
+    assert f"| pairing | auto: paired by seed id (every arm ran the same seed list); correlation of the arms " \
+           f"across seeds ρ̂: lr=0.1 {rho:.2f}" in md
