@@ -17,7 +17,7 @@ from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
 
 #: Statuses of trials that have not finished (left out of the statistics, reported as pending).
 UNFINISHED = ("pending", "running", "interrupted")
-#: Seed for the bootstrap and Dunnett's integration, so a recomputed verdict is identical.
+#: Seed for Dunnett's quasi-Monte-Carlo integration, so a recomputed verdict is identical.
 VERDICT_RNG_SEED = 20240917
 #: Plan options that ``ablate verdict DIR --...`` may override.
 VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity")

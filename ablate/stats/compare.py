@@ -252,10 +252,14 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
 
     Notes
     -----
-    Welch (1947) ``scipy.stats.ttest_ind(equal_var=False)`` or paired ``ttest_rel``, CI from the result's
-    ``confidence_interval``; Hedges' g (Hedges 1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021;
-    Bouthillier et al. 2021); Mann-Whitney / Wilcoxon as the robustness check; TOST (Schuirmann 1987);
-    seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer (2019) for small N.
+    Welch (1947) ``scipy.stats.ttest_ind(equal_var=False)`` or paired ``ttest_rel``, CI of the same t
+    distribution at the decision's level (1 - alpha/m, or 1 - p_threshold); for a 0/1 metric Newcombe's
+    (1998) interval and the p-value it implies, or exact McNemar when paired (:mod:`ablate.stats.binary`).
+    Values are standardised first (scale-free; ties within 1e-12 of their magnitude). Hedges' g (Hedges
+    1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021; Bouthillier et al. 2021) with Newcombe's (2006)
+    score interval or Clopper-Pearson (paired); Mann-Whitney / Wilcoxon as the robustness check; TOST
+    (Schuirmann 1987); seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer
+    (2019) for small N; the ``skew_spread`` flag marks where Welch itself runs above alpha.
 
     Examples
     --------

@@ -167,7 +167,7 @@ class TestEdgeCases:
         assert compare(t, c_, margin=0.5, n_resamples=0).size == "≥ δ"
         assert compare(t, c_, margin=5.0, n_resamples=0).size == "< δ"
 
-    def test_bootstrap_ci_is_reproducible(self) -> None:
+    def test_prob_improvement_ci_is_deterministic(self) -> None:
         a = compare(T, C, rng=1).prob_improvement_ci
         b = compare(T, C, rng=1).prob_improvement_ci
         assert a == b and a is not None and a[0] <= 0.88 <= a[1]
