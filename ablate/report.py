@@ -285,10 +285,13 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     tests = sorted({c["test"] for c in comps}) or ["–"]
     robust = sorted({c["robust_test"] for c in comps if c.get("robust_test")})
     pairing = sorted({c["pairing"]["reason"] for c in comps}) or ["–"]
-    rhos = [f"{c['arm']} {c['rho']:.2f}" for c in comps if c.get("paired") and c.get("rho") is not None]
-    if rhos:  # shown so the next ablation's design can be chosen from it (never this one's analysis)
-        pairing.append("correlation of the arms across seeds ρ̂: " + ", ".join(rhos)
-                       + " (near 0: pairing gains nothing; plan the next ablation with pairing=unpaired)")
+    paired = [c for c in comps if c.get("paired") and c.get("rho") is not None]
+    if paired:  # shown so the next ablation's design can be chosen from it (never this one's analysis)
+        near0 = all(abs(c["rho"]) < 0.2 for c in paired)
+        pairing.append("correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {c['rho']:.2f}"
+                                                                               for c in paired)
+                       + (" (near 0: pairing gained nothing here; if the seed drives nothing shared between "
+                          "arms, plan the next ablation with pairing=unpaired)" if near0 else ""))
     m = max(1, len(comps))
     mult = v.get("multiplicity", "holm")
     if mult == "group sequential":
