@@ -496,7 +496,7 @@ def _reason(c: Comparison, code: int) -> str:
     rel = "<" if code in (BETTER, WORSE) else "≥"
     if code not in (BETTER, WORSE) and p is not None and c.decision_level is not None and p < c.decision_level:
         rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)
-    test = "Welch" if c.test == "Welch t" else c.test
+    test = "Welch" if c.test == "Welch t" else c.test.replace(" (0/1 metric)", "")
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
     if c.ci is not None:
