@@ -289,3 +289,15 @@ def test_paired_diff_is_the_tested_mean() -> None:
     t, c = [0.1 + 1e-9, 0.2, 0.3 - 1e-9, 0.4], [0.1, 0.2, 0.3, 0.4 - 3e-9]
     r = compare(t, c, paired=True)
     assert r.diff == pytest.approx(float(np.mean(np.subtract(t, c))), rel=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [9e-5, 0.0055, 0.0411])
+def test_sequential_ci_is_at_the_boundary_level(threshold: float) -> None:
+    """At a group-sequential look the decision is p < the boundary's nominal p, so the CI is at 1 - that p
+    (scipy's own interval) and excludes 0 exactly when the verdict is better/worse."""
+    strong = [v + 0.01 for v in T]
+    r = compare(strong, C, p_threshold=threshold)
+    ref = stats.ttest_ind(strong, C, equal_var=False).confidence_interval(1 - threshold)
+    assert r.ci_level == pytest.approx(1 - threshold)
+    assert r.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
+    assert (r.ci[0] > 0) == (r.verdict == "better") == (r.pvalue < threshold)
