@@ -138,13 +138,14 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     values : sequence, optional
         Treatment values, replacing the variable file's ``values``.
     seeds : int or sequence of int, optional
-        Seeds per arm (``10`` means 0..9) or the seed list.
+        Seeds per arm (``10`` means 0..9; 1..10 for ``command``/``app`` tasks) or the seed list.
     launcher : {"local", "inline", "slurm"}, optional
         Where trials run (default ``local``: a process per trial). ``inline`` runs them in this
         process, one after another (breakpoints work).
     overrides : sequence of str or mapping, optional
         Further config overrides: ``["task.epochs=5"]`` in Hydra syntax, or ``{"task.epochs": 5}``
-        (values are quoted for you).
+        (values are quoted for you). For an ``app`` task, ``app.``-prefixed keys are the app's own
+        overrides (``{"app.trainer.max_epochs": 1}``, ``["app.model=mnist_wide"]``).
     sweep_dir : path-like, optional
         Where to write the sweep dir (default ``outputs/ablate/<date>/<time>_<variable>``).
     **settings
@@ -200,5 +201,8 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
+    from ablate.tasks.app import split_cli, with_cli_overrides
+
+    ovs, app_ovs = split_cli(ovs)
     composed = compose(ovs, config_path=cfg_path)
-    return run_composed(composed)
+    return run_composed(with_cli_overrides(composed, app_ovs))

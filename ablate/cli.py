@@ -88,18 +88,23 @@ def _hydra_main(argv: list[str]) -> int:
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
         from ablate.config import compose
+        from ablate.tasks.app import split_cli, with_cli_overrides
 
-        composed = compose(args.overrides, config_path=config_path, config_dirs=config_dirs,
+        ours, app_overrides = split_cli(args.overrides)
+        composed = compose(ours, config_path=config_path, config_dirs=config_dirs,
                            config_name=args.config_name)
-        run_composed(composed)
+        run_composed(with_cli_overrides(composed, app_overrides))
         return 0
     if hydra_own:
         args.multirun = False  # `ablate -m ... --cfg job` shows the config, as ablate's messages suggest
     else:
         # A single run: compose once here so user mistakes get ablate's one-line errors (exit 2).
+        from ablate import single
         from ablate.config import compose
         from ablate.errors import ConfigError
+        from ablate.tasks.app import split_cli
 
+        args.overrides, single.APP_OVERRIDES[:] = split_cli(args.overrides)
         c = compose(args.overrides, config_path=config_path, config_dirs=config_dirs, multirun=False,
                     config_name=args.config_name)
         if c.cfg.get("dry_run") is True or c.variable_name is not None:

@@ -20,6 +20,7 @@ The check says "none found" only when every completed trial had a manifest to ch
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -75,6 +76,8 @@ def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _hashable(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"  # nan equals itself here: the same config value in every trial is no confound
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     if isinstance(v, dict):
@@ -113,6 +116,7 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
     vary: set[str] = set()
     for arm in plan["arms"]:
         vary |= set((arm.get("changes") or {}).keys())
+    vary |= set(plan.get("per_trial") or [])  # `${hydra:runtime.output_dir}` readers, an app's seed: per trial
     var = plan.get("variable") or {}
     if var.get("is_group"):
         vary.add(str(var.get("key", "")).replace("/", "."))

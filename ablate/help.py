@@ -59,7 +59,9 @@ def render_help(cwd: Path | None = None) -> str:
            "Compose your configuration from those groups (group=option)", ""]
     out += [f"{g}: {', '.join(opts)}" for g, opts in groups.items()]
     out += ["", "== Settings ==", "Override any of them (key=value); `ablate --cfg job` prints the composed config",
-            "", _settings_text(base), "", str(hydra_help.get("footer", "")).rstrip()]
+            "", _settings_text(base), "", "== An app task (`app: src/train.py`) ==",
+            "The app's own overrides take the `app.` prefix: app.trainer.max_epochs=1, app.model=wide "
+            "(docs/howto.md)", "", str(hydra_help.get("footer", "")).rstrip()]
     return "\n".join(out) + "\n"
 
 

@@ -30,8 +30,12 @@ def _log(msg: str) -> None:
 
 
 def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_variables: list[str] | None = None,
-            compose: Composer | None = None, choices: Mapping[str, Any] | None = None) -> tuple[Plan, Options]:
+            compose: Composer | None = None, choices: Mapping[str, Any] | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> tuple[Plan, Options]:
     """Validate options and derive the plan from a composed config (plain container, no ``hydra``).
+
+    An ``app`` task's own config is composed and attached first (:func:`ablate.tasks.app.attach`);
+    ``${now:}`` is frozen once; ``???`` values are refused, naming the key.
 
     Raises
     ------
@@ -39,20 +43,85 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
         For any invalid setting or an unprovable treatment; nothing has been written yet.
     """
     cfg = {k: v for k, v in cfg.items() if k != "hydra"}
+    cfg, compose, choices = _attach_task(cfg, compose, choices, cwd)
     opts = parse_options(cfg)
+    opts.seeds = script_seeds(cfg, opts.seeds)
     launcher = get_launcher(opts.launcher)  # validates launcher options before anything else happens
     if not opts.wait and not launcher.detachable:
         raise ConfigError(f"launcher={launcher.name} runs trials in this process's children, so it cannot detach",
                           where="wait", fix="use `launcher=slurm` to submit and exit, or drop `wait=false`")
     variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
-    plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
+    from ablate.tasks.hydra_semantics import trial_hydra
+
+    with trial_hydra(PLAN_RUN_DIR, cfg.get("task")):  # `${hydra:...}` as in a trial, its run dir a placeholder
+        plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
     return plan, opts
+
+
+#: What ``${hydra:runtime.output_dir}`` reads at plan time (each trial reads its own run dir).
+PLAN_RUN_DIR = "<trial dir>/run"
+#: The verdict's note on the seed list of an ``fn`` task.
+FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
+#: The verdict's note on the seed list of a task whose script seeds itself.
+SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it receives, and scripts that seed only "
+                    "`if cfg.get(\"seed\")` treat 0 (like null) as no seed")
+
+
+def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
+                 cwd: str | os.PathLike[str] | None) -> tuple[dict[str, Any], Any, Any]:
+    """Attach an app's composed config; freeze ``${now:}``; refuse ``???`` values (any task form)."""
+    from ablate.tasks.base import form_of
+    from ablate.tasks.hydra_semantics import freeze_now, missing_keys
+
+    task = cfg.get("task")
+    if isinstance(task, Mapping) and task.get("app"):
+        form_of(task)  # one form only
+        from ablate.tasks.app import attach
+
+        cfg, compose, choices = attach(cfg, compose, choices, cwd or os.getcwd())
+    else:
+        import copy
+
+        cfg = copy.deepcopy(cfg)
+        freeze_now(cfg)
+        missing = missing_keys(cfg)
+        if missing:
+            raise ConfigError(f"{', '.join(missing[:10])} {'is' if len(missing) == 1 else 'are'} ??? (a mandatory "
+                              "value, not set)", where=missing[0],
+                              fix=f"give it a value in its config file or as an override: `{missing[0]}=<value>`")
+    return cfg, compose, choices
+
+
+def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
+    """The seed list of a task whose script seeds itself (``command``, ``app``): never seed 0.
+
+    ``seeds=N`` means 1..N for these forms (0..N-1 for ``fn``, which ablate seeds itself). An explicit
+    list holding 0 is refused.
+
+    Raises
+    ------
+    ConfigError
+        An explicit seed list with 0.
+    """
+    from ablate.tasks.base import is_script_form
+
+    task = cfg.get("task")
+    if not isinstance(task, Mapping) or not is_script_form(task) or 0 not in seeds:
+        return seeds
+    if isinstance(cfg.get("seeds"), list | tuple):
+        raise ConfigError(f"lists seed 0, which scripts that seed only `if cfg.get('seed')` read as no seed, so "
+                          f"that trial would run unseeded: {list(seeds)}", where="seeds",
+                          fix="start the seed list at 1, e.g. `seeds=[1,2,3]` (or `seeds=3`, which means 1..3 for a "
+                          "script task)")
+    return [s + 1 for s in seeds]
 
 
 def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """The content of ``ablation.yaml``."""
     from ablate import __version__
     from ablate.plan import resolve
+    from ablate.tasks.base import is_script_form
+    from ablate.tasks.hydra_semantics import trial_hydra
 
     control_task = plan.control.config.get("task") or {}
     return {
@@ -63,17 +132,51 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "metric": opts.metric,
         "goal": opts.goal,
         "seeds": plan.seeds,
-        "task": {k: control_task.get(k) for k in ("fn", "command", "data") if control_task.get(k) is not None},
+        "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
+        "per_trial": sorted(_per_trial_keys(plan)),
+        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
         "options": opts.record(),
         "project": {"cwd": cwd},
         "pins": dict(pins),
         "arms": [
             {"name": a.name, "label": a.label, "value": a.value,
              "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config,
-             "resolved": resolve(a.config)}
+             "resolved": _resolve_at_plan(resolve, trial_hydra, a.config, control_task)}
             for a in plan.arms
         ],
     }
+
+
+def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any], config: dict[str, Any],
+                     task: Mapping[str, Any]) -> dict[str, Any]:
+    with trial_hydra(PLAN_RUN_DIR, task):
+        return resolve(config)
+
+
+def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
+    """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
+    task = plan.control.config.get("task") or {}
+    if not task.get("app"):
+        return []
+    from ablate.tasks.app import config_location, settings
+
+    return [str(config_location(settings(task), cwd)[0])]
+
+
+def _per_trial_keys(plan: Plan) -> set[str]:
+    """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
+    from ablate.tasks.app_config import APP_NODE, app_params
+    from ablate.tasks.hydra_semantics import per_trial_keys
+
+    cfg = plan.control.config
+    keys = per_trial_keys(cfg)
+    params = app_params(cfg)
+    if params is not None:
+        keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
+        seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
+        if seed_key:
+            keys.add(f"{APP_NODE}.{seed_key}")
+    return keys
 
 
 def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
@@ -118,7 +221,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
 
     cwd = str(Path(cwd or os.getcwd()).absolute())
     plan, opts = prepare(cfg, variable_name=variable_name, available_variables=available_variables,
-                         compose=compose, choices=choices)
+                         compose=compose, choices=choices, cwd=cwd)
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:
@@ -127,6 +230,10 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         data = pins_mod.pin_data(data_paths, cwd)
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(describe(plan))
+        from ablate.tasks.base import form_of, get_form
+
+        for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
+            out(line)
         out(f"  launcher: {launcher.describe()}")
         dirty = ""
         if code["dirty"]:
@@ -156,7 +263,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     _warn_if_tracked(sd, code)
     code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
-    pins = {"code": code, "data": data, "environment": env, "config_files": hash_config_files(config_dirs or [])}
+    pins = {"code": code, "data": data, "environment": env,
+            "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
     record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")
@@ -201,18 +309,9 @@ def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
 
 
 def _check_task(plan: Plan, cwd: str) -> None:
-    from ablate.taskcheck import check_task_fn
+    from ablate.tasks.base import form_of, get_form
 
-    task = plan.control.config.get("task") or {}
-    if task.get("fn"):
-        check_task_fn(str(task["fn"]), cwd)
-    elif task.get("command"):
-        from ablate.command import check_command_task
-
-        check_command_task(plan, cwd)
-    else:
-        raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
-                          fix="set `fn: my_module:train` in conf/task/<name>.yaml")
+    get_form(form_of(plan.control.config.get("task") or {})).check(plan, cwd)
 
 
 def _data_paths(plan: Plan) -> list[str]:

@@ -1,6 +1,6 @@
 """Render config values as Hydra command-line overrides (``key=value``), quoted so they parse back exactly.
 
-Used for the overrides a command-form task's script receives (:mod:`ablate.command`) and for the
+Used for the overrides a command-form task's script receives (:mod:`ablate.tasks.command`) and for the
 keyword arguments of :func:`ablate.run`. The rules follow Hydra's override grammar (Hydra 1.3):
 
 - ``None`` -> ``null``; booleans -> ``true`` / ``false``; ints as written; floats with ``repr``

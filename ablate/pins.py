@@ -262,6 +262,19 @@ def _open_dvc(cwd: Path) -> Any:
         ) from None
 
 
+def _ignored_dir(cwd: Path, rel: str) -> str | None:
+    """The outermost directory above ``rel`` that git ignores (relative to ``cwd``), or None."""
+    import subprocess
+
+    parts = Path(rel).parts[:-1]
+    for i in range(1, len(parts) + 1):
+        d = str(Path(*parts[:i]))
+        proc = subprocess.run(["git", "check-ignore", "-q", d + "/"], cwd=cwd, capture_output=True, check=False)
+        if proc.returncode == 0:
+            return d
+    return None
+
+
 def _find_output(repo: Any, abspath: Path) -> Any:
     for out in repo.index.outs:
         p = Path(out.fs_path)
@@ -303,12 +316,15 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
             out = _find_output(repo, abspath)
             if out is None:
                 tracked = sorted(os.path.relpath(o.fs_path, cwd) for o in repo.index.outs)
-                raise PinError(
-                    f"{rel} is not tracked by DVC (tracked: {', '.join(tracked) or 'nothing'})",
-                    where="task.data",
-                    fix=f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
-                    ".dvc / dvc.lock file",
-                )
+                fix = (f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
+                       ".dvc / dvc.lock file")
+                ignored = _ignored_dir(cwd, rel)
+                if ignored is not None:  # `dvc add <rel>` would write <rel>.dvc inside a git-ignored dir and fail
+                    fix = (f"{ignored}/ is git-ignored, so `dvc add {rel}` would fail (its .dvc file would be "
+                           f"git-ignored too); track the whole dir from outside it: `dvc add {ignored}` writes "
+                           f"{ignored}.dvc next to it, then `git add {ignored}.dvc`")
+                raise PinError(f"{rel} is not tracked by DVC (tracked: {', '.join(tracked) or 'nothing'})",
+                               where="task.data", fix=fix)
             recorded = out.hash_info.value if out.hash_info else None
             src = os.path.relpath(out.stage.path, cwd) if out.stage.path.endswith(".dvc") else "dvc.lock"
             out_rel = os.path.relpath(out.fs_path, cwd)

@@ -404,10 +404,10 @@ def _arm_name(var: Variable, value: Any, taken: set[str]) -> str:
 # -- the plan --------------------------------------------------------------------------------------
 def resolve(cfg_container: dict[str, Any]) -> dict[str, Any]:
     """Resolve every interpolation of a plain config container; PlanError when one fails."""
-    from omegaconf import OmegaConf
+    from ablate.tasks.app_config import resolve_container
 
     try:
-        return OmegaConf.to_container(OmegaConf.create(cfg_container), resolve=True)  # type: ignore[return-value]
+        return resolve_container(cfg_container)
     except Exception as exc:  # omegaconf raises many types; report them all as a plan error
         raise PlanError(f"the config cannot be resolved: {exc}", where="config",
                         fix="fix the interpolation named above") from exc
@@ -458,7 +458,9 @@ def make_plan(
     raw_flat = flatten(control)
     control_resolved = resolve(control)
     again = resolve(control)
-    unstable = sorted(k for k, v in flatten(control_resolved).items() if flatten(again).get(k, _MISSING) != v)
+    again_flat = flatten(again)
+    unstable = sorted(k for k, v in flatten(control_resolved).items()
+                      if not _equal_leaf(again_flat.get(k, _MISSING), v))
     if unstable:
         raise PlanError(
             f"these keys resolve to a different value every time they are read: {', '.join(unstable)} "
@@ -485,7 +487,7 @@ def make_plan(
             f"the variable's key {key!r} is a mapping (a whole config node, likely chosen from a config "
             "group), not a value; setting it would replace every key below it",
             where=f"variable={variable.name}",
-            fix=f"to swap a config group option the Hydra way, write `group: {key.replace('.', '/')}` and "
+            fix=f"to swap a config group option the Hydra way, write `group: {_group_hint(control, key)}` and "
             "`values: [<option>, ...]` in the variable file; to ablate one value, point `key` at a leaf such "
             f"as {', '.join(sorted(flatten(dict(control_value), key))[:3])}",
         )
@@ -507,6 +509,14 @@ def make_plan(
         arms.append(Arm(name=_arm_name(variable, value, taken), label=format_value(value), value=value,
                         config=treat, changes=changes, derived=derived))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
+
+
+def _group_hint(control: Mapping[str, Any], key: str) -> str:
+    """The ``group:`` a user writes for a mapping key: the app's own group name for an app's config."""
+    from ablate.tasks.app_config import app_params, to_app_key
+
+    app_key = to_app_key(key) if app_params(control) is not None else None
+    return (app_key or key).replace(".", "/")
 
 
 def _check_not_reserved(key: str, name: str) -> None:
@@ -581,6 +591,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
         if not _equal_leaf(cf.get(k, _MISSING), tf.get(k, _MISSING))
     }
     allowed = derived_keys(raw_flat, roots) | derived_keys(flatten(treatment), roots)
+    allowed |= _app_derived(control, treatment, roots)
     under = lambda k, bases: any(k == b or k.startswith(b + ".") for b in bases)  # noqa: E731
     bad = [k for k in changes if not under(k, roots) and not under(k, allowed)]
     if bad:
@@ -594,14 +605,34 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     return {k: (None if a is _MISSING else a, None if b is _MISSING else b) for k, (a, b) in changes.items()}, derived
 
 
+def _app_derived(control: Mapping[str, Any], treatment: Mapping[str, Any], roots: set[str]) -> set[str]:
+    """Derived keys inside an app's config, whose interpolations are relative to the app's own root."""
+    from ablate.tasks.app_config import APP_NODE, app_params, to_app_key
+
+    app_roots = {a for a in (to_app_key(r) for r in roots) if a}
+    if not app_roots:
+        return set()
+    found: set[str] = set()
+    for cfg in (control, treatment):
+        params = app_params(cfg)
+        if params is not None:
+            found |= derived_keys(flatten(dict(params)), app_roots)
+    return {f"{APP_NODE}.{k}" for k in found}
+
+
 def _fmt_missing(v: Any) -> str:
     return "(absent)" if v is _MISSING else format_value(v)
 
 
 def _equal_leaf(a: Any, b: Any) -> bool:
+    """Leaf equality for the plan proof: types kept apart, and nan equal to nan (also inside lists)."""
     if a is _MISSING or b is _MISSING:
         return a is b
-    return type(a) is type(b) and _same(a, b) if not isinstance(a, list | dict) else a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal_leaf(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal_leaf(a[k], b[k]) for k in a)
+    return type(a) is type(b) and _same(a, b)
 
 
 def _select(cfg: Mapping[str, Any], key: str) -> Any:

@@ -317,7 +317,7 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| variable | `{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'} |",
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
-        f"({len(seeds)} per arm) |",
+        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}) |",
         f"| α | {v['alpha']:.3g} family-wise over {m} treatment(s) |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",

@@ -35,10 +35,11 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     from ablate.errors import PinError
     from ablate.options import parse_options
     from ablate.sweepdir import dump_yaml, write_atomic, write_json
-    from ablate.trial import _coerce_metrics, import_callable
+    from ablate.tasks.fn import import_callable
+    from ablate.trial import _coerce_metrics
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    container = OmegaConf.to_container(cfg, resolve=True)
+    container = OmegaConf.to_container(cfg, resolve=not cfg.task.get("app"))
     opts = parse_options(container)  # type: ignore[arg-type]
     try:
         code = pins.pin_code(Path.cwd(), allow_dirty=True)
@@ -48,9 +49,11 @@ def _single_trial(cfg: Any) -> dict[str, float]:
                 "config": container}
     write_atomic(out_dir / "config.yaml", dump_yaml(container))
     t0 = time.perf_counter()
-    if not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
-        from ablate.command import run_command_task
+    if cfg.task.get("app"):  # an existing @hydra.main app, run in the live tree with its own composed config
+        metrics = _single_app(cfg, out_dir, opts, manifest)
+    elif not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
         from ablate.sweepdir import TrialPaths
+        from ablate.tasks.command import run_command_task
 
         manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
         write_json(out_dir / "manifest.json", manifest)
@@ -68,3 +71,36 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     print(f"control, seed {int(cfg.seed)}: {shown}", file=sys.stderr)
     print(out_dir / "result.json")
     return metrics
+
+
+#: ``app.`` overrides from the command line of a single run (set by the CLI before Hydra runs).
+APP_OVERRIDES: list[str] = []
+
+
+def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) -> dict[str, float]:
+    """One control run of an ``app`` task: compose its config, run it like a trial, read its metric."""
+    from omegaconf import OmegaConf
+
+    from ablate.errors import ConfigError
+    from ablate.sweepdir import TrialPaths, write_json
+    from ablate.tasks.app import FORM, attach
+    from ablate.tasks.app_config import resolve_container
+    from ablate.tasks.hydra_semantics import trial_hydra
+
+    seed = int(cfg.seed)
+    if seed == 0:
+        raise ConfigError("is 0, which scripts that seed only `if cfg.get('seed')` read as no seed", where="seed",
+                          fix="pass a seed from 1, e.g. `seed=1`")
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    raw.pop("hydra", None)  # type: ignore[union-attr]
+    raw["task"]["overrides"] = [*list(raw["task"].get("overrides") or []), *APP_OVERRIDES]  # type: ignore[index]
+    attached, _, _ = attach(raw, None, None, Path.cwd())  # type: ignore[arg-type]
+    with trial_hydra(out_dir / "run", attached["task"]):
+        container = resolve_container({**attached, "seed": seed})
+    manifest["config"] = container
+    manifest["determinism"] = {"mode": opts.determinism, "seed": seed, "via": "app overrides"}
+    write_json(out_dir / "manifest.json", manifest)
+    run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
+    out = FORM.run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}}, arm={"name": "control"})
+    print(f"metric {opts.metric!r} from {out.source['kind']} ({out.source['path']})", file=sys.stderr)
+    return out.metrics

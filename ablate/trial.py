@@ -16,7 +16,6 @@ A trial whose ``result.json`` says ``ok`` is never run again.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import os
 import signal
@@ -28,15 +27,13 @@ from typing import Any
 
 from ablate.errors import AblateError, ConfigError, PinError, UserError
 from ablate.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
+from ablate.tasks.base import TaskOutput, TrialTimeout
+from ablate.tasks.fn import import_callable  # noqa: F401  (its old home; benchmarks import it from here)
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
 #: Statuses that mean the trial produced no usable metric.
 FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
-
-
-class TrialTimeout(Exception):
-    """Raised inside an in-process trial when it exceeds ``timeout_min``."""
 
 
 def load_plan(sd: SweepDir) -> dict[str, Any]:
@@ -70,23 +67,43 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """
     import copy
 
-    from omegaconf import OmegaConf
-
     key = id(arm_config)
     hit = _resolved_cache.get(key)
     if hit is not None and hit["arm"] is arm_config:
         if hit["reusable"] is None:  # a second trial of this arm in this process: is reuse safe?
-            hit["reusable"] = "seed" not in _raw_refs(arm_config)
+            hit["reusable"] = "seed" not in _raw_refs(arm_config) and not _per_trial(arm_config)
         if hit["reusable"]:
             out = copy.deepcopy(hit["resolved"])
             out["seed"] = int(seed)
+            _seed_app(out, seed)
             return out
-    cfg = OmegaConf.create(dict(arm_config))
-    cfg.seed = int(seed)
-    out = OmegaConf.to_container(cfg, resolve=True)
+    from ablate.tasks.app_config import resolve_container
+
+    raw = {**arm_config, "seed": int(seed)}
+    if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
+        raw["task"] = copy.deepcopy(dict(raw["task"]))
+        _seed_app(raw, seed)
+    out = resolve_container(raw)
     if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
         _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
     return out  # type: ignore[return-value]
+
+
+def _seed_app(resolved: dict[str, Any], seed: int) -> None:
+    """An ``app`` task receives the trial seed at its ``seed_key``: record it there too."""
+    task = resolved.get("task") or {}
+    key = task.get("seed_key", "seed") if isinstance(task, dict) else None
+    if isinstance(task, dict) and task.get("app") and key and isinstance(task.get("params"), dict):
+        node = task["params"]
+        for part in key.split(".")[:-1]:
+            node = node.setdefault(part, {})
+        node[key.split(".")[-1]] = int(seed)
+
+
+def _per_trial(arm_config: Mapping[str, Any]) -> bool:
+    from ablate.tasks.hydra_semantics import per_trial_keys
+
+    return bool(per_trial_keys(dict(arm_config)))
 
 
 def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
@@ -97,52 +114,6 @@ def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
         if isinstance(v, str) and "${" in v:
             refs |= _references(v, path)
     return refs
-
-
-def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
-    """Import ``module:function`` (or ``module.function``), from ``code_root`` first when given.
-
-    When ``code_root`` is given (the code snapshot of the pinned commit), modules of the task's
-    top-level package that were already imported from elsewhere are dropped from ``sys.modules`` so
-    the snapshot's copy is used, not the live working tree's.
-
-    Raises
-    ------
-    ConfigError
-        When the module cannot be imported or has no such attribute (message names ``task.fn``).
-    """
-    if ":" in spec:
-        mod_name, attr = spec.split(":", 1)
-    elif "." in spec:
-        mod_name, attr = spec.rsplit(".", 1)
-    else:
-        raise ConfigError(f"{spec!r} is not `module:function`", where="task.fn",
-                          fix="e.g. `task.fn=examples.digits.task:train`")
-    if code_root is not None:
-        root = str(code_root)
-        if root not in sys.path[:1]:
-            sys.path.insert(0, root)
-        top = mod_name.split(".")[0]
-        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-            f = getattr(sys.modules[name], "__file__", None) or ""
-            if not f.startswith(root):
-                del sys.modules[name]
-        importlib.invalidate_caches()
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import module {mod_name!r} ({exc})", where="task.fn",
-                          fix="check the module path; it is imported from the project root "
-                          "(the pinned commit's snapshot)") from exc
-    obj: Any = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"module {mod_name!r} has no attribute {part!r}", where="task.fn",
-                              fix=f"name a function defined in {mod_name}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ConfigError(f"{spec!r} is not callable", where="task.fn")
-    return obj
 
 
 class TaskContractError(TypeError):
@@ -261,7 +232,17 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
         manifest["environment"] = pins_mod.capture_environment(light=True)
         manifest["data"] = pins_mod.data_seen(plan)
-        cfg = resolve_config(rec["config"], seed)
+        from ablate.tasks.base import form_of, get_form
+        from ablate.tasks.hydra_semantics import trial_hydra
+
+        form = get_form(form_of(task_cfg))
+        if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
+            form.register_resolvers(task_cfg, code_root)
+        per_trial = _per_trial(rec["config"])
+        if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
+            (tp.dir / "run").mkdir(parents=True, exist_ok=True)
+        with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
+            cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
         from ablate import seeding
 
@@ -272,22 +253,15 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if mismatch:
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
-        fn = import_callable(str(task_cfg.get("fn")), code_root) if task_cfg.get("fn") else None
-        if fn is None:  # command form: this process runs no task code; the script gets the seed (ablate.command)
+        if form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.tasks)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode)
         write_json(tp.manifest, manifest)
-        if fn is None:
-            from ablate.command import run_command_task
-
-            runner: Callable[[], Any] = lambda: run_command_task(cfg, tp, opts)  # noqa: E731
-        else:
-            from omegaconf import OmegaConf
-
-            task_in = OmegaConf.create(cfg)
-            runner = lambda: fn(task_in)  # noqa: E731
+        run_opts = {**opts, "determinism": mode}
+        runner: Callable[[], Any] = lambda: form.run(cfg, tp, run_opts, plan=plan, arm=rec,  # noqa: E731
+                                                     code_root=code_root)
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
         t_task = time.perf_counter()
         from ablate import fingerprint
@@ -304,6 +278,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
             write_json(tp.manifest, manifest)
+        source = None
+        if isinstance(out, TaskOutput):
+            out, source = out.metrics, out.source
         metrics = _coerce_metrics(out, metric)
         status, error, contract = "ok", None, False
         if metric and metric not in metrics:
@@ -313,7 +290,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
         if status == "ok" and metric in bad:
             status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
-        return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s)
+        extra = {"metric_source": source} if source else {}
+        return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s, **extra)
     except TrialTimeout as exc:
         return done("timeout", error=str(exc))
     except KeyboardInterrupt:

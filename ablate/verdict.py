@@ -289,6 +289,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     return {
         "metric": metric, "goal": goal, "alpha": opts.alpha,
         "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
+        "seed_note": plan.get("seed_note"),
         "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": _versions(),

@@ -64,7 +64,7 @@ def test_unmodified_hydra_script_runs_as_a_task(script_project: Path) -> None:
     assert_script_untouched(script_project)
     metrics = {}
     for arm, lr in (("control", 0.01), ("lr=0.001", 0.001), ("lr=0.1", 0.1)):
-        for seed in (0, 1):
+        for seed in (1, 2):  # seeds=2 means 1..2 for a script task: 0 reads as "no seed" to `if cfg.get("seed")`
             t = sd / "trials" / arm / f"seed={seed}"
             result = json.loads((t / "result.json").read_text())
             assert result["status"] == "ok", result
@@ -83,7 +83,7 @@ def test_unmodified_hydra_script_runs_as_a_task(script_project: Path) -> None:
             assert f"seed={seed}" in cmd["argv"] and f"hydra.run.dir='{t / 'run'}'" in cmd["argv"]
             assert "digits linear" not in (t / "stdout.log").read_text()
             assert TRICKY.split(" $")[0] in (t / "stdout.log").read_text()  # the script's print went to the log
-    assert metrics["control", 0] != metrics["control", 1]  # the seed reached the script
+    assert metrics["control", 1] != metrics["control", 2]  # the seed reached the script
     verdict = json.loads((sd / "verdict.json").read_text())
     assert [c["arm"] for c in verdict["comparisons"]] == ["lr=0.001", "lr=0.1"]
 
@@ -95,7 +95,7 @@ def test_crashing_script_is_a_failed_trial_and_ok_trials_match_a_direct_run(scri
     assert res.returncode == 1, res.stderr  # the whole treatment arm failed: the verdict is invalid, not silent
     assert "2 of 2 trials failed" in res.stderr
     sd = only_sweep(script_project)
-    bad = json.loads((sd / "trials" / "lr=-1.0" / "seed=0" / "result.json").read_text())
+    bad = json.loads((sd / "trials" / "lr=-1.0" / "seed=1" / "result.json").read_text())
     assert bad["status"] == "failed"
     assert "exited with code 1" in bad["error"] and "eta0" in bad["error"], bad["error"]
     t = sd / "trials" / "control" / "seed=1"

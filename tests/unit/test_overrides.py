@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from ablate.command import build_argv, split_command, task_settings
 from ablate.errors import ConfigError
 from ablate.overrides import flatten_params, format_override, format_value
+from ablate.tasks.command import build_argv, split_command, task_settings
 
 PARSER = OverridesParser.create()
 

@@ -381,7 +381,6 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
         The script ran past ``timeout_min`` and was killed.
     """
     from ablate import seeding
-    from ablate.trial import TrialTimeout
 
     task = cfg.get("task") or {}
     if not task.get("command"):
@@ -401,14 +400,58 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
                "PYTHONUNBUFFERED": "1"}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
     cwd = _workdir(tp, task)
+    record: dict[str, Any] = {"metrics_file": str(metrics_path)}
+    spawn(argv, set_env, cwd, tp, opts, task, record)
+    return read_metrics(metrics_path)
+
+
+def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths, opts: Mapping[str, Any],
+          task: Mapping[str, Any], record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one trial's script to its end, its output appended to the trial's logs; write ``command.json``.
+
+    Parameters
+    ----------
+    argv : list of str
+        The full command line.
+    set_env : mapping
+        The environment variables ablate sets on top of its own environment (recorded).
+    cwd : Path
+        Where the script runs (the code snapshot).
+    tp : TrialPaths
+        The trial's directory.
+    opts : mapping
+        The ablation's options (``timeout_min``).
+    task : mapping
+        The resolved task config (to name a key Hydra refused).
+    record : dict, optional
+        Extra fields for ``command.json``.
+
+    Returns
+    -------
+    dict
+        The ``command.json`` record (``argv``, ``cwd``, ``env``, ``returncode``, ``duration_s``,
+        ``stdout_start``: the offset in ``stdout.log`` where this run's output begins).
+
+    Raises
+    ------
+    ConfigError
+        The program cannot start, or Hydra refused a key the script's config lacks.
+    CommandFailed
+        A non-zero exit.
+    TrialTimeout
+        The script ran past ``timeout_min`` and was killed.
+    """
+    from ablate.tasks.base import TrialTimeout
+
     # A trial process that leads its process group (launcher=local) keeps the script in it, so the launcher's
     # group kill reaches the script; otherwise (inline, SLURM) the script gets its own group, killed on timeout.
     child_group = os.getpgrp() != os.getpid()
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
-    record: dict[str, Any] = {"argv": argv, "cwd": str(cwd), "env": set_env, "metrics_file": str(metrics_path)}
+    record = {"argv": argv, "cwd": str(cwd), "env": dict(set_env), **(record or {})}
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     out_fd, err_fd = os.open(tp.stdout, flags, 0o600), os.open(tp.stderr, flags, 0o600)
     err_start = os.fstat(err_fd).st_size
+    record["stdout_start"] = os.fstat(out_fd).st_size
     t0 = time.perf_counter()
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **set_env}, stdin=subprocess.DEVNULL,
@@ -445,4 +488,36 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
             with contextlib.suppress(ValueError):
                 how = f"was killed by {signal.Signals(-rc).name}"
         raise CommandFailed(f"the command {how}; log tail (stderr.log):\n{_tail(stderr) or '(empty)'}")
-    return read_metrics(metrics_path)
+    return record
+
+
+class CommandForm:
+    """The ``command`` task form (see the module docstring)."""
+
+    name = "command"
+
+    def check(self, plan: Any, cwd: str) -> None:
+        """See :func:`check_command_task`."""
+        check_command_task(plan, cwd)
+
+    def run(self, cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
+            arm: Mapping[str, Any], code_root: Any = None) -> dict[str, Any]:
+        """See :func:`run_command_task`."""
+        return run_command_task(cfg, tp, opts)
+
+    def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
+        """Each arm's exact argv for its first seed (the run dir and metrics path are the trial's)."""
+        from ablate.plan import resolve
+
+        lines = []
+        seed = plan.seeds[0]
+        for arm in plan.arms:
+            task = resolve(arm.config).get("task") or {}
+            run_dir = Path("<trial dir>") / RUN_DIR_NAME
+            argv = build_argv(task, seed=seed, determinism="seeded", run_dir=run_dir,
+                              metrics_path=Path("<trial dir>") / DEFAULT_METRICS_NAME)
+            lines.append(f"  argv {arm.name} seed={seed}: {shlex.join(argv)}")
+        return lines
+
+
+FORM = CommandForm()

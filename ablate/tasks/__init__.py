@@ -1,0 +1,1 @@
+"""The task forms: how one trial runs the user's code (``fn``, ``command``, ``app``)."""

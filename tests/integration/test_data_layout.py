@@ -1,0 +1,34 @@
+"""Data layouts of real projects: a git-ignored data dir tracked by a .dvc file outside it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all, git, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(project: Path) -> None:
+    # The project git-ignores /data/ (conftest) and, here, no stage tracks it yet.
+    git(project, "rm", "-q", "dvc.yaml", "dvc.lock")
+    commit_all(project, "no data stage")
+    args = ["-m", "task=digits_mlp", "variable=lr", "seeds=2", "dry_run=true"]
+    res = ablate_cli(project, *args)
+    assert res.returncode == 2
+    (line,) = res.stderr.strip().splitlines()
+    assert "data/digits.npz is not tracked by DVC" in line
+    assert "data/ is git-ignored, so `dvc add data/digits.npz` would fail" in line and "`dvc add data`" in line
+    # what the hint warns about really fails ...
+    bad = run([sys.executable, "-m", "dvc", "add", "data/digits.npz"], project, check=False)
+    assert bad.returncode != 0 and "git-ignored" in bad.stdout + bad.stderr
+    # ... and the command it names works: data.dvc at the root tracks the ignored dir, and the data is pinned
+    run([sys.executable, "-m", "dvc", "add", "data"], project)
+    git(project, "add", "data.dvc", ".gitignore")
+    commit_all(project, "track data/ with data.dvc")
+    ok = ablate_cli(project, *args)
+    assert ok.returncode == 0, ok.stderr
+    assert "data: data/digits.npz md5:" in ok.stdout and "(matches data.dvc)" in ok.stdout

@@ -1,0 +1,100 @@
+"""Metric sources of an app trial: real files written the way the tools write them, reduced by a declared rule."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ablate.errors import ConfigError
+from ablate.tasks.metrics import collect, read_stdout, reduce_series
+
+VAL_ACC = [(10, 0.5), (20, 0.8), (30, 0.7)]
+
+
+def write_lightning_csv(run: Path) -> Path:
+    """metrics.csv as Lightning's CSVLogger writes it: blanks where a row lacks a metric."""
+    path = run / "csv" / "version_0" / "metrics.csv"
+    path.parent.mkdir(parents=True)
+    rows = []
+    for i, (step, acc) in enumerate(VAL_ACC):
+        rows.append({"epoch": i, "step": step - 5, "train/loss": 2.0 - i, "val/acc": "", "val/loss": ""})
+        rows.append({"epoch": i, "step": step, "train/loss": "", "val/acc": acc, "val/loss": 1.0 - acc})
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["epoch", "step", "train/loss", "val/acc", "val/loss"])
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize(("rule", "value", "step"), [("last", 0.7, 30), ("max", 0.8, 20), ("min", 0.5, 10)])
+def test_lightning_csv_reduced_by_rule(tmp_path: Path, rule: str, value: float, step: int) -> None:
+    path = write_lightning_csv(tmp_path)
+    metrics, rec = collect(tmp_path, [], "val/acc", reduce=rule)
+    assert metrics["val/acc"] == value
+    assert rec == {"kind": "csv", "path": str(path), "step": step, "reduce": rule, "n_logged": 3}
+    # other metrics of the source are reduced by the same rule (val/loss = 1 - acc)
+    assert metrics["val/loss"] == pytest.approx({"last": 0.3, "max": 0.5, "min": 0.2}[rule])
+
+
+def test_tensorboard_events_read_with_tensorboards_reader(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "tensorboard" / "version_0"))
+    for step, acc in VAL_ACC:
+        w.add_scalar("val/acc", acc, step)
+    w.close()
+    metrics, rec = collect(tmp_path, [], "val/acc", source="tensorboard", reduce="max")
+    assert metrics["val/acc"] == pytest.approx(0.8)  # event files store float32
+    assert rec["kind"] == "tensorboard" and rec["step"] == 20 and rec["n_logged"] == 3
+    last, _ = collect(tmp_path, [], "val/acc", source="auto")
+    assert last["val/acc"] == pytest.approx(0.7)
+
+
+def test_json_and_jsonl_files(tmp_path: Path) -> None:
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps({"step": s, "val": {"acc": a}}) + "\n"
+                                                    for s, a in VAL_ACC))
+    metrics, rec = collect(tmp_path, [], "val.acc", reduce="min")
+    assert (metrics["val.acc"], rec["kind"], rec["step"]) == (0.5, "json", 10)
+    (tmp_path / "history.jsonl").unlink()
+    (tmp_path / "final.json").write_text(json.dumps({"val_acc": 0.91, "note": "text is skipped"}))
+    metrics, rec = collect(tmp_path, [], "val_acc")
+    assert metrics == {"val_acc": 0.91} and rec["path"] == str(tmp_path / "final.json")
+
+
+def test_stdout_key_value_lines() -> None:
+    lines = ["epoch 1 done", "val_acc: 0.5", "loss=1.25e-1", "val_acc = 0.75", "lr: 1e-3 (not alone)", "acc: nan"]
+    found = read_stdout(lines)
+    assert sorted(found) == ["acc", "loss", "val_acc"]  # "lr: 1e-3 (not alone)" is not a key: value line
+    assert found["val_acc"] == [(2, 0.5), (4, 0.75)] and found["loss"] == [(3, 0.125)]
+    assert found["acc"][0][0] == 6 and math.isnan(found["acc"][0][1])
+    metrics, rec = collect(Path("/nonexistent"), lines, "val_acc", reduce="last")
+    assert metrics["val_acc"] == 0.75 and rec["kind"] == "stdout" and rec["step"] == 4
+
+
+def test_return_value_comes_first_and_a_scalar_is_the_metric(tmp_path: Path) -> None:
+    write_lightning_csv(tmp_path)
+    (tmp_path / "ablate_return.json").write_text(json.dumps({"value": 0.66, "type": "float"}))
+    metrics, rec = collect(tmp_path, [], "val/acc")
+    assert metrics == {"val/acc": 0.66} and rec["kind"] == "return"
+    metrics, rec = collect(tmp_path, [], "val/acc", source="csv")  # as configured
+    assert metrics["val/acc"] == 0.7 and rec["kind"] == "csv"
+
+
+def test_missing_metric_lists_what_was_found_and_where(tmp_path: Path) -> None:
+    path = write_lightning_csv(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        collect(tmp_path, ["val_acc: 0.9"], "val_accuracy")
+    msg = str(err.value)
+    assert f"csv ({path}): train/loss, val/acc, val/loss" in msg and "stdout (None): val_acc" in msg
+    assert "`task.metric`" in msg
+
+
+def test_reduce_skips_nan_for_min_and_max_but_last_keeps_it() -> None:
+    series = [(1, 0.2), (2, math.nan), (3, 0.1)]
+    assert reduce_series(series, "max") == (0.2, 1)
+    assert reduce_series([*series, (4, math.nan)], "last")[1] == 4
