@@ -119,7 +119,7 @@ def _override(key: str, value: Any) -> str:
     return format_override(key, value)
 
 
-def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | None = None,
+def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Sequence[str] | None = None,
         values: Sequence[Any] | None = None, seeds: int | Sequence[int] | None = None,
         launcher: str | None = None, overrides: Sequence[str] | Mapping[str, Any] = (),
         sweep_dir: str | os.PathLike[str] | None = None, **settings: Any) -> Verdict | dict[str, Any] | None:
@@ -133,8 +133,9 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     ----------
     config_dir : path-like, optional
         The project's config dir (with ``task/`` and ``variable/``); default ``./conf`` when it exists.
-    variable : str, optional
-        The ``conf/variable/<name>.yaml`` to ablate.
+    variable : str or list of str, optional
+        The ``conf/variable/<name>.yaml`` to ablate; a list runs a suite (one ablation per variable against
+        one shared control, like ``ablate -m variable=lr,dropout``).
     values : sequence, optional
         Treatment values, replacing the variable file's ``values``.
     seeds : int or sequence of int, optional
@@ -177,7 +178,8 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     from ablate.config import compose, default_config_path
 
     ovs: list[str] = []
-    if variable is not None:
+    suite = list(variable) if isinstance(variable, list | tuple) else None
+    if variable is not None and suite is None:
         ovs.append(f"variable={variable}")
     if values is not None and (isinstance(values, str | bytes) or not isinstance(values, Sequence)):
         from ablate.errors import ConfigError
@@ -204,5 +206,9 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Non
     from ablate.tasks.app import split_cli, with_cli_overrides
 
     ovs, app_ovs = split_cli(ovs)
+    if suite is not None:  # a suite: one ablation per variable, one shared control
+        from ablate.suite import run_suite
+
+        return run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs)
     composed = compose(ovs, config_path=cfg_path)
     return run_composed(with_cli_overrides(composed, app_ovs))

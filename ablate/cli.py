@@ -88,12 +88,25 @@ def _hydra_main(argv: list[str]) -> int:
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
         from ablate.config import compose
+        from ablate.suite import run_suite, split_suite
         from ablate.tasks.app import split_cli, with_cli_overrides
 
         ours, app_overrides = split_cli(args.overrides)
-        composed = compose(ours, config_path=config_path, config_dirs=config_dirs,
-                           config_name=args.config_name)
-        run_composed(with_cli_overrides(composed, app_overrides))
+        names, rest = split_suite(ours)
+        if names:  # `-m variable=lr,dropout`: a suite, one shared control
+            run_suite(names, rest, config_path=config_path, config_dirs=config_dirs, config_name=args.config_name,
+                      app_overrides=app_overrides)
+            return 0
+        composed = with_cli_overrides(compose(ours, config_path=config_path, config_dirs=config_dirs,
+                                              config_name=args.config_name), app_overrides)
+        from ablate.transfer_run import parse_scale, run_transfer
+
+        scale = parse_scale(composed.cfg)
+        if scale is not None:  # `scale.key=... scale.values=[...]`: the ablation once per scale, then the check
+            run_transfer(ours, scale, composed, config_path=config_path, config_dirs=config_dirs,
+                         config_name=args.config_name, app_overrides=app_overrides)
+            return 0
+        run_composed(composed)
         return 0
     if hydra_own:
         args.multirun = False  # `ablate -m ... --cfg job` shows the config, as ablate's messages suggest

@@ -24,8 +24,8 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--no-plots] [--reset]``: recompute verdict.json and verdict.md from the trial records (trials are never
-    touched)."""
+    [--family suite|variable] [--against OTHER_DIR] [--no-plots] [--reset]``: recompute verdict.json and
+    verdict.md from the trial records (trials are never touched)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -38,6 +38,10 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="correction for testing several treatments (default holm)")
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
                    help="auto pairs trials by seed when every arm ran the same seeds")
+    p.add_argument("--family", choices=["suite", "variable"],
+                   help="a suite's multiplicity family: suite (all treatments, default) or variable (one per variable)")
+    p.add_argument("--against", metavar="OTHER_DIR",
+                   help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     p.add_argument("--reset", action="store_true", default=None,
@@ -45,9 +49,21 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    "ablation's own); `--margin none` clears only the margin")
     args = p.parse_args(argv)
     from ablate.results import write_results
+    from ablate.transfer_run import TRANSFER_MD, is_transfer_dir, write_transfer
     from ablate.verdict import write_verdict
 
+    if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
+        from pathlib import Path
+
+        if args.against is not None:
+            raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
+                              fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
+        write_transfer(args.dir, {k: v for k, v in vars(args).items() if k != "dir" and v is not None})
+        print(Path(args.dir) / TRANSFER_MD)
+        return 0
     sd = SweepDir.open(args.dir)
+    if args.against is not None:
+        args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
     write_results(sd)
     verdict = write_verdict(sd, overrides)
@@ -80,7 +96,12 @@ def cmd_status(argv: list[str], name: str = "status") -> int:
     p.add_argument("dir")
     args = p.parse_args(argv)
     from ablate.status import format_status
+    from ablate.transfer_run import is_transfer_dir, scale_dirs
 
+    if is_transfer_dir(args.dir):  # a transfer check: each scale's sweep dir in turn
+        for child in scale_dirs(args.dir):
+            print(f"== {child.name} ==\n{format_status(SweepDir.open(child))}")
+        return 0
     sd = SweepDir.open(args.dir)
     print(format_status(sd))
     return 0

@@ -16,6 +16,7 @@ ON_FAILURE = ("report", "retry", "abort")
 PAIRING = ("auto", "paired", "unpaired")
 MULTIPLICITY = ("holm", "dunnett", "bh", "none")
 SEQUENTIAL = ("off", "group")
+FAMILIES = ("suite", "variable")
 GOALS = ("maximize", "minimize")
 
 
@@ -99,6 +100,8 @@ class Options:
     looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
     launcher: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
     tracker: dict[str, Any] | None = None
+    family: str = "suite"
+    metrics: list[str] | None = None
 
     def record(self) -> dict[str, Any]:
         """The options as written to ``ablation.yaml`` (seeds and metric are recorded separately)."""
@@ -176,7 +179,22 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         looks=list(looks),
         launcher=dict(launcher),
         tracker=_tracker(cfg.get("tracker")),
+        family=_choice(cfg.get("family", "suite"), FAMILIES, "family"),
+        metrics=_metrics(cfg.get("metrics"), metric),
     )
+
+
+def _metrics(value: Any, primary: str) -> list[str] | None:
+    """``metrics``: null, or the ablation table's metric columns (the primary ``task.metric`` first)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(m, str) and m for m in value):
+        raise ConfigError(f"must be a list of metric names, got {value!r}", where="metrics",
+                          fix=f"e.g. `metrics=[{primary},val_loss]`")
+    out = [primary, *[m for m in value if m != primary]]
+    return list(dict.fromkeys(out))
 
 
 def _tracker(value: Any) -> dict[str, Any] | None:

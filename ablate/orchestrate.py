@@ -120,11 +120,12 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
     """The content of ``ablation.yaml``."""
     from ablate import __version__
     from ablate.plan import resolve
+    from ablate.suite import suite_record
     from ablate.tasks.base import is_script_form
     from ablate.tasks.hydra_semantics import trial_hydra
 
     control_task = plan.control.config.get("task") or {}
-    return {
+    return {**suite_record(plan),
         "ablate_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "variable": {"name": plan.variable.name, "key": plan.variable.key,
@@ -139,7 +140,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "project": {"cwd": cwd},
         "pins": dict(pins),
         "arms": [
-            {"name": a.name, "label": a.label, "value": a.value,
+            {"name": a.name, "label": a.label, "value": a.value, **({"variable": a.variable} if a.variable else {}),
              "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config,
              "resolved": _resolve_at_plan(resolve, trial_hydra, a.config, control_task)}
             for a in plan.arms
@@ -182,7 +183,8 @@ def _per_trial_keys(plan: Plan) -> set[str]:
 def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
            available_variables: list[str] | None = None, compose: Composer | None = None,
            cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
-           config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None) -> SweepDir | None:
+           config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None,
+           prepared: tuple[Plan, Options] | None = None) -> SweepDir | None:
     """Plan and pin an ablation and write its sweep dir (``ablation.yaml`` + code snapshot); run nothing.
 
     Parameters
@@ -205,6 +207,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         The project's config dirs; their files are hashed so ``ablate verdict`` can report drift.
     choices : mapping, optional
         The chosen option of each config group (names the control of a group variable).
+    prepared : (Plan, Options), optional
+        An already derived plan (a suite, :func:`ablate.suite.prepare_suite`); ``cfg`` is then not planned again.
 
     Returns
     -------
@@ -220,8 +224,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     from ablate.confounds import hash_config_files
 
     cwd = str(Path(cwd or os.getcwd()).absolute())
-    plan, opts = prepare(cfg, variable_name=variable_name, available_variables=available_variables,
-                         compose=compose, choices=choices, cwd=cwd)
+    plan, opts = prepared or prepare(cfg, variable_name=variable_name, available_variables=available_variables,
+                                     compose=compose, choices=choices, cwd=cwd)
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:
@@ -229,7 +233,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         _check_task(plan, cwd)
         data = pins_mod.pin_data(data_paths, cwd)
         code = pins_mod.pin_code(cwd, allow_dirty=True)
-        out(describe(plan))
+        out(_describe(plan))
         from ablate.tasks.base import form_of, get_form
 
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
@@ -268,8 +272,14 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")
-    _log(describe(plan))
+    _log(_describe(plan))
     return sd
+
+
+def _describe(plan: Plan) -> str:
+    from ablate.suite import SuitePlan, describe_suite
+
+    return describe_suite(plan) if isinstance(plan, SuitePlan) else describe(plan)
 
 
 def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwargs: Any) -> SweepDir | None:

@@ -28,6 +28,7 @@ ABLATE_KEYS = frozenset(
         "variable", "seeds", "seed", "launcher", "determinism", "dry_run", "allow_dirty", "wait",
         "on_failure", "max_retries", "alpha", "margin", "pairing", "multiplicity", "sequential",
         "looks", "tracker", "timeout_min", "progress", "sweep_dir_mode", "plots", "resubmit",
+        "family", "metrics", "scale",
     }
 )
 CONTROL = "control"
@@ -81,6 +82,8 @@ class Arm:
         control: the variable itself plus derived changes. Empty for control.
     derived : list of str
         The keys in ``changes`` that differ because they interpolate from the variable.
+    variable : str or None
+        In a suite (:mod:`ablate.suite`), the name of the variable this treatment ablates; None otherwise.
     """
 
     name: str
@@ -89,6 +92,7 @@ class Arm:
     config: dict[str, Any]
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     derived: list[str] = field(default_factory=list)
+    variable: str | None = None
 
     @property
     def is_control(self) -> bool:

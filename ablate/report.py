@@ -74,6 +74,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
               "any, in `dirty_untracked/`).", ""]
     L += _bottom_line(v, dec)
     L += _verdict_lines(v)
+    L += _suite_table_against(v)
     L += _setup(v, key)
     L += _arms_table(v, dec)
     L += _comparisons_table(v, dec)
@@ -242,6 +243,21 @@ def _plots(v: Mapping[str, Any]) -> list[str]:
     elif plots.get("error"):
         L += ["## Plots", "", f"Not drawn: {plots['error']}", ""]
     return L
+
+
+def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
+    """The suite, ablation-table and --against sections (:mod:`ablate.suite`, :mod:`ablate.table`,
+    :mod:`ablate.against`), placed after the verdict lines."""
+    from ablate.against import against_markdown
+    from ablate.suite import suite_markdown
+    from ablate.table import markdown as table_markdown
+
+    L = suite_markdown(v)
+    if v.get("table"):
+        L += table_markdown(v["table"], v)
+        if (v.get("plots") or {}).get("forest"):
+            L += [f"![forest plot: Δ vs control with its CI, per treatment]({v['plots']['forest']})", ""]
+    return L + against_markdown(v)
 
 
 def _df(df: Any) -> str:

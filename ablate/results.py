@@ -56,6 +56,8 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, 
             status, rec = trial_state(sd, arm["name"], seed)
             row: dict[str, Any] = {"arm": arm["name"], "value": arm.get("value"), "seed": seed,
                                    "status": status}
+            if plan.get("suite"):  # a suite: which variable the arm ablates (None for the control)
+                row["variable"] = arm.get("variable")
             if rec is not None:
                 row["attempt"] = rec.get("attempt", 1)
                 row["duration_s"] = rec.get("duration_s")
@@ -74,8 +76,16 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for c in BASE_COLUMNS:
         if c not in df.columns:
             df[c] = None
-    metrics = sorted(c for c in df.columns if c not in BASE_COLUMNS)
-    return df[BASE_COLUMNS + metrics]
+    base = _base_columns(rows)
+    metrics = sorted(c for c in df.columns if c not in base)
+    return df[base + metrics]
+
+
+def _base_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """``BASE_COLUMNS``, with ``variable`` after ``arm`` for a suite's rows."""
+    if any("variable" in r for r in rows):
+        return [BASE_COLUMNS[0], "variable", *BASE_COLUMNS[1:]]
+    return list(BASE_COLUMNS)
 
 
 def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -85,14 +95,15 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     import io
 
     rows = collect(sd, plan)
-    metrics = sorted({k for r in rows for k in r} - set(BASE_COLUMNS))
+    base = _base_columns(rows)
+    metrics = sorted({k for r in rows for k in r} - set(base))
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=BASE_COLUMNS + metrics, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=base + metrics, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     from ablate.plan import format_value
 
     for r in rows:
-        cells = {k: ("" if r.get(k) is None else r.get(k)) for k in BASE_COLUMNS + metrics}
+        cells = {k: ("" if r.get(k) is None else r.get(k)) for k in base + metrics}
         cells["value"] = format_value(r.get("value"))  # null, [64, 64], true: as YAML writes them
         w.writerow(cells)
     write_atomic(sd.results_file, buf.getvalue())
@@ -159,7 +170,8 @@ def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns ``arm`` (``control`` or e.g. ``lr=0.1``), ``value`` (the variable's value as a label;
+        Columns ``arm`` (``control`` or e.g. ``lr=0.1``), for a suite ``variable`` (the arm's variable,
+        None for the shared control), ``value`` (the variable's value as a label;
         the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
         ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
         ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN

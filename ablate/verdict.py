@@ -20,7 +20,7 @@ UNFINISHED = ("pending", "running", "interrupted")
 #: Seed for Dunnett's quasi-Monte-Carlo integration, so a recomputed verdict is identical.
 VERDICT_RNG_SEED = 20240917
 #: Plan options that ``ablate verdict DIR --...`` may override.
-VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity")
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class VerdictOptions:
     multiplicity: str = "holm"
     sequential: str = "off"
     looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
+    family: str = "suite"
+    against: str | None = None
 
 
 def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
@@ -43,7 +45,7 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     ConfigError
         When an option or override is invalid (names it and how to fix it).
     """
-    from ablate.options import MULTIPLICITY, PAIRING, SEQUENTIAL, _choice, _number, parse_margin
+    from ablate.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, _choice, _number, parse_margin
 
     o = dict(plan.get("options") or {})
     for k, v in (overrides or {}).items():
@@ -57,6 +59,8 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         multiplicity=_choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
         sequential=_choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
         looks=[int(x) for x in looks],
+        family=_choice(o.get("family", "suite"), FAMILIES, "family"),
+        against=None if o.get("against") is None else str(o["against"]),
     )
 
 
@@ -223,12 +227,15 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     import numpy as np
 
     from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
+    from ablate.suite import families, suite_summary
 
     metric, goal = plan["metric"], plan.get("goal", "maximize")
     data = arm_data(plan, rows, metric)
     names = [a["name"] for a in plan["arms"]]
     control = data[names[0]]
     treatments = names[1:]
+    fams = families(plan, opts.family)  # one family, or one per variable of a suite (family=variable)
+    m_of = {name: len(f) for f in fams for name in f}
     m = max(1, len(treatments))
     arms_out = []
     invalid_reasons: list[str] = []
@@ -258,16 +265,24 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing)
         pairings.append(pr)
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
-                             margin=opts.margin, n_comparisons=m, rng=np.random.default_rng(ss[i]),
+                             margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
                              p_threshold=thr))
-    if not seq and len(comps) > 1:
-        fin = [np.asarray([v for v in data[n].values.values() if not math.isnan(v)]) for n in treatments]
-        fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
-        comps = adjust_comparisons(comps, opts.multiplicity, treatments=fin, control=fin_c,
-                                   rng=np.random.default_rng(ss[-1]))
+    fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
+    for fam in fams if not seq else []:
+        if len(fam) < 2:
+            continue
+        idx = [treatments.index(n) for n in fam]
+        fin = [np.asarray([v for v in data[n].values.values() if not math.isnan(v)]) for n in fam]
+        adjusted = adjust_comparisons([comps[i] for i in idx], opts.multiplicity, treatments=fin, control=fin_c,
+                                      rng=np.random.default_rng(ss[-1]))
+        for i, c in zip(idx, adjusted, strict=True):
+            comps[i] = c
     comparisons = []
+    arm_variable = {a["name"]: a["variable"] for a in plan["arms"] if a.get("variable")}
     for name, c, pr in zip(treatments, comps, pairings, strict=True):
         rec = {"arm": name, "label": data[name].label, "value": data[name].value, **_jsonable(c)}
+        if name in arm_variable:
+            rec["variable"] = arm_variable[name]
         rec.pop("data_flags", None)
         rec.pop("insufficient_code", None)
         rec["seed_advice"] = rec.pop("seeds")
@@ -293,6 +308,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": _versions(),
+        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
     }
 
 
@@ -386,7 +402,13 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     verdict = analyse(plan, rows, opts)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    confounds = check(plan, read_manifests(sd, plan), used)
+    manifests = read_manifests(sd, plan)
+    confounds = check(plan, manifests, used)
+    from ablate.suite import suite_confounds
+
+    per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+    if per_arm:
+        confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
@@ -394,6 +416,13 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
                    pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
                    confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
     verdict["plots"] = _write_plots(sd, verdict) if (overrides or {}).get("plots", True) is not False else {}
+    from ablate.table import write_tables
+
+    write_tables(sd, plan, rows, verdict, plots=(overrides or {}).get("plots", True) is not False)
+    if opts.against:
+        from ablate.against import compare_sweeps
+
+        verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary

@@ -168,9 +168,11 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
                 config=dict(config or {}), duration_s=rec.get("duration_s"), started_at=rec.get("started_at"),
                 finished_at=rec.get("finished_at"), error=rec.get("error"),
                 tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
-                      "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status},
+                      "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status,
+                      **({"ablate.arm_variable": str(arm["variable"])} if arm.get("variable") else {})},
             ))
-    names = ["verdict.md", "verdict.json", "summary.json", "results.csv", "per_seed.csv", "ablation.yaml"]
+    names = ["verdict.md", "verdict.json", "summary.json", "results.csv", "per_seed.csv", "ablation.yaml",
+             "ablation_table.tex", "ablation_table.csv"]
     artifacts = [sd.root / n for n in names if (sd.root / n).is_file()] + sorted(sd.root.glob("*.png"))
     return AblationRecord(ablation_id=ablation_id, sweep_dir=sd.root, created_at=plan.get("created_at"),
                           variable=dict(var),

@@ -1,0 +1,119 @@
+"""The transfer check across two scales of the digits MLP, and ``ablate verdict DIR --against OTHER_DIR``, on
+real git + DVC projects with real torch training."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.values=[0.2]"]
+
+
+def test_two_scale_transfer_check(project: Path) -> None:
+    res = ablate_cli(project, "-m", "scale.key=task.hidden", "scale.values=[16,64]", *FAST)
+    assert res.returncode == 0, res.stderr
+    (parent,) = [p.parent for p in project.glob("outputs/ablate/*/*/transfer.yaml")]
+    assert res.stdout.strip().endswith(str(parent / "transfer.md"))
+    children = [parent / "hidden=16", parent / "hidden=64"]
+    for child, width in zip(children, (16, 64), strict=True):
+        assert len(list((child / "trials").glob("*/seed=*/result.json"))) == 6
+        cfg = json.loads((child / "trials" / "control" / "seed=0" / "manifest.json").read_text())["config"]
+        assert cfg["task"]["hidden"] == width
+    report = json.loads((parent / "transfer.json").read_text())
+    (r,) = report["results"]
+    assert r["arm"] == "lr=0.2" and [e["scale"] for e in r["effects"]] == [16, 64]
+    # the effect per scale is that scale's verdict, raw units (val_acc is maximised: Δ = diff)
+    diffs = []
+    for child, e in zip(children, r["effects"], strict=True):
+        v = json.loads((child / "verdict.json").read_text())
+        (c,) = v["comparisons"]
+        assert e["delta"] == pytest.approx(c["diff"]) and e["verdict"] == c["verdict"]
+        assert e["seed_advice"] == (c["seed_advice"] or {}).get("message")
+        t = [v["arms"][1]["values"][str(s)] for s in range(3)]
+        ctl = [v["arms"][0]["values"][str(s)] for s in range(3)]
+        diffs.append(np.subtract(t, ctl))
+    # the interaction test: Welch's t on the per-seed paired differences of the two scales (scipy)
+    assert r["pvalue"] == pytest.approx(stats.ttest_ind(diffs[0], diffs[1], equal_var=False).pvalue, rel=1e-9)
+    assert r["flag"] in ("does not transfer", "shrinks with scale", "differs across scales",
+                         "no evidence that the effect changes with scale")
+    md = (parent / "transfer.md").read_text()
+    assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc (maximize)")
+    assert "## Seeds per scale" in md and "task.hidden=16, lr=0.2" in md and "task.hidden=64, lr=0.2" in md
+
+    st = ablate_cli(project, "status", str(parent))
+    assert st.returncode == 0 and "== hidden=16 ==" in st.stdout and "== hidden=64 ==" in st.stdout
+    # `ablate verdict PARENT` recomputes every scale and the report with new options
+    res = ablate_cli(project, "verdict", str(parent), "--alpha", "0.01")
+    assert res.returncode == 0, res.stderr
+    assert json.loads((parent / "transfer.json").read_text())["alpha"] == 0.01
+    assert json.loads((children[1] / "verdict.json").read_text())["alpha"] == 0.01
+
+
+@pytest.mark.parametrize("args, words", [
+    (["scale.key=task.hiden", "scale.values=[16,64]"], ["`scale.key`", "Close matches: task.hidden"]),
+    (["scale.key=task.hidden", "scale.values=[16]"], ["`scale.values`", "at least 2"]),
+    (["scale.key=task.hidden", "scale.values=[16,16]"], ["repeats a value"]),
+    (["scale.key=task.optim.lr", "scale.values=[0.1,0.3]"], ["the variable's own key"]),
+    (["scale.key=task.metric", "scale.values=[a,b]"], ["setting of ablate"]),
+    (["scale.key=task.hidden", "scale.values=[16,wide]"], ["`variable.values[1]`"]),
+])
+def test_transfer_bad_input(project: Path, args: list[str], words: list[str]) -> None:
+    res = ablate_cli(project, "-m", *args, *FAST)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    for w in words:
+        assert w in res.stderr
+    assert not list(project.glob("outputs/ablate/*/*"))
+
+
+def test_verdict_against_a_target_run(project: Path) -> None:
+    res = ablate_cli(project, "-m", *FAST)
+    assert res.returncode == 0, res.stderr
+    (proxy,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
+    # the target run: new data (one training label changed, recorded by DVC) and a wider model
+    edit = ("import numpy as np; d = dict(np.load('data/digits.npz')); d['y_train'][0] = (d['y_train'][0] + 1) % 10; "
+            "np.savez('data/digits.npz', **d)")
+    subprocess.run([sys.executable, "-c", edit], cwd=project, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], cwd=project, check=True)
+    commit_all(project, "new data")
+    res = ablate_cli(project, "-m", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
+    assert res.returncode == 0, res.stderr
+    target = project / "outputs" / "target"
+    res = ablate_cli(project, "verdict", str(proxy), "--against", str(target))
+    assert res.returncode == 0, res.stderr
+    v = json.loads((proxy / "verdict.json").read_text())
+    ag = v["against"]
+    assert ag["target"] == str(target.absolute()) and ag["same"] is False
+    kinds = {(d["kind"], d["field"]) for d in ag["differences"]}
+    assert ("data", "data/digits.npz") in kinds and ("code", "commit") in kinds and ("config", "task.hidden") in kinds
+    pins_p = __import__("yaml").safe_load((proxy / "ablation.yaml").read_text())["pins"]["data"]["data/digits.npz"]
+    pins_t = __import__("yaml").safe_load((target / "ablation.yaml").read_text())["pins"]["data"]["data/digits.npz"]
+    assert pins_p["hash"] != pins_t["hash"]
+    md = (proxy / "verdict.md").read_text()
+    assert (f"this verdict was obtained on `data/digits.npz` {pins_p['hash']}; the target uses {pins_t['hash']} "
+            "(different data)") in md
+    assert "`task.hidden` is 64 in this ablation's control and 128 in the target's" in md
+    # the same run against itself: the pins agree
+    res = ablate_cli(project, "verdict", str(target), "--against", str(target))
+    assert "match this ablation's pins" in (target / "verdict.md").read_text()
+    # a target that is not a sweep dir: one line, exit 2, nothing rewritten
+    before = (proxy / "verdict.json").read_bytes()
+    res = ablate_cli(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
+    assert (proxy / "verdict.json").read_bytes() == before
+    # --against is remembered; a later verdict whose target was removed still writes (and says so)
+    import shutil
+
+    shutil.rmtree(target)
+    res = ablate_cli(project, "verdict", str(proxy))
+    assert res.returncode == 0, res.stderr
+    assert "Not compared: the target cannot be read" in (proxy / "verdict.md").read_text()

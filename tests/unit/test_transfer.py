@@ -1,0 +1,141 @@
+"""The transfer check's statistics on synthetic tasks: a known interaction is found (and flagged in the
+right words), and without one the false-positive rate stays at or below α (vectorised simulations)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ablate.transfer import (
+    CONSISTENT,
+    DIFFERS,
+    DOES_NOT_TRANSFER,
+    SHRINKS,
+    ScaleEffect,
+    check_transfer,
+    classify,
+    finish,
+    interaction_pvalue_paired,
+    interaction_pvalue_unpaired,
+)
+
+ALPHA = 0.05
+
+
+def _scale(rng: np.random.Generator, scale: int, delta: float, sd: float, n: int = 10,
+           noise_c: float = 1.0) -> dict:
+    c = rng.normal(0.0, noise_c, n)
+    t = c + delta + rng.normal(0.0, sd, n)  # paired by seed: the seed's shared part cancels in T - C
+    d = t - c
+    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
+    word = "better" if ci.low > 0 else "worse" if ci.high < 0 else "inconclusive"
+    return {"scale": scale, "treatment": dict(enumerate(t)), "control": dict(enumerate(c)),
+            "effect": ScaleEffect(scale, float(d.mean()), (ci.low, ci.high), 0.95, word)}
+
+
+def test_paired_interaction_is_welch_t_on_differences() -> None:
+    rng = np.random.default_rng(1)
+    d1, d2, d3 = rng.normal(0.3, 0.2, 8), rng.normal(0.0, 0.6, 8), rng.normal(0.1, 0.4, 6)
+    assert interaction_pvalue_paired([d1, d2]) == pytest.approx(stats.ttest_ind(d1, d2, equal_var=False).pvalue,
+                                                                rel=1e-12)
+    # three scales: the smallest pairwise Welch p times the 3 pairs
+    pw = [stats.ttest_ind(a, b, equal_var=False).pvalue for a, b in ((d1, d2), (d1, d3), (d2, d3))]
+    assert interaction_pvalue_paired([d1, d2, d3]) == pytest.approx(min(1.0, 3 * min(pw)), rel=1e-12)
+
+
+def test_unpaired_interaction_matches_the_hand_computed_contrast_t() -> None:
+    # balanced 2x2 design: the interaction F equals t^2 of the contrast (T1 - C1) - (T2 - C2) with the
+    # residual variance pooled over the four cells (df = 4n - 4)
+    rng = np.random.default_rng(2)
+    n = 6
+    t1, c1, t2, c2 = (rng.normal(m, 1.0, n) for m in (1.0, 0.0, 0.2, 0.0))
+    contrast = (t1.mean() - c1.mean()) - (t2.mean() - c2.mean())
+    s2 = np.mean([np.var(x, ddof=1) for x in (t1, c1, t2, c2)])
+    t = contrast / np.sqrt(s2 * 4 / n)
+    p = 2 * stats.t.sf(abs(t), 4 * n - 4)
+    assert interaction_pvalue_unpaired([t1, t2], [c1, c2]) == pytest.approx(p, rel=1e-9)
+
+
+@pytest.mark.parametrize("deltas, flag", [
+    ((1.0, -1.0), DOES_NOT_TRANSFER),            # sign flip between two scales
+    ((1.5, 0.2, -0.8), DOES_NOT_TRANSFER),       # flips by the largest of three
+    ((2.0, 1.0, 0.1), SHRINKS),                  # same sign, falls at every step
+    ((-2.0, -0.8), SHRINKS),                     # a harmful effect that fades
+    ((0.2, 1.5, 0.4), DIFFERS),                  # significant but not monotone
+])
+def test_known_interaction_is_found_and_worded(deltas: tuple[float, ...], flag: str) -> None:
+    rng = np.random.default_rng(3)
+    per_scale = [_scale(rng, s, d, sd=0.3) for s, d in zip((32, 128, 512), deltas, strict=False)]
+    (r,) = finish([check_transfer("lr=0.1", per_scale, paired=True)], ALPHA, "task.hidden")
+    assert r.pvalue is not None and r.pvalue < 1e-3
+    assert r.flag == flag
+    assert flag in r.message and "task.hidden=32" in r.message
+
+
+def test_unpaired_interaction_is_found() -> None:
+    rng = np.random.default_rng(4)
+    per_scale = [_scale(rng, s, d, sd=0.3, noise_c=0.3) for s, d in ((32, 1.0), (128, -1.0))]
+    (r,) = finish([check_transfer("lr=0.1", per_scale, paired=False)], ALPHA, "task.hidden")
+    assert r.test.startswith("OLS") and r.pvalue < 1e-3 and r.flag == DOES_NOT_TRANSFER
+
+
+def test_no_interaction_is_consistent() -> None:
+    rng = np.random.default_rng(5)
+    per_scale = [_scale(rng, s, 0.5, sd=0.3) for s in (32, 128)]
+    (r,) = finish([check_transfer("lr=0.1", per_scale, paired=True)], ALPHA, "task.hidden")
+    assert r.flag == CONSISTENT and r.pvalue_adjusted >= ALPHA
+
+
+@pytest.mark.parametrize("n, sds", [(3, (1.0, 1.0)), (5, (0.5, 2.0)), (10, (1.0, 1.0, 1.0)), (4, (0.1, 0.5, 2.0)),
+                                    (3, (1.0, 1.0, 1.0, 1.0))])
+def test_paired_aa_false_positive_rate_at_most_alpha(n: int, sds: tuple[float, ...]) -> None:
+    # A/A: the same effect (0.7) at every scale, noise growing with scale; 20000 data sets in one call
+    rng = np.random.default_rng(6)
+    n_sim = 20000
+    diffs = [0.7 + rng.normal(0.0, sd, (n_sim, n)) for sd in sds]
+    p = interaction_pvalue_paired(diffs)
+    rate = float(np.mean(p < ALPHA))
+    se = np.sqrt(ALPHA * (1 - ALPHA) / n_sim)
+    assert rate <= ALPHA + 3 * se, rate
+    assert rate > ALPHA / 3  # a valid test, not one that never rejects
+
+
+def test_unpaired_aa_false_positive_rate_at_most_alpha() -> None:
+    rng = np.random.default_rng(7)
+    n_sim, n = 1000, 5
+    hits = 0
+    for _ in range(n_sim):
+        ts = [rng.normal(0.5, 1.0, n), rng.normal(0.5, 1.0, n)]
+        cs = [rng.normal(0.0, 1.0, n), rng.normal(0.0, 1.0, n)]
+        hits += interaction_pvalue_unpaired(ts, cs) < ALPHA
+    se = np.sqrt(ALPHA * (1 - ALPHA) / n_sim)
+    assert hits / n_sim <= ALPHA + 3 * se
+
+
+def test_power_with_a_real_interaction() -> None:
+    # a flip of 1 SD of the differences at n = 10 per scale: found in most data sets
+    rng = np.random.default_rng(8)
+    diffs = [rng.normal(0.5, 1.0, (5000, 10)), rng.normal(-0.5, 1.0, (5000, 10))]
+    assert float(np.mean(interaction_pvalue_paired(diffs) < ALPHA)) > 0.5
+
+
+def test_holm_over_treatments_and_opposite_verdicts() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(9)
+    a = check_transfer("a", [_scale(rng, s, d, 0.3) for s, d in ((1, 1.0), (2, 0.2))], paired=True)
+    b = check_transfer("b", [_scale(rng, s, d, 0.3) for s, d in ((1, 0.5), (2, 0.45))], paired=True)
+    raw = [a.pvalue, b.pvalue]
+    finish([a, b], ALPHA, "k")
+    assert [a.pvalue_adjusted, b.pvalue_adjusted] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    # significantly better at one scale and significantly worse at another: does not transfer, whatever p says
+    effects = [ScaleEffect(1, 1.0, (0.5, 1.5), 0.95, "better"), ScaleEffect(2, -1.0, (-1.5, -0.5), 0.95, "worse")]
+    assert classify(effects, 0.2, ALPHA) == DOES_NOT_TRANSFER
+
+
+def test_too_few_seeds_is_not_tested() -> None:
+    per_scale = [{"scale": s, "treatment": {0: 1.0}, "control": {0: 0.0},
+                  "effect": ScaleEffect(s, 1.0, None, None, "insufficient data")} for s in (1, 2)]
+    (r,) = finish([check_transfer("a", per_scale, paired=True)], ALPHA, "k")
+    assert r.pvalue is None and r.flag == "not tested" and "at least 2" in r.message
