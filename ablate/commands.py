@@ -65,8 +65,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
-    write_results(sd)
-    verdict = write_verdict(sd, overrides)
+    verdict = write_verdict(sd, overrides, rows=write_results(sd))
     kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
     if kept:
         print("note: options remembered from an earlier `ablate verdict` still apply: "

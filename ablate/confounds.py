@@ -69,6 +69,27 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
     return fields
 
 
+def _fingerprint_key(manifest: Mapping[str, Any]) -> str:
+    """A string equal for two manifests whenever their fingerprints are equal: the compared sections
+    as canonical JSON, without the fields that differ per trial by design (the seed, ``EXEMPT_ENV``)."""
+    import json
+
+    config = manifest.get("config")
+    if isinstance(config, Mapping):
+        config = {k: v for k, v in config.items() if k != "seed"}
+    det = manifest.get("determinism") or {}
+    env = manifest.get("environment")
+    if isinstance(env, Mapping):  # drop exactly what _fingerprint skips (scalars at those paths)
+        env = {k: v for k, v in env.items() if k not in EXEMPT_ENV or isinstance(v, Mapping)}
+        if isinstance(env.get("env"), Mapping):
+            env["env"] = {k: v for k, v in env["env"].items()
+                          if f"env.{k}" not in EXEMPT_ENV or isinstance(v, Mapping)}
+    parts = [manifest.get("code"), manifest.get("data"), config,
+             [det.get("mode"), det.get("torch_flags"), det.get("flags_after")] if isinstance(det, Mapping) else det,
+             env]
+    return json.dumps(parts, sort_keys=True, default=repr)
+
+
 def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """Every compared field of one manifest, flattened to ``kind:dotted.key -> value`` (``kind`` in
     :data:`KINDS`); the seed and the environment fields in :data:`EXEMPT_ENV` are left out."""
@@ -85,20 +106,24 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[str, Any]],
+def check(plan: Mapping[str, Any],
+          manifests: Mapping[tuple[str, int], Mapping[str, Any]] | Iterable[tuple[tuple[str, int], Mapping[str, Any]]],
           used: Iterable[tuple[str, int]]) -> dict[str, Any]:
     """Compare the manifests of every trial whose metric enters the statistics.
 
     Trials that failed are left out of the comparison (a failed trial may not have recorded what it
     would have seen at its end; failures are reported, and tested for differential rates, by the
-    verdict itself).
+    verdict itself). The manifests are read once, in one pass; trials whose compared sections are
+    identical share one fingerprint, kept once with per-arm counts (memory and time grow with the
+    number of distinct fingerprints, not of trials).
 
     Parameters
     ----------
     plan : mapping
         The plan record (``ablation.yaml``): arms with their ``changes``.
-    manifests : mapping
-        (arm, seed) -> manifest.json content, for every trial that wrote one.
+    manifests : mapping or iterable of pairs
+        (arm, seed) -> manifest.json content for every trial that wrote one, or the same as
+        ``((arm, seed), manifest)`` pairs (a generator: :func:`ablate.results.iter_manifests`).
     used : iterable of (arm, seed)
         The trials whose metrics enter the statistics (status ``ok``); each must have a manifest
         for the check to be complete.
@@ -122,20 +147,45 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
         vary.add(str(var.get("key", "")).replace("/", "."))
     mode_is_variable = MODE_KEY in vary
     used_set = set(used)
-    per_trial = {ref: _fingerprint(m, vary) for ref, m in manifests.items() if ref in used_set}
-    all_fields = sorted({f for fp in per_trial.values() for f in fp})
+    pairs = manifests.items() if isinstance(manifests, Mapping) else manifests
+    # Trials whose compared sections are identical share one fingerprint: keep each distinct one once,
+    # and per arm how many trials had it (first seen first).
+    groups: dict[str, dict[str, Any]] = {}
+    per_arm: dict[str, Counter[str]] = defaultdict(Counter)
+    seen: set[tuple[str, int]] = set()
+    wrong: dict[str, Counter[str]] = defaultdict(Counter)
+    dirty = False
+    for ref, m in pairs:
+        seen.add(ref)
+        arm = ref[0]
+        dirty = dirty or str((m.get("code") or {}).get("state", "")).startswith("dirty")
+        if mode_is_variable:
+            configured = (m.get("config") or {}).get(MODE_KEY)
+            applied = (m.get("determinism") or {}).get("mode")
+            if configured is not None and applied != configured:
+                wrong[arm][f"{applied} (configured {configured})"] += 1
+        if ref not in used_set:
+            continue
+        key = _fingerprint_key(m)
+        if key not in groups:
+            groups[key] = {f: _hashable(v) for f, v in _fingerprint(m, vary).items()}
+        per_arm[arm][key] += 1
     findings: list[dict[str, Any]] = []
     arm_order = [a["name"] for a in plan["arms"]]
-    if mode_is_variable:
-        findings.extend(_mode_not_as_configured(manifests, arm_order))
-    for f in all_fields:
-        values = {ref: _hashable(fp.get(f)) for ref, fp in per_trial.items()}
-        if len(set(values.values())) <= 1:
+    if wrong:
+        shown = "; ".join(f"{arm}: " + ", ".join(f"{v} ({n})" for v, n in wrong[arm].most_common())
+                          for arm in arm_order if arm in wrong)
+        findings.append({"kind": "determinism", "field": "mode", "severity": "invalid", "aligned": False,
+                         "split": {arm: dict(wrong[arm]) for arm in arm_order if arm in wrong},
+                         "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"})
+    for f in sorted({f for fp in groups.values() for f in fp}):
+        split: dict[str, Counter[Any]] = defaultdict(Counter)
+        for arm, keys in per_arm.items():
+            for key, n in keys.items():
+                split[arm][groups[key].get(f)] += n  # a trial without the field counts as None
+        if len({v for c in split.values() for v in c}) <= 1:
             continue
         kind, key = f.split(":", 1)
-        split: dict[str, Counter[Any]] = defaultdict(Counter)
-        for (arm, _seed), v in values.items():
-            split[arm][v] += 1
         per_arm_single = all(len(c) == 1 for c in split.values())
         if mode_is_variable and per_arm_single and _mode_derived(f):
             continue  # the mode is the treatment: its consequences may differ between arms, not within one
@@ -152,33 +202,14 @@ def check(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[s
             "split": {arm: {_show(v): n for v, n in split[arm].items()} for arm in arm_order if arm in split},
             "message": f"{kind} `{key}` {how}: {shown}",
         })
-    missing = [ref for ref in used if ref not in manifests]
-    dirty = any(str((m.get("code") or {}).get("state", "")).startswith("dirty") for m in manifests.values())
+    missing = [ref for ref in used if ref not in seen]
     return {
-        "checked": len(per_trial), "expected": len(used), "complete": not missing,
+        "checked": sum(sum(c.values()) for c in per_arm.values()), "expected": len(used), "complete": not missing,
         "missing": [f"{a}/seed={s}" for a, s in missing],
         "invalid": any(x["severity"] == "invalid" for x in findings),
         "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),
         "findings": findings,
     }
-
-
-def _mode_not_as_configured(manifests: Mapping[tuple[str, int], Mapping[str, Any]],
-                            arm_order: list[str]) -> list[dict[str, Any]]:
-    """When the mode is the variable: trials whose applied mode is not their arm's configured mode."""
-    wrong: dict[str, Counter[str]] = defaultdict(Counter)
-    for (arm, _seed), m in manifests.items():
-        configured = (m.get("config") or {}).get(MODE_KEY)
-        applied = (m.get("determinism") or {}).get("mode")
-        if configured is not None and applied != configured:
-            wrong[arm][f"{applied} (configured {configured})"] += 1
-    if not wrong:
-        return []
-    shown = "; ".join(f"{arm}: " + ", ".join(f"{v} ({n})" for v, n in wrong[arm].most_common())
-                      for arm in arm_order if arm in wrong)
-    return [{"kind": "determinism", "field": "mode", "severity": "invalid", "aligned": False,
-             "split": {arm: dict(wrong[arm]) for arm in arm_order if arm in wrong},
-             "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"}]
 
 
 def _show(v: Any) -> str:

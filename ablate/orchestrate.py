@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import AblationFailed, ConfigError
+from ablate.errors import AblationFailed, ConfigError, PinError
 from ablate.launchers import TrialRef, get_launcher
 from ablate.options import Options, parse_options
 from ablate.plan import Plan, describe, make_plan, parse_variable
@@ -229,9 +229,13 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
     if opts.dry_run:
-        # The same checks as a real run (task, data), so a dry run that passes means the run can start.
+        # Cheap checks only, each shown: the task's function (parsed, not imported), the data paths
+        # (present; DVC hashes them when the run starts, so no DVC repo is opened here), the commit.
         _check_task(plan, cwd)
-        data = pins_mod.pin_data(data_paths, cwd)
+        for path in data_paths:
+            if not (Path(cwd) / path).exists():
+                raise PinError(f"{path} does not exist under {cwd}", where="task.data",
+                               fix="fix the path in `task.data` (relative to the project root), or restore the file")
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(_describe(plan))
         from ablate.tasks.base import form_of, get_form
@@ -245,8 +249,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
                       else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
-        for path, pin in data.items():
-            out(f"  data: {path} {pin['hash']} (matches {pin['recorded_in']})")
+        for path in data_paths:
+            out(f"  data: {path} (present; hashed and checked against DVC when the run starts)")
         out("dry run: nothing launched")
         return None
     # Check everything that can fail on the user's input before creating the sweep dir.
@@ -467,8 +471,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         if not launched and not aborted:
             _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
-        write_results(sd, plan)
-        verdict = write_verdict(sd)
+        verdict = write_verdict(sd, rows=write_results(sd, plan))
         if opts.get("tracker"):
             from ablate.trackers import log_after_ablation
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
@@ -190,12 +190,16 @@ def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
 
 def read_manifests(sd: SweepDir, plan: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
     """Every trial's manifest.json that exists, keyed by (arm, seed)."""
-    out: dict[tuple[str, int], dict[str, Any]] = {}
+    return dict(iter_manifests(sd, plan))
+
+
+def iter_manifests(sd: SweepDir, plan: dict[str, Any]) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
+    """Each trial's manifest.json that exists, as ``((arm, seed), manifest)``, read one at a time in
+    plan order (the confound check streams them: 10,000 manifests are never held at once)."""
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
             p = sd.trial(arm["name"], seed).manifest
             try:
-                out[(arm["name"], seed)] = read_json(p)
+                yield (arm["name"], seed), read_json(p)
             except (FileNotFoundError, json.JSONDecodeError):
                 continue
-    return out

@@ -6,7 +6,10 @@
       ablation.yaml               the plan: arms, seeds, pins, options (written before any trial starts)
       code/                       snapshot of the pinned commit that trials import the task from
       trials/<arm>/seed=<k>/      config.yaml (resolved by the trial), manifest.json, result.json,
-                                  stdout.log, stderr.log, attempts/<n>/ (outputs of interrupted attempts)
+                                  stdout.log, stderr.log (launcher=local: only when the trial wrote to them),
+                                  attempts/<n>/ (outputs of interrupted attempts)
+      warm-parent.log             launcher=local: what the task module printed while the warm parent
+                                  imported it (only when it printed something)
       slurm/                      launcher=slurm only: jobs.json (which job runs which trial) and
                                   <job id>/ (submitit's pickles, the job's logs)
       repro/<arm>/seed=<k>/<n>/   the n-th re-run of that trial by `ablate repro` (same files as a

@@ -219,6 +219,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     }
     manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
                                 "host": base["host"], "pid": os.getpid()}
+    if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
+        manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
     saved_env = dict(os.environ) if in_process else None
 
     def done(status: str, **fields: Any) -> dict[str, Any]:

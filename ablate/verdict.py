@@ -354,7 +354,8 @@ def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: M
     return out
 
 
-def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
+                  rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
 
     Parameters
@@ -367,6 +368,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced;
         ``reset=True`` forgets the remembered ones first (``margin="none"`` clears a margin). The options
         that differ from the defaults, and where each came from, are in ``non_default_options``.
+    rows : list of dict, optional
+        The trial rows :func:`ablate.results.write_results` just collected (each record is then read
+        once); default: collected here.
 
     Returns
     -------
@@ -380,7 +384,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
     """
     from ablate.confounds import check, config_drift
     from ablate.report import render_markdown
-    from ablate.results import collect, read_manifests
+    from ablate.results import collect, iter_manifests
     from ablate.trial import load_plan
 
     plan = load_plan(sd)
@@ -398,17 +402,21 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None) -> d
         saved_file.unlink()
     if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
-    rows = collect(sd, plan)
+    rows = collect(sd, plan) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    manifests = read_manifests(sd, plan)
-    confounds = check(plan, manifests, used)
-    from ablate.suite import suite_confounds
+    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
+        from ablate.results import read_manifests
+        from ablate.suite import suite_confounds
 
-    per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
-    if per_arm:
-        confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
+        manifests = read_manifests(sd, plan)
+        confounds = check(plan, manifests, used)
+        per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+        if per_arm:
+            confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
+    else:
+        confounds = check(plan, iter_manifests(sd, plan), used)  # one manifest in memory at a time
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")

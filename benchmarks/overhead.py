@@ -3,11 +3,12 @@
 Systems, each run as a whole process on the same no-op task:
 
 - ``ablate inline``: ``ablate -m variable=x seeds=N/2 launcher=inline`` (2 arms x N/2 seeds = N trials)
-- ``ablate local``: the same with ``launcher=local`` (one child process per trial)
+- ``ablate local``: the same with ``launcher=local`` (a process per trial, forked from a warm parent)
 - ``hydra multirun``: a ``@hydra.main`` no-op app, ``-m seed='range(N)'`` (Hydra's basic sweeper/launcher)
 - ``submitit local``: submitit's ``LocalExecutor.map_array`` of N no-op jobs
 
-The per-trial cost is the slope between two sizes, (T(N2) - T(N1)) / (N2 - N1), which removes each
+The systems run interleaved (each repeat in the opposite order to the last). The per-trial cost is
+the slope between two sizes, (T(N2) - T(N1)) / (N2 - N1), which removes each
 tool's fixed start-up cost (imports, composing the config once, writing the verdict). For the local
 launchers the cost of a bare interpreter start (``python -c pass``) is also reported, since the
 target counts overhead beyond the task's own interpreter start.
@@ -61,11 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         interp_wall = statistics.median(t.wall_s for t in bare)
         interp_cpu = statistics.median(t.cpu_s for t in bare)
         results: dict[str, dict[int, list[Timing]]] = {s: {} for s in systems}
+        for r in range(args.repeats):  # interleaved: A, B, C, D then D, C, B, A, so drift falls on all alike
+            for n in args.sizes:
+                for s in (systems if r % 2 == 0 else systems[::-1]):
+                    if s == "submitit local" and n > args.submitit_max:
+                        continue
+                    results[s].setdefault(n, []).append(run_system(s, n, proj, r))
         for n in args.sizes:
             for s in systems:
-                if s == "submitit local" and n > args.submitit_max:
+                if n not in results[s]:
                     continue
-                results[s][n] = [run_system(s, n, proj, r) for r in range(args.repeats)]
                 walls = [t.wall_s for t in results[s][n]]
                 cpus = [t.cpu_s for t in results[s][n]]
                 print(f"{s:15s} N={n:5d}  wall {summary(walls)} s  cpu {summary(cpus)} s", flush=True)

@@ -10,6 +10,16 @@ Child processes die with the ablate process (``PR_SET_PDEATHSIG``, set by the ch
 orchestrator leaves no orphan trial writing into the sweep dir; ``ablate resume`` re-runs what was
 interrupted. A trial over ``timeout_min`` is killed (its whole process group) and recorded as
 ``timeout``; one killed by a signal (the OOM killer, say) as ``killed``, with its log tail.
+
+Warm trials (``launcher.warm=true``, the default): a fresh interpreter plus the task's imports (torch:
+about 1.6 s of CPU) used to come before every trial's first step. Now one warm parent per launch
+(:mod:`ablate.launchers.zygote`) imports the task once and each trial is a fresh fork of it, with its
+own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and manifest; a trial
+that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is then one per ablation
+(recorded in every manifest), not one per seed. ``launcher.warm=false`` starts a fresh
+``python -m ablate.trial`` per trial, for tasks that cannot be forked (the launcher says when).
+
+A trial's log files are removed when it wrote nothing to them.
 """
 
 from __future__ import annotations
@@ -68,12 +78,15 @@ class LocalLauncher(Launcher):
         Trials at once; None: one per visible GPU (``gpus_per_trial`` each), else one per CPU core.
     gpus_per_trial : int
         GPUs given to each trial when GPUs are visible (its own ``CUDA_VISIBLE_DEVICES``).
+    warm : bool
+        True: fork each trial from a warm parent that imported the task once (see the module doc);
+        False: a fresh interpreter per trial.
     """
 
     name = "local"
-    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1}
+    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1, "warm": True}
 
-    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1) -> None:
+    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1, warm: bool = True) -> None:
         if max_parallel is not None and (not isinstance(max_parallel, int) or isinstance(max_parallel, bool)
                                          or max_parallel < 1):
             raise ConfigError(f"must be a positive integer or null, got {max_parallel!r}",
@@ -81,6 +94,10 @@ class LocalLauncher(Launcher):
         if not isinstance(gpus_per_trial, int) or gpus_per_trial < 0:
             raise ConfigError(f"must be a non-negative integer, got {gpus_per_trial!r}",
                               where="launcher.gpus_per_trial")
+        if not isinstance(warm, bool):
+            raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
+                              fix="`launcher.warm=false` starts a fresh process per trial")
+        self.warm = warm
         self.gpus = visible_gpus()
         g = max(1, gpus_per_trial)
         gpu_slots = len(self.gpus) // g if self.gpus and gpus_per_trial > 0 else 0
@@ -94,13 +111,15 @@ class LocalLauncher(Launcher):
                 self.slot_gpus.append(",".join(self.gpus[k * g:(k + 1) * g]))
             else:
                 self.slot_gpus.append(None)
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: dict[int, Any] = {}  # slot -> running trial (Popen or WarmTrial)
         self._procs_lock = threading.Lock()
         self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
+        self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
 
     def describe(self) -> str:
         gpu = f", GPUs {self.gpus}" if self.gpus else ""
-        return f"local, {self.max_parallel} trial(s) at a time{gpu}"
+        warm = "" if self.warm else ", a fresh process per trial"
+        return f"local, {self.max_parallel} trial(s) at a time{gpu}{warm}"
 
     # -- running -----------------------------------------------------------------------------------
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
@@ -120,6 +139,7 @@ class LocalLauncher(Launcher):
         from ablate import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
+        self._warm = self._start_warm(sd, plan, cwd) if self.warm and trials else None
 
         def slot(i: int) -> None:
             try:
@@ -151,8 +171,26 @@ class LocalLauncher(Launcher):
             for t in threads:
                 t.join(timeout=10)
             raise
+        finally:
+            if self._warm is not None:
+                self._warm.close()
+                _drop_if_empty(self._warm.log)
+                self._warm = None
         if errors:
             raise errors[0]
+
+    def _start_warm(self, sd: SweepDir, plan: dict[str, Any], cwd: str) -> Any:
+        """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
+        from ablate.launchers.warm import WarmParent, ablation_hash_seed
+        from ablate.trial import PARENT_ENV
+
+        env = dict(os.environ)
+        env["PYTHONHASHSEED"] = ablation_hash_seed(plan)
+        env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
+        return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"))
 
     def _kill_all(self) -> None:
         self._stopping.set()
@@ -177,17 +215,24 @@ class LocalLauncher(Launcher):
         gpus = self.slot_gpus[slot]
         if gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpus
-        cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
         t0 = time.time()
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        out_fd = os.open(tp.stdout, flags, 0o600)
-        err_fd = os.open(tp.stderr, flags, 0o600)
-        try:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
-                                    stderr=err_fd, start_new_session=True)
-        finally:
-            os.close(out_fd)
-            os.close(err_fd)
+        proc: Any
+        if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
+            delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
+            omp = str(env.get("OMP_NUM_THREADS") or "")
+            proc = self._warm.start(ref.arm, ref.seed, ref.attempt, delta, str(tp.stdout), str(tp.stderr),
+                                    int(omp) if omp.isdigit() else threads)
+        else:
+            cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            out_fd = os.open(tp.stdout, flags, 0o600)
+            err_fd = os.open(tp.stderr, flags, 0o600)
+            try:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
+                                        stderr=err_fd, start_new_session=True)
+            finally:
+                os.close(out_fd)
+                os.close(err_fd)
         with self._procs_lock:
             self._procs[slot] = proc
         timed_out = False
@@ -199,6 +244,9 @@ class LocalLauncher(Launcher):
         finally:
             with self._procs_lock:
                 self._procs.pop(slot, None)
+        text_tail = log_tail(tp)
+        for log in (tp.stdout, tp.stderr):
+            _drop_if_empty(log)
         rec = sd.read_result(ref.arm, ref.seed)
         fresh = rec is not None and rec.get("attempt", 1) == ref.attempt
         base = {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "metrics": {},
@@ -206,7 +254,7 @@ class LocalLauncher(Launcher):
         if timed_out:
             return write_result(tp, {**base, "status": "timeout",
                                      "error": f"exceeded timeout_min={opts.get('timeout_min')} and was killed; "
-                                     f"{log_tail(tp)}"})
+                                     f"{text_tail}"})
         if fresh:
             return rec  # type: ignore[return-value]
         if self._stopping.is_set():  # we stopped it (Ctrl-C or on_failure=abort): not the trial's fault
@@ -214,24 +262,35 @@ class LocalLauncher(Launcher):
                                      "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
                                      "`ablate resume` re-runs it"})
         rc = proc.returncode
-        if rc is not None and rc < 0:
+        if rc is None:  # a warm trial whose warm parent died under it
+            status, msg = "killed", "the warm parent this trial was forked from died (see warm-parent.log)"
+        elif rc < 0:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
             hint = " (SIGKILL: often the out-of-memory killer)" if -rc == signal.SIGKILL else ""
             status, msg = "killed", f"the trial process was killed by {sig}{hint}"
         else:
             status, msg = "failed", f"the trial process exited with code {rc} without recording a result"
-        return write_result(tp, {**base, "status": status, "error": f"{msg}; {log_tail(tp)}"})
+        return write_result(tp, {**base, "status": status, "error": f"{msg}; {text_tail}"})
 
 
 def log_tail(tp: Any) -> str:
     """``log tail:`` and the end of the trial's stderr (else stdout), or a note that it wrote nothing."""
     text = tail(tp.stderr) or tail(tp.stdout)
-    return f"log tail:\n{text}" if text.strip() else "the trial wrote no output (stdout.log and stderr.log are empty)"
+    return f"log tail:\n{text}" if text.strip() else "the trial wrote no output to stdout or stderr"
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL after ``grace_s``."""
-    if proc.poll() is not None:
+def _drop_if_empty(path: os.PathLike[str] | str) -> None:
+    """Remove a log file the process wrote nothing to (fewer files per trial)."""
+    try:
+        if os.path.getsize(path) == 0:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _kill_group(proc: Any, grace_s: float = 5.0) -> None:
+    """SIGTERM the process group of ``proc`` (a Popen or a warm trial), then SIGKILL after ``grace_s``."""
+    if proc.poll() is not None or proc.pid is None:
         return
     try:
         os.killpg(proc.pid, signal.SIGTERM)

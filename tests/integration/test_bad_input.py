@@ -61,7 +61,7 @@ CASES = [
     ("dry-run-checks-the-task", ["variable=lr", "dry_run=true", "task.fn=nowhere:train"],
      ["`task.fn`", "cannot find module 'nowhere'"]),
     ("dry-run-checks-the-data", ["variable=lr", "dry_run=true", "task.data=[data/nope.npz]"],
-     ["`task.data`", "data/nope.npz is not tracked by DVC"]),
+     ["`task.data`", "data/nope.npz does not exist"]),
 ]
 
 

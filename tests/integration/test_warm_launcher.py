@@ -1,0 +1,160 @@
+"""Warm trial processes of ``launcher=local`` (issue 15): real forks of a real warm parent that
+imported torch, real signals; the hazards it must refuse, and the ``launcher.warm=false`` way out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+#: A task that imports torch at module top, keeps module state, and reports what its process saw.
+PROBE = '''
+import os
+import random
+
+import torch
+
+CALLS = []  # module state a trial mutates: must never reach another trial
+
+
+def train(cfg):
+    CALLS.append(cfg.seed)
+    if cfg.task.mode == "exit" and cfg.seed == 1:
+        os._exit(3)  # a hard crash: no result written, no cleanup
+    info = {
+        "pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid(), "calls": len(CALLS),
+        "hash": hash("ablate-warm"), "draw": random.random(), "torch_draw": float(torch.rand(1)),
+        "torch_threads": torch.get_num_threads(), "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "hashseed": os.environ.get("PYTHONHASHSEED"),
+    }
+    out = os.path.join(cfg.task.out, f"{cfg.task.mode}-{cfg.seed}.json")
+    with open(out, "w") as fh:
+        fh.write(__import__("json").dumps(info))
+    return {"val_acc": 0.5 + 0.01 * cfg.seed}
+'''
+
+#: Task modules that make forking unsafe at import time.
+UNSAFE = {
+    "thread": ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+               "started 1 thread(s)"),
+    # No GPU here: CUDA initialisation is simulated by the task module itself (the one mock in this file).
+    "cuda": ("import torch\ntorch.cuda.is_initialized = lambda: True\n", "initialised CUDA"),
+}
+
+
+@pytest.fixture
+def probe_project(project: Path, tmp_path: Path) -> Path:
+    (project / "probe.py").write_text(PROBE)
+    out = tmp_path / "seen"
+    out.mkdir()
+    (project / "conf" / "task" / "probe.yaml").write_text(
+        f"fn: probe:train\nmetric: val_acc\ngoal: maximize\nmode: plain\nout: {out}\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [exit]\n")
+    commit_all(project, "probe task")
+    return project
+
+
+def _sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+def _seen(project: Path) -> dict[tuple[str, int], dict]:
+    out = Path(next(line.split(": ", 1)[1] for line in (project / "conf/task/probe.yaml").read_text().splitlines()
+                    if line.startswith("out:")))
+    return {(p.stem.split("-")[0], int(p.stem.split("-")[1])): json.loads(p.read_text()) for p in out.glob("*.json")}
+
+
+def _hash_under(seed: str, text: str) -> int:
+    """``hash(text)`` in a fresh interpreter started with ``PYTHONHASHSEED=seed`` (the reference)."""
+    out = subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], env={**os.environ, "PYTHONHASHSEED": seed},
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # two "GPUs" by id: each slot gets its own (none is used)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=2", f"launcher.warm={str(warm).lower()}", "determinism=off")
+    sd = _sweep(probe_project)
+    results = {(d.parent.name, int(d.name.split("=")[1])): json.loads((d / "result.json").read_text())
+               for d in sd.glob("trials/*/seed=*")}
+    # the os._exit(3) in one trial is recorded there and touches no other
+    crashed = results[("mode=exit", 1)]
+    assert crashed["status"] == "failed" and "exited with code 3" in crashed["error"], crashed
+    assert all(r["status"] == "ok" for k, r in results.items() if k != ("mode=exit", 1)), res.stderr
+    seen = _seen(probe_project)
+    assert len(seen) == 5
+    pids = [s["pid"] for s in seen.values()]
+    assert len(set(pids)) == 5  # a process per trial
+    assert all(s["pgid"] == s["pid"] for s in seen.values())  # each leads its own process group
+    assert all(s["calls"] == 1 for s in seen.values())  # module state never leaks into the next trial
+    assert len({s["draw"] for s in seen.values()}) == 5  # determinism=off: fresh RNG state per trial, not the parent's
+    assert len({s["torch_draw"] for s in seen.values()}) == 5
+    assert all(s["torch_threads"] == 1 for s in seen.values())
+    assert {s["cvd"] for s in seen.values()} <= {"0", "1"}
+    manifests = {k: json.loads((sd / "trials" / k[0] / f"seed={k[1]}" / "manifest.json").read_text()) for k in results}
+    hashseeds = {m["environment"]["env"].get("PYTHONHASHSEED") for m in manifests.values()}
+    if warm:
+        (hashseed,) = hashseeds  # one PYTHONHASHSEED per ablation, recorded in every manifest
+        assert hashseed is not None
+        for s in seen.values():
+            assert s["hashseed"] == hashseed and s["hash"] == _hash_under(hashseed, "ablate-warm")
+        (parent,) = {s["ppid"] for s in seen.values()}  # all forks of one warm parent
+        assert all(m["warm_parent"] == parent for m in manifests.values())
+    else:
+        assert all("warm_parent" not in m for m in manifests.values())
+        assert len({s["ppid"] for s in seen.values()}) == 1  # children of the ablate process itself
+    assert not list(sd.glob("trials/*/seed=*/std*.log"))  # the probe prints nothing: no empty log files
+    assert not (sd / "warm-parent.log").exists()
+
+
+def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """determinism=seeded (the default): PYTHONHASHSEED is the plan's first seed, and the seeded draws
+    of one seed are the same in every arm. The thread count asked for reaches each fork, although the
+    warm parent imported torch with one thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7]", "launcher=local",
+                     "launcher.max_parallel=2", "variable.values=[other]")
+    assert res.returncode == 0, res.stderr
+    seen = _seen(probe_project)
+    assert {s["hashseed"] for s in seen.values()} == {"4"}
+    assert {s["torch_threads"] for s in seen.values()} == {2}
+    assert {s["hash"] for s in seen.values()} == {_hash_under("4", "ablate-warm")}
+    import random
+
+    for seed in (4, 7):
+        assert seen[("plain", seed)]["draw"] == seen[("other", seed)]["draw"] == random.Random(seed).random()
+
+
+@pytest.mark.parametrize("kind", sorted(UNSAFE))
+def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Path, kind: str) -> None:
+    module, reason = UNSAFE[kind]
+    (probe_project / "probe.py").write_text(module + PROBE)
+    commit_all(probe_project, f"probe task that is unsafe to fork ({kind})")
+    args = ["-m", "variable=mode", "task=probe", "seeds=2", "launcher=local", "launcher.max_parallel=2"]
+    res = ablate_cli(probe_project, *args)
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.startswith("ablate: error:")]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "`launcher.warm`" in lines[0] and reason in lines[0] and "`launcher.warm=false`" in lines[0]
+    assert not list(probe_project.glob("outputs/ablate/*/*/trials/*/seed=*/result.json"))  # nothing ran
+    fixed = ablate_cli(probe_project, *args, "launcher.warm=false")  # the fix the message names
+    assert fixed.returncode == 0, fixed.stderr  # it runs (seed 1 of the treatment crashes on purpose)
+    assert "4/4 trials" in fixed.stderr
+
+
+def test_warm_option_is_checked(probe_project: Path) -> None:
+    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=2", "launcher=local",
+                     "launcher.warm=maybe")
+    assert res.returncode == 2 and "launcher.warm" in res.stderr and "Traceback" not in res.stderr, res.stderr
