@@ -158,11 +158,11 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             for ref in unfinished(sd, self.trials, self.finished):
                 self._run_one(sd, ref, log)
                 self.finished.add((ref.arm, ref.seed))
-        except Exception:  # submitit's "not requeued" on the last allowed requeue, or a failed start
+        except Exception as exc:  # submitit's "not requeued" on the last allowed requeue, or our own fault
             if self._proc is not None and self._proc.poll() is None:
                 self._proc.kill()
                 self._proc.wait()
-            self._record_rest(sd, log)
+            self._record_rest(sd, log, None if isinstance(exc, submitit.core.utils.UncompletedJobError) else exc)
             raise
         statuses = {}
         for ref in self.trials:
@@ -201,23 +201,28 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
                               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                               "slurm": job_info(self.requeues), "log": log})
 
-    def _record_rest(self, sd: SweepDir, log: str | None) -> None:
-        """On giving up (or a crash of this job's own process): record every unfinished trial, so none
-        is lost; a trial already ``ok`` is kept."""
+    def _record_rest(self, sd: SweepDir, log: str | None, error: BaseException | None = None) -> None:
+        """On giving up after ``max_requeues`` (``error`` None) or a fault of this job's own process
+        (``error``): record every unfinished trial, so none is lost; a trial already ``ok`` is kept."""
         from ablate.trial import write_result
 
         elapsed = time.time() - self._started
-        timed_out = elapsed >= self.timeout_min * 60 - self.signal_delay_s - SIGNAL_SLACK_S
+        timed_out = error is None and elapsed >= self.timeout_min * 60 - self.signal_delay_s - SIGNAL_SLACK_S
         why = "reached its time limit" if timed_out else "was preempted"
         fix = ("raise `launcher.timeout_min` or lower `launcher.trials_per_job`" if timed_out
                else "`ablate collect DIR --resubmit` runs it again")
         for ref in unfinished(sd, self.trials, self.finished):
+            if error is not None:
+                status, msg = "failed", (f"the packed SLURM job failed before this trial finished: "
+                                         f"{type(error).__name__}: {error}; log {log}")
+            else:
+                status = "timeout" if timed_out else "killed"
+                msg = (f"the packed SLURM job {why} after {elapsed:.0f} s and was already requeued "
+                       f"{self.requeues} time(s) (launcher.max_requeues={self.max_requeues}) before this "
+                       f"trial finished. Fix: {fix}")
             write_result(sd.trial(ref.arm, ref.seed), {
-                "arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt,
-                "status": "timeout" if timed_out else "killed", "metrics": {},
-                "error": f"the packed SLURM job {why} after {elapsed:.0f} s and was already requeued "
-                         f"{self.requeues} time(s) (launcher.max_requeues={self.max_requeues}) before this "
-                         f"trial finished. Fix: {fix}",
+                "arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "status": status, "metrics": {},
+                "error": msg,
                 "duration_s": None, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "slurm": job_info(self.requeues), "log": log,
             })
