@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import submitit
+from submitit.core.utils import UncompletedJobError
 
 from ablate.launchers.base import TrialRef
 from ablate.launchers.slurm_job import (
@@ -162,7 +163,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             if self._proc is not None and self._proc.poll() is None:
                 self._proc.kill()
                 self._proc.wait()
-            self._record_rest(sd, log, None if isinstance(exc, submitit.core.utils.UncompletedJobError) else exc)
+            self._record_rest(sd, log, None if isinstance(exc, UncompletedJobError) else exc)
             raise
         statuses = {}
         for ref in self.trials:

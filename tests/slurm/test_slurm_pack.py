@@ -76,3 +76,39 @@ def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path)
     log = Path(rec4["log"]).read_text()
     assert "2 of 4 trial(s) finished: requeued (1/3)" in log, log[-2000:]
     assert log.count(f"packed job runs trial {first[0]} seed={first[1]}") == 1
+
+
+def test_packed_job_past_max_requeues_records_every_unfinished_trial_and_resubmit_packs_them(
+        probe_project: Path) -> None:
+    proj = probe_project
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=8", "task.step_s=0.5",
+                     "launcher=slurm", "launcher.trials_per_job=4", "launcher.timeout_min=20",
+                     "launcher.max_requeues=0", "wait=false", timeout=120)
+    assert res.returncode == 0, res.stderr
+    sd = sweep_dir(proj)
+    rows = _rows(sd)
+    order = [(r["arm"], r["seed"]) for r in rows]
+    job_id = rows[0]["job_id"]
+    first_done = sd / "trials" / order[0][0] / f"seed={order[0][1]}" / "result.json"
+    state = sd / "trials" / order[1][0] / f"seed={order[1][1]}" / "checkpoint" / "state.json"
+    wait_for(lambda: first_done.exists() and state.exists(), 240, "one trial done and the second running")
+    preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    col = ablate_cli(proj, "collect", str(sd), timeout=300)
+    # 3 of 4 trials killed: more than half of one arm, so the verdict is invalid (exit 1), never waits
+    assert col.returncode == 1 and "the verdict is invalid" in col.stderr, col.stderr
+    first = result(sd, *order[0])
+    assert first["status"] == "ok", first
+    for t in order[1:]:  # the running one and the two never started: none lost, each says why
+        rec = result(sd, *t)
+        assert rec["status"] == "killed", rec
+        assert "was preempted" in rec["error"] and "launcher.max_requeues=0" in rec["error"], rec
+
+    col = ablate_cli(proj, "collect", str(sd), "--resubmit", timeout=300)
+    assert col.returncode == 0, col.stderr
+    assert result(sd, *order[0]) == first  # the finished trial is not run again
+    again = _rows(sd)[4:]
+    assert sorted((r["arm"], r["seed"]) for r in again) == sorted(order[1:])
+    assert len({r["job_id"] for r in again}) == 1  # the 3 resubmitted trials packed into one job
+    for t in order[1:]:
+        rec = result(sd, *t)
+        assert rec["status"] == "ok" and rec["attempt"] == 2 and rec["metrics"]["resumed_from"] == 0, rec
