@@ -573,7 +573,9 @@ class SlurmLauncher(Launcher):
         if states is None:
             raise SchedulerError("SLURM does not answer (squeue failed)", where="launcher=slurm",
                                  fix="check that slurmctld is up (`scontrol ping`)")
-        return {key: self._job_state(sd, t, states.get(t.job_id)) for key, t in tracked.items()}
+        from ablate.launchers.slurm_pack import per_trial_states
+
+        return per_trial_states(sd, {key: self._job_state(sd, t, states.get(t.job_id)) for key, t in tracked.items()})
 
     def _job_state(self, sd: SweepDir, t: _Tracked, got: tuple[str, str] | None) -> JobState:
         state, reason = got if got is not None else ("UNKNOWN", "SLURM has no record of this job")

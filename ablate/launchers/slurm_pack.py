@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from ablate.launchers.base import TrialRef
+from ablate.launchers.base import JobState, TrialRef
 from ablate.launchers.slurm_job import (
     CHECKPOINT_ENV,
     REQUEUES_ENV,
@@ -94,6 +94,41 @@ def unfinished(sd: SweepDir, group: Sequence[TrialRef], finished: set[tuple[str,
         if rec is not None and rec.get("status") == "ok" and int(rec.get("attempt", 1)) >= ref.attempt:
             continue
         out.append(ref)
+    return out
+
+
+#: SLURM states of a job whose process is up (as ``ablate status`` counts running).
+_UP_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING"})
+#: Reason shown for a trial that waits inside its running packed job.
+WAITING_REASON = "waits for the trials before it in its packed job"
+
+
+def per_trial_states(sd: SweepDir, states: Mapping[tuple[str, int], JobState]) -> dict[tuple[str, int], JobState]:
+    """SLURM's per-job states turned into per-trial ones: a trial whose running job is shared with other
+    unfinished trials and that has not started yet (no ``manifest.json``) is ``PENDING``, so
+    ``ablate status`` shows one trial running per packed job, not k.
+
+    Parameters
+    ----------
+    sd : SweepDir
+    states : mapping
+        ``(arm, seed)`` -> :class:`JobState` of the trials still without a result (as from
+        :meth:`SlurmLauncher.job_states`); several trials may share one ``job_id``.
+
+    Returns
+    -------
+    dict
+        The same keys; unchanged when no job is shared (``trials_per_job=1``).
+    """
+    import dataclasses
+
+    shared: dict[str, int] = {}
+    for js in states.values():
+        shared[js.job_id] = shared.get(js.job_id, 0) + 1
+    out = dict(states)
+    for (arm, seed), js in states.items():
+        if shared[js.job_id] > 1 and js.state in _UP_STATES and not sd.trial(arm, seed).manifest.exists():
+            out[(arm, seed)] = dataclasses.replace(js, state="PENDING", reason=WAITING_REASON)
     return out
 
 

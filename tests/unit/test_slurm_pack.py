@@ -11,8 +11,16 @@ import pytest
 
 from ablate.errors import ConfigError
 from ablate.launchers import TrialRef, get_launcher
+from ablate.launchers.base import JobState
 from ablate.launchers.slurm import SlurmLauncher
-from ablate.launchers.slurm_pack import PackedSlurmTrial, pack, packed_timeout_min, unfinished
+from ablate.launchers.slurm_pack import (
+    WAITING_REASON,
+    PackedSlurmTrial,
+    pack,
+    packed_timeout_min,
+    per_trial_states,
+    unfinished,
+)
 from ablate.sweepdir import SweepDir
 from tests.helpers import make_sweep
 
@@ -89,3 +97,27 @@ def test_bad_trials_per_job_is_refused(bad: object) -> None:
 def test_trials_per_job_defaults_to_one() -> None:
     assert get_launcher({"name": "slurm"}).trials_per_job == 1
     assert get_launcher({"name": "slurm", "trials_per_job": 4}).trials_per_job == 4
+
+
+def _js(job_id: str, state: str) -> JobState:
+    return JobState(job_id=job_id, state=state, active=True, attempt=1, reason="", log="/x.err")
+
+
+def test_status_shows_one_running_trial_per_packed_job(tmp_path: Path) -> None:
+    # no result for any trial; control seed 0 has started (manifest), the others have not
+    root = make_sweep(tmp_path / "sd", {"control": ["pending"] * 3, "lr=0.2": ["pending"] * 3})
+    sd = SweepDir(root)
+    sd.trial("control", 0).dir.mkdir(parents=True)
+    sd.trial("control", 0).manifest.write_text("{}")
+    states = {("control", 0): _js("7_0", "RUNNING"), ("control", 1): _js("7_0", "RUNNING"),
+              ("control", 2): _js("7_0", "RUNNING"),  # one packed task of 3
+              ("lr=0.2", 0): _js("7_1", "PENDING"), ("lr=0.2", 1): _js("7_1", "PENDING"),  # a queued task
+              ("lr=0.2", 2): _js("7_2", "RUNNING")}  # the only unfinished trial of its task: it is the one running
+    got = per_trial_states(sd, states)
+    assert {k: v.state for k, v in got.items()} == {
+        ("control", 0): "RUNNING", ("control", 1): "PENDING", ("control", 2): "PENDING",
+        ("lr=0.2", 0): "PENDING", ("lr=0.2", 1): "PENDING", ("lr=0.2", 2): "RUNNING"}
+    assert got[("control", 1)].reason == WAITING_REASON and got[("control", 1)].job_id == "7_0"
+    assert got[("lr=0.2", 0)].reason == ""  # queued by SLURM: its own state, untouched
+    unpacked = {("control", s): _js(f"8_{s}", "RUNNING") for s in range(3)}  # trials_per_job=1: unchanged
+    assert per_trial_states(sd, unpacked) == unpacked
