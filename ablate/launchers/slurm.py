@@ -394,7 +394,9 @@ class SlurmLauncher(Launcher):
                               fix="e.g. `launcher.setup=['module load cuda']`")
         self.setup = list(setup)
         self.python = _opt_str(python, "launcher.python")
-        self.trials_per_job = _opt_int(trials_per_job, "launcher.trials_per_job", 1)
+        from ablate.launchers.slurm_pack import check_trials_per_job
+
+        self.trials_per_job = check_trials_per_job(trials_per_job)
         self._config: dict[str, str] | None = None
 
     def describe(self) -> str:

@@ -49,6 +49,23 @@ if TYPE_CHECKING:
 TRIAL_ENV_KEYS = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
 
 
+def check_trials_per_job(value: Any) -> int:
+    """``launcher.trials_per_job`` as an int >= 1.
+
+    Raises
+    ------
+    ConfigError
+        When it is not an integer >= 1 (a bool, a string, a float, 0 or less).
+    """
+    from ablate.errors import ConfigError
+
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"must be an integer >= 1, got {value!r}", where="launcher.trials_per_job",
+                          fix="e.g. `launcher.trials_per_job=4` runs 4 trials one after another in each job; "
+                          "1 runs one trial per job")
+    return value
+
+
 def pack(trials: Sequence[TrialRef], trials_per_job: int) -> list[list[TrialRef]]:
     """Group ``trials`` into array tasks of at most ``trials_per_job`` consecutive trials.
 

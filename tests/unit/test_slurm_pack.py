@@ -22,7 +22,7 @@ from ablate.launchers.slurm_pack import (
     unfinished,
 )
 from ablate.sweepdir import SweepDir
-from tests.helpers import make_sweep
+from tests.helpers import ablate_cli, make_sweep
 
 
 def _refs(n: int) -> list[TrialRef]:
@@ -121,3 +121,14 @@ def test_status_shows_one_running_trial_per_packed_job(tmp_path: Path) -> None:
     assert got[("lr=0.2", 0)].reason == ""  # queued by SLURM: its own state, untouched
     unpacked = {("control", s): _js(f"8_{s}", "RUNNING") for s in range(3)}  # trials_per_job=1: unchanged
     assert per_trial_states(sd, unpacked) == unpacked
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
+def test_bad_trials_per_job_on_the_command_line_is_one_line_and_exit_2(project: Path, bad: str) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "launcher=slurm", f"launcher.trials_per_job={bad}",
+                     "dry_run=true", timeout=120)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "`launcher.trials_per_job`: must be an integer >= 1" in line and "launcher.trials_per_job=4" in line
+    assert "Traceback" not in res.stderr
+    assert not list(project.glob("outputs/ablate/*/*/ablation.yaml"))  # nothing created
