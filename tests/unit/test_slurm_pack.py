@@ -15,12 +15,12 @@ from ablate.launchers.base import JobState
 from ablate.launchers.slurm import SlurmLauncher
 from ablate.launchers.slurm_pack import (
     WAITING_REASON,
-    PackedSlurmTrial,
     pack,
     packed_timeout_min,
     per_trial_states,
     unfinished,
 )
+from ablate.launchers.slurm_pack_job import PackedSlurmTrial
 from ablate.sweepdir import SweepDir
 from tests.helpers import ablate_cli, make_sweep
 
