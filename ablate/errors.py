@@ -8,7 +8,8 @@ The tree::
     │   ├── PlanError                the treatments cannot be derived or proved to differ only in the variable
     │   ├── PinError                 code or data cannot be pinned (dirty tree, untracked data, no git ...)
     │   ├── SweepDirError            a sweep dir is missing, locked by another process, or unreadable
-    │   └── SchedulerError           the scheduler (SLURM) is missing, does not answer, or refuses the jobs
+    │   ├── SchedulerError           the scheduler (SLURM) is missing, does not answer, or refuses the jobs
+    │   └── TrackerError             MLflow / W&B refused or could not be reached while logging
     └── AblationFailed (RuntimeError) the ablation ran but failed (abort on failure, invalid verdict); exit 1
 
 User errors carry ``what`` went wrong, ``where`` (a parameter, file or key) and ``fix`` (what to do), so
@@ -80,6 +81,11 @@ class SweepDirError(UserError):
 
 class SchedulerError(UserError):
     """The scheduler's tools are missing, it does not answer, or it refuses the jobs (``launcher=slurm``)."""
+
+
+class TrackerError(UserError):
+    """The tracker (MLflow, W&B) refused what was logged or could not be reached; ``ablate track DIR`` retries
+    without logging anything twice."""
 
 
 class AblationFailed(AblateError, RuntimeError):

@@ -141,7 +141,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "pins": dict(pins),
         "arms": [
             {"name": a.name, "label": a.label, "value": a.value, **({"variable": a.variable} if a.variable else {}),
-             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived, "config": a.config,
+             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived,
+             **({"presence": a.presence} if a.presence else {}), "config": a.config,
              "resolved": _resolve_at_plan(resolve, trial_hydra, a.config, control_task)}
             for a in plan.arms
         ],
@@ -249,6 +250,11 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
                       else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
+        from ablate import ignored
+
+        tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
+        if unpinned:
+            out("  " + ignored.warning(unpinned, tree).removeprefix("ablate: "))
         for path in data_paths:
             out(f"  data: {path} (present; hashed and checked against DVC when the run starts)")
         out("dry run: nothing launched")
@@ -269,6 +275,12 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if sd.root.name != target.name:
         _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
     _warn_if_tracked(sd, code)
+    from ablate import ignored
+
+    tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"], outputs=[sd.root])
+    if unpinned:
+        code["ignored_files"] = unpinned
+        _log(ignored.warning(unpinned, tree))
     code = pins_mod.snapshot_code(code, sd)
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env,
@@ -394,7 +406,7 @@ def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
     if problems:
         raise PinError("the data no longer matches the pins recorded at launch, so no further trial may run: "
                        + "; ".join(problems), where="task.data",
-                       fix="restore it (`dvc checkout`), then `ablate resume` again; finished trials are kept")
+                       fix="restore it with the command above, then `ablate resume` again; finished trials are kept")
 
 
 def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:

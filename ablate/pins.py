@@ -141,6 +141,15 @@ def pin_code(cwd: str | os.PathLike[str], *, allow_dirty: bool) -> dict[str, Any
     subdir = os.path.relpath(Path(cwd).resolve(), root.resolve())
     pin: dict[str, Any] = {"commit": commit, "root": str(root), "subdir": "" if subdir == "." else subdir,
                            "dirty": bool(dirty), "submodules": dict(submodules(root))}
+    experiment = dvc_experiment()
+    if experiment:
+        pin["dvc_experiment"] = experiment
+    if dirty and experiment.get("stage"):
+        params = dvc_params_change(root, experiment["stage"], dirty)
+        if params:  # only the running stage's params files changed (`dvc exp run -S`, an edited params.yaml)
+            pin["dvc_params"] = params
+            pin["dirty"] = False
+            dirty = []
     if dirty and not allow_dirty:
         shown = ", ".join(line[3:] for line in dirty[:15]) + (f" and {len(dirty) - 15} more" if len(dirty) > 15 else "")
         raise PinError(
@@ -151,6 +160,52 @@ def pin_code(cwd: str | os.PathLike[str], *, allow_dirty: bool) -> dict[str, Any
         )
     pin["dirty_files"] = [line[3:] for line in dirty]
     return pin
+
+
+def dvc_experiment() -> dict[str, str]:
+    """What DVC says about the run ablate is part of, from the variables DVC sets for a stage's command:
+    ``stage`` (``DVC_STAGE``), ``baseline`` (``DVC_EXP_BASELINE_REV``: the commit a ``dvc exp run``
+    starts from) and ``name`` (``DVC_EXP_NAME``); empty outside DVC."""
+    keys = {"stage": "DVC_STAGE", "baseline": "DVC_EXP_BASELINE_REV", "name": "DVC_EXP_NAME"}
+    return {k: os.environ[v] for k, v in keys.items() if os.environ.get(v)}
+
+
+def dvc_params_change(root: Path, stage: str, dirty: list[str]) -> dict[str, str]:
+    """Pin a change confined to the params files that ``stage`` tracks: file -> sha256 of its content.
+
+    DVC writes ``dvc exp run -S key=value`` into the stage's params file before running the stage, so
+    the tree is dirty by design; that change is config, not code. Returns an empty dict when any
+    other file changed, a params file was added or deleted, or the stage cannot be read (the caller
+    then treats the tree as dirty).
+
+    Parameters
+    ----------
+    root : Path
+        The git work tree (the DVC repo root, or a parent of it).
+    stage : str
+        The stage's address as DVC gives it in ``DVC_STAGE``.
+    dirty : list of str
+        ``git status --porcelain`` lines (:func:`dirty_files`).
+    """
+    import hashlib
+
+    if any(line[:2] not in (" M", "M ", "MM") for line in dirty):
+        return {}
+    changed = {line[3:] for line in dirty}
+    try:
+        from dvc.repo import Repo
+
+        repo = Repo(os.environ.get("DVC_ROOT") or str(root))
+        try:
+            stages = repo.stage.collect(stage)
+            tracked = {os.path.relpath(dep.fs_path, root) for st in stages for dep in st.params}
+        finally:
+            repo.close()
+    except Exception:  # not a readable DVC stage: no exemption, the tree is dirty
+        return {}
+    if not changed <= tracked:
+        return {}
+    return {rel: hashlib.sha256((root / rel).read_bytes()).hexdigest() for rel in sorted(changed)}
 
 
 def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
@@ -207,6 +262,12 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir) -> dict[str, Any]:
         _extract_commit(root, commit, dest)
         for sub, sub_commit in (pin.get("submodules") or {}).items():
             _extract_commit(root / sub, sub_commit, dest / sub)
+        for rel, digest in (pin.get("dvc_params") or {}).items():  # the params DVC set, pinned by content
+            content = (root / rel).read_bytes()
+            if hashlib.sha256(content).hexdigest() != digest:
+                raise PinError(f"{rel} changed between pinning and the code snapshot", where="code pin",
+                               fix="do not edit the params file while ablate starts; run it again")
+            write_atomic(dest / rel, content)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
     return pin
 
@@ -343,7 +404,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     f"{out_rel} differs from what {src} records (dvc status: modified; "
                     f"workspace md5 {actual[:12]}, recorded {recorded[:12]})",
                     where="task.data",
-                    fix=f"restore it with `dvc checkout {out_rel}`, or if the change is intended, `dvc commit` "
+                    fix=f"restore it with `dvc checkout --force {out_rel}` (DVC will not overwrite a modified "
+                    "file without --force), or if the change is intended, `dvc commit` "
                     "(or `dvc repro`) and commit the lock file",
                 )
             pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src}
@@ -525,5 +587,5 @@ def mismatches(pins: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str
             problems.append(f"data: {path}: {got['error']}")
         elif got.get("hash") != pin.get("hash"):
             problems.append(f"data: {path} changed since launch (hash {str(got.get('hash'))[:16]}, pinned "
-                            f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout {path}`")
+                            f"{pin.get('hash', '')[:16]}); restore it with `dvc checkout --force {path}`")
     return problems

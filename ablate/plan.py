@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError, PlanError, close_matches, did_you_mean
-from ablate.sweepdir import safe_name
+from ablate.names import CONTROL, arm_name, format_value, value_label
 
 #: Top-level keys of the composed config that belong to ablate itself, not to the task.
 ABLATE_KEYS = frozenset(
@@ -31,7 +31,6 @@ ABLATE_KEYS = frozenset(
         "family", "metrics", "scale",
     }
 )
-CONTROL = "control"
 MAX_SEED = 2**32 - 1
 _MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
@@ -82,6 +81,9 @@ class Arm:
         control: the variable itself plus derived changes. Empty for control.
     derived : list of str
         The keys in ``changes`` that differ because they interpolate from the variable.
+    presence : dict
+        Key -> ``"added"`` (only this arm has it) or ``"removed"`` (only control has it), for keys of
+        ``changes`` that one side lacks (``changes`` writes the missing side as None).
     variable : str or None
         In a suite (:mod:`ablate.suite`), the name of the variable this treatment ablates; None otherwise.
     """
@@ -92,6 +94,7 @@ class Arm:
     config: dict[str, Any]
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     derived: list[str] = field(default_factory=list)
+    presence: dict[str, str] = field(default_factory=dict)
     variable: str | None = None
 
     @property
@@ -130,20 +133,27 @@ class Plan:
         return [(a.name, s) for s in self.seeds for a in self.arms]
 
 
-# -- formatting ------------------------------------------------------------------------------------
-def format_value(v: Any) -> str:
-    """Format a config value the way YAML / Hydra overrides write it (``null``, ``true``, ``1e-05``)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(format_value(x) for x in v) + "]"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{k}: {format_value(x)}" for k, x in v.items()) + "}"
-    return str(v)
+def _values_fix(values: Any) -> str:
+    """The way out for a ``variable.values`` that is not a list: a quoted list loses its quotes, a scalar
+    becomes a one-element list, both written as Hydra overrides that parse back to the intended values."""
+    from ablate.overrides import format_value as override_value
+
+    if isinstance(values, str):
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        try:  # what Hydra reads when the same text comes unquoted
+            parsed = OverridesParser.create().parse_override(f"variable.values={values}").value()
+        except Exception:  # not valid override syntax: no list to suggest
+            parsed = None
+        if isinstance(parsed, list) and parsed:
+            return (f"drop the quotes around the list: `variable.values={override_value(parsed)}` (quoted, it is "
+                    "one string)")
+        if parsed is not None and not isinstance(parsed, list | dict):
+            values = parsed  # `'0.1'` -> [0.1]: the value as Hydra reads it unquoted
+    try:
+        return f"write it as a list: `variable.values=[{override_value(values)}]`"
+    except TypeError:
+        return "write it as a list: `variable.values=[...]`"
 
 
 def _type_name(v: Any) -> str:
@@ -238,8 +248,7 @@ def parse_variable(var_cfg: Any, name: str | None, available: Sequence[str] = ()
     if not isinstance(values, list | tuple):
         raise ConfigError(
             f"must be a list of treatment values, got {format_value(values)} ({_type_name(values)})",
-            where=where,
-            fix=f"write it as a list: `variable.values=[{format_value(values)}]`",
+            where=where, fix=_values_fix(values),
         )
     if len(values) == 0:
         raise ConfigError("is empty: an ablation needs at least one treatment value", where=where,
@@ -395,14 +404,7 @@ def check_value_type(key: str, control_value: Any, value: Any, index: int) -> An
 
 
 def _arm_name(var: Variable, value: Any, taken: set[str]) -> str:
-    leaf = var.key.replace("/", ".").rsplit(".", 1)[-1]
-    base = safe_name(f"{leaf}={format_value(value)}")
-    name, i = base, 2
-    while name in taken or name == CONTROL:
-        name = f"{base}-{i}"
-        i += 1
-    taken.add(name)
-    return name
+    return arm_name(var.key, value, taken)
 
 
 # -- the plan --------------------------------------------------------------------------------------
@@ -496,7 +498,7 @@ def make_plan(
             f"as {', '.join(sorted(flatten(dict(control_value), key))[:3])}",
         )
     control_value_resolved = _select(control_resolved, key)
-    arms = [Arm(name=CONTROL, label=f"{format_value(control_value_resolved)} (control)",
+    arms = [Arm(name=CONTROL, label=f"{value_label(control_value_resolved)} (control)",
                 value=control_value_resolved, config=control)]
     taken: set[str] = set()
     for i, raw_value in enumerate(variable.values):
@@ -510,7 +512,7 @@ def make_plan(
         treat = copy.deepcopy(control)
         _assign(treat, key, value)
         changes, derived = prove(control, control_resolved, treat, {key}, raw_flat)
-        arms.append(Arm(name=_arm_name(variable, value, taken), label=format_value(value), value=value,
+        arms.append(Arm(name=_arm_name(variable, value, taken), label=value_label(value), value=value,
                         config=treat, changes=changes, derived=derived))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
@@ -566,8 +568,9 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
         if not changes:
             raise ConfigError(f"selecting {group}={option} changes nothing: it is the control's choice",
                               where=f"variable.values[{i}]", fix="drop it from the values")
-        arms.append(Arm(name=_arm_name(variable, option, taken), label=str(option), value=option,
-                        config=treat, changes=changes, derived=derived))
+        arms.append(Arm(name=_arm_name(variable, option, taken), label=value_label(option), value=option,
+                        config=treat, changes=changes, derived=derived,
+                        presence=presence(control_resolved, treat, changes)))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
@@ -599,7 +602,10 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     under = lambda k, bases: any(k == b or k.startswith(b + ".") for b in bases)  # noqa: E731
     bad = [k for k in changes if not under(k, roots) and not under(k, allowed)]
     if bad:
-        shown = "; ".join(f"{k}: {_fmt_missing(changes[k][0])} -> {_fmt_missing(changes[k][1])}" for k in bad[:10])
+        shown = "; ".join(f"{k}: " + describe_change(
+            changes[k][0], changes[k][1],
+            "added" if changes[k][0] is _MISSING else "removed" if changes[k][1] is _MISSING else None)
+            for k in bad[:10])
         raise PlanError(
             f"the treatment differs from control in keys that do not derive from the variable: {shown}",
             where="variable",
@@ -609,6 +615,36 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     return {k: (None if a is _MISSING else a, None if b is _MISSING else b) for k, (a, b) in changes.items()}, derived
 
 
+def presence(control_resolved: Mapping[str, Any], treatment: dict[str, Any],
+             changes: Mapping[str, Any]) -> dict[str, str]:
+    """Which changed keys only one side has: key -> ``"added"`` (treatment only) or ``"removed"`` (control only).
+
+    Parameters
+    ----------
+    control_resolved : mapping
+        The control config, resolved.
+    treatment : dict
+        The treatment config, unresolved.
+    changes : mapping
+        The keys that differ (from :func:`prove`).
+    """
+    cf, tf = flatten(dict(control_resolved)), flatten(resolve(treatment))
+    out: dict[str, str] = {}
+    for k in changes:
+        if k in tf and k not in cf:
+            out[k] = "added"
+        elif k in cf and k not in tf:
+            out[k] = "removed"
+    return out
+
+
+def describe_change(old: Any, new: Any, how: str | None = None) -> str:
+    """``0.1 -> 0.2``, or ``added (3)`` / ``removed (was 3)`` when ``how`` says one side lacks the key."""
+    if how == "added":
+        return f"added ({format_value(new)})"
+    if how == "removed":
+        return f"removed (was {format_value(old)})"
+    return f"{format_value(old)} -> {format_value(new)}"
 def _app_derived(control: Mapping[str, Any], treatment: Mapping[str, Any], roots: set[str]) -> set[str]:
     """Derived keys inside an app's config, whose interpolations are relative to the app's own root."""
     from ablate.tasks.app_config import APP_NODE, app_params, to_app_key
@@ -624,8 +660,6 @@ def _app_derived(control: Mapping[str, Any], treatment: Mapping[str, Any], roots
     return {f"{APP_NODE}.{k}" for k in found}
 
 
-def _fmt_missing(v: Any) -> str:
-    return "(absent)" if v is _MISSING else format_value(v)
 
 
 def _equal_leaf(a: Any, b: Any) -> bool:
@@ -683,7 +717,7 @@ def describe(plan: Plan) -> str:
         lines.append(f"  {arm.name} vs control:")
         for k, (a, b) in arm.changes.items():
             tag = "  (derived)" if k in arm.derived else ""
-            lines.append(f"    {k}: {format_value(a)} -> {format_value(b)}{tag}")
+            lines.append(f"    {k}: {describe_change(a, b, arm.presence.get(k))}{tag}")
     return "\n".join(lines)
 
 

@@ -61,6 +61,8 @@ class Progress:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        if self.enabled and not self.tty and self._finished_events and self._finished_events % 50:
+            print(f"ablate: {self._summary()}", file=sys.stderr, flush=True)  # once, after the last trial of this run
         if self._live is not None:
             self._live.update(self._table())
             self._live.__exit__(et, ev, tb)
@@ -71,6 +73,7 @@ class Progress:
         with self._lock:
             if kind == "started":
                 self.running[ref.arm] += 1
+                self.outcome.pop((ref.arm, ref.seed), None)  # a re-run of a failed trial is running, not done
             else:
                 self.running[ref.arm] = max(0, self.running[ref.arm] - 1)
                 status = (record or {}).get("status", "failed")
@@ -85,7 +88,7 @@ class Progress:
                     dur_s = f" in {dur:.1f}s" if isinstance(dur, int | float) else ""
                     print(f"[{done}/{total}] {ref.arm} seed={ref.seed}{retry} {status}{dur_s}{err}",
                           file=sys.stderr, flush=True)
-                    if done == total or self._finished_events % 50 == 0:
+                    if self._finished_events % 50 == 0:  # the final summary comes once, on exit
                         print(f"ablate: {self._summary()}", file=sys.stderr, flush=True)
             if self._live is not None:
                 self._live.update(self._table())

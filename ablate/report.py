@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ablate.names import value_label
 from ablate.stats.multiplicity import LABELS
 
 
@@ -43,6 +44,7 @@ def _decimals(values: list[Any]) -> int:
     if not scales:
         return 4
     return int(min(8, max(0, -math.floor(math.log10(min(scales))) + 1)))
+
 
 
 def _value(v: Any) -> str:
@@ -160,7 +162,9 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         L.append("No treatment arms.")
     for c in comps:
         size = f" ({c['size']})" if c.get("size") else ""
-        L.append(f"- **{c['arm']}** vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
+        val = value_label(c.get("value"))
+        shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
+        L.append(f"- **{c['arm']}**{shown} vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -391,6 +395,14 @@ def _provenance(v: Mapping[str, Any]) -> list[str]:
     L = ["## Provenance", ""]
     state = "dirty" if code.get("dirty") or v.get("dirty") else "clean"
     L.append(f"- code: commit `{str(code.get('commit', '?'))[:12]}` ({state} tree)")
+    for path, digest in (code.get("dvc_params") or {}).items():
+        L.append(f"- params: `{path}` changed from the commit by DVC (for the running stage), pinned by content "
+                 f"sha256 `{digest[:16]}`")
+    exp = code.get("dvc_experiment") or {}
+    if exp:
+        L.append("- DVC: " + ", ".join(f"{k} `{exp[k]}`" for k in ("stage", "name", "baseline") if exp.get(k)))
+    for rel in code.get("ignored_files") or []:
+        L.append(f"- unpinned: `{rel}` is git-ignored and not tracked by DVC (not in the code snapshot)")
     for path, d in (pins.get("data") or {}).items():
         L.append(f"- data: `{path}` {(d or {}).get('hash', '?')}")
     env = pins.get("environment") or {}

@@ -322,6 +322,23 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any]) 
     return out
 
 
+def hash_seed_difference(original: Mapping[str, Any], repro: Mapping[str, Any]) -> str | None:
+    """A line naming differing string hashing (``determinism.hash_seed``) of two manifests, or None.
+
+    A ``random`` hash seed on either side counts as a difference: two such processes hash strings
+    differently, so the order of sets of strings (and what a task computes from it) can change.
+    """
+    a = (original.get("determinism") or {}).get("hash_seed")
+    b = (repro.get("determinism") or {}).get("hash_seed")
+    if a is None or b is None or (a == b and a != "random"):
+        return None
+    why = (" (the original ran under launcher=inline without PYTHONHASHSEED, which a running process cannot "
+           "take on)" if a == "random" else "")
+    return (f"string hashing (determinism.hash_seed): {a} (original) -> {b} (re-run){why}: the order of sets of "
+            "strings can differ, and with it the metrics. Fix: run the ablation with launcher=local, or "
+            "`PYTHONHASHSEED=0 ablate ...` under launcher=inline")
+
+
 def _short(v: Any) -> str:
     s = "(absent)" if v is None else str(v)
     return s if len(s) <= 60 else s[:57] + "..."
@@ -508,6 +525,9 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
         weak=new.get("status") == "ok" and all(m.equal for m in compared),
         differences=manifest_differences(original_manifest, new_manifest) if new_manifest else [],
     )
+    cause = hash_seed_difference(original_manifest, new_manifest)
+    if cause:
+        report.differences.insert(0, cause)
     if strong:
         repro_steps = read_steps(tp.steps)
         report.steps = (len(original_steps), len(repro_steps))

@@ -100,7 +100,7 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=base + metrics, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    from ablate.plan import format_value
+    from ablate.names import format_value
 
     for r in rows:
         cells = {k: ("" if r.get(k) is None else r.get(k)) for k in base + metrics}

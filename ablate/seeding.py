@@ -160,6 +160,32 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
+def effective_hash_seed() -> str:
+    """The string-hash seed in force in this interpreter: ``"0"`` (hash randomisation off), the
+    ``PYTHONHASHSEED`` value it started with, or ``"random"``.
+
+    Call it before :func:`seed_everything` (which sets ``PYTHONHASHSEED`` for child processes only:
+    an interpreter fixes its string hashing when it starts). Under ``launcher=inline`` every trial
+    shares the ablate process's hashing, so ``"random"`` there means the order of sets (and of dicts
+    built from them) of strings can differ between two runs at the same seed.
+    """
+    if not sys.flags.hash_randomization:
+        return "0"
+    value = os.environ.get("PYTHONHASHSEED", "")
+    return value if value.isdigit() else "random"
+
+
+def inline_hash_warning(modes: Any) -> str | None:
+    """The warning for ``launcher=inline`` when a mode in ``modes`` asks for determinism but this
+    process's string hashing is randomised; None when there is nothing to warn about."""
+    if effective_hash_seed() != "random" or not any(m in ("seeded", "strict") for m in modes):
+        return None
+    return ("ablate: warning: launcher=inline runs every trial in this process, whose string hashing is "
+            "randomised (PYTHONHASHSEED is not set), so a task whose result depends on the order of a set of "
+            "strings can give different metrics at the same seed (recorded as determinism.hash_seed: random). "
+            "Fix: `PYTHONHASHSEED=0 ablate ...`, or launcher=local (each trial's process gets PYTHONHASHSEED=<seed>)")
+
+
 def seed_everything(seed: int, mode: str = "seeded") -> dict[str, Any]:
     """Seed python, numpy and torch from ``seed`` and apply the determinism ``mode``.
 

@@ -33,7 +33,6 @@ import errno
 import json
 import math
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import SweepDirError
+from ablate.names import safe_name  # noqa: F401  (re-exported; naming helpers live in the pure ablate.names)
 
 PLAN_FILE = "ablation.yaml"
 RESULTS_FILE = "results.csv"
@@ -142,14 +142,6 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
-
-
-def safe_name(text: str, max_len: int = 80) -> str:
-    """Turn ``text`` into a file-name-safe string: runs of other characters become ``_``."""
-    out = _UNSAFE.sub("_", text).strip("_.") or "_"
-    return out[:max_len]
 
 
 def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> Path:

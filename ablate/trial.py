@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +222,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
     saved_env = dict(os.environ) if in_process else None
+    from ablate import isolation
+
+    stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
+    guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
         """Write this trial's result.json with ``status`` and the common fields."""
@@ -255,15 +259,27 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if mismatch:
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
+        hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
+        workdir = None
+        if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
+            from ablate.workdir import task_workdir
+
+            workdir = task_workdir(sd, plan, cfg.get("task") or {})
+            manifest["cwd"] = str(workdir)
         if form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.tasks)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
+            hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode)
+        manifest["determinism"]["hash_seed"] = hash_seed
         write_json(tp.manifest, manifest)
         run_opts = {**opts, "determinism": mode}
-        runner: Callable[[], Any] = lambda: form.run(cfg, tp, run_opts, plan=plan, arm=rec,  # noqa: E731
-                                                     code_root=code_root)
+
+        def runner() -> Any:
+            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext():
+                return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
+
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
         t_task = time.perf_counter()
         from ablate import fingerprint
@@ -275,6 +291,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         with fingerprint.recording(tp.steps, resume=resumed), \
                 (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
             out = runner()
+        if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
+            raise KeyboardInterrupt
         task_s = time.perf_counter() - t_task
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
@@ -296,13 +314,18 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s, **extra)
     except TrialTimeout as exc:
         return done("timeout", error=str(exc))
-    except KeyboardInterrupt:
-        if in_process:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
-            raise
+    except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
+        if guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
+            raise KeyboardInterrupt from None
         import traceback
 
-        return done("failed", traceback=traceback.format_exc(limit=-8),
-                    error="KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)")
+        if isinstance(exc, KeyboardInterrupt) and not in_process:
+            error = "KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)"
+        else:
+            error = isolation.exit_cause(exc)
+            if in_process:
+                error += "; under launcher=inline it would have ended ablate, so it was recorded as a failed trial"
+        return done("failed", traceback=traceback.format_exc(limit=-8), error=error)
     except TaskContractError as exc:
         return done("failed", contract_error=True,
                     error=f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.")
@@ -314,8 +337,13 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         tb = traceback.format_exc(limit=-8)
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
+        from ablate.ignored import explain_missing
+
+        why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
+        msg = f"{msg}. {why}" if why else msg
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
+        stack.close()
         if saved_env is not None:
             from ablate.seeding import clear_import_hooks
 

@@ -230,25 +230,10 @@ def _find_sweep(tp: TrialPaths) -> SweepDir | None:
 
 def _workdir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
     """The code snapshot to run in, with ``task.data`` linked into it; the cwd outside a sweep dir."""
-    from ablate import pins
+    from ablate.workdir import task_workdir
 
     sd = _find_sweep(tp)
-    if sd is None:
-        return Path.cwd()
-    plan = sd.plan()
-    root = pins.trial_code_root(sd, plan)
-    project = Path((plan.get("project") or {}).get("cwd") or os.getcwd())
-    if root is None or not root.is_dir():
-        return project
-    data = task.get("data") or []
-    for rel in [data] if isinstance(data, str) else data:
-        link, target = root / rel, project / rel
-        if link.exists() or link.is_symlink() or not target.exists():
-            continue
-        link.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):  # another trial linked it first
-            link.symlink_to(target, target_is_directory=target.is_dir())
-    return root
+    return Path.cwd() if sd is None else task_workdir(sd, sd.plan(), task)
 
 
 def _pdeathsig() -> Any:

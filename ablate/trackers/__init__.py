@@ -96,11 +96,23 @@ def log_ablation(sd: Any, cfg: Mapping[str, Any]) -> str:
     ------
     ConfigError
         For an invalid tracker setting.
-    Exception
-        Whatever the tracker library raises (unreachable server, bad credentials ...).
+    TrackerError
+        When the tracker library fails (unreachable server, bad credentials, a refused name ...), in one line.
     """
+    from ablate.errors import AblateError, TrackerError
+
     tracker = get_tracker(cfg)
-    return tracker.log(read_ablation(sd))
+    record = read_ablation(sd)
+    try:
+        return tracker.log(record)
+    except AblateError:
+        raise
+    except Exception as exc:  # the library's own errors (unreachable server, a refused name ...): one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise TrackerError(f"tracker={tracker.name} failed while logging ({type(exc).__name__}: {first})",
+                           where="tracker",
+                           fix=f"check the tracker's settings and that it is reachable, then `ablate track "
+                           f"{record.sweep_dir}` (it logs only what is missing)") from exc
 
 
 def log_after_ablation(sd: Any, cfg: Mapping[str, Any], warn: Any) -> bool:
@@ -113,7 +125,11 @@ def log_after_ablation(sd: Any, cfg: Mapping[str, Any], warn: Any) -> bool:
         warn(f"ablate: {log_ablation(sd, cfg)}")
         return True
     except Exception as exc:  # the ablation is done and on disk; a tracker error must not lose it
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        from ablate.errors import TrackerError
+
+        if isinstance(exc, TrackerError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # type: ignore[assignment]  # name the library's own error
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         warn(f"ablate: warning: tracker={cfg.get('name')} failed ({type(exc).__name__}: {first}); the ablation is "
              f"complete in {getattr(sd, 'root', sd)}; log it later with `ablate track {getattr(sd, 'root', sd)}`")
         return False

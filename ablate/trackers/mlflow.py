@@ -8,8 +8,18 @@ word per treatment as ``ablate.verdict.<arm>`` tags, the verdict's numbers as me
 verdict.md, verdict.json, results.csv, per_seed.csv, ablation.yaml and the plots as artifacts.
 
 Logging again (``ablate track DIR``, or after ``ablate resume``) reuses the parent run and adds only
-trials not logged yet (matched on arm, seed and attempt). Uses ``MlflowClient`` only (no global
-active run); credentials stay where MLflow reads them (``MLFLOW_TRACKING_TOKEN`` ...), never copied.
+trials not logged yet (matched on arm, seed and attempt); a trial run left unfinished by a failed
+attempt is deleted and logged again, so retries never duplicate a trial.
+
+Limits (:mod:`ablate.trackers.limits`): a key MLflow would reject (``acc@1``: characters other than
+alphanumerics and ``_-. :/``, or over 250 characters) is logged cleaned up plus ``:<6 hex>`` of its
+SHA-256, so ``acc@1`` and ``acc#1`` stay two metrics; a param value over MLflow's length limit is cut
+and ends with ``…[cut; sha256 <16 hex>]`` of the full value. A run with any such change gets the tag
+``ablate.names_changed=true`` and two artifacts: ``ablate/names.json`` (original -> logged names, and
+the SHA-256 of each cut value) and ``ablate/config.json`` (the full resolved config).
+
+Uses ``MlflowClient`` only (no global active run); credentials stay where MLflow reads them
+(``MLFLOW_TRACKING_TOKEN`` ...), never copied.
 """
 
 from __future__ import annotations
@@ -21,13 +31,30 @@ from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
 from ablate.trackers.base import AblationRecord, Tracker, TrialRecord, iso_to_ms
+from ablate.trackers.limits import MLFLOW_KEY_MAX, NameMap, mlflow_key
 
-_BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. :/]")
+#: MLflow's longest tag value (``MAX_TAG_VAL_LENGTH``).
+TAG_VALUE_MAX = 8000
 
 
-def _key(k: str) -> str:
-    """A name MLflow accepts for a param, metric or tag (alphanumerics, ``_-. :/``)."""
-    return _BAD_KEY_CHARS.sub("_", k)[:250]
+def _keys(names: NameMap, kind: str, keys: Iterable[str]) -> dict[str, str]:
+    """Unique MLflow keys for ``keys`` (changes recorded in ``names``)."""
+    return names.keys(kind, keys, mlflow_key, MLFLOW_KEY_MAX, ":")
+
+
+def _tags(names: NameMap, tags: dict[str, str]) -> dict[str, str]:
+    keys = _keys(names, "tag", tags)
+    return {keys[k]: names.value("tag", k, str(v), TAG_VALUE_MAX) for k, v in tags.items()}
+
+
+def _record_names(client: Any, run_id: str, names: NameMap, config: dict[str, Any] | None) -> None:
+    """Attach the original -> logged mapping (and the full config) to a run whose names or values changed."""
+    if not names:
+        return
+    client.log_dict(run_id, names.to_dict(), "ablate/names.json")
+    if config is not None:
+        client.log_dict(run_id, config, "ablate/config.json")
+    client.set_tag(run_id, "ablate.names_changed", "true")
 
 
 def _chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
@@ -86,30 +113,49 @@ class MlflowTracker(Tracker):
             self.experiment, artifact_location=self.artifact_location)
         existing = self._runs_of(client, exp_id, ablation.ablation_id)
         parent = next((r for r in existing if r.data.tags.get("ablate.role") == "ablation"), None)
+        names = NameMap()
         if parent is None:
             parent = client.create_run(
                 exp_id, start_time=iso_to_ms(ablation.created_at), run_name=f"ablate {ablation.variable.get('name')}",
-                tags={_key(k): v for k, v in {**ablation.tags, "ablate.role": "ablation"}.items()})
+                tags=_tags(names, {**ablation.tags, "ablate.role": "ablation"}))
             params = {"variable.key": ablation.variable.get("key"), "variable.values": ablation.variable.get("values"),
                       "seeds": ablation.seeds, "metric": ablation.metric, "goal": ablation.goal}
-            client.log_batch(parent.info.run_id, params=[Param(k, str(v)[:max_param]) for k, v in params.items()])
+            client.log_batch(parent.info.run_id, params=[Param(k, names.value("param", k, str(v), max_param))
+                                                         for k, v in params.items()])
         parent_id = parent.info.run_id
-        done = {(r.data.tags.get("ablate.arm"), r.data.tags.get("ablate.seed"), r.data.tags.get("ablate.attempt"))
-                for r in existing if r.data.tags.get("ablate.role") == "trial"}
+        done: set[tuple[Any, Any, Any]] = set()
+        for r in existing:
+            if r.data.tags.get("ablate.role") != "trial":
+                continue
+            if r.info.status == "RUNNING":  # an earlier attempt broke off mid-run: log this trial again
+                client.delete_run(r.info.run_id)
+                continue
+            done.add((r.data.tags.get("ablate.arm"), r.data.tags.get("ablate.seed"), r.data.tags.get("ablate.attempt")))
         new = [t for t in ablation.trials if (t.arm, str(t.seed), str(t.attempt)) not in done]
+        changed = 0
         for t in new:
-            self._log_trial(client, exp_id, parent_id, t, Metric, Param, RunTag, max_param)
+            changed += self._log_trial(client, exp_id, parent_id, t, Metric, Param, RunTag, max_param)
         now = int(time.time() * 1000)
-        tags = [RunTag(_key(f"ablate.verdict.{arm}"), word) for arm, word in ablation.verdict_words.items()]
+        words = ablation.verdict_words
+        vkeys = _keys(names, "tag", [f"ablate.verdict.{arm}" for arm in words])
+        tags = [RunTag(vkeys[f"ablate.verdict.{arm}"], word) for arm, word in words.items()]
         tags.append(RunTag("ablate.invalid", "true" if ablation.verdict.get("invalid") else "false"))
-        metrics = [Metric(_key(k), v, now, 0) for k, v in ablation.summary_metrics().items()]
-        client.log_batch(parent_id, metrics=metrics[:1000], tags=tags[:100])
+        summary = ablation.summary_metrics()
+        mkeys = _keys(names, "metric", summary)
+        metrics = [Metric(mkeys[k], v, now, 0) for k, v in summary.items()]
+        for chunk in _chunks(metrics, 1000):
+            client.log_batch(parent_id, metrics=list(chunk))
+        for chunk in _chunks(tags, 100):
+            client.log_batch(parent_id, tags=list(chunk))
+        _record_names(client, parent_id, names, None)
         for path in ablation.artifacts:
             client.log_artifact(parent_id, str(path))
         client.set_terminated(parent_id, status="FINISHED")
         where = self.tracking_uri or client.tracking_uri
+        note = (f"; {changed + bool(names)} run(s) had names or values changed to fit MLflow (mapping in their "
+                "ablate/names.json)") if changed or names else ""
         return (f"mlflow: {len(new)} trial run(s) logged ({len(ablation.trials) - len(new)} already there) under "
-                f"parent run {parent_id}, experiment {self.experiment!r}, {where}")
+                f"parent run {parent_id}, experiment {self.experiment!r}, {where}{note}")
 
     @staticmethod
     def _runs_of(client: Any, exp_id: str, ablation_id: str) -> list[Any]:
@@ -125,22 +171,28 @@ class MlflowTracker(Tracker):
 
     @staticmethod
     def _log_trial(client: Any, exp_id: str, parent_id: str, t: TrialRecord, Metric: Any, Param: Any,
-                   RunTag: Any, max_param: int) -> None:
-        tags = {_key(k): v for k, v in t.tags.items()}
+                   RunTag: Any, max_param: int) -> bool:
+        """Log one trial run; True when a name or value had to change to fit MLflow."""
+        names = NameMap()
+        tags = _tags(names, {**t.tags, **({"ablate.error": t.error} if t.error else {})})
         tags["mlflow.parentRunId"] = parent_id
-        if t.error:
-            tags["ablate.error"] = t.error[:5000]
         start = iso_to_ms(t.started_at)
         end = iso_to_ms(t.finished_at) or int(time.time() * 1000)
         run = client.create_run(exp_id, start_time=start, tags=tags, run_name=f"{t.arm} seed={t.seed}")
         rid = run.info.run_id
-        params = [Param(_key(k), str(v)[:max_param]) for k, v in t.params.items()]
-        metrics = [Metric(_key(k), v, end, 0) for k, v in t.metrics.items()]
+        flat = t.params
+        pkeys = _keys(names, "param", flat)
+        params = [Param(pkeys[k], names.value("param", k, str(v), max_param)) for k, v in flat.items()]
+        values = dict(t.metrics)
         if t.duration_s is not None:
-            metrics.append(Metric("ablate.duration_s", float(t.duration_s), end, 0))
+            values["ablate.duration_s"] = float(t.duration_s)
+        mkeys = _keys(names, "metric", values)
+        metrics = [Metric(mkeys[k], v, end, 0) for k, v in values.items()]
         for chunk in _chunks(params, 100):
             client.log_batch(rid, params=list(chunk))
         for chunk in _chunks(metrics, 1000):
             client.log_batch(rid, metrics=list(chunk))
+        _record_names(client, rid, names, t.config)
         status = {"ok": "FINISHED", "killed": "KILLED"}.get(t.status, "FAILED")
         client.set_terminated(rid, status=status, end_time=end)
+        return bool(names)

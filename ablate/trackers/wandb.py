@@ -9,7 +9,13 @@ carries the verdict word per treatment (``verdict/<arm>``) and the verdict's num
 and verdict.md, verdict.json, results.csv, per_seed.csv, ablation.yaml and the plots as an artifact.
 
 Run ids are derived from the ablation id, arm, seed and attempt, so logging again updates the same
-runs once synced. Nothing about the orchestrating machine is collected (no git remote, code, system
+runs once synced; in offline mode a trial whose offline run dir already exists, and a verdict run
+whose verdict is unchanged, are not written again, so retrying ``ablate track`` adds no duplicates.
+Names stay within W&B's limits (run names, groups and artifact names 128 characters, tags 64): a
+longer one is cut and ends with ``~<6 hex of its SHA-256>``; the originals of any changed names are
+recorded in the run's config under ``ablate.names``.
+
+Nothing about the orchestrating machine is collected (no git remote, code, system
 metrics or console capture: the runs describe trials that ran elsewhere, and a git remote URL can
 hold a token). Offline mode (``tracker.mode=offline`` or ``WANDB_MODE=offline``) writes run dirs
 that ``wandb sync`` uploads later. The run files go under ``tracker.dir``, else ``$WANDB_DIR``, else
@@ -20,11 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
 from ablate.trackers.base import AblationRecord, Tracker, TrialRecord
+from ablate.trackers.limits import WANDB_NAME_MAX, WANDB_TAG_MAX, digest, fit, wandb_artifact_name
 
 MODES = ("online", "offline", "disabled")
 _QUIET = {"disable_git": True, "save_code": False, "disable_code": True, "x_disable_stats": True,
@@ -37,7 +43,21 @@ def _run_id(*parts: object) -> str:
 
 
 def _tag(text: str) -> str:
-    return text[:64]
+    return fit(text, WANDB_TAG_MAX)
+
+
+def _names(**pairs: str) -> dict[str, str]:
+    """``{kind: original}`` -> the fitted names; ``_changed`` added with the originals that had to change."""
+    out = {k: fit(v, WANDB_NAME_MAX) for k, v in pairs.items()}
+    changed = {k: {"original": v, "logged": out[k]} for k, v in pairs.items() if out[k] != v}
+    return {**out, "_changed": changed}  # type: ignore[dict-item]
+
+
+def _offline_exists(run_dir: str, run_id: str) -> bool:
+    """An offline run dir for ``run_id`` was written before (``<dir>/wandb/offline-run-<time>-<id>``)."""
+    from pathlib import Path
+
+    return any((Path(run_dir) / "wandb").glob(f"offline-run-*-{run_id}"))
 
 
 class WandbTracker(Tracker):
@@ -79,15 +99,22 @@ class WandbTracker(Tracker):
         settings = wandb.Settings(**{k: v for k, v in _QUIET.items() if k in fields})
         run_dir = self.dir or os.environ.get("WANDB_DIR") or str(ablation.sweep_dir)
         os.makedirs(run_dir, exist_ok=True)
+        group = fit(ablation.ablation_id, WANDB_NAME_MAX)
         common = {"project": self.project, "entity": self.entity, "mode": self.mode, "dir": run_dir,
-                  "group": ablation.ablation_id, "settings": settings, "reinit": "create_new"}
-        for t in ablation.trials:
-            self._log_trial(wandb, common, ablation, t)
-        self._log_verdict(wandb, common, ablation)
+                  "group": group, "settings": settings, "reinit": "create_new"}
         mode = self.mode or os.environ.get("WANDB_MODE") or "online"
-        sync = f"; upload with `wandb sync {run_dir}/wandb`" if mode == "offline" else ""
-        return (f"wandb: {len(ablation.trials)} trial run(s) and a verdict run logged in group "
-                f"{ablation.ablation_id!r}, project {self.project!r} ({mode}){sync}")
+        offline = mode == "offline"
+        logged = 0
+        for t in ablation.trials:
+            rid = _run_id(ablation.ablation_id, t.arm, t.seed, t.attempt)
+            if offline and _offline_exists(run_dir, rid):
+                continue  # written by an earlier `ablate track`: never a second offline run for one trial
+            self._log_trial(wandb, common, ablation, t, rid)
+            logged += 1
+        verdict = self._log_verdict(wandb, common, ablation, run_dir if offline else None)
+        sync = f"; upload with `wandb sync {run_dir}/wandb`" if offline else ""
+        return (f"wandb: {logged} trial run(s) logged ({len(ablation.trials) - logged} already there), verdict run "
+                f"{verdict}, in group {group!r}, project {self.project!r} ({mode}){sync}")
 
     @staticmethod
     def _ablate_section(tags: dict[str, str]) -> dict[str, Any]:
@@ -112,11 +139,14 @@ class WandbTracker(Tracker):
             out.append("dirty")
         return out
 
-    def _log_trial(self, wandb: Any, common: dict[str, Any], ab: AblationRecord, t: TrialRecord) -> None:
-        config = {**t.config, "ablate": self._ablate_section(t.tags)}
-        run = wandb.init(**common, job_type="trial", name=f"{t.arm} seed={t.seed}", config=config,
-                         id=_run_id(ab.ablation_id, t.arm, t.seed, t.attempt), tags=self._short_tags(t.tags),
-                         resume="allow")
+    def _log_trial(self, wandb: Any, common: dict[str, Any], ab: AblationRecord, t: TrialRecord, rid: str) -> None:
+        names = _names(group=ab.ablation_id, name=f"{t.arm} seed={t.seed}")
+        section = self._ablate_section(t.tags)
+        if names["_changed"]:
+            section["names"] = names["_changed"]
+        config = {**t.config, "ablate": section}
+        run = wandb.init(**common, job_type="trial", name=names["name"], config=config, id=rid,
+                         tags=self._short_tags(t.tags), resume="allow")
         try:
             logged = dict(t.metrics)
             if t.duration_s is not None:
@@ -128,22 +158,39 @@ class WandbTracker(Tracker):
         finally:
             run.finish(exit_code=0 if t.status == "ok" else 1)
 
-    def _log_verdict(self, wandb: Any, common: dict[str, Any], ab: AblationRecord) -> None:
-        config = {"ablate": self._ablate_section({**ab.tags, "ablate.role": "verdict"}),
-                  "variable": ab.variable, "seeds": ab.seeds, "metric": ab.metric, "goal": ab.goal}
-        run = wandb.init(**common, job_type="verdict", name=f"verdict {ab.variable.get('name')}", config=config,
-                         id=_run_id(ab.ablation_id, "verdict"), tags=[*self._short_tags(ab.tags), "verdict"],
-                         resume="allow")
+    def _log_verdict(self, wandb: Any, common: dict[str, Any], ab: AblationRecord, offline_dir: str | None) -> str:
+        """Log (or update) the verdict run; in offline mode skip it when the same verdict was written before.
+        Returns ``logged`` or ``unchanged``."""
+        import json
+        from pathlib import Path
+
+        rid = _run_id(ab.ablation_id, "verdict")
+        content = digest(json.dumps(ab.verdict, sort_keys=True, default=str), 16)
+        marker = Path(offline_dir) / "wandb" / f"ablate-verdict-{rid}.sha256" if offline_dir else None
+        if marker is not None and _offline_exists(str(offline_dir), rid) and marker.is_file() \
+                and marker.read_text().strip() == content:
+            return "unchanged"
+        art_name = fit(wandb_artifact_name(f"verdict-{ab.ablation_id}"), WANDB_NAME_MAX, "-")
+        names = _names(group=ab.ablation_id, name=f"verdict {ab.variable.get('name')}")
+        section = self._ablate_section({**ab.tags, "ablate.role": "verdict"})
+        if names["_changed"] or art_name != f"verdict-{ab.ablation_id}":
+            section["names"] = {**names["_changed"],
+                                "artifact": {"original": f"verdict-{ab.ablation_id}", "logged": art_name}}
+        config = {"ablate": section, "variable": ab.variable, "seeds": ab.seeds, "metric": ab.metric, "goal": ab.goal}
+        run = wandb.init(**common, job_type="verdict", name=names["name"], config=config, id=rid,
+                         tags=[*self._short_tags(ab.tags), "verdict"], resume="allow")
         try:
             summary: dict[str, Any] = {f"verdict/{arm}": word for arm, word in ab.verdict_words.items()}
             summary.update({f"stats/{k}": v for k, v in ab.summary_metrics().items()})
             summary["verdict/invalid"] = bool(ab.verdict.get("invalid"))
             run.summary.update(summary)
             if ab.artifacts:
-                name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"verdict-{ab.ablation_id}")
-                art = wandb.Artifact(name=name, type="ablate-verdict")
+                art = wandb.Artifact(name=art_name, type="ablate-verdict")
                 for path in ab.artifacts:
                     art.add_file(str(path))
                 run.log_artifact(art)
         finally:
             run.finish()
+        if marker is not None:
+            marker.write_text(content + "\n")
+        return "logged"

@@ -61,8 +61,8 @@ def train(cfg):
 @pytest.fixture
 def fault_project(project: Path) -> Path:
     (project / "faults.py").write_text(FAULTS)
-    (project / "conf" / "task" / "faults.yaml").write_text(
-        "fn: faults:train\nmetric: val_acc\ngoal: maximize\nfault: none\nlog: starts.log\nslow_s: 1.0\n")
+    (project / "conf" / "task" / "faults.yaml").write_text(  # the task runs in the code snapshot: absolute log
+        f"fn: faults:train\nmetric: val_acc\ngoal: maximize\nfault: none\nlog: {project}/starts.log\nslow_s: 1.0\n")
     (project / "conf" / "variable" / "fault.yaml").write_text(
         "key: task.fault\nvalues: [raise, nan, kill, sleep]\n")
     with open(project / ".gitignore", "a") as fh:

@@ -30,7 +30,7 @@ def train(cfg):
         with open(cfg.task.data_file, "ab") as fh:   # edits the shared data mid-ablation
             fh.write(b"x")
     if cfg.task.get("edit_source") and cfg.seed == 0:
-        src = Path("probe.py")                       # the live working tree, not the snapshot
+        src = Path(cfg.task.project_dir) / "probe.py"  # the live working tree (the task runs in the snapshot)
         src.write_text(src.read_text().replace("MARK = 1.0", "MARK = 2.0"))
     return {"val_acc": MARK + cfg.task.optim.lr + cfg.seed * 1e-3,
             "data_md5": int(hashlib.md5(data).hexdigest()[:6], 16)}
@@ -101,12 +101,12 @@ def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None
     assert len(later) == 5
     assert {r["status"] for r in later} == {"pin_mismatch"}
     assert all("data/digits.npz changed since launch" in r["error"] for r in later)
-    assert "dvc checkout data/digits.npz" in later[0]["error"]
+    assert "dvc checkout --force data/digits.npz" in later[0]["error"]
 
 
 def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path) -> None:
     res = ablate_cli(probe_project, "-m", "variable=lr", "seeds=3", "launcher=local", "launcher.max_parallel=1",
-                     "+task.edit_source=true", "task.fn=probe:train")
+                     "+task.edit_source=true", "task.fn=probe:train", f"+task.project_dir={probe_project}")
     assert res.returncode == 0, res.stderr
     assert "MARK = 2.0" in (probe_project / "probe.py").read_text()  # the live tree was edited ...
     sd = only_sweep(probe_project)

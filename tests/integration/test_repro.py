@@ -70,9 +70,9 @@ def manifest(d: Path) -> dict:
 @pytest.fixture
 def probe_project(project: Path) -> Path:
     (project / "probe.py").write_text(PROBE)
-    (project / "conf" / "task" / "probe.yaml").write_text(
+    (project / "conf" / "task" / "probe.yaml").write_text(  # absolute: the task runs in the code snapshot
         "fn: probe:train\ndata: [data/digits.npz]\nmetric: val_loss\ngoal: minimize\ndata_file: data/digits.npz\n"
-        "steps: 6\nuse_put: false\nperturb_file: perturb.txt\n")
+        f"steps: 6\nuse_put: false\nperturb_file: {project}/perturb.txt\n")
     (project / "conf" / "variable" / "put.yaml").write_text("key: task.use_put\nvalues: [true]\n")
     with open(project / ".gitignore", "a") as fh:
         fh.write("perturb.txt\n")

@@ -157,7 +157,7 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     monkeypatch.setenv("WANDB_SILENT", "true")
     res = ablate_cli(project, *FAST, "tracker=wandb", "tracker.project=digits")
     assert res.returncode == 0, res.stderr
-    assert "wandb: 4 trial run(s) and a verdict run logged" in res.stderr
+    assert "wandb: 4 trial run(s) logged (0 already there), verdict run logged" in res.stderr
     sd = only_sweep(project)
     plan = __import__("yaml").safe_load((sd / "ablation.yaml").read_text())
     commit = plan["pins"]["code"]["commit"]

@@ -53,3 +53,35 @@ def test_unknown_group_option(conf: Path) -> None:
     c = compose(["variable=model", "variable.values=[huge]"], config_path=str(conf))
     with pytest.raises(ConfigError, match=r"no task/model named 'huge'.*Available: large, small"):
         prepare(c.cfg, variable_name=c.variable_name, compose=c.compose, choices=c.choices)
+
+
+PRESENCE_FILES = {
+    **FILES,
+    "task/model/small.yaml": "width: 8\ndepth: 2\nact: null\n",
+    "task/model/large.yaml": "width: 64\ndepth: 2\ndropout: 0.1\nact: relu\n",
+    "task/model/tiny.yaml": "width: 4\nact: null\n",
+    "task/model/deep.yaml": "width: 8\ndepth: 9\nact: null\nextra: {a: 1, b: null}\n",
+}
+
+
+@pytest.mark.parametrize(("option", "lines", "presence"), [
+    ("large", ["task.model.dropout: added (0.1)", "task.model.act: null -> relu", "task.model.width: 8 -> 64"],
+     {"task.model.dropout": "added"}),
+    ("tiny", ["task.model.depth: removed (was 2)", "task.model.width: 8 -> 4"], {"task.model.depth": "removed"}),
+    ("deep", ["task.model.extra.a: added (1)", "task.model.extra.b: added (null)", "task.model.depth: 2 -> 9"],
+     {"task.model.extra.a": "added", "task.model.extra.b": "added"}),
+])
+def test_group_diff_says_added_and_removed(tmp_path: Path, option: str, lines: list[str],
+                                           presence: dict[str, str]) -> None:
+    for rel, text in PRESENCE_FILES.items():
+        p = tmp_path / "conf" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    c = compose(["variable=model", f"variable.values=[{option}]"], config_path=str(tmp_path / "conf"))
+    plan, _ = prepare(c.cfg, variable_name=c.variable_name, compose=c.compose, choices=c.choices)
+    (t,) = plan.treatments
+    assert t.presence == presence
+    text = describe(plan)
+    for line in lines:
+        assert f"    {line}" in text, text
+    assert "null -> 0.1" not in text and "2 -> null" not in text

@@ -1,0 +1,102 @@
+"""Files the task reads that git ignores and DVC does not track (issue 17, item 5): listed at plan time,
+recorded in the plan, shown as unpinned in verdict.md, and named when a trial misses one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+TASK = '''
+import json
+from pathlib import Path
+
+
+def train(cfg):
+    here = Path(__file__).parent
+    if cfg.task.where == "beside":  # next to the task's own file: the snapshot's copy of the folder
+        w = json.loads((here / "weights.local.json").read_text())["w"]
+    elif cfg.task.where == "relative":  # relative to the working directory: the snapshot too
+        w = json.loads(Path("wtask/weights.local.json").read_text())["w"]
+    else:
+        w = 1.0
+    in_snapshot = float(Path.cwd() == here.parent)  # function tasks run in the code snapshot
+    return {"val_acc": 0.5 + 0.01 * cfg.seed * w, "in_snapshot": in_snapshot}
+'''
+
+
+@pytest.fixture
+def ign_project(project: Path) -> Path:
+    pkg = project / "wtask"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "task.py").write_text(TASK)
+    (project / "conf" / "task" / "wtask.yaml").write_text(
+        "fn: wtask.task:train\nmetric: val_acc\ngoal: maximize\nwhere: none\n")
+    (project / "conf" / "variable" / "where.yaml").write_text("key: task.where\nvalues: [beside]\n")
+    with open(project / ".gitignore", "a") as fh:
+        fh.write("weights.local.json\nwtask/cache/\nstarts.log\n")
+    commit_all(project, "task with local files")
+    (pkg / "weights.local.json").write_text(json.dumps({"w": 2.0}))
+    (pkg / "cache").mkdir()
+    (pkg / "cache" / "a.bin").write_bytes(b"x")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "task.cpython-311.pyc").write_bytes(b"x")
+    return project
+
+
+def test_dry_run_lists_ignored_files_of_the_task_tree(ign_project: Path) -> None:
+    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if "git-ignored" in ln)
+    assert "the task's directory wtask holds git-ignored files that DVC does not track: wtask/cache/, " \
+           "wtask/weights.local.json." in line, line
+    assert "__pycache__" not in line
+
+
+def test_project_root_task_lists_only_unpinned_files(ign_project: Path) -> None:
+    (ign_project / "starts.log").write_text("x")
+    (ign_project / "rootask.py").write_text(TASK)
+    (ign_project / "conf" / "task" / "rootask.yaml").write_text(
+        "fn: rootask:train\nmetric: val_acc\ngoal: maximize\nwhere: none\n")
+    commit_all(ign_project, "root task")
+    res = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if "git-ignored" in ln)
+    listed = line.split("does not track: ")[1].split(". The code")[0].split(", ")
+    # data/ is DVC-tracked, outputs/ is where ablate writes, __pycache__ is noise
+    assert listed == ["starts.log", "wtask/cache/", "wtask/weights.local.json"], line
+
+
+def test_no_warning_when_the_tree_holds_none(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "git-ignored" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("launcher", ["inline", "local"])
+def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launcher: str) -> None:
+    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=2", f"launcher={launcher}",
+                     "variable.values=[beside,relative]")
+    assert res.returncode == 1, res.stderr  # the whole treatment arm failed: invalid
+    assert "holds git-ignored files that DVC does not track" in res.stderr
+    (sd,) = [p.parent for p in ign_project.glob("outputs/ablate/*/*/ablation.yaml")]
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    assert plan["pins"]["code"]["ignored_files"] == ["wtask/cache/", "wtask/weights.local.json"]
+    for arm in ("where=beside", "where=relative"):
+        rec = json.loads((sd / "trials" / arm / "seed=0" / "result.json").read_text())
+        assert rec["status"] == "failed"
+        assert "FileNotFoundError" in rec["error"] and \
+            "wtask/weights.local.json is git-ignored and not tracked by DVC" in rec["error"], rec["error"]
+    ok = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
+    assert ok["metrics"]["in_snapshot"] == 1.0
+    man = json.loads((sd / "trials" / "control" / "seed=1" / "manifest.json").read_text())
+    assert Path(man["cwd"]) == sd / "code"
+    md = (sd / "verdict.md").read_text()
+    assert "- unpinned: `wtask/weights.local.json` is git-ignored and not tracked by DVC" in md

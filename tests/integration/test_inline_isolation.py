@@ -1,0 +1,131 @@
+"""launcher=inline: a task that ends the process (sys.exit, os._exit, KeyboardInterrupt) fails its trial only;
+a real Ctrl-C still stops ablate (issue 17, item 1). Real processes and real signals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+TASK = '''
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def train(cfg):
+    how = cfg.task.how
+    with Path(cfg.task.log).open("a") as fh:
+        fh.write(f"{how} {cfg.seed}\\n")
+    if cfg.seed == 0:
+        if how == "exit0":
+            sys.exit(0)
+        if how == "exit3":
+            sys.exit(3)
+        if how == "exitmsg":
+            sys.exit("bye")
+        if how == "osexit":
+            os._exit(0)
+        if how == "kbint":
+            raise KeyboardInterrupt
+        if how == "swallowed":
+            try:
+                raise SystemExit(5)
+            except Exception:  # SystemExit is no Exception: this does not catch it
+                return {"val_acc": 0.0}
+    if how == "fork":  # a forked child's os._exit must still end the child, not raise in it
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        return {"val_acc": float(os.waitstatus_to_exitcode(status))}
+    if how == "slow":
+        time.sleep(float(cfg.task.slow_s))
+    return {"val_acc": 0.5 + cfg.seed * 0.01}
+'''
+
+CAUSES = {
+    "exit0": "sys.exit(0)", "exit3": "sys.exit(3)", "exitmsg": "sys.exit('bye')", "osexit": "os._exit(0)",
+    "kbint": "raised KeyboardInterrupt itself", "swallowed": "sys.exit(5)",
+}
+
+
+@pytest.fixture
+def exit_project(project: Path) -> Path:
+    (project / "exits.py").write_text(TASK)
+    (project / "conf" / "task" / "exits.yaml").write_text(  # the task runs in the code snapshot: absolute log
+        f"fn: exits:train\nmetric: val_acc\ngoal: maximize\nhow: none\nlog: {project}/starts.log\nslow_s: 1.0\n")
+    (project / "conf" / "variable" / "how.yaml").write_text("key: task.how\nvalues: [exit0]\n")
+    with open(project / ".gitignore", "a") as fh:
+        fh.write("starts.log\n")
+    commit_all(project, "exit task")
+    return project
+
+
+def only_sweep(project: Path) -> Path:
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    return sd
+
+
+def test_task_ending_the_process_fails_its_trial_only(exit_project: Path) -> None:
+    values = ",".join([*CAUSES, "fork"])
+    res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=3", "launcher=inline",
+                     f"variable.values=[{values}]")
+    assert res.returncode in (0, 1), res.stderr  # a verdict was reached (not ablate ended by the task)
+    sd = only_sweep(exit_project)
+    assert (sd / "verdict.json").exists() and (sd / "verdict.md").exists(), res.stderr
+    with open(sd / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 * (len(CAUSES) + 2)  # every trial ran: control + 7 treatments, 3 seeds each
+    by = {(r["arm"], r["seed"]): r for r in rows}
+    for how, cause in CAUSES.items():
+        assert by[(f"how={how}", "0")]["status"] == "failed"
+        assert by[(f"how={how}", "1")]["status"] == "ok"
+        rec = json.loads((sd / "trials" / f"how={how}" / "seed=0" / "result.json").read_text())
+        assert cause in rec["error"] and "launcher=inline" in rec["error"], rec["error"]
+    fork = json.loads((sd / "trials" / "how=fork" / "seed=0" / "result.json").read_text())
+    assert fork["status"] == "ok" and fork["metrics"]["val_acc"] == 7.0  # the child's real exit code
+    starts = (exit_project / "starts.log").read_text().split("\n")
+    assert len([s for s in starts if s]) == 3 * (len(CAUSES) + 2)
+
+
+def test_same_task_under_local_names_the_cause(exit_project: Path) -> None:
+    res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=2", "launcher=local",
+                     "variable.values=[exit3,osexit]")
+    assert res.returncode in (0, 1), res.stderr
+    sd = only_sweep(exit_project)
+    rec = json.loads((sd / "trials" / "how=exit3" / "seed=0" / "result.json").read_text())
+    assert rec["status"] == "failed" and "sys.exit(3)" in rec["error"], rec
+    rec = json.loads((sd / "trials" / "how=osexit" / "seed=0" / "result.json").read_text())
+    assert rec["status"] == "failed", rec  # the child process ended: the launcher records it
+
+
+def test_real_ctrl_c_still_stops_inline_ablate(exit_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    proc = subprocess.Popen(
+        [exe, "-m", "variable=how", "task=exits", "seeds=3", "launcher=inline", "variable.values=[slow]",
+         "task.slow_s=30"],
+        cwd=exit_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    log = exit_project / "starts.log"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and "slow" in log.read_text()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "ablate resume" in err
+    sd = only_sweep(exit_project)
+    assert not (sd / "verdict.json").exists()
+    assert log.read_text().count("slow") == 1  # one slow trial started, then ablate stopped

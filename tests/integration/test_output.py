@@ -1,0 +1,70 @@
+"""What ablate prints and documents (issue 17, item 8): one final progress summary after retried failures,
+and the per-trial table of docs/api.md matches ``ablate.load``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+
+TASK = '''
+from pathlib import Path
+
+
+def train(cfg):
+    marker = Path(f"failed-{cfg.task.lr}-{cfg.seed}")
+    if cfg.task.flaky and not marker.exists():  # every trial of a flaky arm fails once, then succeeds
+        marker.write_text("x")
+        raise RuntimeError("flaky: first attempt fails")
+    return {"val_acc": 0.5 + cfg.seed * 0.01, "val_loss": 1.0 - cfg.seed * 0.01}
+'''
+
+
+@pytest.fixture
+def out_project(project: Path) -> Path:
+    (project / "flaky.py").write_text(TASK)
+    (project / "conf" / "task" / "flaky.yaml").write_text(
+        "fn: flaky:train\nmetric: val_acc\ngoal: maximize\nlr: 0.05\nflaky: false\n")
+    (project / "conf" / "variable" / "flr.yaml").write_text("key: task.flaky\nvalues: [true]\n")
+    with open(project / ".gitignore", "a") as fh:
+        fh.write("failed-*\n")
+    commit_all(project, "flaky task")
+    return project
+
+
+@pytest.mark.parametrize("seeds", [3, 4])
+def test_summary_printed_once_after_retried_failures(out_project: Path, seeds: int) -> None:
+    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", f"seeds={seeds}", "launcher=inline",
+                     "on_failure=retry", "max_retries=1")
+    assert res.returncode == 0, res.stderr
+    total = 2 * seeds
+    summaries = [ln for ln in res.stderr.splitlines() if re.match(r"ablate: \d+/\d+ trials", ln)]
+    assert len(summaries) == 1, res.stderr  # was: one `N/N trials (k failed)` line after every retried trial
+    assert summaries[0].startswith(f"ablate: {total}/{total} trials, ") and "failed" not in summaries[0]
+    counters = [int(m.group(1)) for m in re.finditer(r"^\[(\d+)/\d+\]", res.stderr, re.M)]
+    # first pass: control's seeds done, the flaky arm's failed; retries: done climbs back to total
+    assert counters[-1] == total and max(counters) == total
+    assert len(counters) == total + seeds
+
+
+def test_api_doc_table_matches_load(out_project: Path) -> None:
+    import ablate
+
+    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", "seeds=2", "launcher=inline",
+                     "on_failure=retry", "max_retries=1")
+    assert res.returncode == 0, res.stderr
+    (sd,) = [p.parent for p in out_project.glob("outputs/ablate/*/*/ablation.yaml")]
+    df = ablate.load(sd)
+    doc = (REPO / "docs" / "api.md").read_text()
+    header = re.search(r"^#\s+(arm\s+value\s+seed.*)$", doc, re.M)
+    assert header is not None
+    assert header.group(1).split() == list(df.columns)
+    row0 = re.search(r"^# 0\s+(.*)$", doc, re.M).group(1).split()
+    assert row0[0] == "control" and float(row0[1]) == 0.05  # the doc's control value, as a number
+    assert list(df["arm"]) == ["control", "control", "flaky=true", "flaky=true"]
+    assert [bool(v) for v in df["value"]] == [False, False, True, True]  # the variable's value, not a label
