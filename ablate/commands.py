@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from ablate.errors import ConfigError
@@ -22,9 +23,9 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
-    """``ablate verdict DIR [--alpha A] [--margin M] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--family suite|variable] [--against OTHER_DIR] [--no-plots]``: recompute verdict.json and verdict.md from
-    the trial records (trials are never touched)."""
+    """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
+    [--family suite|variable] [--against OTHER_DIR] [--no-plots] [--reset]``: recompute verdict.json and
+    verdict.md from the trial records (trials are never touched)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -32,7 +33,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("dir", metavar="DIR", help="the ablation's sweep dir")
     p.add_argument("--alpha", type=float, help="family-wise significance level over all treatments (e.g. 0.01)")
     p.add_argument("--margin", help="smallest effect of interest: metric units (0.01) or %% of the control mean "
-                   "(2%%); turns on the `equivalent` verdict")
+                   "(2%%); turns on the `equivalent` verdict; `none` clears it")
     p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"],
                    help="correction for testing several treatments (default holm)")
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
@@ -43,6 +44,9 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
+    p.add_argument("--reset", action="store_true", default=None,
+                   help="forget the options remembered from earlier `ablate verdict` calls (back to the "
+                   "ablation's own); `--margin none` clears only the margin")
     args = p.parse_args(argv)
     from ablate.results import write_results
     from ablate.transfer_run import TRANSFER_MD, is_transfer_dir, write_transfer
@@ -64,9 +68,14 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if not sd.try_acquire():  # an ablation is running here: its own final verdict must not be overwritten
         return _verdict_while_running(sd, overrides, name)
     try:
-        write_verdict(sd, overrides, rows=write_results(sd))
+        verdict = write_verdict(sd, overrides, rows=write_results(sd))
     finally:
         sd.release()
+    kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
+    if kept:
+        print("note: options remembered from an earlier `ablate verdict` still apply: "
+              + ", ".join(f"{o['option']}={o['value']}" for o in kept)
+              + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
     print(sd.verdict_md)
     return 0
 
@@ -81,7 +90,7 @@ def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str
     from ablate.verdict import VERDICT_OVERRIDES, write_verdict
 
     holder = sd.lock_holder()
-    if any(k in VERDICT_OVERRIDES for k in overrides):
+    if any(k in VERDICT_OVERRIDES or k == "reset" for k in overrides):
         raise SweepDirError(f"an ablation is running in {sd.root} ({holder}), so options cannot be remembered now",
                             where=f"ablate {name}",
                             fix=f"wait until it ends (`ablate status {sd.root}`), then run `ablate {name}` again")

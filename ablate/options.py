@@ -53,10 +53,17 @@ def _number(value: Any, where: str, *, lo: float | None = None, hi: float | None
     return int(value) if integer else value
 
 
+#: Words that clear the margin (``--margin none``); 0 clears it too (a zero margin tests nothing).
+NO_MARGIN = ("none", "null", "off", "no", "0", "0%")
+
+
 def parse_margin(value: Any) -> float | str | None:
     """``margin``: null, a number in metric units (also written as a string, as ``--margin 0.01`` gives
-    it), or a percentage of the control mean (``"2%"``)."""
-    if value is None:
+    it), or a percentage of the control mean (``"2%"``). ``none``, ``null``, ``off``, ``0`` clear it."""
+    if value is None or value is False or (isinstance(value, int | float) and not isinstance(value, bool)
+                                           and value == 0):
+        return None
+    if isinstance(value, str) and value.strip().lower() in NO_MARGIN:
         return None
     if isinstance(value, str) and not value.strip().endswith("%"):
         with contextlib.suppress(ValueError):
@@ -65,8 +72,8 @@ def parse_margin(value: Any) -> float | str | None:
         return value.strip()
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)
-    raise ConfigError(f"must be a positive number (metric units) or a percentage such as '2%', got {value!r}",
-                      where="margin", fix="e.g. `margin=0.01` or `margin='2%'`")
+    raise ConfigError(f"must be a positive number (metric units), a percentage such as '2%', or none, got {value!r}",
+                      where="margin", fix="e.g. `margin=0.01`, `margin='2%'` or `--margin none` to clear it")
 
 
 @dataclass

@@ -34,8 +34,18 @@ def _jitter(n: int) -> list[float]:
     return [0.0] if n <= 1 else [-0.15 + 0.3 * i / (n - 1) for i in range(n)]
 
 
+def _by_value(items: list[Any]) -> list[Any]:
+    """Arms (or comparisons) ordered by the variable's value when every value is a number (lr 0.01, 0.05,
+    0.1, ...), so the axis reads as a dose; else in plan order. The control is labelled wherever it lands."""
+    vals = [it.get("value") for it in items]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+        return [items[i] for i in sorted(range(len(items)), key=lambda i: vals[i])]
+    return list(items)
+
+
 def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
-    """Per-seed values of every arm (dots; failed trials as x at the bottom), with mean and 95% t-CI.
+    """Per-seed values of every arm (dots; failed trials as x at the bottom), with mean and 95% CI, arms ordered
+    by the variable's value (numbers) so the axis reads as a dose.
 
     Parameters
     ----------
@@ -50,6 +60,8 @@ def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
     arms = verdict["arms"]
     if not any(a.get("n") for a in arms):
         return None
+    control = arms[0]["arm"]
+    arms = _by_value(arms)
     fig = _figure(len(arms))
     ax = fig.add_subplot()
     finite = [v for a in arms for v in a["values"].values() if v is not None]
@@ -70,7 +82,8 @@ def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
                             color="k", capsize=4, zorder=3)
             else:
                 ax.plot([i + 0.3], [a["mean"]], "o", color="k", zorder=3)
-    ax.set_xticks(range(len(arms)), [str(a["label"]) for a in arms], rotation=20 if len(arms) > 4 else 0)
+    ax.set_xticks(range(len(arms)), [str(a["label"]) + (" (control)" if a["arm"] == control else "") for a in arms],
+                  rotation=20 if len(arms) > 4 else 0)
     ax.set_ylabel(f"{verdict['metric']} ({verdict['goal']})")
     ax.set_title("per-seed values; black: mean with 95% CI", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
@@ -79,7 +92,7 @@ def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
 
 def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     """Paired differences T - C per seed for each paired comparison, sign-normalised (positive = better),
-    with Δ and its (1 - alpha/m) CI from the comparison.
+    with Δ and its CI from the comparison (at the level its decision used), ordered by the variable's value.
 
     Parameters
     ----------
@@ -91,7 +104,7 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     bytes or None
         The PNG, or None when no comparison is paired.
     """
-    comps = [c for c in verdict["comparisons"] if c.get("paired")]
+    comps = _by_value([c for c in verdict["comparisons"] if c.get("paired")])
     if not comps:
         return None
     sign = 1.0 if verdict["goal"] == "maximize" else -1.0
@@ -112,7 +125,10 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
     ax.set_ylabel(f"Δ {verdict['metric']} (positive = better)")
-    level = comps[0].get("ci_level") or 0.95
-    ax.set_title(f"paired differences by seed; black: Δ with {level:.1%} CI", fontsize=9)
+    from ablate.stats.compare import level_text
+
+    levels = sorted({level_text(c["ci_level"]) for c in comps if c.get("ci_level")})
+    ax.set_title(f"paired differences by seed; black: Δ with its CI ({', '.join(levels) or '95%'}, the level "
+                 "of each decision)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)

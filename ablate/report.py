@@ -1,7 +1,8 @@
 """verdict.md: the verdict for a person, in the layout of the verdict spec (B9).
 
-Order: title, validity warning, one verdict line per treatment, setup, per-arm table, comparison table,
-seed recommendation, flags, failures, plots, provenance, confounds, raw values by seed. Pure: a string
+Order: title, validity warning, the bottom line (adopt / reject / no difference / run k more seeds), one
+verdict line per treatment, setup, per-arm table, comparison table, seed recommendation, flags, failures,
+plots, provenance, confounds, raw values by seed, terms. One function per section. Pure: a string
 from the verdict dict (:func:`ablate.verdict.analyse` plus confounds and pins).
 """
 
@@ -51,7 +52,7 @@ def _value(v: Any) -> str:
 
 
 def render_markdown(v: Mapping[str, Any]) -> str:
-    """The verdict as markdown.
+    """The verdict as markdown: the bottom line first, then the evidence, one function per section.
 
     Parameters
     ----------
@@ -64,7 +65,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     """
     var = v.get("variable") or {}
     key = var.get("key", "?")
-    arms, comps = v["arms"], v["comparisons"]
+    arms = v["arms"]
     dec = _decimals([a.get("sd") for a in arms] + [a.get("sem") for a in arms])
     L: list[str] = [f"# Ablation of `{key}`: {v['metric']} ({v['goal']})", ""]
     if v.get("invalid"):
@@ -73,7 +74,89 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     if v.get("dirty"):
         L += ["> **Dirty**: the trials ran uncommitted changes (the diff is in `dirty.patch`; untracked files, if "
               "any, in `dirty_untracked/`).", ""]
-    L += ["## Verdict", ""]
+    L += _bottom_line(v, dec)
+    L += _verdict_lines(v)
+    L += _suite_table_against(v)
+    L += _setup(v, key)
+    L += _arms_table(v, dec)
+    L += _comparisons_table(v, dec)
+    L += _seed_section(v)
+    L += _flags(v)
+    L += ["## Failures", ""]
+    L += _failures(v)
+    L += _plots(v)
+    L += _provenance(v)
+    L += _confounds(v)
+    L += _raw(v, dec)
+    L += _terms()
+    return "\n".join(L) + "\n"
+
+
+def _more_seeds(c: Mapping[str, Any]) -> str:
+    """What to run next for an undecided treatment, from its seed advice."""
+    adv = c.get("seed_advice") or {}
+    if c.get("seed_advice_sequential"):
+        return c["seed_advice_sequential"]
+    n, lo, hi, cap = adv.get("n"), adv.get("n_needed"), adv.get("n_needed_upper"), adv.get("cap", 50)
+    if n is None:
+        return "run more seeds per arm"
+    if lo is None:
+        return (f"more than {cap} seeds per arm would be needed: it cannot be decided within budget"
+                + ("" if adv.get("target_kind") == "margin" else "; set a margin to test for no meaningful "
+                   "difference instead"))
+    more_lo = max(1, lo - n)
+    more_hi = f"{hi - n}" if hi is not None else f"more than {cap - n}"
+    rng = f"{more_lo}" if str(more_lo) == more_hi else f"{more_lo} to {more_hi}"
+    return f"run {rng} more seeds per arm to decide (80% power for the effect seen so far, which may be optimistic)"
+
+
+def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
+    """What a reader can act on, per treatment, in plain words (adopt / reject / no difference / run k more)."""
+    arms, comps = v["arms"], v["comparisons"]
+    control = _value(arms[0].get("value")) if arms else "?"
+    metric = v["metric"]
+    L = ["## Bottom line", ""]
+    if not comps:
+        return [*L, "No treatment arms.", ""]
+    if v.get("invalid"):
+        L += ["Do not act on these results: the ablation is invalid (see the warning above). "
+              "Fix the cause and run it again.", ""]
+    for c in comps:
+        ci = c.get("ci")
+        level = _level(c.get("ci_level"))
+        diff = c.get("diff")
+        size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
+                                                 else "")
+                + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
+                if diff is not None else "")
+        verdict = c["verdict"]
+        if verdict == "better":
+            what = f"**adopt**: it improves {metric}{size}."
+        elif verdict == "worse":
+            what = f"**reject**: it makes {metric} worse{size}."
+        elif verdict == "equivalent":
+            what = (f"**no difference that matters**: the difference stays within the margin ±{c.get('margin'):.4g}; "
+                    "choose on other grounds (cost, simplicity).")
+        elif verdict == "inconclusive":
+            what = f"**undecided**: {_more_seeds(c)}."
+        else:
+            what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+        L.append(f"- **{c['arm']}** (vs control {control}): {what}")
+    if v.get("non_default_options"):
+        L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
+    L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
+    return L
+
+
+def _level(level: Any) -> str:
+    from ablate.stats.compare import level_text
+
+    return level_text(level) if isinstance(level, int | float) else "95%"
+
+
+def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
+    arms, comps = v["arms"], v["comparisons"]
+    L = ["## Verdict", ""]
     control_label = _value(arms[0].get("value")) if arms else "?"
     if not comps:
         L.append("No treatment arms.")
@@ -82,25 +165,35 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         val = value_label(c.get("value"))
         shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
         L.append(f"- **{c['arm']}**{shown} vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
-    L.append("")
-    L += _suite_table_against(v)
-    L += _setup(v, key)
-    L += ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | 95% CI | median | IQM | min | max |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    return [*L, ""]
+
+
+def _arms_table(v: Mapping[str, Any], dec: int) -> list[str]:
+    arms = v["arms"]
+    L = ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | CI of the mean (95%) | median | IQM "
+         "| min | max |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for a in arms:
+        ci = _ci(a.get("ci"), dec) + (" (Wilson, 0/1 metric)" if str(a.get("ci_method", "t")).startswith("Wilson")
+                                      else "")
         L.append(f"| {a['arm']} | {_value(a.get('value'))} | {a['n']} | {a['n_failed']} | {a.get('pending', 0)} | "
                  f"{_num(a.get('mean'), dec)} | {_num(a.get('sd'), dec)} | {_num(a.get('sem'), dec)} | "
-                 f"{_ci(a.get('ci'), dec)} | {_num(a.get('median'), dec)} | {_num(a.get('iqm'), dec)} | "
+                 f"{ci} | {_num(a.get('median'), dec)} | {_num(a.get('iqm'), dec)} | "
                  f"{_num(a.get('min'), dec)} | {_num(a.get('max'), dec)} |")
     notes = sorted({a["iqm_note"] for a in arms if a.get("iqm_note")})
     if notes:
         L += ["", "IQM: " + "; ".join(notes) + " (informative from n = 5)."]
-    L += ["", "## Comparisons", "",
-          "Δ = treatment − control, sign-normalised (positive = better); CI at the level shown (Bonferroni over "
-          "the treatments); effect size: Hedges' g (unpaired) or d_z (paired).", "",
-          "| treatment | test | n (T/C) | Δ | Δ% | CI | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
-          "| robust p (floor) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    return [*L, ""]
+
+
+def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
+    comps = v["comparisons"]
+    L = ["## Comparisons", "",
+         "Δ = treatment − control, sign-normalised (positive = better). Each CI of Δ is at the level its decision "
+         "used (shown in the cell), so it excludes 0 exactly when the verdict is better or worse; effect size: "
+         "Hedges' g (unpaired) or d_z (paired). P(T>C) has a 95% CI.", "",
+         "| treatment | test | n (T/C) | Δ | Δ% | CI of Δ (level) | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
+         "| robust p (floor) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in comps:
         pi = _num(c.get("prob_improvement"), 2)
         if c.get("prob_improvement_ci"):
@@ -108,12 +201,16 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         t = f"{_num(c.get('statistic'), 2)} ({_df(c.get('df'))})" if c.get("statistic") is not None else "–"
         eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
         rob = f"{_p(c.get('robust_pvalue'))} ({_p(c.get('robust_min_pvalue'))})" if c.get("robust_test") else "–"
-        level = f"{c['ci_level']:.1%} " if c.get("ci") else ""
+        level = f" ({_level(c['ci_level'])})" if c.get("ci") else ""
         L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
-                 f"{_num(c.get('diff_pct'), 1)} | {level}{_ci(c.get('ci'), dec)} | {t} | {_p(c.get('pvalue'))} | "
+                 f"{_num(c.get('diff_pct'), 1)} | {_ci(c.get('ci'), dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
                  f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
-    L += ["", "## Seed recommendation", ""]
-    for c in comps:
+    return [*L, ""]
+
+
+def _seed_section(v: Mapping[str, Any]) -> list[str]:
+    L = ["## Seed recommendation", ""]
+    for c in v["comparisons"]:
         adv = c.get("seed_advice")
         msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
         if c.get("seed_advice_sequential"):
@@ -122,30 +219,34 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
           "Seeds needed are given from the pooled SD and from its 80% upper confidence limit, since SDs from few "
           "seeds are noisy. ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
-    L += ["## Flags", ""]
+    return L
+
+
+def _flags(v: Mapping[str, Any]) -> list[str]:
+    L = ["## Flags", ""]
     n_flags = 0
-    for c in comps:
+    for c in v["comparisons"]:
         for f in c.get("flags") or []:
             L.append(f"- {c['arm']}: {f['message']} (`{f['code']}`)")
             n_flags += 1
     if not n_flags:
         L.append("None.")
-    L += ["", "## Failures", ""]
-    L += _failures(v)
+    return [*L, ""]
+
+
+def _plots(v: Mapping[str, Any]) -> list[str]:
     plots = v.get("plots") or {}
+    L: list[str] = []
     if plots.get("values") or plots.get("paired"):
         L += ["## Plots", ""]
         if plots.get("values"):
-            L += [f"![per-seed values per arm, with mean and 95% CI]({plots['values']})", ""]
+            L += ["![per-seed values per arm (ordered by the variable's value), with mean and 95% CI]"
+                  f"({plots['values']})", ""]
         if plots.get("paired"):
             L += [f"![paired differences by seed, with Δ and CI]({plots['paired']})", ""]
     elif plots.get("error"):
         L += ["## Plots", "", f"Not drawn: {plots['error']}", ""]
-    L += _provenance(v)
-    L += _confounds(v)
-    L += _raw(v, dec)
-    L += _terms()
-    return "\n".join(L) + "\n"
+    return L
 
 
 def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
@@ -174,8 +275,15 @@ def _terms() -> list[str]:
     return [
         "## Terms", "",
         "- **Δ**: mean(treatment) − mean(control), signed so that positive is better; **Δ%**: relative to control.",
-        "- **CI**: confidence interval for Δ, at 1 − α/m (m = number of treatments) so all of them hold together.",
-        "- **p_adj**: the p-value after Holm's correction for testing m treatments (or the chosen multiplicity).",
+        "- **CI** (confidence interval): the range of true values compatible with the data at the level shown "
+        "(95%, 97.5%, ...). The CI of Δ is at the level its decision used: 1 − α/m (Bonferroni), Holm's step "
+        "level α/(m − j + 1), R·α/m for Benjamini-Hochberg (false coverage-statement rate), Dunnett's "
+        "simultaneous level, or 1 − the boundary p of a sequential look; it excludes 0 exactly when the verdict "
+        "is better or worse. Arms' CIs of the mean are 95% (Wilson's interval for a 0/1 metric).",
+        "- **α** (alpha): the accepted chance of calling a treatment better or worse when it does nothing, for "
+        "the whole family of treatments. **p**: how surprising the data would be if the treatment did nothing; "
+        "**p_adj**: p after Holm's correction for testing m treatments (or the chosen multiplicity).",
+        "- **seed**: one run of an arm with its own random seed; **arm**: the control or a treatment.",
         "- **g** (Hedges' g): Δ in units of the pooled standard deviation, bias-corrected; **d_z**: the mean of the "
         "paired differences in units of their SD (paired designs). 0.5 is medium, 0.8 large.",
         "- **P(T>C)**: how often a treatment seed beats a control seed (0.5 = no difference).",
@@ -184,8 +292,10 @@ def _terms() -> list[str]:
         "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation. "
         "**Winner's curse**: an effect that just passed a test tends to be overestimated, so seeds planned "
         "from it are too few.",
-        "- Verdicts: **better** / **worse** (p_adj < α), **equivalent** (the CI lies inside ±margin), "
-        "**inconclusive** (the data cannot decide at this N), **insufficient data** (< 3 completed seeds).", "",
+        "- Verdicts: **better** / **worse** (p_adj < α; bottom line **adopt** / **reject**), **equivalent** (the "
+        "CI lies inside ±margin; **no difference that matters**), **inconclusive** (the data cannot decide at "
+        "this N; **undecided**, with the seeds to run), **insufficient data** (< 3 completed seeds, or nothing "
+        "to test).", "",
     ]
 
 
@@ -195,6 +305,13 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     tests = sorted({c["test"] for c in comps}) or ["–"]
     robust = sorted({c["robust_test"] for c in comps if c.get("robust_test")})
     pairing = sorted({c["pairing"]["reason"] for c in comps}) or ["–"]
+    paired = [c for c in comps if c.get("paired") and c.get("rho") is not None]
+    if paired:  # shown so the next ablation's design can be chosen from it (never this one's analysis)
+        near0 = all(abs(c["rho"]) < 0.2 for c in paired)
+        pairing.append("correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {c['rho']:.2f}"
+                                                                               for c in paired)
+                       + (" (near 0: pairing gained nothing here; if the seed drives nothing shared between "
+                          "arms, plan the next ablation with pairing=unpaired)" if near0 else ""))
     m = max(1, len(comps))
     mult = v.get("multiplicity", "holm")
     if mult == "group sequential":
@@ -227,9 +344,22 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| multiplicity | {mult_s} |",
         f"| margin δ | {margin if margin is not None else 'none (the equivalent verdict is off)'} |",
         f"| sequential | {seq_s} |",
+        f"| changed from defaults | {_non_default(v)} |",
         f"| libraries | {', '.join(f'{k} {x}' for k, x in ver.items())} |",
         "",
     ]
+
+
+def _non_default(v: Mapping[str, Any]) -> str:
+    """Every verdict option that differs from its default, with where it came from."""
+    items = v.get("non_default_options") or []
+    if not items:
+        return "nothing: every verdict option is at its default"
+    src = {"given now": "given to this `ablate verdict`",
+           "remembered": "remembered from an earlier `ablate verdict`; `ablate verdict DIR --reset` forgets it",
+           "ablation config": "from the ablation's config"}
+    return "; ".join(f"{o['option']} = {o['value']} (default {o['default']}; {src.get(o['source'], o['source'])})"
+                     for o in items)
 
 
 def _failures(v: Mapping[str, Any]) -> list[str]:

@@ -201,7 +201,7 @@ def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
     desc = [m for m in table["metrics"] if m != table["primary"]]
     return (f"Ablation of {_what(verdict)}, {seeds} seeds per arm. Cells: mean ± half-width of the "
             f"{table['mean_ci_level']:.0%} t-interval; Δ = treatment − control in metric units with its "
-            f"{_level_text(table)} CI (simultaneous over the treatments, as in the verdict). "
+            f"{_level_text(table)} CI (the level each verdict was decided at, as in the verdict). "
             f"{table['primary']} ({table['goal']}) decides the verdict"
             + (f"; {', '.join(desc)} {'is' if len(desc) == 1 else 'are'} descriptive" if desc else "")
             + f". Verdict: {LEGEND}. Bold: the best arm, shown only when its verdict is better.")

@@ -18,7 +18,7 @@ from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
 
 #: Statuses of trials that have not finished (left out of the statistics, reported as pending).
 UNFINISHED = ("pending", "running", "interrupted")
-#: Seed for the bootstrap and Dunnett's integration, so a recomputed verdict is identical.
+#: Seed for Dunnett's quasi-Monte-Carlo integration, so a recomputed verdict is identical.
 VERDICT_RNG_SEED = 20240917
 #: Plan options that ``ablate verdict DIR --...`` may override.
 VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
@@ -328,6 +328,33 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 VERDICT_OPTIONS = "verdict_options.json"
 
 
+def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: Mapping[str, Any]
+                        ) -> list[dict[str, Any]]:
+    """The verdict options that differ from the defaults, each with where it came from.
+
+    Parameters
+    ----------
+    opts : VerdictOptions
+        The options the verdict used.
+    given, saved : mapping
+        Options given to this ``ablate verdict`` call, and those remembered in verdict_options.json.
+
+    Returns
+    -------
+    list of dict
+        ``{"option", "value", "default", "source"}``; ``source`` is ``"given now"``, ``"remembered"`` (from an
+        earlier ``ablate verdict --...``; clear with ``--reset``) or ``"ablation config"``.
+    """
+    default = asdict(VerdictOptions())
+    out = []
+    for k, v in asdict(opts).items():
+        if v == default[k]:
+            continue
+        src = "given now" if k in given else "remembered" if k in saved else "ablation config"
+        out.append({"option": k, "value": _jsonable(v), "default": _jsonable(default[k]), "source": src})
+    return out
+
+
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
                   rows: list[dict[str, Any]] | None = None, *, write: bool = True) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
@@ -339,7 +366,9 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     overrides : mapping, optional
         ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
         skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
-        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced.
+        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced;
+        ``reset=True`` forgets the remembered ones first (``margin="none"`` clears a margin). The options
+        that differ from the defaults, and where each came from, are in ``non_default_options``.
     rows : list of dict, optional
         The trial rows :func:`ablate.results.write_results` just collected (each record is then read
         once); default: collected here.
@@ -364,14 +393,20 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
 
     plan = load_plan(sd)
     saved_file = sd.root / VERDICT_OPTIONS
-    saved = read_saved_options(sd, plan)
+    reset = bool((overrides or {}).get("reset"))
+    saved = {} if reset else read_saved_options(sd, plan)  # --reset clears even a corrupt file
     given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if not write:
-        return _assemble(sd, plan, opts, rows, plots=False, write=False)
-    if given:
+        verdict = _assemble(sd, plan, opts, rows, plots=False, write=False)
+        verdict["non_default_options"] = non_default_options(opts, given, saved)
+        return verdict
+    if reset and saved_file.exists() and not given:
+        saved_file.unlink()
+    if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
     verdict = _assemble(sd, plan, opts, rows, plots=(overrides or {}).get("plots", True) is not False)
+    verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary

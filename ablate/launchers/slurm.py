@@ -354,6 +354,9 @@ class SlurmLauncher(Launcher):
         Shell lines run in each job before the trial (``module load ...``, ``source venv/bin/activate``).
     python : str or None
         Command that starts Python in the job; None: this process's interpreter.
+    trials_per_job : int
+        Trials run one after another in each job of the array (1: one trial per job). See
+        :mod:`ablate.launchers.slurm_pack`.
     """
 
     name = "slurm"
@@ -362,6 +365,7 @@ class SlurmLauncher(Launcher):
         "timeout_min": None, "mem_gb": None, "cpus_per_task": 1, "gpus_per_trial": 0, "partition": None,
         "account": None, "qos": None, "constraint": None, "exclude": None, "array_parallelism": 64,
         "max_requeues": 3, "signal_delay_s": 90, "sbatch": {}, "setup": [], "python": None,
+        "trials_per_job": 1,
     }
 
     def __init__(self, timeout_min: float | None = None, mem_gb: float | None = None, cpus_per_task: int = 1,
@@ -369,7 +373,7 @@ class SlurmLauncher(Launcher):
                  qos: str | None = None, constraint: str | None = None, exclude: str | list[str] | None = None,
                  array_parallelism: int = 64, max_requeues: int = 3, signal_delay_s: int = 90,
                  sbatch: Mapping[str, Any] | None = None, setup: Sequence[str] | None = None,
-                 python: str | None = None) -> None:
+                 python: str | None = None, trials_per_job: int = 1) -> None:
         t = _opt_number(timeout_min, "launcher.timeout_min")
         self.timeout_min = None if t is None else math.ceil(t)
         self.mem_gb = _opt_number(mem_gb, "launcher.mem_gb")
@@ -395,6 +399,9 @@ class SlurmLauncher(Launcher):
                               fix="e.g. `launcher.setup=['module load cuda']`")
         self.setup = list(setup)
         self.python = _opt_str(python, "launcher.python")
+        from ablate.launchers.slurm_pack import check_trials_per_job
+
+        self.trials_per_job = check_trials_per_job(trials_per_job)
         self._config: dict[str, str] | None = None
 
     def describe(self) -> str:
@@ -536,6 +543,10 @@ class SlurmLauncher(Launcher):
 
         if not trials:
             return []
+        if self.trials_per_job > 1:
+            from ablate.launchers.slurm_pack import submit_packed
+
+            return submit_packed(self, sd, trials)
         plan = load_plan(sd)
         opts = plan.get("options", {})
         timeout_min = self._job_timeout(opts.get("timeout_min"))
@@ -595,7 +606,9 @@ class SlurmLauncher(Launcher):
         if states is None:
             raise SchedulerError("SLURM does not answer (squeue failed)", where="launcher=slurm",
                                  fix="check that slurmctld is up (`scontrol ping`)")
-        return {key: self._job_state(sd, t, states.get(t.job_id)) for key, t in tracked.items()}
+        from ablate.launchers.slurm_pack import per_trial_states
+
+        return per_trial_states(sd, {key: self._job_state(sd, t, states.get(t.job_id)) for key, t in tracked.items()})
 
     def _job_state(self, sd: SweepDir, t: _Tracked, got: tuple[str, str] | None) -> JobState:
         state, reason = got if got is not None else ("UNKNOWN", "SLURM has no record of this job")

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from ablate.stats import _iv
+from ablate.stats import _iv, binary
+from ablate.stats.binary import BinaryCounts, is_binary
 from ablate.stats.core import (
     BETTER,
     EQUIVALENT,
     INCONCLUSIVE,
     INSUFFICIENT_REASONS,
+    MIN_SEEDS,
     VERDICTS,
     WORSE,
     decide_batch,
@@ -23,7 +25,9 @@ from ablate.stats.core import (
 )
 from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improvement, robust_test
 from ablate.stats.failures import FailureFinding, failure_finding
+from ablate.stats.pi_interval import MIN_N_COVERED
 from ablate.stats.power import SEED_CAP, SeedAdvice, recommend_seeds
+from ablate.stats.shape import skew_spread
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class Flag:
     Attributes
     ----------
     code : str
-        Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``one_arm_constant``, ``non_normal``,
+        Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``skew_spread``, ``one_arm_constant``,
+        ``non_normal``,
         ``paired_fallback``, ``failures_differ``, ``tests_disagree``, ``robust_floor``, ``holm_ci``,
         ``indicative``, ``ties``).
     message : str
@@ -62,7 +67,14 @@ class Comparison:
     diff_raw : float or None
         mean_T - mean_C in the metric's own direction.
     ci : (float, float) or None
-        CI of Δ at ``ci_level`` = 1 - alpha/m (Bonferroni-simultaneous), sign-normalised.
+        CI of Δ at ``ci_level``, sign-normalised: the level the decision was taken at, so the CI excludes 0
+        exactly when the verdict is better/worse (1 - alpha/m Bonferroni; Holm's or BH's step level after
+        :func:`ablate.stats.adjust_comparisons`; Dunnett's simultaneous CI; 1 - boundary p sequentially).
+    se : float or None
+        Standard error of Δ (metric units); None for a 0/1 metric.
+    binary : BinaryCounts or None
+        Set for a 0/1 metric (every value 0 or 1): ``test`` is then Newcombe's score interval and the p-value
+        it implies (unpaired) or exact McNemar (paired), see :mod:`ablate.stats.binary`.
     statistic, df, pvalue : float or None
         t statistic (sign-normalised), degrees of freedom, raw two-sided p-value.
     pvalue_adjusted : float or None
@@ -72,7 +84,8 @@ class Comparison:
     cohen_d, g_av, rho : float or None
         Cohen's d (unpaired); g_av and the correlation ρ̂ of the arms (paired).
     prob_improvement : float or None
-        P(T > C), ties ½; with ``prob_improvement_ci`` (percentile bootstrap).
+        P(T > C), ties ½; with ``prob_improvement_ci``, its 95% CI (Newcombe 2006 score interval unpaired,
+        Clopper-Pearson paired).
     robust_pvalue : float or None
         Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired) two-sided p; ``robust_min_pvalue`` is the
         smallest p that test can reach at these n.
@@ -126,6 +139,8 @@ class Comparison:
     failures: FailureFinding | None
     insufficient_reason: str | None
     flags: tuple[Flag, ...]
+    se: float | None = None
+    binary: BinaryCounts | None = None
     data_flags: tuple[Flag, ...] = dataclasses.field(repr=False, default=())
     insufficient_code: int = dataclasses.field(repr=False, default=0)
 
@@ -136,6 +151,11 @@ def _f(x: Any) -> float | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def _signed(ci: tuple[float, float], sign: float) -> tuple[float, float]:
+    """An interval of a raw difference, sign-normalised (positive = better)."""
+    return (ci[0], ci[1]) if sign > 0 else (-ci[1], -ci[0])
 
 
 def _decimals(scale: float | None) -> int:
@@ -151,6 +171,16 @@ def fmt_p(p: float | None) -> str:
     if p < 1e-4:
         return "< 0.0001"
     return f"{p:.2g}" if p < 0.001 else f"{p:.3g}"
+
+
+def level_text(level: float) -> str:
+    """A confidence level for reading: ``95%``, ``97.5%``, ``98.3%``, ``99.99%`` (never rounded up to 100%)."""
+    pct = 100 * level
+    for digits in range(0, 6):
+        s = f"{pct:.{digits}f}"
+        if float(s) < 100 and abs(float(s) - pct) <= 0.01 * (100 - pct) + 1e-12:
+            return s.rstrip("0").rstrip(".") + "%" if "." in s else s + "%"
+    return f"{pct:.6g}%"
 
 
 def p_is(p: float | None) -> str:
@@ -173,7 +203,8 @@ def _compare_iv(treatment: Any, control: Any, paired: Any) -> tuple[np.ndarray, 
 def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float = 0.05, goal: str = "maximize",
             margin: float | str | None = None, n_comparisons: int = 1, rng: Any = None,
             pvalue_adjusted: float | None = None, multiplicity: str | None = None,
-            p_threshold: float | None = None, cap: int = SEED_CAP, n_resamples: int = 9999) -> Comparison:
+            p_threshold: float | None = None, cap: int = SEED_CAP, pi_interval: bool = True,
+            n_resamples: int | None = None) -> Comparison:
     """Compare a treatment with the control: test, CI, effect sizes, verdict and seed advice.
 
     Parameters
@@ -196,7 +227,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         m, treatments sharing this control; CI level 1 - alpha/m, MDE at alpha/m, and, unless
         ``pvalue_adjusted`` is given, Bonferroni p_adj = min(1, m p).
     rng : None, int or numpy.random.Generator
-        Randomness for the P(T>C) bootstrap.
+        Kept for older calls; nothing in a comparison is random any more (the P(T>C) interval is analytic).
     pvalue_adjusted : float, optional
         The family-adjusted p-value (see :func:`ablate.stats.adjust_comparisons`), labelled ``multiplicity``.
     multiplicity : str, optional
@@ -205,8 +236,10 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         Sequential mode: the look's nominal boundary p; the verdict uses raw p < p_threshold.
     cap : int
         Most seeds per arm a recommendation may ask for (default 50).
-    n_resamples : int
-        Bootstrap resamples for the P(T>C) interval (0 to skip).
+    pi_interval : bool
+        Compute the P(T>C) confidence interval (Newcombe's score interval, or Clopper-Pearson when paired).
+    n_resamples : int, optional
+        Deprecated alias: 0 means ``pi_interval=False`` (there is no bootstrap any more).
 
     Returns
     -------
@@ -219,10 +252,14 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
 
     Notes
     -----
-    Welch (1947) ``scipy.stats.ttest_ind(equal_var=False)`` or paired ``ttest_rel``, CI from the result's
-    ``confidence_interval``; Hedges' g (Hedges 1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021;
-    Bouthillier et al. 2021); Mann-Whitney / Wilcoxon as the robustness check; TOST (Schuirmann 1987);
-    seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer (2019) for small N.
+    Welch (1947) ``scipy.stats.ttest_ind(equal_var=False)`` or paired ``ttest_rel``, CI of the same t
+    distribution at the decision's level (1 - alpha/m, or 1 - p_threshold); for a 0/1 metric Newcombe's
+    (1998) interval and the p-value it implies, or exact McNemar when paired (:mod:`ablate.stats.binary`).
+    Values are standardised first (scale-free; ties within 1e-12 of their magnitude). Hedges' g (Hedges
+    1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021; Bouthillier et al. 2021) with Newcombe's (2006)
+    score interval or Clopper-Pearson (paired); Mann-Whitney / Wilcoxon as the robustness check; TOST
+    (Schuirmann 1987); seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer
+    (2019) for small N; the ``skew_spread`` flag marks where Welch itself runs above alpha.
 
     Examples
     --------
@@ -233,7 +270,9 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     """
     t, c = _compare_iv(treatment, control, paired)
     sign = _iv.goal(goal)
-    gen = _iv.rng(rng)
+    _iv.rng(rng)  # still validated, so a bad value keeps failing loudly
+    if n_resamples is not None and _iv.positive_int(n_resamples, "n_resamples", lo=0) == 0:
+        pi_interval = False
     r = decide_batch(t, c, paired=bool(paired), alpha=alpha, goal=goal, margin=margin, n_comparisons=n_comparisons,
                      pvalue_adjusted=pvalue_adjusted, p_threshold=p_threshold)
     a = _iv.alpha(alpha)
@@ -244,10 +283,16 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         tv, cv = t[ok], c[ok]
     else:
         tv, cv = t[~np.isnan(t)], c[~np.isnan(c)]
-    ts, cs = sign * tv, sign * cv
+    # Standardised copies (centre = median, scale = largest deviation): every number computed from them is
+    # scale-free, so 1e200 or 1e-200 neither overflows nor underflows; SDs are scaled back for the advice.
+    both = np.concatenate([tv, cv])
+    center = float(np.median(both)) if both.size else 0.0
+    scale = float(np.max(np.abs(both - center))) if both.size else 1.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    ts, cs = sign * (tv - center) / scale, sign * (cv - center) / scale
     nt, nc = int(r.n_treatment[0]), int(r.n_control[0])
-    mean_t = float(tv.mean()) if tv.size else None
-    mean_c = float(cv.mean()) if cv.size else None
+    mean_t = _f(sign * r.mean_treatment[0])
+    mean_c = _f(sign * r.mean_control[0])
     diff = _f(r.diff[0])
     diff_pct = 100 * diff / abs(mean_c) if diff is not None and mean_c else None
     ci = (float(r.ci_low[0]), float(r.ci_high[0])) if _f(r.ci_low[0]) is not None else None
@@ -262,15 +307,15 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
             g, gav, rho = paired_effect(ts, cs)
         else:
             d, g = hedges_g(ts, cs)
-        pim = prob_improvement(ts, cs, paired=used_paired, n_resamples=n_resamples if min(nt, nc) >= 3 else 0,
-                               rng=gen)
+        pim = prob_improvement(ts, cs, paired=used_paired, interval=pi_interval and min(nt, nc) >= 3,
+                               confidence_level=0.95)
         pi, pi_ci = pim.estimate, pim.ci
         rt = robust_test(ts, cs, paired=used_paired)
         robust, rob_p, rob_min = rt.name, rt.pvalue, rt.min_pvalue
         if used_paired:
-            sd_, df_ = float((ts - cs).std(ddof=1)), nt - 1
+            sd_, df_ = scale * float((ts - cs).std(ddof=1)), nt - 1
         else:
-            sd_, df_ = pooled_sd(ts, cs), nt + nc - 2
+            sd_, df_ = scale * pooled_sd(ts, cs), nt + nc - 2
         delta = _f(r.margin[0])
         target = delta if delta is not None else (abs(diff) if diff else None)
         advice = recommend_seeds(min(nt, nc), sd_, df_, alpha=a / m, paired=used_paired, target=target,
@@ -290,20 +335,68 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     else:
         mult, label = ("bonferroni" if m > 1 else "none"), "α"
     ins = int(r.insufficient[0])
+    level = p_threshold if p_threshold is not None else a / m
+    test = "paired t" if used_paired else "Welch t"
+    stat, df, pval, p_dec, se = _f(r.statistic[0]), _f(r.df[0]), _f(r.pvalue[0]), _f(r.p_decision[0]), _f(r.se[0])
+    counts = None
+    if ins in (0, 4, 5) and min(nt, nc) >= MIN_SEEDS and is_binary(tv, cv):
+        # a 0/1 metric: Newcombe's interval (McNemar's when paired) and the p-value it implies; a constant arm
+        # (all successes) is informative here, not a lack of variance
+        counts = binary.counts(tv, cv, paired=used_paired)
+        test = "exact McNemar (0/1 metric)" if used_paired else "Newcombe score (0/1 metric)"
+        pval, stat, df, se, ins = binary.pvalue(counts), None, None, None, 0
+        p_dec = pval if p_threshold is not None else (
+            _f(pvalue_adjusted) if pvalue_adjusted is not None else min(1.0, m * pval))
+        diff = sign * counts.diff
+        diff_pct = 100 * diff / abs(mean_c) if mean_c else None
+        ci = _signed(binary.interval(counts, level), sign)
+        tost = _signed(binary.interval(counts, 2 * level), sign) if _f(r.margin[0]) is not None else None
     comp = Comparison(
         verdict="", reason="", size=None, goal=goal, alpha=a, n_comparisons=m,
-        test="paired t" if used_paired else "Welch t", paired=used_paired, n_treatment=nt, n_control=nc,
+        test=test, paired=used_paired, n_treatment=nt, n_control=nc,
         failed_treatment=ft, failed_control=fc, mean_treatment=mean_t, mean_control=mean_c, diff=diff,
-        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci, ci_level=1 - a / m,
-        statistic=_f(r.statistic[0]), df=_f(r.df[0]), pvalue=_f(r.pvalue[0]), pvalue_adjusted=_f(r.p_decision[0]),
+        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci,
+        ci_level=1 - level, se=se, binary=counts,
+        statistic=stat, df=df, pvalue=pval, pvalue_adjusted=p_dec,
         multiplicity=mult, decision_level=float(r.alpha_decision[0]), decision_label=label, margin=_f(r.margin[0]),
-        tost_ci=tost, tost_level=1 - 2 * (p_threshold if p_threshold is not None else a / m), effect_size=_f(g),
+        tost_ci=tost, tost_level=1 - 2 * level, effect_size=_f(g),
         effect_size_name="d_z" if used_paired else "Hedges' g", cohen_d=_f(d),
         g_av=_f(gav), rho=_f(rho), prob_improvement=_f(pi), prob_improvement_ci=pi_ci, robust_test=robust or "",
         robust_pvalue=_f(rob_p), robust_min_pvalue=_f(rob_min), seeds=advice, failures=fail,
         insufficient_reason=INSUFFICIENT_REASONS[ins] or None, flags=(), data_flags=tuple(data_flags),
         insufficient_code=ins)
     return finish(comp)
+
+
+def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:
+    """``comp`` with its CI of Δ recomputed at level ``1 - alpha_level`` (t-based: Δ ± t_{1-a/2, df} SE).
+
+    Parameters
+    ----------
+    comp : Comparison
+    alpha_level : float
+        In (0, 1): the level the decision on ``comp`` was taken at (see
+        :func:`ablate.stats.multiplicity.stage_levels`).
+
+    Returns
+    -------
+    Comparison
+        Unchanged when it has no SE (insufficient data) or ``alpha_level`` is NaN.
+
+    Notes
+    -----
+    The same interval as ``scipy.stats.ttest_ind(...).confidence_interval(1 - alpha_level)`` (Welch) or
+    ``ttest_rel`` (paired), from ``scipy.special.stdtrit``.
+    """
+    from scipy.special import stdtrit
+
+    if comp.binary is not None and 0 < alpha_level < 1:
+        ci = _signed(binary.interval(comp.binary, alpha_level), 1.0 if comp.goal == "maximize" else -1.0)
+        return dataclasses.replace(comp, ci=ci, ci_level=1 - alpha_level)
+    if comp.se is None or comp.df is None or comp.diff is None or not 0 < alpha_level < 1:
+        return comp
+    half = float(stdtrit(comp.df, 1 - alpha_level / 2)) * comp.se
+    return dataclasses.replace(comp, ci=(comp.diff - half, comp.diff + half), ci_level=1 - alpha_level)
 
 
 def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice | None) -> list[Flag]:
@@ -314,7 +407,7 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
     if n < 5 and advice is not None:
         flags.append(Flag("small_n", f"only large effects are detectable at N = {n}: MDE d ≈ {advice.mde_d:.1f}"))
     for name, x in (("treatment", ts), ("control", cs)):
-        mad = float(stats.median_abs_deviation(x, scale="normal"))
+        mad = 1.482602218505602 * float(np.median(np.abs(x - np.median(x))))  # = median_abs_deviation(scale="normal")
         if mad > 0:
             out = x[np.abs(x - np.median(x)) > 3 * mad]
             if out.size:
@@ -327,15 +420,22 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
                                                                            "variance alone")))
     elif st > 0 and sc > 0 and max(st, sc) / min(st, sc) > 3:
         flags.append(Flag("sd_ratio", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold"))
+    if not paired and ts.size >= 3 and cs.size >= 3 and bool(skew_spread(ts[None], cs[None])[0]):
+        flags.append(Flag("skew_spread", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold and the values "
+                                         "are skewed: Welch's false-positive rate can then reach 0.06-0.13 (see "
+                                         "docs/verdict.md); confirm a better/worse verdict with more seeds"))
     samples = [("paired differences", ts - cs)] if paired else [("treatment", ts), ("control", cs)]
-    for name, x in samples:
-        if x.size >= 3 and np.ptp(x) > 0:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                p = float(stats.shapiro(x).pvalue)
-            if p < 0.05:
-                flags.append(Flag("non_normal", f"{name}: Shapiro-Wilk p {p_is(p)} (information only; the "
-                                                "robust test is the check)"))
+    samples = [(name, x) for name, x in samples if x.size >= 3 and np.ptp(x) > 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if len(samples) == 2 and samples[0][1].size == samples[1][1].size:  # one call for both arms
+            ps = [float(v) for v in stats.shapiro(np.stack([x for _, x in samples]), axis=1).pvalue]
+        else:
+            ps = [float(stats.shapiro(x).pvalue) for _, x in samples]
+    for (name, _), p in zip(samples, ps, strict=True):
+        if p < 0.05:
+            flags.append(Flag("non_normal", f"{name}: Shapiro-Wilk p {p_is(p)} (information only; the "
+                                            "robust test is the check)"))
     return flags
 
 
@@ -364,7 +464,7 @@ def finish(comp: Comparison) -> Comparison:
         lo, hi = comp.ci if code == BETTER else (-comp.ci[1], -comp.ci[0])
         size = "≥ δ" if lo >= comp.margin else "< δ" if hi < comp.margin and lo > 0 else "size uncertain"
     if code in (BETTER, WORSE) and comp.ci is not None and comp.ci[0] <= 0 <= comp.ci[1]:
-        flags.append(Flag("holm_ci", f"p_adj < α but the {comp.ci_level:.1%} CI still touches 0; the verdict "
+        flags.append(Flag("holm_ci", f"p_adj < α but the {level_text(comp.ci_level)} CI still touches 0; the verdict "
                                      "follows p_adj"))
     if comp.robust_pvalue is not None and comp.pvalue is not None and comp.robust_min_pvalue is not None:
         # Judge the rank test at the level the decision used: scale its p by the same multiplicity factor
@@ -380,8 +480,9 @@ def finish(comp: Comparison) -> Comparison:
                                                 f"(p {p_is(primary_adj)} vs {p_is(robust_adj)}, adjusted alike): "
                                                 "look at the raw values for outlier seeds, which move the mean but "
                                                 "not the ranks"))
-    if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < 10:
-        flags.append(Flag("indicative", "P(T>C) interval is indicative only (N < 10 per arm)"))
+    if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < MIN_N_COVERED:
+        flags.append(Flag("indicative", f"the 95% P(T>C) interval may under-cover below {MIN_N_COVERED} seeds "
+                                        "per arm (0.90 at N = 3): indicative only"))
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags))
     return dataclasses.replace(comp, reason=_reason(comp, code))
 
@@ -396,26 +497,29 @@ def _reason(c: Comparison, code: int) -> str:
     pname = "p" if c.multiplicity in ("none", "group sequential") else "p_adj"
     p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
     rel = "<" if code in (BETTER, WORSE) else "≥"
-    test = "Welch" if c.test == "Welch t" else c.test
+    if code not in (BETTER, WORSE) and p is not None and c.decision_level is not None and p < c.decision_level:
+        rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)
+    test = "Welch" if c.test == "Welch t" else c.test.replace(" (0/1 metric)", "")
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
     delta = f"Δ = {c.diff:+.{dec}f}"
     if c.ci is not None:
-        delta += f" [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
+        delta += f", {level_text(c.ci_level)} CI [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
     if c.diff_pct is not None:
         delta += f" ({c.diff_pct:+.1f}%)"
-    parts.append(delta)
+    parts.append(delta + (" (no direction: not better, not worse)" if rel == "<" and code not in (BETTER, WORSE)
+                          else ""))
     if c.effect_size is not None:
         parts.append(f"{'d_z' if c.paired else 'g'} = {c.effect_size:.2f}")
     if c.prob_improvement is not None:
         parts.append(f"P(T>C) = {c.prob_improvement:.2f}")
     lead = ""
     if code == EQUIVALENT and c.tost_ci is not None and c.margin is not None:
-        lead = (f"No meaningful difference: the {c.tost_level:.1%} CI [{c.tost_ci[0]:.{dec}f}, "
+        lead = (f"No meaningful difference: the {level_text(c.tost_level)} CI [{c.tost_ci[0]:.{dec}f}, "
                 f"{c.tost_ci[1]:.{dec}f}] lies inside ±δ = {c.margin:.{dec}g}; ")
     if code in (BETTER, WORSE) and c.size:
         parts.append(f"size {c.size}" if c.size != "size uncertain" else "size uncertain against δ")
     elif code in (BETTER, WORSE) and c.ci is not None and c.ci[0] <= 0 <= c.ci[1]:
-        parts.append(f"size uncertain (the {c.ci_level:.1%} CI still touches 0)")
+        parts.append(f"size uncertain (the {level_text(c.ci_level)} CI still touches 0)")
     if code == INCONCLUSIVE and c.seeds is not None:
         parts.append(f"MDE = {c.seeds.mde:.{dec}f} (d = {c.seeds.mde_d:.2f}) at N = {c.seeds.n}")
     return lead + "; ".join(parts) + "."

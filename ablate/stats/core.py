@@ -25,7 +25,7 @@ INSUFFICIENT_REASONS = (
     "",
     "fewer than 3 completed seeds in an arm",
     "more than half of an arm's trials failed",
-    "every value is identical in both arms",
+    "every value is identical in both arms (to floating-point resolution): Δ = 0",
     "both arms are constant (no seed-to-seed variance to test against)",
     "the paired differences are constant (no seed-to-seed variance to test against)",
 )
@@ -54,7 +54,11 @@ class BatchResult:
     mean_treatment, mean_control : float arrays
         Sign-normalised means of the values used.
     diff, ci_low, ci_high : float arrays
-        Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons``.
+        Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons`` (Bonferroni), or
+        ``1 - p_threshold`` in sequential mode: the level the decision used, so the CI excludes 0 exactly
+        when the verdict is better/worse.
+    se : float array
+        Standard error of Δ (Welch or paired), metric units.
     tost_low, tost_high : float arrays
         The ``1 - 2 * alpha_decision`` CI used for equivalence (TOST).
     statistic, df, pvalue : float arrays
@@ -86,6 +90,7 @@ class BatchResult:
     p_decision: np.ndarray
     alpha_decision: np.ndarray
     margin: np.ndarray
+    se: np.ndarray
 
 
 def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
@@ -112,11 +117,31 @@ def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal
     return t, c, bool(paired), a, sign, m, k, padj, thr
 
 
-def _constant(x: np.ndarray) -> np.ndarray:
-    """Rows of ``x`` (batch, n) whose values are all equal (to 1e-12 relative), shape (batch,)."""
-    span = np.ptp(x, axis=1)
-    scale = np.max(np.abs(x), axis=1)
-    return span <= 1e-12 * scale
+#: Values closer than this, relative to the largest |value| of the two arms, are equal: differences at the
+#: level of floating-point noise (a few ulps of float64 is ~1e-15 relative) are never "better".
+RESOLUTION = 1e-12
+
+
+def _standardizer(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: a centre and a scale that bring the values of both arms to [-1, 1], and the resolution.
+
+    Every statistic of the verdict is invariant to this affine map, so a metric near 1e200 or 1e-200 gets the
+    same verdict as the same data rescaled (no overflow of squares, no underflow to a spurious constant).
+
+    Returns
+    -------
+    (center, scale, tol) : arrays of shape (batch,)
+        ``center``: the midrange of the row's finite values; ``scale``: half their range (1 where the row is
+        empty or constant); ``tol``: :data:`RESOLUTION` x the row's largest |value|, in standardised units.
+    """
+    both = np.concatenate([t, c], axis=1)
+    lo = np.fmin.reduce(both, axis=1)  # fmin/fmax skip NaN (failed trials); NaN only for an all-NaN row
+    hi = np.fmax.reduce(both, axis=1)
+    center = np.where(np.isnan(lo), 0.0, (lo / 2 + hi / 2))
+    scale = np.where(np.isnan(lo), 1.0, hi / 2 - lo / 2)
+    mag = np.where(np.isnan(lo), 0.0, np.maximum(np.abs(lo), np.abs(hi)))
+    scale = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    return center, scale, RESOLUTION * mag / scale
 
 
 def _compact(x: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
@@ -173,12 +198,14 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     ``scipy.stats.ttest_ind(equal_var=False)``; paired t, ``scipy.stats.ttest_rel``; CIs from their
     ``confidence_interval``.
     """
-    from scipy import stats
+    from scipy import special, stats
 
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
     t, c = sign * t, sign * c
     b = t.shape[0]
+    center, scale, tol = _standardizer(t, c)
+    t, c = (t - center[:, None]) / scale[:, None], (c - center[:, None]) / scale[:, None]
     ok_t, ok_c = ~np.isnan(t), ~np.isnan(c)
     failed_t, failed_c = (~ok_t).sum(1), (~ok_c).sum(1)
     pair_ok = ok_t & ok_c if paired else np.zeros_like(ok_t)
@@ -187,12 +214,13 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     n_c = np.where(use_paired, pair_ok.sum(1), ok_c.sum(1))
     nan = np.full(b, np.nan)
     out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
-                                   "tost_high", "statistic", "df", "pvalue")}
+                                   "tost_high", "statistic", "df", "pvalue", "se")}
     insufficient = np.zeros(b, int)
     frac_t = failed_t / np.maximum(failed_t + ok_t.sum(1), 1)
     frac_c = failed_c / np.maximum(failed_c + ok_c.sum(1), 1)
     a_dec = np.full(b, a) if thr is None else thr.astype(float)
     a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
+    ci_alpha = a_tost  # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p
     keys = np.stack([use_paired, n_t, n_c], axis=1)
     for key in np.unique(keys, axis=0):
         rows = np.flatnonzero((keys == key).all(axis=1))
@@ -206,14 +234,17 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             continue
         out["mean_treatment"][rows] = tt.mean(1)
         out["mean_control"][rows] = cc.mean(1)
-        out["diff"][rows] = tt.mean(1) - cc.mean(1)
+        # paired: the mean of the differences, the very number the paired t tests (so Δ's sign and the test agree)
+        out["diff"][rows] = (tt - cc).mean(1) if is_paired else tt.mean(1) - cc.mean(1)
         if kt < MIN_SEEDS or kc < MIN_SEEDS:
             insufficient[rows] = 1
             continue
-        const_t, const_c = _constant(tt), _constant(cc)
-        same = const_t & const_c & (tt[:, 0] == cc[:, 0])
-        degenerate = _constant(tt - cc) if is_paired else const_t & const_c
+        res_ = tol[rows]
+        const_t, const_c = np.ptp(tt, axis=1) <= res_, np.ptp(cc, axis=1) <= res_
+        same = np.ptp(np.concatenate([tt, cc], axis=1), axis=1) <= res_
+        degenerate = np.ptp(tt - cc, axis=1) <= res_ if is_paired else const_t & const_c
         insufficient[rows[same]] = 3
+        out["diff"][rows[same]] = 0.0
         insufficient[rows[degenerate & ~same]] = 5 if is_paired else 4
         live = ~degenerate & ~same
         if not live.any():
@@ -223,9 +254,13 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             warnings.simplefilter("ignore", RuntimeWarning)
             res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
                    else stats.ttest_ind(tt[live], cc[live], axis=1, equal_var=False))
-            ci = res.confidence_interval(1 - a / k)
+            ref = res.confidence_interval(0.95)
+            df_r = np.broadcast_to(np.asarray(res.df, float), r.shape)
+            se = (np.asarray(ref.high) - np.asarray(ref.low)) / (2 * special.stdtrit(df_r, 0.975))
+            half = special.stdtrit(df_r, 1 - ci_alpha[r] / 2) * se
             out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
-            out["ci_low"][r], out["ci_high"][r] = ci.low, ci.high
+            out["se"][r] = se
+            out["ci_low"][r], out["ci_high"][r] = out["diff"][r] - half, out["diff"][r] + half
             if m is not None:  # the TOST interval's level may differ by row (sequential boundaries)
                 lo, hi = np.empty(r.size), np.empty(r.size)
                 for level in np.unique(a_tost[r]):
@@ -234,6 +269,10 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
                     lo[sel], hi[sel] = np.broadcast_to(tost.low, sel.shape)[sel], np.broadcast_to(tost.high,
                                                                                                   sel.shape)[sel]
                 out["tost_low"][r], out["tost_high"][r] = lo, hi
+    for f in ("mean_treatment", "mean_control"):  # back to metric units
+        out[f] = center + scale * out[f]
+    for f in ("diff", "ci_low", "ci_high", "tost_low", "tost_high", "se"):
+        out[f] = scale * out[f]
     insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
     p = out["pvalue"]
     p_dec = (np.minimum(1.0, p * k) if padj is None else padj.astype(float)) if thr is None else p

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from ablate.stats import _iv
-from ablate.stats.compare import Comparison, Flag, finish
-from ablate.stats.multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, dunnett_pvalues
+from ablate.stats.compare import Comparison, Flag, finish, with_ci_level
+from ablate.stats.multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, dunnett, stage_levels
 
 #: Largest ratio of arm SDs for which Dunnett's pooled variance is acceptable (spec B5).
 DUNNETT_SD_RATIO = 2.0
@@ -36,8 +36,10 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
     Returns
     -------
     list of Comparison
-        With ``pvalue_adjusted``, ``multiplicity``, ``verdict``, ``reason`` and ``flags`` updated. Comparisons
-        without a p-value (insufficient data) are left out of the family and unchanged.
+        With ``pvalue_adjusted``, ``multiplicity``, ``verdict``, ``reason``, ``flags`` and the CI updated: each
+        CI is at the level its decision was taken at (Holm's step level, BH's false coverage-statement rate
+        level, Dunnett's simultaneous CI), so a CI excludes 0 exactly when its verdict is better/worse.
+        Comparisons without a p-value (insufficient data) are left out of the family and unchanged.
 
     Raises
     ------
@@ -46,13 +48,16 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
 
     Notes
     -----
-    Holm (1979) via ``statsmodels.stats.multitest.multipletests(method='holm')``; Dunnett (1955) via
-    ``scipy.stats.dunnett``; Benjamini & Hochberg (1995) via ``scipy.stats.false_discovery_control``.
+    Holm (1979) via :func:`ablate.stats.multiplicity.holm`; Dunnett (1955) via ``scipy.stats.dunnett``
+    and its ``confidence_interval``; CI levels from :func:`ablate.stats.multiplicity.stage_levels`
+    (Benjamini & Yekutieli 2005 for BH); Benjamini & Hochberg (1995) via ``scipy.stats.false_discovery_control``.
     """
     meth = _iv.choice(method, "method", MULTIPLICITY_METHODS)
     comps = list(comparisons)
     p = np.array([np.nan if c.pvalue is None else c.pvalue for c in comps], dtype=float)
+    alpha = comps[0].alpha if comps else 0.05
     note: Flag | None = None
+    dunnett_ci: dict[int, tuple[float, float]] = {}
     if meth == "dunnett":
         if treatments is None or control is None or len(treatments) != len(comps):
             raise _iv.fail("treatments", "must give every treatment's values (and `control`) for Dunnett",
@@ -68,16 +73,26 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         else:
             adj = np.full(p.shape, np.nan)
             if ok:
-                adj[ok] = dunnett_pvalues([treatments[i] for i in ok], control, rng=rng)
+                pd, lo, hi = dunnett([treatments[i] for i in ok], control, alpha=alpha, rng=rng)
+                adj[ok] = pd
+                for j, i in enumerate(ok):
+                    sign = 1.0 if comps[i].goal == "maximize" else -1.0
+                    a_, b_ = sign * lo[j], sign * hi[j]
+                    dunnett_ci[i] = (min(a_, b_), max(a_, b_))
     if meth != "dunnett":
         adj = adjust_pvalues(p, meth)
+    levels = stage_levels(p, meth if len(comps) > 1 else "none", alpha) if meth != "dunnett" else None
     out = []
-    for c, pa in zip(comps, adj, strict=True):
+    for i, (c, pa) in enumerate(zip(comps, adj, strict=True)):
         if c.pvalue is None:
             out.append(c)
             continue
         extra = (note,) if note else ()
         c2 = dataclasses.replace(c, pvalue_adjusted=float(pa), multiplicity=meth if len(comps) > 1 else "none",
                                  decision_label="α", decision_level=c.alpha, data_flags=c.data_flags + extra)
+        if levels is not None:
+            c2 = with_ci_level(c2, float(levels[i]))
+        elif i in dunnett_ci:
+            c2 = dataclasses.replace(c2, ci=dunnett_ci[i], ci_level=1 - alpha)
         out.append(finish(c2))
     return out

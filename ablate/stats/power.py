@@ -94,8 +94,8 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
     Returns
     -------
     int or None
-        ceil of ``solve_power(effect_size=d, nobs1=None, ...)``, at least 3 (the verdict's minimum);
-        17 for d = 1 unpaired.
+        The smallest N whose power reaches ``power`` (= ceil of ``solve_power(effect_size=d, nobs1=None,
+        ...)``), at least 3 (the verdict's minimum); 17 for d = 1 unpaired.
 
     Raises
     ------
@@ -104,7 +104,7 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
 
     Notes
     -----
-    ``statsmodels.stats.power.TTestIndPower`` / ``TTestPower`` ``solve_power`` (Cohen 1988).
+    ``statsmodels.stats.power.TTestIndPower`` / ``TTestPower`` ``power`` over N = 3..cap (Cohen 1988).
     """
     a, pw = _power_iv(alpha, power)
     cap = _iv.positive_int(cap, "cap", lo=2)
@@ -115,13 +115,54 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
         return None
     if d >= mde_d(MIN_SEEDS, alpha=a, power=pw, paired=paired):
         return MIN_SEEDS
+    return _smallest_n(d, a, pw, bool(paired), cap)
+
+
+def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
+    """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: statsmodels' power function
+    evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
+    in one vectorised call instead of a root search)."""
+    import numpy as np
+
+    ns = np.arange(MIN_SEEDS, cap + 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if paired:
-            n = _solver(True).solve_power(effect_size=d, nobs=None, alpha=a, power=pw)
+            power = _solver(True).power(effect_size=d, nobs=ns, alpha=a)
         else:
-            n = _solver(False).solve_power(effect_size=d, nobs1=None, alpha=a, power=pw, ratio=1.0)
-    return max(MIN_SEEDS, math.ceil(float(n) - 1e-9))
+            power = _solver(False).power(effect_size=d, nobs1=ns, alpha=a, ratio=1.0)
+    ok = np.flatnonzero(np.asarray(power) >= pw)
+    return int(ns[ok[0]]) if ok.size else cap
+
+
+def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int
+                       ) -> tuple[int | None, int | None]:
+    """:func:`seeds_needed` for two effects (point SD and its UCL) in one vectorised power evaluation."""
+    import numpy as np
+
+    out: list[int | None] = []
+    todo = []
+    for d in (abs(d1), abs(d2)):
+        if not math.isfinite(d) or d == 0 or d < mde_d(cap, alpha=a, power=pw, paired=paired):
+            out.append(None)
+        elif d >= mde_d(MIN_SEEDS, alpha=a, power=pw, paired=paired):
+            out.append(MIN_SEEDS)
+        else:
+            out.append(-1)
+            todo.append(d)
+    if todo:
+        ns = np.arange(MIN_SEEDS, cap + 1)
+        es = np.asarray(todo)[:, None]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if paired:
+                power = _solver(True).power(effect_size=es, nobs=ns[None, :], alpha=a)
+            else:
+                power = _solver(False).power(effect_size=es, nobs1=ns[None, :], alpha=a, ratio=1.0)
+        reached = np.asarray(power) >= pw
+        found = iter(int(ns[np.argmax(r)]) if r.any() else cap for r in reached)
+        out = [next(found) if v == -1 else v for v in out]
+    return out[0], out[1]
 
 
 def sd_upper_limit(sd: float, df: float, *, level: float = 0.8) -> float:
@@ -149,15 +190,15 @@ def sd_upper_limit(sd: float, df: float, *, level: float = 0.8) -> float:
     Notes
     -----
     Browne (1995), J. Appl. Stat. 22(4), "On the use of a pilot sample for sample size determination";
-    ``scipy.stats.chi2.ppf``.
+    ``scipy.special.chdtri`` (the chi-square quantile ``scipy.stats.chi2.ppf`` without its wrapper cost).
     """
-    from scipy.stats import chi2
+    from scipy.special import chdtri
 
     if not isinstance(sd, int | float) or not sd >= 0:
         raise _iv.fail("sd", "must be a number >= 0", sd)
     if not isinstance(df, int | float) or not df > 0:
         raise _iv.fail("df", "must be a number > 0", df)
-    return float(sd) * math.sqrt(df / float(chi2.ppf(1 - level, df)))
+    return float(sd) * math.sqrt(df / float(chdtri(df, level)))
 
 
 @dataclass(frozen=True)
@@ -268,8 +309,7 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
     up = sd_upper_limit(sd, df)
     nn = nu = None
     if target is not None and target > 0:
-        nn = seeds_needed(target / sd, alpha=a, power=pw, paired=paired, cap=cap)
-        nu = seeds_needed(target / up, alpha=a, power=pw, paired=paired, cap=cap)
+        nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap)
     return SeedAdvice(n=n, paired=paired, alpha=a, sd=float(sd), sd_upper=up, mde=md * sd, mde_d=md,
                       target=target, target_kind=target_kind if target else None, n_needed=nn, n_needed_upper=nu,
                       cap=cap)

@@ -26,7 +26,10 @@ class ArmSummary:
         Mean, standard deviation (ddof = 1) and standard error of the mean; None when undefined
         (no values; SD and SEM need 2).
     ci : (float, float) or None
-        t-based confidence interval of the mean at ``confidence_level``.
+        Confidence interval of the mean at ``confidence_level``: t-based, or, for a 0/1 metric (every value
+        0 or 1), Wilson's score interval of the success rate, which stays inside [0, 1].
+    ci_method : str
+        ``"t"`` or ``"Wilson score (0/1 metric)"``.
     median, iqm, min, max : float or None
         Median, interquartile mean (``scipy.stats.trim_mean(x, 0.25)``; Agarwal et al. 2021), range.
     iqm_note : str or None
@@ -51,6 +54,7 @@ class ArmSummary:
     confidence_level: float
     values: tuple[float, ...] = field(repr=False)
     seeds: tuple[int, ...] | None = field(default=None, repr=False)
+    ci_method: str = "t"
 
 
 def _summarize_iv(values: Any, seeds: Any, confidence_level: Any) -> tuple[np.ndarray, tuple[int, ...] | None, float]:
@@ -89,7 +93,9 @@ def summarize(values: Any, *, seeds: Any = None, confidence_level: float = 0.95)
 
     Notes
     -----
-    SD with ``ddof=1``; CI ``scipy.stats.t.interval(level, n - 1, mean, sem)``; IQM
+    SD with ``ddof=1`` (computed on values standardised by their median and largest deviation, so 1e200
+    neither overflows nor 1e-200 underflows); CI ``scipy.stats.t.interval(level, n - 1, mean, sem)``, or for
+    a 0/1 metric ``scipy.stats.binomtest(k, n).proportion_ci(method='wilson')`` (Wilson 1927, JASA 22); IQM
     ``scipy.stats.trim_mean(x, 0.25)`` as in rliable's ``aggregate_iqm`` (Agarwal et al. 2021, NeurIPS):
     it trims floor(n/4) values per side, so at n = 3 it is the mean and at n = 4 the median.
     """
@@ -101,11 +107,19 @@ def summarize(values: Any, *, seeds: Any = None, confidence_level: float = 0.95)
     if n == 0:
         return ArmSummary(0, int(x.size), None, None, None, None, None, None, None, None, None, level,
                           tuple(float(v) for v in x), s)
-    mean = float(ok.mean())
-    sd = float(ok.std(ddof=1)) if n > 1 else None
+    center = float(np.median(ok))
+    scale = float(np.max(np.abs(ok - center)))
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    z = (ok - center) / scale  # standardised: no overflow of squares at 1e200, no underflow at 1e-200
+    mean = center + scale * float(z.mean())
+    sd = scale * float(z.std(ddof=1)) if n > 1 else None
     sem = sd / math.sqrt(n) if sd is not None else None
     ci = None
-    if sem is not None:
+    binary = bool(np.isin(ok, (0.0, 1.0)).all())
+    if binary:  # a 0/1 metric (success rate): an interval inside [0, 1] (Wilson 1927)
+        w = stats.binomtest(int(ok.sum()), n).proportion_ci(confidence_level=level, method="wilson")
+        ci = (float(w.low), float(w.high))
+    elif sem is not None:
         half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sem
         ci = (mean - half, mean + half)
     with warnings.catch_warnings():
@@ -116,4 +130,5 @@ def summarize(values: Any, *, seeds: Any = None, confidence_level: float = 0.95)
         note = "IQM = mean at n < 3 (nothing trimmed)"
     return ArmSummary(n=n, n_failed=int(x.size - n), mean=mean, sd=sd, sem=sem, ci=ci, median=float(np.median(ok)),
                       iqm=iqm, iqm_note=note, min=float(ok.min()), max=float(ok.max()), confidence_level=level,
-                      values=tuple(float(v) for v in x), seeds=s)
+                      values=tuple(float(v) for v in x), seeds=s,
+                      ci_method="Wilson score (0/1 metric)" if binary else "t")

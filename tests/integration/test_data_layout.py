@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import ablate_cli, commit_all, git, run
 
@@ -16,9 +17,12 @@ def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(p
     # The project git-ignores /data/ (conftest) and, here, no stage tracks it yet.
     git(project, "rm", "-q", "dvc.yaml", "dvc.lock")
     commit_all(project, "no data stage")
-    args = ["-m", "task=digits_mlp", "variable=lr", "seeds=2", "dry_run=true"]
+    # A real run (the dry run opens no DVC repo): the data is pinned before any trial launches.
+    args = ["-m", "task=digits_mlp", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
+            "hydra.sweep.dir=outputs/layout"]
     res = ablate_cli(project, *args)
-    assert res.returncode == 2
+    assert res.returncode == 2, res.stderr
+    assert not (project / "outputs" / "layout").exists()
     (line,) = res.stderr.strip().splitlines()
     assert "data/digits.npz is not tracked by DVC" in line
     assert "data/ is git-ignored, so `dvc add data/digits.npz` would fail" in line and "`dvc add data`" in line
@@ -31,4 +35,9 @@ def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(p
     commit_all(project, "track data/ with data.dvc")
     ok = ablate_cli(project, *args)
     assert ok.returncode == 0, ok.stderr
-    assert "data: data/digits.npz md5:" in ok.stdout and "(matches data.dvc)" in ok.stdout
+    plan = yaml.safe_load((project / "outputs" / "layout" / "ablation.yaml").read_text())
+    dvc_md5 = yaml.safe_load((project / "data.dvc").read_text())["outs"][0]["md5"]
+    pinned = plan["pins"]["data"]["data/digits.npz"]
+    assert pinned["recorded_in"] == "data.dvc" and pinned["output"] == "data"
+    assert pinned["hash"] == f"md5:{dvc_md5}"   # the hash data.dvc records for the ignored dir
+    assert len(list((project / "outputs" / "layout").glob("trials/*/seed=*/result.json"))) == 9

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import pytest
 from scipy import stats
 
+from ablate.stats.multiplicity import stage_levels
 from tests.helpers import ablate_cli
 
 pytestmark = pytest.mark.slow
@@ -59,7 +61,13 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
     v2 = json.loads((sd / "verdict.json").read_text())
     assert v2["alpha"] == 0.01
     assert [c["pvalue"] for c in v2["comparisons"]] == [c["pvalue"] for c in v["comparisons"]]
-    assert all(c["ci_level"] == pytest.approx(1 - 0.01 / 2) for c in v2["comparisons"] if c["ci"])
+    # each CI is at the level Holm decided it at (α/2 at the first step, α at the second, the stopping
+    # step's level for the rest), so it excludes 0 exactly when the verdict is better or worse
+    levels = stage_levels([math.nan if c["pvalue"] is None else c["pvalue"] for c in v2["comparisons"]], "holm", 0.01)
+    for c, lv in zip(v2["comparisons"], levels, strict=True):
+        if c["ci"]:
+            assert c["ci_level"] == pytest.approx(1 - lv) and lv in (pytest.approx(0.005), pytest.approx(0.01))
+            assert (c["ci"][0] > 0 or c["ci"][1] < 0) == (c["verdict"] in ("better", "worse"))
     assert "| α | 0.01 family-wise over 2 treatment(s) |" in (sd / "verdict.md").read_text()
 
     res = ablate_cli(project, "verdict", str(sd), "--alpha", "2")

@@ -84,7 +84,8 @@ class TestDatasetU:
 
     def test_reason_sentence(self) -> None:
         r = compare(T, C, n_resamples=0)
-        assert r.reason == "Welch p = 0.0387 < α = 0.05; Δ = +0.0192 [0.0013, 0.0371] (+2.7%); g = 1.44; P(T>C) = 0.88."
+        assert r.reason == ("Welch p = 0.0387 < α = 0.05; Δ = +0.0192, 95% CI [0.0013, 0.0371] (+2.7%); g = 1.44; "
+                            "P(T>C) = 0.88.")
 
 
 class TestDatasetP:
@@ -141,7 +142,11 @@ class TestMultiplicity:
         comps = [compare(t, C, n_comparisons=2, n_resamples=0) for t in (T, T2)]
         adj = adjust_comparisons(comps, "dunnett", treatments=[T, T2], control=C, rng=0)
         assert adj[0].verdict == "better" and adj[0].multiplicity == "dunnett"
-        assert "holm_ci" in {f.code for f in adj[0].flags}  # rejects while the Bonferroni CI touches 0
+        # the CI shown is Dunnett's own simultaneous 95% CI, so it agrees with the decision (excludes 0)
+        ref = stats.dunnett(T, T2, control=C, rng=0).confidence_interval(0.95)
+        assert adj[0].ci == pytest.approx((ref.low[0], ref.high[0]), abs=2e-4)
+        assert adj[0].ci_level == pytest.approx(0.95) and adj[0].ci[0] > 0
+        assert "holm_ci" not in {f.code for f in adj[0].flags}
 
     def test_bh_and_none(self) -> None:
         p = [0.01, 0.04, 0.03]

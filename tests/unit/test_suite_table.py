@@ -16,6 +16,7 @@ from statsmodels.stats.multitest import multipletests
 
 from ablate.errors import ConfigError
 from ablate.plan import Variable, make_plan
+from ablate.stats.multiplicity import stage_levels
 from ablate.suite import families, merge_plans, split_suite
 from ablate.table import build_table, latex, tex_escape, to_csv
 from tests.helpers import make_sweep
@@ -103,10 +104,13 @@ def test_suite_multiplicity_family(tmp_path: Path, family: str) -> None:
         expect = multipletests([raw[a] for a in g], method="holm")[1]
         got = [next(c["pvalue_adjusted"] for c in v["comparisons"] if c["arm"] == a) for a in g]
         assert got == pytest.approx(list(expect), rel=1e-9)
-        # the CI is simultaneous over the family: 1 - α/m
-        for a in g:
+        # each CI is at the level its Holm step decided it at within the family (issue 14), so it excludes 0
+        # exactly when the verdict is better or worse
+        levels = stage_levels([raw[a] for a in g], "holm", 0.05)
+        for a, lv in zip(g, levels, strict=True):
             c = next(c for c in v["comparisons"] if c["arm"] == a)
-            assert c["ci_level"] == pytest.approx(1 - 0.05 / len(g))
+            assert c["ci_level"] == pytest.approx(1 - lv)
+            assert (c["ci"][0] > 0 or c["ci"][1] < 0) == (c["verdict"] in ("better", "worse"))
     assert v["suite"]["family"] == family
     assert f"(family={family})" in (sd / "verdict.md").read_text()
     assert families(yaml.safe_load((sd / "ablation.yaml").read_text()), family) == groups

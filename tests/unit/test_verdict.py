@@ -66,7 +66,8 @@ def test_verdict_json_and_md(tmp_path: Path) -> None:
     # plots
     assert (root / "verdict_values.png").read_bytes()[:4] == b"\x89PNG"
     assert (root / "verdict_paired.png").read_bytes()[:4] == b"\x89PNG"
-    assert "![per-seed values per arm, with mean and 95% CI](verdict_values.png)" in md
+    assert "![per-seed values per arm (ordered by the variable's value), with mean and 95% CI](verdict_values.png)" \
+        in md
 
 
 def test_failures_missing_manifests_and_invalid(tmp_path: Path) -> None:

@@ -1,0 +1,303 @@
+"""The verdict on the metric shapes ML produces (issue 14): unequal spread with skew, one decision with one
+interval, float noise and scale, 0/1 metrics, the P(T>C) interval.
+
+Simulations are vectorised through the code that writes the verdict (:func:`ablate.stats.decide_batch`,
+the interval functions of :mod:`ablate.stats.pi_interval`), with fixed seeds. Monte-Carlo tolerance: with R
+replications the standard error of a rate p is √(p(1-p)/R): 0.0034 at p = 0.05 and 0.0034 at a coverage of
+0.95, R = 4000. A cell passes at <= alpha + 3 SE (one cell in ~700 would fail by chance at a true rate of
+exactly alpha; seeded, so never flaky); pooled rates (R x cells replications) are held to the issue's
+0.056 directly, which is > 6 pooled SE above 0.05.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ablate.stats import VERDICTS, adjust_comparisons, compare, decide_batch, summarize
+from ablate.stats.multiplicity import holm, stage_levels
+from ablate.stats.pi_interval import clopper_pearson_interval, newcombe_interval
+from ablate.stats.shape import skew_spread
+
+ALPHA = 0.05
+R = 4000
+SE = math.sqrt(ALPHA * (1 - ALPHA) / R)
+BETTER, WORSE = VERDICTS.index("better"), VERDICTS.index("worse")
+NS = (3, 5, 10, 20, 50, 100)
+
+
+def shape(rng: np.random.Generator, dist: str, size: tuple[int, ...]) -> np.ndarray:
+    """Mean 0, SD 1 draws. lognormal: σ = 1 (skewness 6.2); bimodal: 20% of seeds in a failure mode 5 SD
+    below the rest (RL-like returns); t3: Student t with 3 df (heavy tails)."""
+    if dist == "lognormal":
+        return (rng.lognormal(0.0, 1.0, size) - math.exp(0.5)) / math.sqrt((math.e - 1) * math.e)
+    if dist == "bimodal":
+        low = rng.random(size) < 0.2
+        return (np.where(low, rng.normal(-5.0, 1.0, size), rng.normal(0.0, 1.0, size)) + 1.0) / math.sqrt(5.0)
+    if dist == "t3":
+        return rng.standard_t(3, size) / math.sqrt(3.0)
+    return rng.normal(size=size)
+
+
+def aa(dist: str, ratio: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """An A/A pair of arms with equal means (0.7) and SDs in ratio 1:``ratio`` (treatment the wider)."""
+    rng = np.random.default_rng(seed)
+    return 0.7 + 0.01 * ratio * shape(rng, dist, (R, n)), 0.7 + 0.01 * shape(rng, dist, (R, n))
+
+
+def fp_rate(t: np.ndarray, c: np.ndarray) -> float:
+    return float(np.isin(decide_batch(t, c, alpha=ALPHA).verdict, (BETTER, WORSE)).mean())
+
+
+# -- 1. unequal spread -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dist", ["normal", "t3"])
+def test_aa_unequal_spread_symmetric_shapes(dist: str) -> None:
+    """SD ratio 1:2 and 1:3, N = 3..100: every cell <= alpha + 3 SE, the pooled rate <= 0.056."""
+    rates = {(r, n): fp_rate(*aa(dist, r, n, seed=100 * n + r)) for r in (2, 3) for n in NS}
+    assert max(rates.values()) <= ALPHA + 3 * SE, rates
+    assert np.mean(list(rates.values())) <= 0.056, rates
+
+
+@pytest.mark.parametrize("dist", ["lognormal", "bimodal"])
+def test_aa_unequal_spread_skewed_is_flagged(dist: str) -> None:
+    """Skewed or bimodal arms with SD ratio 1:2 / 1:3: Welch's rate exceeds alpha (measured in docs/verdict.md).
+    From N = 20 the false positives left without the ``skew_spread`` flag are within the bar (pooled <= 0.056)."""
+    unflagged = []
+    for r in (2, 3):
+        for n in (20, 50, 100):
+            t, c = aa(dist, r, n, seed=7 * n + r)
+            fp = np.isin(decide_batch(t, c, alpha=ALPHA).verdict, (BETTER, WORSE))
+            unflagged.append(float((fp & ~skew_spread(t, c)).mean()))
+    assert np.mean(unflagged) <= 0.056, unflagged
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: no test of the mean keeps alpha for lognormal/bimodal arms "
+                                       "with SD ratio 1:3 at N = 5-20 and Welch's power on normal data "
+                                       "(Welch, Yuen agreement, Hall's skew correction and bootstrap-t measured: "
+                                       "docs/verdict.md); the verdict flags these cases instead")
+def test_aa_unequal_spread_skewed_small_n_known_limit() -> None:
+    rates = [fp_rate(*aa(dist, 3, n, seed=n)) for dist in ("lognormal", "bimodal") for n in (5, 10, 20)]
+    assert np.mean(rates) <= 0.056, rates
+
+
+def test_skew_spread_flag_is_rare_on_normal_data() -> None:
+    """The flag must mean something: on equal-spread normal arms it fires in under 5% of ablations at N = 10."""
+    rng = np.random.default_rng(3)
+    assert skew_spread(rng.normal(size=(R, 10)), rng.normal(size=(R, 10))).mean() < 0.05
+
+
+def test_power_equals_welch_at_n10() -> None:
+    """Normal data, N = 10, Δ = 1 SD: the verdict's power is Welch's (spec A10: 0.56), not below 95% of it."""
+    rng = np.random.default_rng(11)
+    t, c = rng.normal(1.0, 1.0, (R, 10)), rng.normal(0.0, 1.0, (R, 10))
+    power = float((decide_batch(t, c, alpha=ALPHA).verdict == BETTER).mean())
+    welch = stats.ttest_ind(t, c, axis=1, equal_var=False)
+    ref = float(((welch.pvalue < ALPHA) & (welch.statistic > 0)).mean())
+    assert power >= 0.95 * ref
+    assert power == pytest.approx(0.56, abs=3 * math.sqrt(0.56 * 0.44 / R))
+
+
+# -- 5. P(T>C) interval ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [5, 10, 20])
+@pytest.mark.parametrize("shift", [0.0, 1.0, 2.0])
+def test_prob_improvement_coverage_unpaired(n: int, shift: float) -> None:
+    """Newcombe's interval covers the true P(T>C) = Φ(shift/√2) at >= 0.93 (the percentile bootstrap: .905-.915)."""
+    rng = np.random.default_rng(int(10 * shift) + n)
+    t, c = rng.normal(shift, 1.0, (R, n)), rng.normal(0.0, 1.0, (R, n))
+    est = (t[:, :, None] > c[:, None, :]).mean(axis=(1, 2))
+    lo, hi = newcombe_interval(est, n, n)
+    truth = stats.norm.cdf(shift / math.sqrt(2))
+    assert ((lo <= truth) & (truth <= hi)).mean() >= 0.93
+
+
+@pytest.mark.parametrize("n", [5, 10, 20])
+def test_prob_improvement_coverage_paired(n: int) -> None:
+    """Paired: the share of pairs with T > C is binomial; Clopper-Pearson covers at >= 0.93 (it is exact)."""
+    rng = np.random.default_rng(n)
+    d = rng.normal(0.5, 1.0, (R, n))
+    lo, hi = clopper_pearson_interval((d > 0).sum(axis=1), n)
+    truth = stats.norm.cdf(0.5)
+    assert ((lo <= truth) & (truth <= hi)).mean() >= 0.93
+
+
+def test_prob_improvement_interval_values() -> None:
+    """Scalar and batch paths agree; Clopper-Pearson equals scipy's exact binomial interval."""
+    lo, hi = newcombe_interval(0.88, 5, 5)
+    blo, bhi = newcombe_interval(np.array([0.88, 0.5]), 5, 5)
+    assert (float(lo), float(hi)) == pytest.approx((blo[0], bhi[0]), abs=1e-9)
+    assert 0 < float(lo) < 0.88 < float(hi) < 1
+    ref = stats.binomtest(4, 5).proportion_ci(0.95, method="exact")
+    assert clopper_pearson_interval(4, 5) == pytest.approx((ref.low, ref.high), rel=1e-9)
+    c = compare([0.728, 0.741, 0.716, 0.739, 0.733], [0.712, 0.695, 0.731, 0.704, 0.719])
+    assert c.prob_improvement_ci == pytest.approx((float(lo), float(hi)), abs=1e-9)
+    assert "indicative" not in {f.code for f in c.flags}  # covered from N = 5 on
+
+
+# -- 2. one decision, one interval -------------------------------------------------------------------------
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+T = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch vs C: p = 0.0386886, 95% CI (0.00130780, 0.03709220) (spec C1)
+
+
+def test_holm_second_step_shows_its_own_level() -> None:
+    """Holm rejects T at its second step (p = 0.0387 < 0.05/1): the CI shown is the 95% one, which excludes 0,
+    not the 97.5% Bonferroni one that touches it (issue 14 item 2)."""
+    strong = [v + 0.05 for v in T]
+    comps = [compare(x, C, n_comparisons=2) for x in (strong, T)]
+    adj = adjust_comparisons(comps, "holm")
+    assert adj[1].verdict == "better" and adj[1].ci_level == pytest.approx(0.95)
+    assert adj[1].ci == pytest.approx((0.00130780, 0.03709220), rel=1e-6)
+    assert adj[0].ci_level == pytest.approx(0.975)
+    ref = stats.ttest_ind(strong, C, equal_var=False).confidence_interval(0.975)
+    assert adj[0].ci == pytest.approx((ref.low, ref.high), rel=1e-9)
+    for c in adj:
+        assert (c.ci[0] > 0) == (c.verdict == "better")
+        assert "holm_ci" not in {f.code for f in c.flags}
+
+
+@pytest.mark.parametrize(("p", "method", "levels"), [
+    ([0.01, 0.04], "holm", [0.025, 0.05]),
+    ([0.03, 0.04], "holm", [0.025, 0.025]),  # stops at step 1: both keep its level, both CIs keep 0
+    ([0.001, 0.02, 0.3], "holm", [0.05 / 3, 0.025, 0.05]),
+    ([0.01, 0.04, 0.03], "bh", [0.05, 0.05, 0.05]),  # R = 3 rejected: level 3·0.05/3
+    ([0.01, 0.2, 0.3], "bh", [0.05 / 3, 0.1 / 3, 0.1 / 3]),  # R = 1: rejected at 1·α/3, the rest at 2·α/3
+    ([0.01, 0.2], "bonferroni", [0.025, 0.025]),
+])
+def test_stage_levels(p: list[float], method: str, levels: list[float]) -> None:
+    """Hand-computed levels; a comparison is rejected exactly when its p is below its level."""
+    got = stage_levels(p, method, 0.05)
+    assert got == pytest.approx(levels)
+    if method == "holm":
+        assert list(np.asarray(p) < got) == list(holm(np.asarray(p)) < 0.05)
+    if method == "bh":
+        assert list(np.asarray(p) < got) == list(stats.false_discovery_control(p, method="bh") < 0.05)
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 8])
+def test_holm_equals_statsmodels(m: int) -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.random.default_rng(m).uniform(0, 0.1, m)
+    p[0] = p[1]  # a tie
+    assert holm(p) == pytest.approx(multipletests(p, method="holm")[1], rel=1e-12)
+
+
+def test_reason_states_the_ci_level() -> None:
+    c = compare(T, C)
+    assert "95% CI" in c.reason or "95.0% CI" in c.reason
+
+
+# -- 3. float noise and scale --------------------------------------------------------------------------------
+ULP = np.spacing(0.5)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("noise", [[2, 2, 1, 2, 1], [1, 0, 1, 1, 1], [3, 1, 2, 2, 3]])
+def test_ulp_differences_are_identical(paired: bool, noise: list[int]) -> None:
+    """A few ulps above 0.5 is no effect: issue 14 item 3 saw Δ = 2.2e-16 called better (p = .013)."""
+    c = np.full(5, 0.5)
+    r = compare(c + np.asarray(noise) * ULP, c, paired=paired)
+    assert r.verdict == "insufficient data" and r.diff == 0.0
+    assert "floating-point resolution" in r.reason and "p " not in r.reason and "p_adj" not in r.reason
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1e-300, 1e150, 3.7])
+def test_verdict_is_scale_free(scale: float) -> None:
+    """A metric near 1e200 or 1e-200 gets the verdict of the same data at its own scale (item 4: sd overflowed)."""
+    base = compare(T, C)
+    r = compare(np.asarray(T) * scale, np.asarray(C) * scale)
+    assert r.verdict == base.verdict == "better"
+    assert r.pvalue == pytest.approx(base.pvalue, rel=1e-9)
+    assert r.diff / scale == pytest.approx(base.diff, rel=1e-9)
+    assert r.seeds is not None and r.seeds.n_needed == base.seeds.n_needed
+    s = summarize(np.asarray(T) * scale)
+    assert s.sd / scale == pytest.approx(float(np.std(T, ddof=1)), rel=1e-9)
+
+
+# -- 4. bounded metrics ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("values", "k"), [([1] * 9 + [0], 9), ([1, 1, 1], 3), ([0, 0, 0, 1], 1)])
+def test_binary_arm_interval_inside_bounds(values: list[int], k: int) -> None:
+    """A 0/1 metric's arm CI is Wilson's (scipy), inside [0, 1]; the t interval gave [-0.07, 1.07]."""
+    s = summarize(values)
+    ref = stats.binomtest(k, len(values)).proportion_ci(0.95, method="wilson")
+    assert s.ci == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert 0 <= s.ci[0] <= s.ci[1] <= 1 and s.ci_method.startswith("Wilson")
+
+
+@pytest.mark.parametrize(("kt", "kc", "n"), [(9, 3, 10), (10, 0, 10), (4, 2, 5), (7, 7, 12), (3, 0, 3)])
+def test_binary_metric_gets_newcombe_and_agrees(kt: int, kc: int, n: int) -> None:
+    """0/1 arms: Newcombe's interval (= statsmodels' `newcomb`), inside [-1, 1], and a p-value dual to it:
+    p < α exactly when the (1 - α) interval excludes 0 (item 4: the t-interval left the bounds)."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    t, c = [1] * kt + [0] * (n - kt), [1] * kc + [0] * (n - kc)
+    r = compare(t, c)
+    assert r.test == "Newcombe score (0/1 metric)" and r.verdict != "insufficient data"
+    ref = confint_proportions_2indep(kt, n, kc, n, method="newcomb", compare="diff", alpha=0.05)
+    assert r.ci == pytest.approx(ref, abs=1e-9) and -1 <= r.ci[0] <= r.ci[1] <= 1
+    for a in (0.01, 0.05, 0.2):
+        lo, hi = confint_proportions_2indep(kt, n, kc, n, method="newcomb", compare="diff", alpha=a)
+        assert (r.pvalue < a) == (lo > 0 or hi < 0)
+    assert (r.verdict == "better") == (r.ci[0] > 0)
+
+
+@pytest.mark.parametrize(("t", "c"), [([1, 1, 1, 0, 1, 1, 1, 1, 1, 1], [0, 1, 0, 0, 1, 0, 0, 1, 0, 0]),
+                                      ([1, 0, 1, 1, 0], [0, 0, 1, 0, 0]), ([0, 0, 1, 1], [1, 1, 1, 1])])
+def test_binary_paired_is_exact_mcnemar(t: list[int], c: list[int]) -> None:
+    """Paired 0/1 seeds: McNemar's exact test (= scipy's binomial test on the discordant pairs, symmetric at
+    1/2) with the Clopper-Pearson interval it inverts, mapped to the difference of rates."""
+    r = compare(t, c, paired=True)
+    b = sum(1 for x, y in zip(t, c, strict=True) if x > y)
+    d = sum(1 for x, y in zip(t, c, strict=True) if x != y)
+    assert r.test == "exact McNemar (0/1 metric)"
+    assert r.pvalue == pytest.approx(stats.binomtest(b, d, 0.5).pvalue, rel=1e-12)
+    cp = stats.binomtest(b, d, 0.5).proportion_ci(0.95, method="exact")
+    assert r.ci == pytest.approx((d * (2 * cp.low - 1) / len(t), d * (2 * cp.high - 1) / len(t)), abs=1e-9)
+    assert (r.ci[0] > 0 or r.ci[1] < 0) == (r.pvalue < 0.05)
+
+
+def test_binary_family_keeps_its_interval() -> None:
+    """Under Holm, a 0/1 comparison's interval is recomputed at its step level with Newcombe, not t."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    c0 = [1] * 3 + [0] * 9
+    comps = [compare([1] * 12, c0, n_comparisons=2), compare([1] * 8 + [0] * 4, c0, n_comparisons=2)]
+    adj = adjust_comparisons(comps, "holm")
+    for r, k in zip(adj, (12, 8), strict=True):
+        ref = confint_proportions_2indep(k, 12, 3, 12, method="newcomb", compare="diff", alpha=1 - r.ci_level)
+        assert r.ci == pytest.approx(ref, abs=1e-9)
+        assert (r.verdict == "better") == (r.ci[0] > 0)
+
+
+def test_zero_difference_never_quotes_a_deciding_p() -> None:
+    """If Δ is exactly 0 while p < α (float rounding between two computations of the mean), the verdict is not
+    better/worse and the reason says why instead of quoting "p ≥ α" for a p below it (issue 14 item 3)."""
+    import dataclasses
+
+    from ablate.stats.compare import finish
+
+    base = compare(T, C)
+    r = finish(dataclasses.replace(base, diff=0.0, ci=(-0.001, 0.001)))
+    assert r.verdict == "inconclusive"
+    assert "p = 0.0387 < α = 0.05" in r.reason and "no direction: not better, not worse" in r.reason
+
+
+def test_paired_diff_is_the_tested_mean() -> None:
+    """Paired Δ is mean(T - C), the number ttest_rel tests, so its sign and the test cannot part on rounding."""
+    t, c = [0.1 + 1e-9, 0.2, 0.3 - 1e-9, 0.4], [0.1, 0.2, 0.3, 0.4 - 3e-9]
+    r = compare(t, c, paired=True)
+    assert r.diff == pytest.approx(float(np.mean(np.subtract(t, c))), rel=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [9e-5, 0.0055, 0.0411])
+def test_sequential_ci_is_at_the_boundary_level(threshold: float) -> None:
+    """At a group-sequential look the decision is p < the boundary's nominal p, so the CI is at 1 - that p
+    (scipy's own interval) and excludes 0 exactly when the verdict is better/worse."""
+    strong = [v + 0.01 for v in T]
+    r = compare(strong, C, p_threshold=threshold)
+    ref = stats.ttest_ind(strong, C, equal_var=False).confidence_interval(1 - threshold)
+    assert r.ci_level == pytest.approx(1 - threshold)
+    assert r.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
+    assert (r.ci[0] > 0) == (r.verdict == "better") == (r.pvalue < threshold)

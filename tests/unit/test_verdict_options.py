@@ -1,0 +1,135 @@
+"""verdict.md's bottom line and the `ablate verdict` options that can be reset (issue 14 items 2 and 7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from ablate.commands import dispatch
+from ablate.errors import ConfigError
+from ablate.options import parse_margin
+from ablate.sweepdir import SweepDir
+from ablate.verdict import VERDICT_OPTIONS, write_verdict
+from tests.helpers import make_sweep
+
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+T = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch vs C: p = 0.0386886 (spec C1)
+STRONG = [v + 0.05 for v in T]
+T2 = [0.709, 0.722, 0.700, 0.731, 0.713]
+
+
+def _verdict(root: Path) -> dict:
+    return json.loads((root / "verdict.json").read_text())
+
+
+@pytest.mark.parametrize("word", ["none", "null", "0", "None", "off"])
+def test_margin_can_be_cleared(tmp_path: Path, word: str, capsys: pytest.CaptureFixture) -> None:
+    """`--margin 2%` then `--margin none`: the margin is gone from the verdict and from what is remembered."""
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
+    assert dispatch("verdict", [str(root), "--margin", "2%"]) == 0
+    assert _verdict(root)["options"]["margin"] == "2%"
+    assert dispatch("verdict", [str(root), "--margin", word]) == 0
+    v = _verdict(root)
+    assert v["options"]["margin"] is None and v["comparisons"][0]["margin"] is None
+    assert dispatch("verdict", [str(root)]) == 0  # a later plain call keeps it cleared
+    assert _verdict(root)["options"]["margin"] is None
+
+
+@pytest.mark.parametrize("value", [None, 0, 0.0, "0%", False])
+def test_parse_margin_clears(value: object) -> None:
+    assert parse_margin(value) is None
+
+
+def test_parse_margin_still_refuses_nonsense() -> None:
+    with pytest.raises(ConfigError, match=r"`margin`.*or none"):
+        parse_margin("much")
+    with pytest.raises(ConfigError, match="`margin`"):
+        parse_margin(-1)
+
+
+def test_remembered_alpha_is_announced_and_reset(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`--alpha 0.1` then `--margin 2%`: alpha stays 0.1, and now says so (stderr and verdict.md); `--reset`
+    (the command the notice names) brings the ablation's own options back."""
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
+    assert dispatch("verdict", [str(root), "--alpha", "0.1"]) == 0
+    capsys.readouterr()
+    assert dispatch("verdict", [str(root), "--margin", "2%"]) == 0
+    err = capsys.readouterr().err
+    assert "alpha=0.1" in err and f"ablate verdict {root} --reset" in err
+    v = _verdict(root)
+    assert v["alpha"] == 0.1
+    nd = {o["option"]: o for o in v["non_default_options"]}
+    assert nd["alpha"]["source"] == "remembered" and nd["margin"]["source"] == "given now"
+    md = (root / "verdict.md").read_text()
+    assert "| changed from defaults | alpha = 0.1 (default 0.05; remembered" in md
+    assert "Options changed from the defaults: alpha = 0.1" in md
+    # the hint's command, run as printed
+    assert dispatch("verdict", [str(root), "--reset"]) == 0
+    v = _verdict(root)
+    assert v["alpha"] == 0.05 and v["options"]["margin"] is None and v["non_default_options"] == []
+    assert not (root / VERDICT_OPTIONS).exists()
+    assert "| changed from defaults | nothing: every verdict option is at its default |" in \
+        (root / "verdict.md").read_text()
+    assert "remembered" not in capsys.readouterr().err
+
+
+def test_options_from_the_ablation_config_are_stated(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T}, options={"multiplicity": "bh", "alpha": 0.01})
+    v = write_verdict(SweepDir.open(root))
+    assert {(o["option"], o["source"]) for o in v["non_default_options"]} == {("alpha", "ablation config"),
+                                                                             ("multiplicity", "ablation config")}
+
+
+def test_two_treatments_decision_and_interval_agree(tmp_path: Path) -> None:
+    """Issue 14 item 2: Holm decides `better` at its second step while the old table showed a 97.5% CI
+    touching 0. Now the line, the table and the bottom line show the 95% CI it decided at, which excludes 0."""
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.2": STRONG, "lr=0.1": T}, options={"pairing": "unpaired"})
+    v = write_verdict(SweepDir.open(root))
+    c = {x["arm"]: x for x in v["comparisons"]}["lr=0.1"]
+    assert c["verdict"] == "better" and c["ci_level"] == pytest.approx(0.95)
+    ref = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)
+    assert c["ci"] == pytest.approx([ref.low, ref.high], rel=1e-9) and c["ci"][0] > 0
+    md = (root / "verdict.md").read_text()
+    assert "95% CI [0.0013, 0.0371]" in md  # the verdict line
+    assert "| [0.0013, 0.0371] (95%) |" in md  # the comparisons table, same level
+    assert md.count("(97.5%) |") == 1  # the strong arm, rejected at Holm's first step (α/2)
+    assert "holm_ci" not in md
+
+
+def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.2": STRONG, "lr=0.1": T2})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    md = (root / "verdict.md").read_text()
+    assert md.index("## Bottom line") < md.index("## Verdict") < md.index("## Setup")
+    bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
+    assert "- **lr=0.2** (vs control 0.05): **adopt**: it improves val_acc by" in bottom
+    assert "- **lr=0.1** (vs control 0.05): **undecided**: " in bottom
+    assert "more than 50 seeds per arm would be needed: it cannot be decided within budget" in bottom
+    assert "**adopt**: it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0328, 0.1056]" in bottom
+    assert "[Terms](#terms)" in bottom and "## Terms" in md
+
+
+def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
+    """An undecided treatment gets the number of seeds to add, from its seed advice (point SD to 80% UCL)."""
+    root = make_sweep(tmp_path / "sw", {"control": C[:4], "lr=0.1": T[:4]}, options={"pairing": "unpaired"})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    adv = v["comparisons"][0]["seed_advice"]
+    assert v["comparisons"][0]["verdict"] == "inconclusive"
+    lo, hi = adv["n_needed"] - adv["n"], adv["n_needed_upper"] - adv["n"]
+    assert f"**undecided**: run {lo} to {hi} more seeds per arm to decide" in (root / "verdict.md").read_text()
+
+
+def test_pairing_row_shows_the_correlation(tmp_path: Path) -> None:
+    """The Setup says which analysis was used, why, and the arms' correlation ρ̂ (numpy's Pearson r) that tells
+    whether pairing paid off, for planning the next ablation."""
+    import numpy as np
+
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    md = (root / "verdict.md").read_text()
+    rho = float(np.corrcoef(T, C)[0, 1])
+    assert f"| pairing | auto: paired by seed id (every arm ran the same seed list); correlation of the arms " \
+           f"across seeds ρ̂: lr=0.1 {rho:.2f}" in md
