@@ -50,10 +50,17 @@ def pending(sd: SweepDir, slurm_dir: str) -> list[dict[str, Any]]:
         return []
 
 
-def record(sd: SweepDir, slurm_dir: str, name: str, trials: Sequence[Any]) -> None:
-    """Record, before ``sbatch``, that an array named ``name`` is about to run ``trials`` (TrialRefs)."""
+def record(sd: SweepDir, slurm_dir: str, name: str, trials: Sequence[Any],
+           tasks: Sequence[int] | None = None) -> None:
+    """Record, before ``sbatch``, that an array named ``name`` is about to run ``trials`` (TrialRefs).
+
+    ``tasks`` gives each trial's array task index when several trials share one task
+    (``launcher.trials_per_job``); by default trial ``i`` is task ``i``.
+    """
     intents = pending(sd, slurm_dir)
-    intents.append({"name": name, "trials": [[t.arm, int(t.seed), int(t.attempt)] for t in trials],
+    idx = list(tasks) if tasks is not None else list(range(len(trials)))
+    intents.append({"name": name, "trials": [[t.arm, int(t.seed), int(t.attempt), int(i)]
+                                             for t, i in zip(trials, idx, strict=True)],
                     "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     sd.mkdir(_file(sd, slurm_dir).parent)
     write_json(_file(sd, slurm_dir), {"intents": intents})
@@ -111,8 +118,8 @@ def resolve(sd: SweepDir, slurm_dir: str, run: Callable[[list[str]], Any], *, wr
             raise SchedulerError(f"SLURM does not answer, so it is unknown whether the array {intent['name']} "
                                  "was submitted before the last ablate process stopped", where="launcher=slurm",
                                  fix=f"check that slurmctld is up (`scontrol ping`), then `ablate collect {sd.root}`")
-        recs = [{"job_id": f"{ids[0]}_{i}", "arm": arm, "seed": seed, "attempt": attempt}
-                for i, (arm, seed, attempt) in enumerate(intent["trials"])] if ids else []
+        recs = [{"job_id": f"{ids[0]}_{t[3] if len(t) > 3 else i}", "arm": t[0], "seed": t[1], "attempt": t[2]}
+                for i, t in enumerate(intent["trials"])] if ids else []
         found.extend(recs)
         if write:
             if recs:

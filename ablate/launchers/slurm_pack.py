@@ -151,7 +151,8 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
     import submitit
 
     from ablate import seeding
-    from ablate.launchers.slurm import _log, setup_lines, split_arrays
+    from ablate.launchers import slurm_intent
+    from ablate.launchers.slurm import SLURM_DIR, _log, setup_lines, split_arrays
     from ablate.launchers.slurm_pack_job import PackedSlurmTrial
     from ablate.sweepdir import write_json
     from ablate.trial import load_plan
@@ -160,7 +161,7 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
     opts = plan.get("options", {})
     per_trial = launcher._job_timeout(opts.get("timeout_min")) if launcher.timeout_min is None else 0
     modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}
-    job_name = f"ablate-{sd.root.name}"[:64]
+    launcher._adopt_orphans(sd, write=True)  # never submit trials a dead submitter already submitted
     groups = pack(trials, launcher.trials_per_job)
     array_ids: list[str] = []
     for chunk in split_arrays(groups, launcher._max_array_size()):  # type: ignore[arg-type]
@@ -169,7 +170,9 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
                                     python=launcher.python)
         # per-task variables are set per trial process by PackedSlurmTrial; the script sets the job's own
         setup = [line for line in setup_lines([g[0].seed for g in chunk], determinism="off",
-                                              cpus_per_task=launcher.cpus_per_task, user_setup=launcher.setup)]
+                                              cpus_per_task=launcher.cpus_per_task, user_setup=launcher.setup,
+                                              threads=opts.get("threads"))]
+        job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
         ex.update_parameters(**launcher._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
         fns = [PackedSlurmTrial(str(sd.root), g, {(r.arm, r.seed): seeding.environment_for(modes[r.arm], r.seed)
                                                   for r in g},
@@ -177,10 +180,13 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
                                 signal_delay_s=launcher.signal_delay_s, python=None)
                for g in chunk]
         t0 = time.perf_counter()
+        # before sbatch: a death after it is found again (each trial with its array task index)
+        slurm_intent.record(sd, SLURM_DIR, job_name, [r for g in chunk for r in g],
+                            tasks=[i for i, g in enumerate(chunk) for _ in g])
         try:
             jobs = ex.submit_array(fns)
         except Exception as exc:  # submitit wraps sbatch's stderr in its own exception types
-            raise launcher._refusal(str(exc)) from exc
+            raise launcher._refusal(str(exc)) from exc  # the intent stays: the next run asks SLURM about it
         array_id = jobs[0].job_id.split("_")[0]
         array_ids.append(array_id)
         records = launcher._read_jobs(sd)
@@ -188,6 +194,7 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
                        for job, g in zip(jobs, chunk, strict=True) for r in g)
         sd.mkdir(launcher._jobs_file(sd).parent)
         write_json(launcher._jobs_file(sd), {"jobs": records})
+        slurm_intent.drop(sd, SLURM_DIR, job_name)
         n = sum(len(g) for g in chunk)
         _log(f"ablate: submitted {n} trial(s) in {len(chunk)} job(s) of up to {launcher.trials_per_job} as SLURM "
              f"job {array_id} ({time.perf_counter() - t0:.2f} s)")

@@ -21,15 +21,16 @@ pytestmark = pytest.mark.slurm
 DIE_AFTER_SBATCH = """
 import os, signal, sys
 import ablate.launchers.slurm as slurm
+import ablate.sweepdir as sweepdir
 
-real = slurm.write_json
+real = sweepdir.write_json
 
 def write_json(path, obj):
     if os.path.basename(str(path)) == "jobs.json":
         os.kill(os.getpid(), signal.SIGKILL)
     return real(path, obj)
 
-slurm.write_json = write_json
+slurm.write_json = sweepdir.write_json = write_json  # the packed path imports it from sweepdir
 from ablate.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -51,8 +52,10 @@ def _arrays_named(prefix: str) -> set[str]:
     return {jid.split("_")[0] for jid, name in rows if name.startswith(prefix)}
 
 
-def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: Path) -> None:
-    args = ["-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=2", "launcher=slurm", "wait=false"]
+@pytest.mark.parametrize("per_job", [1, 2], ids=["one-trial-per-job", "packed"])
+def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: Path, per_job: int) -> None:
+    args = ["-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=2", "launcher=slurm", "wait=false",
+            f"launcher.trials_per_job={per_job}"]
     died = subprocess.run([sys.executable, "-c", DIE_AFTER_SBATCH, *args], cwd=probe_project, env=_env(),
                           capture_output=True, text=True, timeout=300)
     assert died.returncode == -9, died.stderr  # killed between sbatch and the record
@@ -61,6 +64,7 @@ def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: P
     intents = json.loads((sd / "slurm" / "intents.json").read_text())["intents"]
     (intent,) = intents
     assert intent["name"].startswith("ablate-") and len(intent["trials"]) == 4
+    assert [t[3] for t in intent["trials"]] == [i // per_job for i in range(4)]  # each trial's array task
     prefix = intent["name"]
     assert len(_arrays_named(prefix)) == 1  # the array is in SLURM, under the ablation's job name
     # `ablate status` sees the orphaned trials as submitted (and writes nothing)
@@ -77,6 +81,7 @@ def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: P
     assert len(_arrays_named(prefix[:len("ablate-") + 10])) == 1  # no other array of this ablation
     jobs = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
     (array,) = {j["job_id"].split("_")[0] for j in jobs}
+    assert sorted(j["job_id"].split("_")[1] for j in jobs) == sorted(str(i // per_job) for i in range(4))
     assert array in _arrays_named(prefix)
     for p in sd.glob("trials/*/seed=*/result.json"):
         r = json.loads(p.read_text())
