@@ -51,6 +51,23 @@ def _value(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
+def _suite_vars(v: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((v.get("suite") or {}).get("variables") or [])
+
+
+def _control_value(v: Mapping[str, Any], c: Mapping[str, Any] | None = None) -> str:
+    """The control's value of the key a comparison varies (a suite's control has one value per key)."""
+    arms = v["arms"]
+    value = arms[0].get("value") if arms else "?"
+    if isinstance(value, Mapping):
+        keys = {sv["name"]: sv["key"] for sv in _suite_vars(v)}
+        key = keys.get(c.get("variable")) if c else None
+        if key is not None and key in value:
+            return _value(value[key])
+        return "; ".join(f"{k} {_value(x)}" for k, x in value.items())
+    return _value(value)
+
+
 def render_markdown(v: Mapping[str, Any]) -> str:
     """The verdict as markdown: the bottom line first, then the evidence, one function per section.
 
@@ -112,8 +129,7 @@ def _more_seeds(c: Mapping[str, Any]) -> str:
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     """What a reader can act on, per treatment, in plain words (adopt / reject / no difference / run k more)."""
-    arms, comps = v["arms"], v["comparisons"]
-    control = _value(arms[0].get("value")) if arms else "?"
+    comps = v["comparisons"]
     metric = v["metric"]
     L = ["## Bottom line", ""]
     if not comps:
@@ -141,7 +157,7 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
             what = f"**undecided**: {_more_seeds(c)}."
         else:
             what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
-        L.append(f"- **{c['arm']}** (vs control {control}): {what}")
+        L.append(f"- **{c['arm']}** (vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
         L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
@@ -155,16 +171,16 @@ def _level(level: Any) -> str:
 
 
 def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
-    arms, comps = v["arms"], v["comparisons"]
+    comps = v["comparisons"]
     L = ["## Verdict", ""]
-    control_label = _value(arms[0].get("value")) if arms else "?"
     if not comps:
         L.append("No treatment arms.")
     for c in comps:
         size = f" ({c['size']})" if c.get("size") else ""
         val = value_label(c.get("value"))
         shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
-        L.append(f"- **{c['arm']}**{shown} vs control ({control_label}): **{c['verdict']}**{size}. {c['reason']}")
+        control = _control_value(v, c)
+        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}**{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -331,14 +347,27 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     margin = o.get("margin")
     seeds = v.get("seeds") or []
     ver = v.get("versions") or {}
+    suite = v.get("suite") or {}
+    if suite:  # one row per variable of the suite, each with its own control value
+        variable_s = "; ".join(f"`{sv['key']}`: control {_control_value(v, {'variable': sv['name']})}; "
+                               f"treatments {', '.join(_value(x) for x in sv.get('values') or []) or '–'}"
+                               for sv in _suite_vars(v))
+    else:
+        variable_s = f"`{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'}"
+    if suite.get("family") == "variable":
+        alpha_s = (f"{v['alpha']:.3g} family-wise within each variable (family=variable): "
+                   + ", ".join(f"{sv['name']} {len(sv.get('arms') or [])}" for sv in _suite_vars(v))
+                   + " treatment(s); not controlled across the suite")
+    else:
+        alpha_s = f"{v['alpha']:.3g} family-wise over {m} treatment(s)" + (" of the suite" if suite else "")
     return [
         "## Setup", "",
         "| | |", "|---|---|",
-        f"| variable | `{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'} |",
+        f"| variable | {variable_s} |",
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
         f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}) |",
-        f"| α | {v['alpha']:.3g} family-wise over {m} treatment(s) |",
+        f"| α | {alpha_s} |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",
         f"| multiplicity | {mult_s} |",

@@ -134,7 +134,8 @@ def test_cfg_job_and_help_are_hydras(project: Path) -> None:
     res = ablate_cli(project, "--help")  # fast path, no Hydra start
     assert res.returncode == 0
     assert "ablate -m variable=<name> seeds=<N>" in res.stdout
-    assert "variable: determinism, hidden, lr, momentum" in res.stdout and "launcher: inline, local, slurm" in res.stdout
+    assert "variable: determinism, hidden, lr, momentum" in res.stdout
+    assert "launcher: inline, local, slurm" in res.stdout
     assert "seeds: 5" in res.stdout and "# seeds per arm" in res.stdout
     res = ablate_cli(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config
     assert res.returncode == 0, res.stderr
