@@ -51,6 +51,12 @@ def _value(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
+def _value_if_hidden(c: Mapping[str, Any]) -> str:
+    """The treatment's value when its arm name does not end in it (a marked or cleaned label), else ''."""
+    val = value_label(c.get("value"))
+    return "" if str(c["arm"]).endswith(f"={val}") else val
+
+
 def _suite_vars(v: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list((v.get("suite") or {}).get("variables") or [])
 
@@ -157,7 +163,8 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
             what = f"**undecided**: {_more_seeds(c)}."
         else:
             what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
-        L.append(f"- **{c['arm']}** (vs control {_control_value(v, c)}): {what}")
+        val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
+        L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
         L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
@@ -177,8 +184,8 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         L.append("No treatment arms.")
     for c in comps:
         size = f" ({c['size']})" if c.get("size") else ""
-        val = value_label(c.get("value"))
-        shown = "" if str(c["arm"]).endswith(f"={val}") else f" (value {val})"  # the treatment's value, always
+        val = _value_if_hidden(c)
+        shown = f" (value {val})" if val else ""  # the treatment's value, always
         control = _control_value(v, c)
         L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}**{size}. {c['reason']}")
     return [*L, ""]
