@@ -25,7 +25,7 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,53 @@ def dirty_files(root: str | os.PathLike[str]) -> list[str]:
     """Modified, staged, deleted and untracked-but-not-ignored files (submodules included), as
     ``git status --porcelain`` lines such as ``" M src/train.py"`` or ``"?? notes.txt"``."""
     out = _git(["status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=none"], root)
-    return [line for line in out.splitlines() if line.strip()]
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines + [f" M {path}" for path in stat_hidden_edits(root, {line[3:] for line in lines})]
+
+
+def stat_hidden_edits(root: str | os.PathLike[str], listed: Collection[str] = ()) -> list[str]:
+    """Tracked files whose content differs from the index although git's stat cache calls them clean.
+
+    ``git status`` trusts an index entry whose size and mtime match the file. An edit that keeps
+    both (same-size edits within one second of the last index write by a tool that does not mark
+    racy entries, ``rsync --inplace -t``, a restored mtime) is then invisible to it. So every tracked
+    regular file not already ``listed`` is hashed as git would (``git hash-object --stdin-paths``,
+    one process, the repository's filters applied) and compared with the index's blob id.
+
+    Parameters
+    ----------
+    root : path-like
+        The git work tree.
+    listed : collection of str
+        Paths (relative to ``root``) ``git status`` already reports; they are not hashed again.
+
+    Returns
+    -------
+    list of str
+        Paths relative to ``root`` whose content is not the index's.
+    """
+    import subprocess
+
+    skip = set(listed)
+    entries: list[tuple[str, str]] = []
+    for rec in _git(["ls-files", "-s", "-z"], root).split("\0"):
+        if not rec or "\t" not in rec:  # "<mode> <blob id> <stage>\t<path>"
+            continue
+        meta, path = rec.split("\t", 1)
+        mode, sha, stage = meta.split()
+        # regular files only (no submodules, no symlinks), not in conflict, not reported, on disk
+        if mode not in ("100644", "100755") or stage != "0" or path in skip or "\n" in path:
+            continue
+        if os.path.isfile(Path(root) / path) and not os.path.islink(Path(root) / path):
+            entries.append((path, sha))
+    if not entries:
+        return []
+    out = subprocess.run(["git", "hash-object", "--stdin-paths"], cwd=root, capture_output=True, check=False,
+                         input="".join(f"{p}\n" for p, _ in entries).encode())
+    if out.returncode != 0:
+        raise _GitFailed(out.stderr.decode(errors="replace").strip())
+    shas = out.stdout.decode().split()
+    return [p for (p, want), got in zip(entries, shas, strict=True) if want != got]
 
 
 def submodules(root: str | os.PathLike[str]) -> list[tuple[str, str]]:
