@@ -327,6 +327,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
         if guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
             raise KeyboardInterrupt from None
+        if isinstance(exc, SystemExit) and not in_process and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+            raise  # submitit's preemption / time-limit handler requeued the job and ends it with sys.exit(-1)
         import traceback
 
         if isinstance(exc, KeyboardInterrupt) and not in_process:

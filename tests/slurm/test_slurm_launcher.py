@@ -120,7 +120,7 @@ def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     assert col.returncode == 0, col.stderr
     rec = result(sd, "control", 0)
-    assert rec["status"] == "ok", rec
+    assert rec["status"] == "ok", (rec.get("error"), rec)
     assert rec["metrics"]["resumed_from"] >= 3, rec  # restored from its checkpoint dir, not from step 0
     assert rec["metrics"]["requeues"] == 1 and rec["slurm"]["requeues"] == 1, rec
     assert rec["slurm"]["job_id"] == jobs(sd)[("control", 0)]  # requeued: same job, not a new submission
