@@ -715,10 +715,15 @@ def describe(plan: Plan) -> str:
     ]
     for arm in plan.treatments:
         lines.append(f"  {arm.name} vs control:")
-        for k, (a, b) in arm.changes.items():
-            tag = "  (derived)" if k in arm.derived else ""
-            lines.append(f"    {k}: {describe_change(a, b, arm.presence.get(k))}{tag}")
+        lines += change_lines(arm)
     return "\n".join(lines)
+
+
+def change_lines(arm: Arm, indent: str = "    ") -> list[str]:
+    """One line per key ``arm`` changes against control (``key: 0.1 -> 0.2``, ``key: added (3)``),
+    derived changes tagged; shared by the dry-run descriptions of single ablations and suites."""
+    return [f"{indent}{k}: {describe_change(a, b, arm.presence.get(k))}{'  (derived)' if k in arm.derived else ''}"
+            for k, (a, b) in arm.changes.items()]
 
 
 __all__ = [

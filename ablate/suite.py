@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.plan import Arm, Plan, Variable, flatten, format_value
+from ablate.plan import Arm, Plan, Variable, change_lines, flatten, format_value
 
 SUITE_SEPARATOR = "+"
 
@@ -248,9 +248,7 @@ def describe_suite(plan: SuitePlan) -> str:
              f"  trials: {n_trials} (the control runs once; {one_by_one} if each variable ran alone)"]
     for arm in plan.treatments:
         lines.append(f"  {arm.name} ({arm.variable}) vs control:")
-        for k, (a, b) in arm.changes.items():
-            tag = "  (derived)" if k in arm.derived else ""
-            lines.append(f"    {k}: {format_value(a)} -> {format_value(b)}{tag}")
+        lines += change_lines(arm)  # `added (3)` / `removed (was 2)` for keys one side lacks, as single ablations
     return "\n".join(lines)
 
 

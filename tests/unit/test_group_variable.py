@@ -85,3 +85,15 @@ def test_group_diff_says_added_and_removed(tmp_path: Path, option: str, lines: l
     for line in lines:
         assert f"    {line}" in text, text
     assert "null -> 0.1" not in text and "2 -> null" not in text
+    # a suite's dry run describes the same treatment with the same words
+    import dataclasses
+
+    from ablate.suite import SuitePlan, describe_suite
+
+    arms = [plan.control, *(dataclasses.replace(a, variable="model") for a in plan.treatments)]
+    suite = SuitePlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)} | {"arms": arms},
+                      variables=[plan.variable])
+    text = describe_suite(suite)
+    for line in lines:
+        assert f"    {line}" in text, text
+    assert "null -> 0.1" not in text and "2 -> null" not in text
