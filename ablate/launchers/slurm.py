@@ -568,22 +568,45 @@ class SlurmLauncher(Launcher):
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,
                               timeout_min=timeout_min, signal_delay_s=self.signal_delay_s) for r in chunk]
             t0 = time.perf_counter()
-            slurm_intent.record(sd, SLURM_DIR, job_name, chunk)  # before sbatch: a death after it is found again
-            try:
-                jobs = ex.submit_array(fns)
-            except Exception as exc:  # submitit wraps sbatch's stderr in its own exception types
-                raise self._refusal(str(exc)) from exc  # the intent stays: the next run asks SLURM about it
-            array_id = jobs[0].job_id.split("_")[0]
+            array_id = self.submit_recorded(sd, ex, job_name, fns, [[r] for r in chunk])
             array_ids.append(array_id)
-            records = self._read_jobs(sd)
-            records.extend({"job_id": job.job_id, "arm": r.arm, "seed": r.seed, "attempt": r.attempt}
-                           for job, r in zip(jobs, chunk, strict=True))
-            sd.mkdir(self._jobs_file(sd).parent)
-            write_json(self._jobs_file(sd), {"jobs": records})
-            slurm_intent.drop(sd, SLURM_DIR, job_name)
             _log(f"ablate: submitted {len(chunk)} trial(s) as SLURM job {array_id} "
                  f"({time.perf_counter() - t0:.2f} s)")
         return array_ids
+
+    def submit_recorded(self, sd: SweepDir, ex: Any, job_name: str, fns: Sequence[Any],
+                        tasks: Sequence[Sequence[TrialRef]]) -> str:
+        """Submit one job array of ``fns`` (task ``i`` runs the trials ``tasks[i]``) so that no death loses it.
+
+        The intent (job name and trials) is recorded before ``sbatch``; the jobs go to jobs.json after
+        it, and then the intent is dropped (see :mod:`.slurm_intent`). Used by one-trial-per-job and
+        packed (``trials_per_job``) submission alike.
+
+        Returns
+        -------
+        str
+            The array's job id.
+
+        Raises
+        ------
+        SchedulerError
+            When SLURM refuses the submission (the intent stays: the next run asks SLURM about it).
+        """
+        from ablate.launchers import slurm_intent
+
+        slurm_intent.record(sd, SLURM_DIR, job_name, [r for g in tasks for r in g],
+                            tasks=[i for i, g in enumerate(tasks) for _ in g])
+        try:
+            jobs = ex.submit_array(list(fns))
+        except Exception as exc:  # submitit wraps sbatch's stderr in its own exception types
+            raise self._refusal(str(exc)) from exc
+        records = self._read_jobs(sd)
+        records.extend({"job_id": job.job_id, "arm": r.arm, "seed": r.seed, "attempt": r.attempt}
+                       for job, g in zip(jobs, tasks, strict=True) for r in g)
+        sd.mkdir(self._jobs_file(sd).parent)
+        write_json(self._jobs_file(sd), {"jobs": records})
+        slurm_intent.drop(sd, SLURM_DIR, job_name)
+        return jobs[0].job_id.split("_")[0]
 
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
         """Submit ``trials`` and wait for them (see :meth:`wait`)."""

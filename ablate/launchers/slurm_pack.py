@@ -152,9 +152,8 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
 
     from ablate import seeding
     from ablate.launchers import slurm_intent
-    from ablate.launchers.slurm import SLURM_DIR, _log, setup_lines, split_arrays
+    from ablate.launchers.slurm import _log, setup_lines, split_arrays
     from ablate.launchers.slurm_pack_job import PackedSlurmTrial
-    from ablate.sweepdir import write_json
     from ablate.trial import load_plan
 
     plan = load_plan(sd)
@@ -180,21 +179,8 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
                                 signal_delay_s=launcher.signal_delay_s, python=None)
                for g in chunk]
         t0 = time.perf_counter()
-        # before sbatch: a death after it is found again (each trial with its array task index)
-        slurm_intent.record(sd, SLURM_DIR, job_name, [r for g in chunk for r in g],
-                            tasks=[i for i, g in enumerate(chunk) for _ in g])
-        try:
-            jobs = ex.submit_array(fns)
-        except Exception as exc:  # submitit wraps sbatch's stderr in its own exception types
-            raise launcher._refusal(str(exc)) from exc  # the intent stays: the next run asks SLURM about it
-        array_id = jobs[0].job_id.split("_")[0]
+        array_id = launcher.submit_recorded(sd, ex, job_name, fns, chunk)
         array_ids.append(array_id)
-        records = launcher._read_jobs(sd)
-        records.extend({"job_id": job.job_id, "arm": r.arm, "seed": r.seed, "attempt": r.attempt}
-                       for job, g in zip(jobs, chunk, strict=True) for r in g)
-        sd.mkdir(launcher._jobs_file(sd).parent)
-        write_json(launcher._jobs_file(sd), {"jobs": records})
-        slurm_intent.drop(sd, SLURM_DIR, job_name)
         n = sum(len(g) for g in chunk)
         _log(f"ablate: submitted {n} trial(s) in {len(chunk)} job(s) of up to {launcher.trials_per_job} as SLURM "
              f"job {array_id} ({time.perf_counter() - t0:.2f} s)")
