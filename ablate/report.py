@@ -9,7 +9,7 @@ from the verdict dict (:func:`ablate.verdict.analyse` plus confounds and pins).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ablate.names import value_label
@@ -328,13 +328,7 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     tests = sorted({c["test"] for c in comps}) or ["–"]
     robust = sorted({c["robust_test"] for c in comps if c.get("robust_test")})
     pairing = sorted({c["pairing"]["reason"] for c in comps}) or ["–"]
-    paired = [c for c in comps if c.get("paired") and c.get("rho") is not None]
-    if paired:  # shown so the next ablation's design can be chosen from it (never this one's analysis)
-        near0 = all(abs(c["rho"]) < 0.2 for c in paired)
-        pairing.append("correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {c['rho']:.2f}"
-                                                                               for c in paired)
-                       + (" (near 0: pairing gained nothing here; if the seed drives nothing shared between "
-                          "arms, plan the next ablation with pairing=unpaired)" if near0 else ""))
+    pairing.extend(_rho_lines(comps))
     m = max(1, len(comps))
     mult = v.get("multiplicity", "holm")
     if mult == "group sequential":
@@ -384,6 +378,30 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| libraries | {', '.join(f'{k} {x}' for k, x in ver.items())} |",
         "",
     ]
+
+
+def _rho_of(c: Mapping[str, Any]) -> float | None:
+    """ρ̂ of a comparison's arms across their shared seeds: the pairing record's, else the paired effect's."""
+    rho = (c.get("pairing") or {}).get("rho")
+    return rho if rho is not None else (c.get("rho") if c.get("paired") else None)
+
+
+def _rho_lines(comps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The arms' correlation across seeds, as information for planning the next ablation: it never changes
+    this one's analysis (choosing the test after seeing ρ̂ raises the false-positive rate)."""
+    shown = [(c, r) for c in comps if (r := _rho_of(c)) is not None]
+    if not shown:
+        return []
+    line = "correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {r:.2f}" for c, r in shown)
+    paired = [r for c, r in shown if c.get("paired")]
+    by_rule = [r for c, r in shown if not c.get("paired") and (c.get("pairing") or {}).get("pair_from")]
+    if paired and all(abs(r) < 0.2 for r in paired):
+        line += (" (near 0: pairing gained nothing here; if the seed drives nothing shared between arms, plan "
+                 "the next ablation with pairing=unpaired)")
+    elif by_rule and any(r >= 0.2 for r in by_rule):
+        line += (" (information only: a declared pairing=paired is for the next ablation; switching this one now, "
+                 "after seeing the data, would raise its false-positive rate)")
+    return [line]
 
 
 def _non_default(v: Mapping[str, Any]) -> str:

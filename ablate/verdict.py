@@ -129,7 +129,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if any(s not in arm.values or s not in control.values for s in sk):
                 break
             pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
-                              pairing=opts.pairing)
+                              pairing=opts.pairing, n_design=n_k, level=opts.alpha / m)  # the look's planned N
             fin_t = [v for v in pr.treatment if not math.isnan(v)]
             fin_c = [v for v in pr.control if not math.isnan(v)]
             if pr.paired:
@@ -256,6 +256,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     for i, name in enumerate(treatments):
         t_vals, c_vals = data[name].values, control.values
         thr = None
+        n_design = len(plan["seeds"])  # the planned N: fixed before any outcome, so the pairing rule may use it
         if seq:
             st = seq[name]
             n_use = st["n"] if st["look"] is not None else len(plan["seeds"])
@@ -263,11 +264,13 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             t_vals = {k: v for k, v in t_vals.items() if k in keep}
             c_vals = {k: v for k, v in c_vals.items() if k in keep}
             thr = max(st["threshold"], 1e-300) if st["threshold"] is not None else None
-        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing)
+            n_design = n_use
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design,
+                          level=opts.alpha / (m if seq else m_of[name]))
         pairings.append(pr)
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                              margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
-                             p_threshold=thr))
+                             p_threshold=thr, pair_from=pr.pair_from))
     fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
     for fam in fams if not seq else []:
         if len(fam) < 2:
@@ -290,7 +293,8 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         if c.seeds is not None:
             rec["seed_advice"]["message"] = c.seeds.message()
         rec["failures"]["message"] = c.failures.message() if c.failures else None
-        rec["pairing"] = {"paired": pr.paired, "reason": pr.reason, "unmatched": pr.unmatched,
+        rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
+                          "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
                           "seeds": list(pr.seeds)}
         if seq:
             st = seq[name]

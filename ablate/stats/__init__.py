@@ -2,9 +2,10 @@
 
 Entry point: :func:`compare` (one treatment vs the control) and :func:`adjust_comparisons` (the family of
 treatments sharing a control). Beside them: :func:`summarize` (per-arm statistics), :func:`pair_by_seed`
-(pairing by design), :func:`recommend_seeds` / :func:`mde_d` / :func:`seeds_needed` (power and seed
-advice), :func:`failure_finding` (differential failure rate), :func:`boundaries` and
-:func:`group_sequential_batch` (group-sequential looks), and the vectorised core :func:`decide_batch`.
+(pairing by design; :func:`auto_pair_from` is the N from which ``pairing=auto`` pairs),
+:func:`recommend_seeds` / :func:`mde_d` / :func:`seeds_needed` (power and seed advice), :func:`failure_finding`
+(differential failure rate), :func:`boundaries` and :func:`group_sequential_batch` (group-sequential looks),
+and the vectorised core :func:`decide_batch`.
 
 Every function validates its input first and raises :class:`StatsInputError` (a ``ValueError``) naming
 the parameter; scipy and statsmodels are imported only when a function needs them.
@@ -28,7 +29,7 @@ from ablate.stats.effect import (
 from ablate.stats.failures import FailureFinding, failure_finding
 from ablate.stats.family import adjust_comparisons
 from ablate.stats.multiplicity import adjust_pvalues, dunnett_pvalues
-from ablate.stats.pairing import Pairing, pair_by_seed
+from ablate.stats.pairing import Pairing, auto_pair_from, auto_pairs, pair_by_seed, power_loss
 from ablate.stats.power import SeedAdvice, mde_d, recommend_seeds, sd_upper_limit, seeds_needed
 from ablate.stats.sequential import (
     Boundaries,
@@ -57,6 +58,8 @@ __all__ = [
     "StatsInputError",
     "adjust_comparisons",
     "adjust_pvalues",
+    "auto_pair_from",
+    "auto_pairs",
     "boundaries",
     "compare",
     "decide_batch",
@@ -72,6 +75,7 @@ __all__ = [
     "pair_by_seed",
     "paired_effect",
     "pooled_sd",
+    "power_loss",
     "prob_improvement",
     "recommend_seeds",
     "robust_test",

@@ -19,7 +19,8 @@ FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.
 
 
 def test_two_scale_transfer_check(project: Path) -> None:
-    res = ablate_cli(project, "-m", "scale.key=task.hidden", "scale.values=[16,64]", *FAST)
+    # pairing=paired declared: the paired interaction test (with 3 seeds, pairing=auto would not pair)
+    res = ablate_cli(project, "-m", "scale.key=task.hidden", "scale.values=[16,64]", "pairing=paired", *FAST)
     assert res.returncode == 0, res.stderr
     (parent,) = [p.parent for p in project.glob("outputs/ablate/*/*/transfer.yaml")]
     assert res.stdout.strip().endswith(str(parent / "transfer.md"))

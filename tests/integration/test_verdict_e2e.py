@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -39,10 +40,13 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
     control = [v["arms"][0]["values"][str(s)] for s in range(3)]
     for c in v["comparisons"]:
         treat = [v["arms"][[a["arm"] for a in v["arms"]].index(c["arm"])]["values"][str(s)] for s in range(3)]
-        # every arm ran seeds 0, 1, 2: paired by design
-        assert c["paired"] and c["pairing"]["seeds"] == [0, 1, 2]
+        # every arm ran seeds 0, 1, 2, but pairing=auto pairs only from N0 seeds per arm (27 at α/2, two treatments)
+        assert not c["paired"] and c["pairing"]["seeds"] == [] and c["pairing"]["pair_from"] == 27  # α/2: 2 arms
+        assert c["pairing"]["reason"].startswith("unpaired (Welch): pairing=auto pairs by seed only from N = 27")
+        if c["pairing"]["rho"] is not None:
+            assert c["pairing"]["rho"] == pytest.approx(float(np.corrcoef(treat, control)[0, 1]), rel=1e-9)
         if c["verdict"] != "insufficient data":
-            assert c["pvalue"] == pytest.approx(stats.ttest_rel(treat, control).pvalue, rel=1e-9)
+            assert c["pvalue"] == pytest.approx(stats.ttest_ind(treat, control, equal_var=False).pvalue, rel=1e-9)
         assert c["verdict"] in ("better", "worse", "equivalent", "inconclusive", "insufficient data")
         assert c["reason"] and "nan" not in c["reason"].lower()
     md = (sd / "verdict.md").read_text()

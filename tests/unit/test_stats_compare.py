@@ -226,15 +226,17 @@ class TestProperties:
 
 
 class TestPairingAndFailures:
-    def test_auto_pairs_by_seed(self) -> None:
-        p = pair_by_seed({0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}, {1: 1.5, 0: 0.5, 2: 2.5})
+    def test_paired_aligns_by_seed(self) -> None:
+        p = pair_by_seed({0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}, {1: 1.5, 0: 0.5, 2: 2.5}, pairing="paired")
         assert p.paired and p.seeds == (0, 1, 2) and p.unmatched == 1
         assert list(p.treatment) == [1.0, 2.0, 3.0] and list(p.control) == [0.5, 1.5, 2.5]
-        assert "1 trial(s) without a partner seed" in p.reason
+        assert p.reason == "paired by seed: declared (pairing=paired); 1 trial(s) without a partner seed left out"
 
-    def test_auto_needs_three_shared_seeds(self) -> None:
-        p = pair_by_seed({0: 1.0, 1: 2.0, 5: 3.0}, {0: 1.0, 1: 2.0, 7: 3.0})
-        assert not p.paired and p.treatment.size == 3 and "unpaired analysis of all runs" in p.reason
+    @pytest.mark.parametrize("pairing", ["auto", "paired"])
+    def test_pairing_needs_three_shared_seeds(self, pairing: str) -> None:
+        p = pair_by_seed({0: 1.0, 1: 2.0, 5: 3.0}, {0: 1.0, 1: 2.0, 7: 3.0}, pairing=pairing, n_design=30)
+        assert not p.paired and p.treatment.size == 3
+        assert p.reason == "unpaired (Welch): the arms share 2 seed ids (< 3): every run of each arm is compared"
 
     def test_unpaired_and_failed_values(self) -> None:
         p = pair_by_seed({0: None, 1: 2.0, 2: 3.0}, {0: 1.0, 1: 2.0, 2: 3.0}, pairing="unpaired")

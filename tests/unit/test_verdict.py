@@ -29,14 +29,14 @@ def _trial_hashes(root: Path) -> dict[str, str]:
 
 
 def test_verdict_json_and_md(tmp_path: Path) -> None:
-    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T, "lr=0.2": T2})
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T, "lr=0.2": T2}, options={"pairing": "paired"})
     v = write_verdict(SweepDir.open(root))
     on_disk = json.loads((root / "verdict.json").read_text())
     assert "NaN" not in (root / "verdict.json").read_text()
     assert on_disk["metric"] == "val_acc" and on_disk["goal"] == "maximize" and on_disk["alpha"] == 0.05
     assert [c["arm"] for c in on_disk["comparisons"]] == ["lr=0.1", "lr=0.2"]
     c1 = on_disk["comparisons"][0]
-    # every arm ran seeds 0-4: paired by design, Holm over two treatments
+    # every arm ran seeds 0-4 and pairing=paired is declared: paired by seed, Holm over two treatments
     ref = stats.ttest_rel(T, C)
     assert c1["paired"] and c1["test"] == "paired t"
     assert c1["pvalue"] == pytest.approx(ref.pvalue, rel=1e-9)
@@ -101,7 +101,7 @@ def test_confounded_ablation_is_invalid(tmp_path: Path) -> None:
 
 def test_minimize_and_pending(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", {"control": T, "lr=0.1": [*C[:4], "pending"]}, metric="val_loss",
-                      goal="minimize")
+                      goal="minimize", options={"pairing": "paired"})
     v = write_verdict(SweepDir.open(root))
     c = v["comparisons"][0]
     assert c["diff"] > 0 and c["diff_raw"] < 0  # lower loss = better

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -108,7 +109,8 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
     assert "- **lr=0.2** (vs control 0.05): **adopt**: it improves val_acc by" in bottom
     assert "- **lr=0.1** (vs control 0.05): **undecided**: " in bottom
     assert "more than 50 seeds per arm would be needed: it cannot be decided within budget" in bottom
-    assert "**adopt**: it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0328, 0.1056]" in bottom
+    # Welch's 97.5% interval (5 seeds per arm: pairing=auto does not pair), scipy's ttest_ind(...).confidence_interval
+    assert "**adopt**: it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0478, 0.0906]" in bottom
     assert "[Terms](#terms)" in bottom and "## Terms" in md
 
 
@@ -123,13 +125,79 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
 
 
 def test_pairing_row_shows_the_correlation(tmp_path: Path) -> None:
-    """The Setup says which analysis was used, why, and the arms' correlation ρ̂ (numpy's Pearson r) that tells
-    whether pairing paid off, for planning the next ablation."""
-    import numpy as np
-
+    """The Setup says which analysis was used and why in plain words, and the arms' correlation ρ̂ (numpy's
+    Pearson r) as information for planning the next ablation (never this one's analysis)."""
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
-    write_verdict(SweepDir.open(root), {"plots": False})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
     md = (root / "verdict.md").read_text()
     rho = float(np.corrcoef(T, C)[0, 1])
-    assert f"| pairing | auto: paired by seed id (every arm ran the same seed list); correlation of the arms " \
-           f"across seeds ρ̂: lr=0.1 {rho:.2f}" in md
+    assert round(rho, 2) == -0.91
+    assert ("| pairing | auto: unpaired (Welch): pairing=auto pairs by seed only from N = 19 seeds per arm on, where "
+            "pairing costs at most 2.5 points of power even when seeds share nothing across arms (here N = 5); declare "
+            "pairing=paired if the arms' seeds share data order and initialisation; correlation of the arms across "
+            f"seeds ρ̂: lr=0.1 {rho:.2f} |") in md
+    (c,) = v["comparisons"]
+    assert c["test"] == "Welch t" and not c["paired"]
+    assert c["pairing"]["mode"] == "auto" and c["pairing"]["n_design"] == 5 and c["pairing"]["pair_from"] == 19
+    assert c["pairing"]["rho"] == pytest.approx(rho, rel=1e-12)
+    assert c["pairing"]["reason"].startswith("unpaired (Welch): pairing=auto pairs by seed only from N = 19")
+
+    # declared paired: the paired t at N = 5, and the same ρ̂
+    root = make_sweep(tmp_path / "declared", {"control": C, "lr=0.1": T}, options={"pairing": "paired"})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    assert (f"| pairing | paired: paired by seed: declared (pairing=paired); correlation of the arms across seeds "
+            f"ρ̂: lr=0.1 {rho:.2f} |") in (root / "verdict.md").read_text()
+    assert v["comparisons"][0]["test"] == "paired t"
+
+
+def test_pairing_note_for_a_correlated_unpaired_design(tmp_path: Path) -> None:
+    """ρ̂ >= 0.2 on a design auto left unpaired: the note says how to plan the next ablation, and that switching
+    this one after seeing the data would raise its false-positive rate."""
+    t = [c + 0.004 + 0.002 * (-1) ** i for i, c in enumerate(C)]
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": t})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    rho = float(np.corrcoef(t, C)[0, 1])
+    assert rho > 0.9 and not v["comparisons"][0]["paired"]
+    md = (root / "verdict.md").read_text()
+    assert (f"ρ̂: lr=0.1 {rho:.2f} (information only: a declared pairing=paired is for the next ablation; switching "
+            "this one now, after seeing the data, would raise its false-positive rate) |") in md
+
+
+def test_auto_pairs_from_nineteen_seeds(tmp_path: Path) -> None:
+    """One treatment (level 0.05), the same seed list: pairing=auto pairs from 19 seeds per arm (scipy's ttest_rel);
+    at 18, Welch (ttest_ind)."""
+    rng = np.random.default_rng(5)
+    shared = rng.normal(0, 0.01, 20)
+    c20 = list(0.7 + shared + rng.normal(0, 0.005, 20))
+    t20 = list(0.705 + shared + rng.normal(0, 0.005, 20))
+    for n, paired in ((19, True), (18, False)):
+        root = make_sweep(tmp_path / f"n{n}", {"control": c20[:n], "lr=0.1": t20[:n]})
+        (c,) = write_verdict(SweepDir.open(root), {"plots": False})["comparisons"]
+        ref = (stats.ttest_rel(t20[:n], c20[:n]) if paired
+               else stats.ttest_ind(t20[:n], c20[:n], equal_var=False))
+        assert c["paired"] is paired and c["pvalue"] == pytest.approx(ref.pvalue, rel=1e-9)
+        assert c["pairing"]["n_design"] == n
+    assert c["pairing"]["pair_from"] == 19  # the 18-seed design: unpaired by the rule
+    root = make_sweep(tmp_path / "n20md", {"control": c20, "lr=0.1": t20})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    assert ("| pairing | auto: paired by seed: every arm ran the same seeds and N = 20 >= 19, where pairing=auto pairs "
+            "(pairing costs at most 2.5 points of power there, and gains whenever the arms' seeds are correlated)"
+            ) in (root / "verdict.md").read_text()
+
+
+def test_auto_pairing_threshold_follows_the_comparisons_level(tmp_path: Path) -> None:
+    """Two treatments (Holm, level α/m = 0.025): pairing=auto needs 27 seeds per arm, so 20 stay unpaired, and the
+    reason names the level; the seed advice plans with the paired test from 27 on."""
+    from ablate.stats import auto_pair_from
+
+    assert auto_pair_from(0.025) == 27
+    rng = np.random.default_rng(8)
+    c = list(0.7 + rng.normal(0, 0.01, 20))
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.1": list(0.7 + rng.normal(0, 0.01, 20)),
+                                        "lr=0.2": list(0.7 + rng.normal(0, 0.01, 20))})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    for comp in v["comparisons"]:
+        assert not comp["paired"] and comp["pairing"]["pair_from"] == 27
+        assert comp["seed_advice"]["pair_from"] == 27
+        assert ("pairing=auto pairs by seed only from N = 27 seeds per arm on at this comparison's level α/m = 0.025"
+                in comp["pairing"]["reason"])
