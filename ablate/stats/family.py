@@ -54,7 +54,8 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
     """
     meth = _iv.choice(method, "method", MULTIPLICITY_METHODS)
     comps = list(comparisons)
-    p = np.array([np.nan if c.pvalue is None else c.pvalue for c in comps], dtype=float)
+    # the skew guard's p x 10 enters the family as it is (ablate.stats.core.decide_batch)
+    p = np.array([np.nan if c.pvalue is None else min(1.0, c.pvalue * c.guard_factor) for c in comps], dtype=float)
     alpha = comps[0].alpha if comps else 0.05
     note: Flag | None = None
     dunnett_ci: dict[int, tuple[float, float]] = {}
@@ -74,7 +75,12 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
             adj = np.full(p.shape, np.nan)
             if ok:
                 pd, lo, hi = dunnett([treatments[i] for i in ok], control, alpha=alpha, rng=rng)
-                adj[ok] = pd
+                guard = np.array([comps[i].guard_factor for i in ok])
+                adj[ok] = np.minimum(1.0, pd * guard)
+                if (guard > 1).any():  # a guarded comparison's CI is at 1 - alpha/10, as its decision
+                    _, lo_g, hi_g = dunnett([treatments[i] for i in ok], control,
+                                            alpha=alpha / float(guard.max()), rng=rng)
+                    lo, hi = np.where(guard > 1, lo_g, lo), np.where(guard > 1, hi_g, hi)
                 for j, i in enumerate(ok):
                     sign = 1.0 if comps[i].goal == "maximize" else -1.0
                     a_, b_ = sign * lo[j], sign * hi[j]
@@ -93,6 +99,6 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         if levels is not None:
             c2 = with_ci_level(c2, float(levels[i]))
         elif i in dunnett_ci:
-            c2 = dataclasses.replace(c2, ci=dunnett_ci[i], ci_level=1 - alpha)
+            c2 = dataclasses.replace(c2, ci=dunnett_ci[i], ci_level=1 - alpha / c.guard_factor)
         out.append(finish(c2))
     return out
