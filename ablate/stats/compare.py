@@ -432,8 +432,9 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
         flags.append(Flag("sd_ratio", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold"))
     if not paired and ts.size >= 3 and cs.size >= 3 and bool(skew_spread(ts[None], cs[None])[0]):
         flags.append(Flag("skew_spread", f"the arms' SDs differ {max(st, sc) / min(st, sc):.1f}-fold and the values "
-                                         "are skewed: Welch's false-positive rate can then reach 0.06-0.13 (see "
-                                         "docs/verdict.md); confirm a better/worse verdict with more seeds"))
+                                         "are skewed: below 20 seeds per arm the verdict's false-positive rate can "
+                                         "then reach 0.07-0.14 (the skew guard needs more seeds to see the skew; "
+                                         "docs/verdict.md): confirm a better/worse verdict with more seeds"))
     samples = [("paired differences", ts - cs)] if paired else [("treatment", ts), ("control", cs)]
     samples = [(name, x) for name, x in samples if x.size >= 3 and np.ptp(x) > 0]
     with warnings.catch_warnings():
@@ -513,7 +514,8 @@ def _reason(c: Comparison, code: int) -> str:
     pname = "p" if c.multiplicity in ("none", "group sequential") else "p_adj"
     p = c.pvalue_adjusted if pname == "p_adj" else c.pvalue
     if c.guard_factor > 1:  # the skew guard: the decision used p x 10 (adjusted or not)
-        p, pname = c.pvalue_adjusted, f"{pname} (p × {c.guard_factor:g}: skew guard)"
+        p, pname = c.pvalue_adjusted, (f"p × {c.guard_factor:g} (skew guard)" if pname == "p"
+                                       else f"{pname} (of p × {c.guard_factor:g}: skew guard)")
     rel = "<" if code in (BETTER, WORSE) else "≥"
     if code not in (BETTER, WORSE) and p is not None and c.decision_level is not None and p < c.decision_level:
         rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)

@@ -1,4 +1,5 @@
-"""Metric shapes the mean test is weak on: unequal spread combined with skew (vectorised check)."""
+"""Metric shapes the mean test is weak on: unequal spread combined with skew (vectorised checks: the
+``skew_spread`` flag and the skew guard of the decision, :func:`skew_against`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def skew_spread(treatment: np.ndarray, control: np.ndarray) -> np.ndarray:
     missing from most small samples, so one tail of the test rejects too often (false-positive rate 0.06-0.13
     for lognormal arms at SD ratios 2-3, N = 3-100; Colas, Sigaud & Oudeyer 2019 report the same). The
     pooled skewness is the mean cube of each arm's residuals divided by its own SD (Fisher-Pearson g1).
+    An information flag: the decision itself is protected by the skew guard (:func:`skew_against`), which
+    brings the verdict's rate back to <= 0.055 from N = 20 but cannot see the skew in fewer seeds.
     """
     t, c = np.atleast_2d(treatment), np.atleast_2d(control)
     st, sc = t.std(axis=1, ddof=1), c.std(axis=1, ddof=1)
