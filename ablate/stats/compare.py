@@ -266,7 +266,9 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     1981) or d_z (Lakens 2013); P(T>C) (Agarwal et al. 2021; Bouthillier et al. 2021) with Newcombe's (2006)
     score interval or Clopper-Pearson (paired); Mann-Whitney / Wilcoxon as the robustness check; TOST
     (Schuirmann 1987); seed advice per spec B7; rule per spec B4. Recommended by Colas, Sigaud & Oudeyer
-    (2019) for small N; the ``skew_spread`` flag marks where Welch itself runs above alpha.
+    (2019) for small N. The skew guard of :func:`ablate.stats.core.decide_batch` (``guard_factor``, flag
+    ``skew_guard``: p x 10 where D'Agostino's skewness z >= 1.96 lies opposite to Δ) keeps the false-positive
+    rate from 20 seeds per arm; the ``skew_spread`` flag marks where Welch itself runs above alpha below that.
 
     Examples
     --------
