@@ -27,7 +27,8 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         One per treatment, from :func:`ablate.stats.compare` with ``n_comparisons = len(comparisons)``.
     method : {"holm", "dunnett", "bh", "none"}
         Holm (default, family-wise), Dunnett (family-wise many-to-one; unpaired designs with arm SDs within
-        2x, else Holm is used and flagged), Benjamini-Hochberg (false discovery rate, exploratory) or none.
+        2x and no skew guard fired, else Holm is used and flagged), Benjamini-Hochberg (false discovery rate,
+        exploratory) or none.
     treatments, control : optional
         Finite values of each treatment and of the control; needed for Dunnett only.
     rng : None, int or numpy.random.Generator
@@ -67,20 +68,19 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         sds = [float(np.std(np.asarray(treatments[i], float), ddof=1)) for i in ok]
         sds.append(float(np.std(np.asarray(control, float), ddof=1)))
         ratio = max(sds) / min(sds) if ok and min(sds) > 0 else np.inf
-        if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO:
-            why = "paired comparisons" if any(c.paired for c in comps) else f"arm SDs differ {ratio:.1f}-fold (> 2)"
-            note = Flag("multiplicity", f"Dunnett needs unpaired arms with similar SDs ({why}): Holm used instead")
+        guarded = any(c.guard_factor > 1 for c in comps)
+        if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO or guarded:
+            why = ("paired comparisons" if any(c.paired for c in comps) else
+                   f"arm SDs differ {ratio:.1f}-fold (> 2)" if ratio > DUNNETT_SD_RATIO else
+                   "the skew guard fired: the values are skewed")
+            note = Flag("multiplicity", f"Dunnett needs unpaired, normal-like arms with similar SDs ({why}): Holm "
+                                        "used instead")
             meth = "holm"
         else:
             adj = np.full(p.shape, np.nan)
             if ok:
                 pd, lo, hi = dunnett([treatments[i] for i in ok], control, alpha=alpha, rng=rng)
-                guard = np.array([comps[i].guard_factor for i in ok])
-                adj[ok] = np.minimum(1.0, pd * guard)
-                if (guard > 1).any():  # a guarded comparison's CI is at 1 - alpha/10, as its decision
-                    _, lo_g, hi_g = dunnett([treatments[i] for i in ok], control,
-                                            alpha=alpha / float(guard.max()), rng=rng)
-                    lo, hi = np.where(guard > 1, lo_g, lo), np.where(guard > 1, hi_g, hi)
+                adj[ok] = pd
                 for j, i in enumerate(ok):
                     sign = 1.0 if comps[i].goal == "maximize" else -1.0
                     a_, b_ = sign * lo[j], sign * hi[j]
@@ -99,6 +99,6 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         if levels is not None:
             c2 = with_ci_level(c2, float(levels[i]))
         elif i in dunnett_ci:
-            c2 = dataclasses.replace(c2, ci=dunnett_ci[i], ci_level=1 - alpha / c.guard_factor)
+            c2 = dataclasses.replace(c2, ci=dunnett_ci[i], ci_level=1 - alpha)
         out.append(finish(c2))
     return out

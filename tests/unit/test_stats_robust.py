@@ -193,6 +193,22 @@ def test_skew_guard_in_a_holm_family() -> None:
     assert guarded.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
 
 
+def test_skew_guard_with_dunnett() -> None:
+    """Dunnett assumes normal errors, and its 99.5% interval does not converge in scipy: when a skew guard fired
+    in the family, Holm (on p x 10) is used instead and flagged, as for paired arms or SDs differing > 2x."""
+    t, c = np.asarray(SKEW_T), np.asarray(SKEW_C)
+    s = c[::-1] + 0.03
+    comps = [compare(x, c, n_comparisons=2) for x in (t, s)]
+    adj = adjust_comparisons(comps, "dunnett", treatments=[t, s], control=c, rng=0)
+    assert [a.multiplicity for a in adj] == ["holm", "holm"] and [a.guard_factor for a in adj] == [10, 1]
+    assert any(f.code == "multiplicity" and "skew guard" in f.message for f in adj[0].flags)
+    ref = holm(np.array([10 * comps[0].pvalue, comps[1].pvalue]))
+    assert [a.pvalue_adjusted for a in adj] == pytest.approx(list(ref), rel=1e-9)
+    assert [a.verdict for a in adj] == ["inconclusive", "better"]
+    for a in adj:
+        assert (a.ci[0] > 0 or a.ci[1] < 0) == (a.verdict in ("better", "worse"))
+
+
 # -- 5. P(T>C) interval ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [5, 10, 20])
 @pytest.mark.parametrize("shift", [0.0, 1.0, 2.0])
