@@ -482,7 +482,9 @@ def finish(comp: Comparison) -> Comparison:
     if comp.robust_pvalue is not None and comp.pvalue is not None and comp.robust_min_pvalue is not None:
         # Judge the rank test at the level the decision used: scale its p by the same multiplicity factor
         # as the primary p (Holm's p_adj / p), and compare both with the decision level.
-        factor = (comp.pvalue_adjusted / comp.pvalue) if comp.pvalue_adjusted is not None and comp.pvalue > 0 else 1.0
+        # (the skew guard's x 10 is the t-test's own correction, not the family's: the rank test does not get it)
+        raw = min(1.0, comp.pvalue * comp.guard_factor)
+        factor = (comp.pvalue_adjusted / raw) if comp.pvalue_adjusted is not None and raw > 0 else 1.0
         robust_adj = min(1.0, comp.robust_pvalue * factor)
         primary_adj = comp.pvalue_adjusted if comp.pvalue_adjusted is not None else comp.pvalue
         if comp.robust_min_pvalue * factor >= comp.decision_level:

@@ -11,13 +11,16 @@ exactly alpha; seeded, so never flaky); pooled rates (R x cells replications) ar
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from ablate.stats import VERDICTS, adjust_comparisons, compare, decide_batch, summarize
+from ablate.stats.compare import p_is
 from ablate.stats.multiplicity import holm, stage_levels
 from ablate.stats.pi_interval import clopper_pearson_interval, newcombe_interval
 from ablate.stats.shape import skew_spread
@@ -207,6 +210,26 @@ def test_skew_guard_with_dunnett() -> None:
     assert [a.verdict for a in adj] == ["inconclusive", "better"]
     for a in adj:
         assert (a.ci[0] > 0 or a.ci[1] < 0) == (a.verdict in ("better", "worse"))
+
+
+def test_skew_guard_in_verdict_md(tmp_path: Path) -> None:
+    """The written verdict: the line says which p decided and the CI's level, the flag explains, the JSON keeps
+    the z and the factor; the rank test is not multiplied by the guard's factor (it is not a t-test)."""
+    from ablate.sweepdir import SweepDir
+    from ablate.verdict import write_verdict
+    from tests.helpers import make_sweep
+
+    root = make_sweep(tmp_path / "sw", {"control": SKEW_C, "lr=0.1": SKEW_T}, options={"pairing": "unpaired"})
+    write_verdict(SweepDir.open(root))
+    md = (root / "verdict.md").read_text()
+    assert ("**inconclusive**. Welch p × 10 (skew guard) = 0.208 ≥ α = 0.05; Δ = -0.0255, 99.5% CI "
+            "[-0.0578, 0.0068]") in md
+    assert "D'Agostino z = 2.89 ≥ 1.96" in md and "(`skew_guard`)" in md
+    c = json.loads((root / "verdict.json").read_text())["comparisons"][0]
+    assert c["guard_factor"] == 10 and c["skew_z"] == pytest.approx(2.885, abs=1e-3) and c["ci_level"] == 0.995
+    mwu = stats.mannwhitneyu(SKEW_T, SKEW_C).pvalue
+    assert c["robust_pvalue"] == pytest.approx(mwu, rel=1e-9)
+    assert f"p = 0.208 vs {p_is(mwu)}" in md  # MWU at its own p (0.0046), not x 10
 
 
 # -- 5. P(T>C) interval ------------------------------------------------------------------------------------
