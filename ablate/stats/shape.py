@@ -68,7 +68,7 @@ def skew_against(treatment: np.ndarray, control: np.ndarray, paired: bool = Fals
     numpy.ndarray of float, shape (batch,)
         D'Agostino's skewness z (``scipy.stats.skewtest``), oriented so that a positive value means the long
         tail of Δ's sampling distribution lies on the side opposite to the observed Δ; NaN where it cannot be
-        computed (fewer than 8 values, a constant arm or Δ = 0).
+        computed (fewer than 8 values, no variation at all, or Δ = 0).
 
     Notes
     -----
@@ -90,8 +90,12 @@ def skew_against(treatment: np.ndarray, control: np.ndarray, paired: bool = Fals
             tail = np.ones(t.shape[0])
         else:
             st, sc = t.std(axis=1, ddof=1), c.std(axis=1, ddof=1)
-            x = np.concatenate([(t - t.mean(axis=1, keepdims=True)) / st[:, None],
-                                (c - c.mean(axis=1, keepdims=True)) / sc[:, None]], axis=1)
+            # a constant arm contributes zeros (Δ's skew is then the other arm's alone)
+            # (exactly constant: its mean may differ from its value by an ulp, which must not become a residual)
+            ct, cc = np.ptp(t, axis=1) == 0, np.ptp(c, axis=1) == 0
+            x = np.concatenate([np.where(ct[:, None], 0.0, (t - t.mean(axis=1, keepdims=True)) / st[:, None]),
+                                np.where(cc[:, None], 0.0, (c - c.mean(axis=1, keepdims=True)) / sc[:, None])],
+                               axis=1)
             side = np.sign(t.mean(axis=1) - c.mean(axis=1))
             tail = np.where(st**2 / t.shape[1] >= sc**2 / c.shape[1], 1.0, -1.0)  # which arm's skew Δ carries
         z = np.full(t.shape[0], np.nan)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,19 @@ def test_skew_guard_not_on_tail_side() -> None:
     # the whole ablation mirrored (x -> -x) is the same ablation: the guard is symmetric
     m = compare(-np.asarray(SKEW_T), -np.asarray(SKEW_C))
     assert m.skew_z == pytest.approx(2.885, abs=1e-3) and m.guard_factor == 10 and m.verdict == "inconclusive"
+
+
+def test_skew_guard_with_a_constant_arm() -> None:
+    """A constant control: Δ's skew is the treatment's alone (its residuals pooled with the control's zeros)."""
+    t = np.asarray(SKEW_T)
+    c = np.full(10, 0.70)
+    z = stats.skewtest(np.concatenate([(t - t.mean()) / t.std(ddof=1), np.zeros(10)])).statistic
+    r = decide_batch(t, c)
+    assert r.skew_z[0] == pytest.approx(z, rel=1e-9) and z > 1.96 and r.guard_factor[0] == 10
+    with warnings.catch_warnings():  # scipy warns on the constant arm; Welch is still defined (the other's SD)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = stats.ttest_ind(t, c, equal_var=False).pvalue
+    assert r.p_decision[0] == pytest.approx(min(1.0, 10 * ref), rel=1e-9)
 
 
 def test_skew_guard_in_a_holm_family() -> None:
