@@ -191,6 +191,28 @@ def test_skew_guard_with_a_constant_arm() -> None:
     assert r.p_decision[0] == pytest.approx(min(1.0, 10 * ref), rel=1e-9)
 
 
+@pytest.mark.parametrize("paired", [False, True])
+def test_skew_guard_decision_and_interval_agree(paired: bool) -> None:
+    """Over skewed ablations with real effects (guard firing in a quarter to half of them), alone and in a family
+    of 3: the CI excludes 0 exactly when the verdict is better/worse, and guarded rows have level 1 - level/10."""
+    t, c = aa("lognormal", 3, 20, seed=21)
+    t = t + 0.01 * rng_shift(R)
+    for m in (1, 3):
+        r = decide_batch(t, c, paired=paired, n_comparisons=m)
+        assert 0.1 < (r.guard_factor > 1).mean() < 0.6
+        excl = (r.ci_low > 0) | (r.ci_high < 0)
+        assert np.array_equal(excl, np.isin(r.verdict, (BETTER, WORSE)))
+        ref = (stats.ttest_rel(t, c, axis=1) if paired else stats.ttest_ind(t, c, axis=1, equal_var=False))
+        i = int(np.flatnonzero(r.guard_factor > 1)[0])
+        ci = ref.confidence_interval(1 - ALPHA / m / 10)
+        assert (r.ci_low[i], r.ci_high[i]) == pytest.approx((ci.low[i], ci.high[i]), rel=1e-9)
+
+
+def rng_shift(n: int) -> np.ndarray:
+    """Per-row true effects from -2 to 2 SDs of the wider arm (fixed seed)."""
+    return np.random.default_rng(8).uniform(-6.0, 6.0, (n, 1))
+
+
 def test_skew_guard_in_a_holm_family() -> None:
     """The guarded p x 10 enters Holm; each CI stays at its decision's level, so it excludes 0 exactly when the
     verdict is better/worse."""
