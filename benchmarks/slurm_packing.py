@@ -75,14 +75,15 @@ def slurm_seconds(text: str) -> float:
 def job_accounting(sd: Path, timeout_s: float = 60) -> tuple[float, float, int]:
     """Sum over the sweep's jobs of SLURM's Elapsed and TotalCPU (seconds), and the number of jobs.
 
-    TotalCPU of a job's allocation row covers all its steps (the srun step runs submitit, the trials,
-    the warm parent and its forks). Waits until accounting has every job COMPLETED (slurmdbd lags).
+    TotalCPU of a job's allocation row (without ``-X``, which shows 0 there) sums all its steps (the srun
+    step runs submitit, the trials, the warm parent and its forks: every process the step waited for).
+    Waits until accounting has every job COMPLETED with its CPU (slurmdbd lags).
     """
     ids = sorted({j["job_id"] for j in json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]})
     arrays = sorted({i.split("_")[0] for i in ids})
     end = time.monotonic() + timeout_s
     while True:
-        out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(arrays),
+        out = subprocess.run(["sacct", "-n", "-P", "-j", ",".join(arrays),
                               "--format=JobID,State,Elapsed,TotalCPU"], capture_output=True, text=True,
                              check=True).stdout
         rows = {r[0]: r for r in (line.split("|") for line in out.splitlines()) if r[0] in ids}

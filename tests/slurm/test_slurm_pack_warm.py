@@ -30,6 +30,8 @@ with open(os.path.join(os.environ["PROBE_OUT"], f"import-{os.getpid()}"), "w"):
 
 def train(cfg):
     CALLS.append(cfg.seed)
+    print(f"probe stdout {cfg.task.mode} seed={cfg.seed}", flush=True)
+    print(f"probe stderr {cfg.task.mode} seed={cfg.seed}", file=__import__("sys").stderr, flush=True)
     if cfg.task.mode == "exit" and cfg.seed == 1:
         os._exit(3)  # a hard crash: no result written, no cleanup
     info = {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "calls": len(CALLS),
@@ -108,6 +110,11 @@ def test_packed_trials_are_forks_of_one_warm_parent_per_job(warm_project: Path, 
         manifest = json.loads((sd / "trials" / ("control" if arm == "plain" else f"mode={arm}") / f"seed={seed}"
                                / "manifest.json").read_text())
         assert manifest["warm_parent"] == s["ppid"]
+    for (arm, seed), rec in results.items():  # a fork writes to its job's own logs, as a fresh process does
+        mode = "plain" if arm == "control" else "exit"
+        err = Path(rec["log"]).read_text()
+        assert f"probe stderr {mode} seed={seed}" in err, err[-2000:]
+        assert f"probe stdout {mode} seed={seed}" in Path(rec["log"][:-len(".err")] + ".out").read_text()
     assert _hash_seeds(sd) == {"0"}  # the ablation's (its first seed), recorded in every manifest
     assert {s["hashseed"] for s in seen.values()} == {"0"}
     assert {s["hash"] for s in seen.values()} == {_hash_under("0", "ablate-warm")}

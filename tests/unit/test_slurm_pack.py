@@ -101,6 +101,13 @@ def test_trials_per_job_defaults_to_one() -> None:
     assert get_launcher({"name": "slurm", "trials_per_job": 4}).trials_per_job == 4
 
 
+def test_warm_defaults_to_true_and_is_checked() -> None:
+    assert get_launcher({"name": "slurm", "trials_per_job": 4}).warm is True
+    assert get_launcher({"name": "slurm", "warm": False}).warm is False
+    with pytest.raises(ConfigError, match=r"`launcher.warm`.*true or false"):
+        SlurmLauncher(warm="yes")  # type: ignore[arg-type]
+
+
 def _js(job_id: str, state: str) -> JobState:
     return JobState(job_id=job_id, state=state, active=True, attempt=1, reason="", log="/x.err")
 
