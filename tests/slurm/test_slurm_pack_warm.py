@@ -138,3 +138,23 @@ def test_hash_seed_is_the_ablations_under_every_launcher(warm_project: Path, tmp
     for d in sd.glob("trials/*/seed=*"):
         arm, seed = d.parent.name, int(d.name.split("=")[1])
         assert result(sd, arm, seed)["metrics"] == result(ref_sd, arm, seed)["metrics"], (arm, seed)
+
+
+def test_task_that_cannot_be_forked_is_refused_in_the_job_and_every_trial_says_why(project: Path) -> None:
+    """A task module that starts a thread at import: the job's warm parent refuses (a fork keeps only the
+    forking thread), and each trial of the job is recorded as failed with the reason and the fix."""
+    (project / "threaded.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n\n\n"
+        "def train(cfg):\n    return {'val_acc': 0.5}\n")
+    (project / "conf" / "task" / "threaded.yaml").write_text("fn: threaded:train\nmetric: val_acc\nk: 1\n")
+    (project / "conf" / "variable" / "k.yaml").write_text("key: task.k\nvalues: [2]\n")
+    commit_all(project, "threaded task")
+    res = ablate_cli(project, "-m", "variable=k", "task=threaded", "seeds=2", "launcher=slurm",
+                     "launcher.trials_per_job=4", timeout=600)
+    assert res.returncode == 1, res.stderr  # every trial failed: the verdict is invalid
+    (plan,) = project.glob("outputs/ablate/*/*/ablation.yaml")
+    for d in plan.parent.glob("trials/*/seed=*"):
+        rec = result(plan.parent, d.parent.name, int(d.name.split("=")[1]))
+        assert rec["status"] == "failed", rec
+        assert "started 1 thread(s)" in rec["error"] and "launcher.warm=false" in rec["error"], rec
+    assert len(list(plan.parent.glob("trials/*/seed=*/result.json"))) == 4
