@@ -165,26 +165,49 @@ def _type_name(v: Any) -> str:
 
 
 # -- inputs ----------------------------------------------------------------------------------------
+#: Seeds per arm a verdict needs: a mean, a spread (SD) and a test need at least 3 values per arm. The same
+#: number as the verdict's ``ablate.stats.core.MIN_SEEDS`` (kept here so planning does not import numpy;
+#: tests/unit/test_plan.py checks the two agree).
+MIN_SEEDS = 3
+#: Why, in the words of the refusal.
+MIN_SEEDS_WHY = (f"a verdict needs at least {MIN_SEEDS} seeds per arm for a mean, a spread and a test; with fewer, "
+                 "every trial would run and the verdict could only say \"insufficient data\"")
+
+
+def _list_fix(seeds: Sequence[int]) -> str:
+    """``seeds=[...]`` extending ``seeds`` with the smallest unused seeds up to :data:`MIN_SEEDS`."""
+    out = list(seeds)
+    s = max(out, default=-1) + 1
+    while len(out) < MIN_SEEDS:
+        if s not in out and 0 <= s <= MAX_SEED:
+            out.append(s)
+        s = s + 1 if s < MAX_SEED else 0
+    return "seeds=[" + ",".join(str(x) for x in out) + "]"
+
+
 def parse_seeds(seeds: Any) -> list[int]:
-    """Validate ``seeds``: an int N >= 2 (meaning seeds 0..N-1) or a list of >= 2 distinct ints.
+    """Validate ``seeds``: an int N >= :data:`MIN_SEEDS` (seeds 0..N-1) or a list of >= MIN_SEEDS distinct ints.
+
+    Fewer than :data:`MIN_SEEDS` (3) seeds per arm are refused here, at plan time, before any trial runs:
+    the verdict could only say "insufficient data" (``ablate.stats.core.MIN_SEEDS``).
 
     Raises
     ------
     ConfigError
-        When ``seeds`` is not an integer (or list of integers), is < 2, or repeats a seed.
+        When ``seeds`` is not an integer (or list of integers), is below :data:`MIN_SEEDS`, repeats a seed
+        or lists a seed outside [0, 2**32 - 1].
     """
     if isinstance(seeds, bool) or seeds is None:
-        raise ConfigError(f"must be an integer >= 2, got {seeds!r}", where="seeds", fix="e.g. `seeds=10`")
+        raise ConfigError(f"must be an integer >= {MIN_SEEDS}, got {seeds!r}", where="seeds", fix="e.g. `seeds=10`")
     if isinstance(seeds, int):
         if seeds > MAX_SEED + 1:
             raise ConfigError(f"must be at most {MAX_SEED + 1} (seeds 0..N-1 must fit in 32 bits), got {seeds}",
                               where="seeds", fix="e.g. `seeds=10`")
-        if seeds < 2:
+        if seeds < MIN_SEEDS:
             raise ConfigError(
-                f"must be at least 2, got {seeds}: one seed per arm is a sample size of one and no test "
-                "can tell arms apart",
+                f"{seeds} seed{'' if seeds == 1 else 's'} per arm is below the minimum of {MIN_SEEDS}: {MIN_SEEDS_WHY}",
                 where="seeds",
-                fix="use `seeds=5` or more (10 to detect effects near one standard deviation)",
+                fix=f"use `seeds={MIN_SEEDS}` or more (10 to detect effects near one standard deviation)",
             )
         return list(range(seeds))
     if isinstance(seeds, list | tuple):
@@ -192,15 +215,20 @@ def parse_seeds(seeds: Any) -> list[int]:
             raise ConfigError(f"must be a list of integers, got {seeds!r}", where="seeds", fix="e.g. `seeds=[0,1,2]`")
         if len(set(seeds)) != len(seeds):
             raise ConfigError(f"repeats a seed: {list(seeds)}", where="seeds", fix="list each seed once")
-        if len(seeds) < 2:
-            raise ConfigError("must list at least 2 seeds", where="seeds", fix="e.g. `seeds=[0,1,2,3,4]`")
         bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
         if bad:
             raise ConfigError(f"seeds must be in [0, {MAX_SEED}] (numpy and torch take 32-bit seeds), got {bad[:5]}",
                               where="seeds", fix="e.g. `seeds=[0,1,2]`")
+        if len(seeds) < MIN_SEEDS:
+            raise ConfigError(
+                f"lists {len(seeds)} seed{'s' if len(seeds) != 1 else ''} {list(seeds)}, below the minimum of "
+                f"{MIN_SEEDS} per arm: {MIN_SEEDS_WHY}",
+                where="seeds",
+                fix=f"list at least {MIN_SEEDS} seeds, e.g. `{_list_fix(seeds)}`",
+            )
         return [int(s) for s in seeds]
     raise ConfigError(
-        f"must be an integer >= 2, got {seeds!r} ({_type_name(seeds)})",
+        f"must be an integer >= {MIN_SEEDS}, got {seeds!r} ({_type_name(seeds)})",
         where="seeds",
         fix="e.g. `seeds=10` (seeds 0..9 in every arm)",
     )
@@ -727,6 +755,6 @@ def change_lines(arm: Arm, indent: str = "    ") -> list[str]:
 
 
 __all__ = [
-    "CONTROL", "Arm", "Plan", "Variable", "check_value_type", "derived_keys", "describe", "did_you_mean",
+    "CONTROL", "MIN_SEEDS", "Arm", "Plan", "Variable", "check_value_type", "derived_keys", "describe", "did_you_mean",
     "flatten", "format_value", "make_plan", "parse_seeds", "parse_variable", "prove", "task_keys",
 ]

@@ -36,9 +36,9 @@ PEAK = "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], captu
 
 
 def build(proj: Path, seeds: int) -> Path:
-    """A sweep dir of 10 arms x ``seeds`` seeds from a real 10 x 2 inline run."""
+    """A sweep dir of 10 arms x ``seeds`` seeds from a real 10 x 3 inline run (3: the fewest seeds ablate plans)."""
     sd = proj / "outputs" / "scale"
-    timed([ABLATE, "-m", "variable=x", "seeds=2", "launcher=inline", "progress=off",
+    timed([ABLATE, "-m", "variable=x", "seeds=3", "launcher=inline", "progress=off",
            "variable.values=[2,3,4,5,6,7,8,9,10]", f"hydra.sweep.dir={sd}"], proj)
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     plan["seeds"] = list(range(seeds))
@@ -46,7 +46,7 @@ def build(proj: Path, seeds: int) -> Path:
     for arm_dir in (sd / "trials").iterdir():
         src = arm_dir / "seed=0"
         files = {p.name: p.read_text() for p in src.iterdir() if p.is_file()}
-        for seed in range(2, seeds):
+        for seed in range(3, seeds):
             dest = arm_dir / f"seed={seed}"
             dest.mkdir(mode=0o700)
             for name, text in files.items():

@@ -53,3 +53,17 @@ def test_api_errors_are_user_errors(project: Path, tmp_path: Path) -> None:
         ablate.run(project / "conf", variable="lr", on_failure="explode")
     with pytest.raises(SweepDirError, match="is not an ablate sweep dir"):
         ablate.load(tmp_path)
+
+
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"variable": "lr", "seeds": 2}, "`seeds`: 2 seeds per arm is below the minimum of 3"),
+    ({"variable": "lr", "seeds": (5, 9)}, "`seeds`: lists 2 seeds [5, 9], below the minimum of 3 per arm"),
+    ({"variable": "lr", "seeds": 1, "dry_run": True}, "`seeds`: 1 seed per arm is below the minimum of 3"),
+    ({"variable": ["lr", "momentum"], "seeds": 2}, "`seeds`: 2 seeds per arm is below the minimum of 3"),
+])
+def test_api_refuses_too_few_seeds_before_any_trial(project: Path, kwargs: dict, said: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        ablate.run(project / "conf", launcher="inline", **kwargs)
+    assert str(exc.value).startswith(said)
+    assert "a verdict needs at least 3 seeds per arm for a mean, a spread and a test" in str(exc.value)
+    assert not (project / "outputs").exists()

@@ -96,7 +96,7 @@ def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project:
 
 
 def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=2", "launcher.max_parallel=2")
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher.max_parallel=2")
     assert res.returncode == 0, res.stderr
     untouched(lit_project, "lit_app", (("src", "src"), ("configs", "configs")))
     assert not (lit_project / "logs").exists()  # the app's own hydra.run.dir (logs/...) was replaced by the trial's
@@ -104,7 +104,7 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
     verdict = json.loads((sd / "verdict.json").read_text())
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
     for arm, lr in (("control", 0.05), ("lr=0.2", 0.2)):
-        for seed in (1, 2):  # seeds=2 means 1..2 for a script task
+        for seed in (1, 2, 3):  # seeds=3 means 1..3 for a script task
             t = sd / "trials" / arm / f"seed={seed}"
             result = json.loads((t / "result.json").read_text())
             assert result["status"] == "ok", result
@@ -124,14 +124,14 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
     assert "seeds start at 1: the script seeds itself" in (sd / "verdict.md").read_text()
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
     assert str(lit_project / "configs" / "model" / "mlp.yaml") in pinned  # the app's configs are hashed too
-    for seed in (1, 2):  # weak reproducibility holds on every seed, the first one included
+    for seed in (1, 2):  # weak reproducibility holds on the seeds tried, the first one included
         rep = ablate_cli(lit_project, "repro", str(sd), "--trial", f"control/{seed}")
         assert rep.returncode == 0, rep.stdout + rep.stderr
         assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
 
 
 def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_project: Path) -> None:
-    res = ablate_cli(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=2", "launcher=inline")
+    res = ablate_cli(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     untouched(plain_project, "plain_app", (("", "plain"),))
     assert not (plain_project / "None").exists() and not (plain_project / "outputs" / "None").exists()
@@ -140,7 +140,7 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
     run_ids = set()
     for arm in ("control", "lr=0.2"):
-        for seed in (1, 2):
+        for seed in (1, 2, 3):
             t = sd / "trials" / arm / f"seed={seed}"
             result = json.loads((t / "result.json").read_text())
             assert result["status"] == "ok", result
@@ -161,7 +161,7 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
 
 
 def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5]", "dry_run=true")
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5,6]", "dry_run=true")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "arms (2): control, model=mlp_wide" in out
@@ -214,20 +214,20 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
     from ablate.errors import UserError
 
     with pytest.raises(UserError, match=r"overrides \(trainer\.max_epochs=1\) are for an `app:` task"):
-        ablate.run(variable="lit_lr", seeds=2, dry_run=True, overrides={"app.trainer.max_epochs": 1})  # task: digits
-    assert ablate.run(variable="lit_lr", seeds=2, dry_run=True,
+        ablate.run(variable="lit_lr", seeds=3, dry_run=True, overrides={"app.trainer.max_epochs": 1})  # task: digits
+    assert ablate.run(variable="lit_lr", seeds=3, dry_run=True,
                       overrides=["task=lit", "app.trainer.max_epochs=1"]) is None
     lines = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("argv ")]
     assert len(lines) == 2 and all("trainer.max_epochs=1" in shlex.split(x.split(": ", 1)[1]) for x in lines)
 
 
 def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=2", "launcher=inline",
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher=inline",
                      "+task.metric_source=tensorboard", "+task.reduce=max")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(lit_project)
     for arm in ("control", "lr=0.2"):
-        for seed in (1, 2):
+        for seed in (1, 2, 3):
             t = sd / "trials" / arm / f"seed={seed}"
             result = json.loads((t / "result.json").read_text())
             (metrics_csv,) = (t / "run").glob("csv/version_0/metrics.csv")

@@ -20,7 +20,7 @@ CASES = [
                                                                     "Close matches: task.optim.lr"]),
     ("empty-values", ["variable=lr", "variable.values=[]"], ["`variable.values`", "is empty"]),
     ("value-equals-control", ["variable=lr", "variable.values=[0.05]"], ["`variable.values[0]`", "control value"]),
-    ("seeds-below-2", ["variable=lr", "seeds=1"], ["`seeds`", "at least 2"]),
+    ("seeds-below-3", ["variable=lr", "seeds=1"], ["`seeds`", "1 seed per arm is below the minimum of 3"]),
     ("seeds-not-int", ["variable=lr", "seeds=ten"], ["`seeds`", "must be an integer", "seeds=10"]),
     ("malformed-override", ["variable=lr", "seeds=[1,2"], ["malformed", "Fix:"]),
     ("unknown-key", ["variable=lr", "sedds=3"], ["'sedds' is not a key", "Close matches: seeds"]),
@@ -69,7 +69,7 @@ CASES = [
 @pytest.mark.parametrize(("args", "expected"), [pytest.param(a, e, id=i) for i, a, e in CASES])
 def test_bad_input_before_launch(project: Path, args: list[str], expected: list[str]) -> None:
     joined = " ".join(args)
-    defaults = [d for d in ("seeds=2", "launcher=inline") if d.split("=")[0] + "=" not in joined]
+    defaults = [d for d in ("seeds=3", "launcher=inline") if d.split("=")[0] + "=" not in joined]
     res = ablate_cli(project, "-m", *defaults, *args)
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip()
@@ -79,6 +79,46 @@ def test_bad_input_before_launch(project: Path, args: list[str], expected: list[
     for s in expected:
         assert s in err, f"{s!r} not in {err!r}"
     assert not list(project.glob("outputs/ablate/*/*/trials")), "nothing may be launched"
+
+
+WHY = ('a verdict needs at least 3 seeds per arm for a mean, a spread and a test; with fewer, every trial would run '
+       'and the verdict could only say "insufficient data"')
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["variable=lr", "seeds=2"],
+                     f"`seeds`: 2 seeds per arm is below the minimum of 3: {WHY}. Fix: use `seeds=3` or more "
+                     "(10 to detect effects near one standard deviation).", id="seeds=2"),
+        pytest.param(["variable=lr", "seeds=[4,7]"],
+                     f"`seeds`: lists 2 seeds [4, 7], below the minimum of 3 per arm: {WHY}. Fix: list at least 3 "
+                     "seeds, e.g. `seeds=[4,7,8]`.", id="two-seed-list"),
+        pytest.param(["variable=lr", "seeds=2", "dry_run=true"],
+                     f"`seeds`: 2 seeds per arm is below the minimum of 3: {WHY}. Fix: use `seeds=3` or more "
+                     "(10 to detect effects near one standard deviation).", id="dry-run"),
+        pytest.param(["variable=lr,momentum", "seeds=[0]"],
+                     f"`seeds`: lists 1 seed [0], below the minimum of 3 per arm: {WHY}. Fix: list at least 3 "
+                     "seeds, e.g. `seeds=[0,1,2]`.", id="suite"),
+        pytest.param(["variable=lr", "seeds=2", "scale.key=task.hidden", "scale.values=[16,32]"],
+                     f"`seeds`: 2 seeds per arm is below the minimum of 3: {WHY}. Fix: use `seeds=3` or more "
+                     "(10 to detect effects near one standard deviation).", id="transfer"),
+    ],
+)
+def test_too_few_seeds_refused_at_plan_time(project: Path, args: list[str], message: str) -> None:
+    """Item 7 of issue 14: fewer seeds than a verdict needs are refused before any trial, with the number."""
+    res = ablate_cli(project, "-m", "launcher=inline", "task.epochs=1", *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip() == f"ablate: error: {message}"
+    assert not (project / "outputs").exists(), "no sweep dir, no trial may be created"
+    if any(a.startswith("scale.") for a in args):
+        return  # a transfer check has no dry run to try the fix with
+    # the fix it names is accepted: the same command with it plans (dry run)
+    fixed = [("seeds=3" if a == "seeds=2" else "seeds=[4,7,8]" if a == "seeds=[4,7]" else
+              "seeds=[0,1,2]" if a == "seeds=[0]" else a) for a in args]
+    ok = ablate_cli(project, "-m", "launcher=inline", "task.epochs=1", "dry_run=true", *fixed)
+    assert ok.returncode == 0, ok.stderr
+    assert not list(project.glob("outputs/**/trials/*")), "a dry run launches nothing"
 
 
 @pytest.mark.parametrize(
@@ -103,7 +143,7 @@ def test_bad_task_contract_stops_after_first_trial(project: Path, args: list[str
 def test_task_returning_non_mapping(project: Path) -> None:
     (project / "bad_task.py").write_text("def train(cfg):\n    return 0.5\n")
     commit_all(project, "bad task")
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", "task.fn=bad_task:train")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.fn=bad_task:train")
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()[-1]
     assert "`task.fn`" in err and "returned float" in err and "must return a mapping" in err
@@ -132,7 +172,8 @@ def test_from_a_subdirectory_names_the_project_root(project: Path) -> None:
 
 
 def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", "task.epochs=1")
+    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
+                     "task.epochs=1")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     for garbage in (": [x\n", "", "- a list\n", "arms: 3\nseeds: [0]\nmetric: m\n"):

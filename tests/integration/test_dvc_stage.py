@@ -25,7 +25,7 @@ def dvc(project: Path, *args: str) -> str:
 
 def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Path) -> None:
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params["ablate_lr"].update(seeds=2, epochs=1, launcher="inline")
+    params["ablate_lr"].update(seeds=3, epochs=1, launcher="inline")
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     commit_all(project, "small ablation for the test")
 
@@ -39,14 +39,14 @@ def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Pa
     metrics = workspace["data"]
     assert metrics[str(Path("outputs/dvc/lr/verdict.json"))]["data"]["metric"] == "val_acc"
     summary = metrics[str(Path("outputs/dvc/lr/summary.json"))]["data"]
-    assert summary["arms"]["control"]["n"] == 2
+    assert summary["arms"]["control"]["n"] == 3
     assert summary["comparisons"]["lr=0.2"]["verdict"] == verdict["comparisons"][1]["verdict"]
     assert summary["arms"]["lr=0.005"]["mean"] == pytest.approx(verdict["arms"][1]["mean"])
 
     plots = json.loads(dvc(project, "plots", "show", "--json"))["data"]["per-seed val_acc"][0]["content"]
     points = {(p["field"], p["seed"]): float(p["dvc_inferred_y_value"]) for p in plots["data"]["values"]}
     for arm in ("control", "lr=0.005", "lr=0.2"):
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             result = json.loads((sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())
             assert points[arm, str(seed)] == pytest.approx(result["metrics"]["val_acc"])
 

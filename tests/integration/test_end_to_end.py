@@ -76,12 +76,13 @@ def test_inline_ablation_writes_sweep_dir(project: Path) -> None:
 
 def test_same_seed_same_metrics_across_launchers(project: Path) -> None:
     """Weak reproducibility: a trial gives the same final metrics in-process and in a child process."""
-    a = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=inline", *FAST)
-    b = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=local", "launcher.max_parallel=2", *FAST)
+    one = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3"]  # 6 trials, as many as 3 arms x 2 seeds
+    a = ablate_cli(project, *one, "launcher=inline", *FAST)
+    b = ablate_cli(project, *one, "launcher=local", "launcher.max_parallel=2", *FAST)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     da, db = sweep_dirs(project)
     for arm in ("control", "lr=0.2"):
-        for seed in range(2):
+        for seed in range(3):
             ra = json.loads((da / "trials" / arm / f"seed={seed}" / "result.json").read_text())
             rb = json.loads((db / "trials" / arm / f"seed={seed}" / "result.json").read_text())
             learned = {k: v for k, v in ra["metrics"].items() if not is_timing_metric(k)}  # not samples_per_s
@@ -97,7 +98,7 @@ def test_local_launcher_gives_each_trial_its_own_gpu(project: Path, monkeypatch:
     """No GPU here: CUDA_VISIBLE_DEVICES=0,1 declares two, and each trial must get exactly one of them.
     (The task runs on the CPU; only the assignment is under test.)"""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=local", *FAST)
+    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local", *FAST)
     assert res.returncode == 0, res.stderr
     (sd,) = sweep_dirs(project)
     seen = []

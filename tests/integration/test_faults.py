@@ -82,14 +82,14 @@ def result(sd: Path, arm: str, seed: int) -> dict:
 
 
 def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local",
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
                      "timeout_min=0.2")
     assert res.returncode == 1, res.stderr  # every treatment arm failed: the verdict is invalid
     assert "the verdict is invalid" in res.stderr and "failed" in res.stderr
     sd = only_sweep(fault_project)
     expected = {"fault=raise": "failed", "fault=nan": "diverged", "fault=kill": "killed", "fault=sleep": "timeout"}
     for arm, status in expected.items():
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             r = result(sd, arm, seed)
             assert r["status"] == status, r
             assert r["error"]
@@ -101,30 +101,31 @@ def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> 
     assert result(sd, "control", 0)["status"] == "ok"
     verdict = json.loads((sd / "verdict.json").read_text())
     failed = {a["arm"]: a["n_failed"] for a in verdict["arms"]}
-    assert failed == {"control": 0, "fault=raise": 2, "fault=nan": 2, "fault=kill": 2, "fault=sleep": 2}
+    assert failed == {"control": 0, "fault=raise": 3, "fault=nan": 3, "fault=kill": 3, "fault=sleep": 3}
     rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
-    assert len(rows) == 10  # every trial, failures included
-    assert sorted(r["status"] for r in rows) == ["diverged"] * 2 + ["failed"] * 2 + ["killed"] * 2 + ["ok"] * 2 + [
-        "timeout"] * 2
+    assert len(rows) == 15  # every trial, failures included
+    assert sorted(r["status"] for r in rows) == ["diverged"] * 3 + ["failed"] * 3 + ["killed"] * 3 + ["ok"] * 3 + [
+        "timeout"] * 3
 
 
 def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
                      "variable.values=[flaky,raise0]", "on_failure=retry", "max_retries=2")
     assert res.returncode == 0, res.stderr
-    assert "(attempt 2)" in res.stderr and "[6/6]" in res.stderr and "[7/6]" not in res.stderr
+    assert "(attempt 2)" in res.stderr and "[9/9]" in res.stderr and "[10/9]" not in res.stderr
     sd = only_sweep(fault_project)
-    for seed in (0, 1):
+    for seed in (0, 1, 2):
         r = result(sd, "fault=flaky", seed)
         assert r["status"] == "ok" and r["attempt"] == 2 and r["seed"] == seed
         first = json.loads((sd / "trials/fault=flaky" / f"seed={seed}" / "attempts/1/result.json").read_text())
         assert first["status"] == "failed" and "flaky" in first["error"]
     r = result(sd, "fault=raise0", 0)
     assert r["status"] == "failed" and r["attempt"] == 3  # 1 + max_retries, then reported
-    assert result(sd, "fault=raise0", 1)["status"] == "ok"
+    assert result(sd, "fault=raise0", 1)["status"] == result(sd, "fault=raise0", 2)["status"] == "ok"
     starts = (fault_project / "starts.log").read_text().splitlines()
     assert sum(line.startswith("start raise0 0 ") for line in starts) == 3
     assert sum(line.startswith("start raise0 1 ") for line in starts) == 1
+    assert sum(line.startswith("start raise0 2 ") for line in starts) == 1
 
 
 def test_abort_stops_at_first_failure(fault_project: Path) -> None:
@@ -191,8 +192,8 @@ def test_sigkill_orchestrator_then_resume_runs_each_trial_once(fault_project: Pa
 def test_second_orchestrator_on_same_dir_refused(fault_project: Path) -> None:
     exe = str(Path(sys.executable).with_name("ablate"))
     proc = subprocess.Popen(
-        [exe, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local", "launcher.max_parallel=1",
-         "variable.values=[slow]", "task.slow_s=3"],
+        [exe, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local", "launcher.max_parallel=1",
+         "variable.values=[slow]", "task.slow_s=2"],
         cwd=fault_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -219,7 +220,7 @@ def test_sweep_dirs_are_unique(tmp_path: Path) -> None:
 
 
 def test_two_ablations_same_sweep_dir_name_never_share(fault_project: Path) -> None:
-    args = ["-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline", "variable.values=[slow]",
+    args = ["-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline", "variable.values=[slow]",
             "task.slow_s=0", "hydra.sweep.dir=outputs/ablate/fixed"]
     procs = [subprocess.Popen([str(Path(sys.executable).with_name("ablate")), *args], cwd=fault_project,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -229,12 +230,12 @@ def test_two_ablations_same_sweep_dir_name_never_share(fault_project: Path) -> N
     assert dirs == ["fixed", "fixed_1"]
     for d in dirs:
         plan = yaml.safe_load((fault_project / "outputs" / "ablate" / d / "ablation.yaml").read_text())
-        assert len(list((fault_project / "outputs" / "ablate" / d).glob("trials/*/seed=*/result.json"))) == 4
-        assert plan["seeds"] == [0, 1]
+        assert len(list((fault_project / "outputs" / "ablate" / d).glob("trials/*/seed=*/result.json"))) == 6
+        assert plan["seeds"] == [0, 1, 2]
 
 
 def test_status_of_finished_ablation(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
                      "variable.values=[raise]")
     assert res.returncode == 1, res.stderr  # the raise arm failed entirely: invalid verdict
     sd = only_sweep(fault_project)
@@ -243,9 +244,9 @@ def test_status_of_finished_ablation(fault_project: Path) -> None:
     lines = st.stdout.splitlines()
     assert "(not running)" in lines[0]
     control = next(line for line in lines if line.startswith("control"))
-    assert control.split() == ["control", "0", "0", "2", "0", "0"]
+    assert control.split() == ["control", "0", "0", "3", "0", "0"]
     raised = next(line for line in lines if line.startswith("fault=raise"))
-    assert raised.split() == ["fault=raise", "0", "0", "0", "2", "0"]
+    assert raised.split() == ["fault=raise", "0", "0", "0", "3", "0"]
     assert "fault=raise seed=0 failed: RuntimeError: boom: the task raised" in st.stdout
 
 
@@ -281,7 +282,7 @@ def test_ctrl_c_then_resume_reruns_interrupted_trials(fault_project: Path) -> No
 
 
 def test_task_raising_keyboardinterrupt_is_a_failed_trial(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=local",
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
                      "variable.values=[interrupt]")
     assert res.returncode == 1, res.stderr  # the whole arm failed: invalid verdict
     sd = only_sweep(fault_project)
@@ -292,11 +293,11 @@ def test_task_raising_keyboardinterrupt_is_a_failed_trial(fault_project: Path) -
 def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: Path) -> None:
     data = fault_project / "data" / "digits.npz"
     original = data.read_bytes()
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=2", "launcher=inline",
+    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
                      "variable.values=[tamper]", "+task.data=[data/digits.npz]")
-    assert res.returncode == 1, res.stderr  # the tampering trial and seed 1 of both arms: pin_mismatch
+    assert res.returncode == 1, res.stderr  # the tampering trial and seeds 1 and 2 of both arms: pin_mismatch
     sd = only_sweep(fault_project)
-    assert [result(sd, a, 1)["status"] for a in ("control", "fault=tamper")] == ["pin_mismatch"] * 2
+    assert [result(sd, a, s)["status"] for a in ("control", "fault=tamper") for s in (1, 2)] == ["pin_mismatch"] * 4
     assert "changed while the trial ran" in result(sd, "fault=tamper", 0)["error"]  # its data changed under it
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 2, res.stderr  # the data still differs: resume launches nothing
@@ -305,7 +306,7 @@ def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: P
     data.write_bytes(original)  # restored, as `dvc checkout` would
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
-    for arm, seed in (("control", 1), ("fault=tamper", 1), ("fault=tamper", 0)):
+    for arm, seed in (("control", 1), ("control", 2), ("fault=tamper", 1), ("fault=tamper", 2), ("fault=tamper", 0)):
         r = result(sd, arm, seed)
         assert r["status"] == "ok" and r["attempt"] == 2, r
         assert (sd / "trials" / arm / f"seed={seed}" / "attempts" / "1" / "result.json").exists()

@@ -53,7 +53,7 @@ def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
         data.write_bytes(original + b"x")
     else:
         data.unlink()
-    small = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=2", "task.epochs=1", "launcher=inline"]
+    small = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "task.epochs=1", "launcher=inline"]
     res = ablate_cli(project, *small)  # refused while pinning, before any trial
     assert res.returncode == 2, res.stderr
     cmd = run_dvc_hint(project, res.stderr)
@@ -82,7 +82,7 @@ def test_dvc_hint_on_resume_runs(project: Path) -> None:
         "fn: tamper:train\nmetric: val_acc\ngoal: maximize\ntamper: false\ndata: [data/digits.npz]\n")
     (project / "conf" / "variable" / "tamper.yaml").write_text("key: task.tamper\nvalues: [true]\n")
     commit_all(project, "tamper task")
-    res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=2", "launcher=inline")
+    res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=3", "launcher=inline")
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     res = ablate_cli(project, "resume", str(sd))
     assert res.returncode == 2, res.stderr

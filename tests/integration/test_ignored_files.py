@@ -82,7 +82,7 @@ def test_no_warning_when_the_tree_holds_none(project: Path) -> None:
 
 @pytest.mark.parametrize("launcher", ["inline", "local"])
 def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launcher: str) -> None:
-    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=2", f"launcher={launcher}",
+    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=3", f"launcher={launcher}",
                      "variable.values=[beside,relative]")
     assert res.returncode == 1, res.stderr  # the whole treatment arm failed: invalid
     assert "holds git-ignored files that DVC does not track" in res.stderr

@@ -101,7 +101,7 @@ def test_task_ending_the_process_fails_its_trial_only(exit_project: Path) -> Non
 
 
 def test_same_task_under_local_names_the_cause(exit_project: Path) -> None:
-    res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=2", "launcher=local",
+    res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=3", "launcher=local",
                      "variable.values=[exit3,osexit]")
     assert res.returncode in (0, 1), res.stderr
     sd = only_sweep(exit_project)

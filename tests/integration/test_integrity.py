@@ -18,7 +18,7 @@ import yaml
 from tests.helpers import ablate_cli, commit_all, run
 
 pytestmark = pytest.mark.slow
-ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=2", "task.epochs=1"]
+ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
 
 #: Rewrites a file in place (same inode, same size) and puts its mtime back: what `rsync --inplace -t`
 #: does, and what DVC's state cache (keyed on inode, mtime, size) cannot see.
@@ -128,7 +128,7 @@ def test_data_edited_while_trials_run_is_pin_mismatch(probe_project: Path) -> No
     assert manifest["data"]["data/digits.npz"]["hash"].startswith("md5:")  # before: the pinned content
     assert manifest["data_after"]["data/digits.npz"]["hash"] is None  # after: other content
     later = [r for k, r in rs.items() if k != ("control", 0)]
-    assert len(later) == 3 and {r["status"] for r in later} == {"pin_mismatch"}
+    assert len(later) == 5 and {r["status"] for r in later} == {"pin_mismatch"}
     assert all("data/digits.npz changed since launch" in r["error"] for r in later)
     v = json.loads((sd / "verdict.json").read_text())
     assert v["invalid"] is True
@@ -175,7 +175,7 @@ def test_threads_fixed_in_plan_for_every_launcher_and_resume(project: Path, monk
             assert man["determinism"]["threads"] == 1 and man["determinism"]["threads_after"] == 1
             assert man["environment"]["env"]["OMP_NUM_THREADS"] == "1"
     for arm in ("control", "lr=0.5"):
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             ra = json.loads((da / "trials" / arm / f"seed={seed}" / "result.json").read_text())["metrics"]
             rb = json.loads((db / "trials" / arm / f"seed={seed}" / "result.json").read_text())["metrics"]
             assert (ra["val_acc"], ra["val_loss"]) == (rb["val_acc"], rb["val_loss"])
@@ -250,7 +250,7 @@ def test_trial_processes_check_data_without_importing_dvc(probe_project: Path) -
     res = ablate_cli(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train")
     assert res.returncode == 0, res.stderr
     rs = results(only_sweep(probe_project))
-    assert len(rs) == 4 and all(r["status"] == "ok" and r["metrics"]["dvc_imported"] == 0.0 for r in rs.values())
+    assert len(rs) == 6 and all(r["status"] == "ok" and r["metrics"]["dvc_imported"] == 0.0 for r in rs.values())
     man = json.loads((only_sweep(probe_project) / "trials/control/seed=0/manifest.json").read_text())
     pinned = yaml.safe_load((only_sweep(probe_project) / "ablation.yaml").read_text())["pins"]["data"]
     assert man["data"]["data/digits.npz"] == {"hash": pinned["data/digits.npz"]["hash"],

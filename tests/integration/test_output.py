@@ -55,7 +55,7 @@ def test_summary_printed_once_after_retried_failures(out_project: Path, seeds: i
 def test_api_doc_table_matches_load(out_project: Path) -> None:
     import ablate
 
-    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", "seeds=2", "launcher=inline",
+    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", "seeds=3", "launcher=inline",
                      "on_failure=retry", "max_retries=1")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in out_project.glob("outputs/ablate/*/*/ablation.yaml")]
@@ -66,5 +66,5 @@ def test_api_doc_table_matches_load(out_project: Path) -> None:
     assert header.group(1).split() == list(df.columns)
     row0 = re.search(r"^# 0\s+(.*)$", doc, re.M).group(1).split()
     assert row0[0] == "control" and float(row0[1]) == 0.05  # the doc's control value, as a number
-    assert list(df["arm"]) == ["control", "control", "flaky=true", "flaky=true"]
-    assert [bool(v) for v in df["value"]] == [False, False, True, True]  # the variable's value, not a label
+    assert list(df["arm"]) == ["control"] * 3 + ["flaky=true"] * 3
+    assert [bool(v) for v in df["value"]] == [False] * 3 + [True] * 3  # the variable's value, not a label

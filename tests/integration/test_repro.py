@@ -84,11 +84,11 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     """charlm, `ablate -m variable=determinism`: the mode is the treatment (no confound); two strict runs
     log identical per-step fingerprints; two seeded runs end with identical metrics; off diverges at once."""
     res = ablate_cli(project, "-m", "variable=determinism", "variable.values=[off,strict]", "task=charlm",
-                     "task.steps=6", "task.val_windows=16", "seeds=2", "launcher=local", "launcher.max_parallel=2")
+                     "task.steps=6", "task.val_windows=16", "seeds=3", "launcher=local", "launcher.max_parallel=2")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     for arm, mode in (("control", "seeded"), ("determinism=off", "off"), ("determinism=strict", "strict")):
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             t = sd / "trials" / arm / f"seed={seed}"
             assert result(t)["status"] == "ok"
             m = manifest(t)
@@ -122,18 +122,18 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     report = json.loads((sd / "repro" / "determinism=off" / "seed=0" / "1" / "report.json").read_text())
     assert report["holds"] is False and report["divergence"]["step"] == 0
     rows = (sd / "results.csv").read_text().splitlines()
-    assert len(rows) == 1 + 6  # re-runs never enter the results
+    assert len(rows) == 1 + 9  # re-runs never enter the results
 
 
 def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(probe_project: Path) -> None:
     """Under strict, the arm that calls put_ fails with a message naming the op and the two ways out;
     `ablate repro --strong` then names the step where a perturbed re-run diverges."""
-    res = ablate_cli(probe_project, "-m", "task=probe", "variable=put", "seeds=2", "launcher=inline",
+    res = ablate_cli(probe_project, "-m", "task=probe", "variable=put", "seeds=3", "launcher=inline",
                      "determinism=strict")
     assert res.returncode == 1, res.stderr  # every put_ trial failed: the verdict is invalid (and says why)
-    assert "2 of 2 trials failed" in res.stderr
+    assert "3 of 3 trials failed" in res.stderr
     sd = only_sweep(probe_project)
-    for seed in (0, 1):
+    for seed in (0, 1, 2):
         assert result(sd / "trials" / "control" / f"seed={seed}")["status"] == "ok"
         failed = result(sd / "trials" / "use_put=true" / f"seed={seed}")
         assert failed["status"] == "failed"
@@ -169,7 +169,7 @@ def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(pro
 
 def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
     """The lr=0.2 arm is re-run under strict after the ablation's setting was edited: the verdict is invalid."""
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=2", "launcher=inline",
+    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
                      "task.epochs=1")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
@@ -186,6 +186,6 @@ def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
     v = json.loads((sd / "verdict.json").read_text())
     finding = next(f for f in v["confounds"]["findings"] if f["kind"] == "determinism" and f["field"] == "mode")
     assert finding["aligned"] is True and finding["severity"] == "invalid"
-    assert finding["split"] == {"control": {"seeded": 2}, "lr=0.2": {"strict": 2}}
+    assert finding["split"] == {"control": {"seeded": 3}, "lr=0.2": {"strict": 3}}
     assert v["invalid"] is True
     assert "determinism `mode`" in (sd / "verdict.md").read_text()

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import ablate_cli, commit_all
 
 pytestmark = pytest.mark.slow
-ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=2", "task.epochs=1"]
+ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
 ABLATE = str(Path(sys.executable).with_name("ablate"))
 
 
@@ -242,7 +242,7 @@ def test_trial_process_tree_ends_with_the_trial(project: Path, tmp_path: Path, l
     res = ablate_cli(project, *args)
     pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
     try:
-        assert len(pids) == 4, res.stderr
+        assert len(pids) == 6, res.stderr
         if hang:
             sd = only_sweep(project)
             statuses = {json.loads(p.read_text())["status"] for p in sd.glob("trials/*/seed=*/result.json")}

@@ -45,10 +45,10 @@ if __name__ == "__main__":
     main()
 '''
 FORMS = {
-    "fn": ({"fn": "contract_fn:train", "x": 1.0, "out": "${hydra:runtime.output_dir}"}, "task.x", [0, 1]),
+    "fn": ({"fn": "contract_fn:train", "x": 1.0, "out": "${hydra:runtime.output_dir}"}, "task.x", [0, 1, 2]),
     "command": ({"command": "python contract_cmd.py", "params": {"x": 1.0}, "output_dir_key": None},
-                "task.params.x", [1, 2]),
-    "app": ({"app": "contract_app/app.py"}, "x", [1, 2]),
+                "task.params.x", [1, 2, 3]),
+    "app": ({"app": "contract_app/app.py"}, "x", [1, 2, 3]),
 }
 
 
@@ -68,7 +68,7 @@ def setup(root: Path, form: str) -> None:
                                                 ("fn", "local"), ("app", "local")])
 def test_every_task_form_runs_the_same_ablation(project: Path, form: str, launcher: str) -> None:
     setup(project, form)
-    res = ablate_cli(project, "-m", "task=contract", "variable=cx", "seeds=2", f"launcher={launcher}")
+    res = ablate_cli(project, "-m", "task=contract", "variable=cx", "seeds=3", f"launcher={launcher}")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     seeds = FORMS[form][2]  # ablate seeds an fn task itself (0 included); a script seeds itself (from 1)

@@ -49,15 +49,15 @@ def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(l
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     track = ["tracker=mlflow", f"tracker.tracking_uri={uri}", f"tracker.artifact_location={tmp_path / 'art'}"]
-    res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=2", "launcher=inline", *track)
+    res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline", *track)
     assert res.returncode == 0, res.stderr
-    assert "mlflow: 4 trial run(s) logged (0 already there)" in res.stderr and "names.json" in res.stderr
+    assert "mlflow: 6 trial run(s) logged (0 already there)" in res.stderr and "names.json" in res.stderr
     sd = only_sweep(limits_project)
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("ablate")
     runs = client.search_runs([exp.experiment_id])
     trials = [r for r in runs if r.data.tags["ablate.role"] == "trial"]
-    assert len(trials) == 4
+    assert len(trials) == 6
     want_keys = {"acc@1": f"acc_1:{digest('acc@1', 6)}", "acc#1": f"acc_1:{digest('acc#1', 6)}", "acc_1": "acc_1",
                  "loss/val": "loss/val", "top k": "top k"}
     texts = {}
@@ -88,18 +88,18 @@ def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(l
     client.update_run(broken.info.run_id, status="RUNNING")
     again = ablate_cli(limits_project, "track", str(sd))
     assert again.returncode == 0, again.stderr
-    assert "1 trial run(s) logged (3 already there)" in again.stdout
+    assert "1 trial run(s) logged (5 already there)" in again.stdout
     again = ablate_cli(limits_project, "track", str(sd))
-    assert "0 trial run(s) logged (4 already there)" in again.stdout
+    assert "0 trial run(s) logged (6 already there)" in again.stdout
     live = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags["ablate.role"] == "trial"]
-    assert len(live) == 4 and {r.info.status for r in live} == {"FINISHED"}
+    assert len(live) == 6 and {r.info.status for r in live} == {"FINISHED"}
 
 
 def test_tracker_failure_in_track_is_one_line(limits_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a closed port fails at once, not after backoff
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
-    res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=2", "launcher=inline")
+    res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(limits_project)
     for uri in ("nosuchscheme://x", "http://127.0.0.1:9/"):
@@ -121,12 +121,12 @@ def test_wandb_long_names_fit_and_retries_add_no_offline_runs(limits_project: Pa
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    res = ablate_cli(limits_project, "-m", f"variable={long_name}", "task=lim", "seeds=2", "launcher=inline",
+    res = ablate_cli(limits_project, "-m", f"variable={long_name}", "task=lim", "seeds=3", "launcher=inline",
                      "tracker=wandb")
     assert res.returncode == 0, res.stderr
-    assert "Traceback" not in res.stderr and "wandb: 4 trial run(s) logged (0 already there)" in res.stderr
+    assert "Traceback" not in res.stderr and "wandb: 6 trial run(s) logged (0 already there)" in res.stderr
     dirs = sorted((wandb_dir / "wandb").glob("offline-run-*"))
-    assert len(dirs) == 5
+    assert len(dirs) == 7
     runs = [read_offline_run(d) for d in dirs]
     sd = only_sweep(limits_project)
     for r in runs:
@@ -136,5 +136,5 @@ def test_wandb_long_names_fit_and_retries_add_no_offline_runs(limits_project: Pa
     for _ in range(2):  # retried twice: no duplicate offline runs, no traceback
         again = ablate_cli(limits_project, "track", str(sd))
         assert again.returncode == 0, again.stderr
-        assert "0 trial run(s) logged (4 already there), verdict run unchanged" in again.stdout
+        assert "0 trial run(s) logged (6 already there), verdict run unchanged" in again.stdout
     assert sorted((wandb_dir / "wandb").glob("offline-run-*")) == dirs

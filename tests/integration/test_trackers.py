@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import ablate_cli
 
 pytestmark = pytest.mark.slow
-FAST = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=2", "launcher=inline", "task.epochs=1"]
+FAST = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "launcher=inline", "task.epochs=1"]
 SECRET = "tok-3f9a1c-never-on-disk"
 
 
@@ -47,14 +47,14 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
     res = ablate_cli(project, *FAST, "tracker=mlflow", f"tracker.tracking_uri={uri}",
                      f"tracker.artifact_location={artifacts}", "tracker.experiment=digits")
     assert res.returncode == 0, res.stderr
-    assert "mlflow: 4 trial run(s) logged (0 already there)" in res.stderr
+    assert "mlflow: 6 trial run(s) logged (0 already there)" in res.stderr
     sd = only_sweep(project)
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("digits")
     runs = client.search_runs([exp.experiment_id])
     (parent,) = [r for r in runs if r.data.tags["ablate.role"] == "ablation"]
     trials = [r for r in runs if r.data.tags["ablate.role"] == "trial"]
-    assert len(trials) == 4
+    assert len(trials) == 6
     aid = parent.data.tags["ablate.ablation_id"]
     assert aid.startswith(sd.name + "-")
     plan_commit = json.loads(json.dumps(__import__("yaml").safe_load((sd / "ablation.yaml").read_text())))
@@ -76,7 +76,7 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
                             .read_text())
         assert metrics["val_acc"] == pytest.approx(result["metrics"]["val_acc"])
         assert metrics["ablate.duration_s"] > 0
-    assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(2)}
+    assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(3)}
     verdict = json.loads((sd / "verdict.json").read_text())
     assert parent.data.tags["ablate.verdict.lr_0.5"] == verdict["comparisons"][0]["verdict"]
     assert parent.data.params["variable.key"] == "task.optim.lr"
@@ -86,8 +86,8 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
     # Logging again (e.g. after `ablate resume`) adds nothing twice.
     again = ablate_cli(project, "track", str(sd))
     assert again.returncode == 0, again.stderr
-    assert "0 trial run(s) logged (4 already there)" in again.stdout
-    assert len(client.search_runs([exp.experiment_id])) == 5
+    assert "0 trial run(s) logged (6 already there)" in again.stdout
+    assert len(client.search_runs([exp.experiment_id])) == 7
     assert_no_secret_on_disk(sd, Path(uri.removeprefix("sqlite:///")).parent)
 
 
@@ -157,14 +157,14 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     monkeypatch.setenv("WANDB_SILENT", "true")
     res = ablate_cli(project, *FAST, "tracker=wandb", "tracker.project=digits")
     assert res.returncode == 0, res.stderr
-    assert "wandb: 4 trial run(s) logged (0 already there), verdict run logged" in res.stderr
+    assert "wandb: 6 trial run(s) logged (0 already there), verdict run logged" in res.stderr
     sd = only_sweep(project)
     plan = __import__("yaml").safe_load((sd / "ablation.yaml").read_text())
     commit = plan["pins"]["code"]["commit"]
     runs = [read_offline_run(d) for d in sorted((wandb_dir / "wandb").glob("offline-run-*"))]
     trials = [r for r in runs if r["job_type"] == "trial"]
     (verdict_run,) = [r for r in runs if r["job_type"] == "verdict"]
-    assert len(trials) == 4
+    assert len(trials) == 6
     group = verdict_run["group"]
     assert group.startswith(sd.name + "-")
     seen = set()
@@ -181,7 +181,7 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
         result = json.loads((sd / "trials" / ab["arm"] / f"seed={ab['seed']}" / "result.json").read_text())
         assert r["summary"]["val_acc"] == pytest.approx(result["metrics"]["val_acc"])
         assert r["exit"] == 0
-    assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(2)}
+    assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(3)}
     verdict = json.loads((sd / "verdict.json").read_text())
     assert verdict_run["summary"]["verdict/lr=0.5"] == verdict["comparisons"][0]["verdict"]
     assert_no_secret_on_disk(wandb_dir, sd)

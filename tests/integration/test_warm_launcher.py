@@ -124,7 +124,7 @@ def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatc
     of one seed are the same in every arm. The thread count asked for (the plan's `threads`; the shell's
     OMP_NUM_THREADS never decides it) reaches each fork, although the warm parent imported torch with one thread."""
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7]", "launcher=local",
+    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7,9]", "launcher=local",
                      "launcher.max_parallel=2", "variable.values=[other]", "threads=2")
     assert res.returncode == 0, res.stderr
     seen = _seen(probe_project)
@@ -133,7 +133,7 @@ def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatc
     assert {s["hash"] for s in seen.values()} == {_hash_under("4", "ablate-warm")}
     import random
 
-    for seed in (4, 7):
+    for seed in (4, 7, 9):
         assert seen[("plain", seed)]["draw"] == seen[("other", seed)]["draw"] == random.Random(seed).random()
 
 
@@ -142,7 +142,7 @@ def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Pat
     module, reason = UNSAFE[kind]
     (probe_project / "probe.py").write_text(module + PROBE)
     commit_all(probe_project, f"probe task that is unsafe to fork ({kind})")
-    args = ["-m", "variable=mode", "task=probe", "seeds=2", "launcher=local", "launcher.max_parallel=2"]
+    args = ["-m", "variable=mode", "task=probe", "seeds=3", "launcher=local", "launcher.max_parallel=2"]
     res = ablate_cli(probe_project, *args)
     assert res.returncode == 2, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.startswith("ablate: error:")]
@@ -151,10 +151,10 @@ def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Pat
     assert not list(probe_project.glob("outputs/ablate/*/*/trials/*/seed=*/result.json"))  # nothing ran
     fixed = ablate_cli(probe_project, *args, "launcher.warm=false")  # the fix the message names
     assert fixed.returncode == 0, fixed.stderr  # it runs (seed 1 of the treatment crashes on purpose)
-    assert "4/4 trials" in fixed.stderr
+    assert "6/6 trials" in fixed.stderr
 
 
 def test_warm_option_is_checked(probe_project: Path) -> None:
-    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=2", "launcher=local",
+    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
                      "launcher.warm=maybe")
     assert res.returncode == 2 and "launcher.warm" in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -13,7 +13,7 @@ from tests.helpers import ablate_cli
 def test_missing_sbatch_is_a_clear_error_before_anything_is_created(project: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # the venv only: no SLURM tools
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=2", "launcher=slurm", timeout=120)
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=slurm", timeout=120)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("ablate: error: `launcher=slurm`: `sbatch` is not installed"), line

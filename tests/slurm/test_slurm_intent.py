@@ -54,7 +54,7 @@ def _arrays_named(prefix: str) -> set[str]:
 
 @pytest.mark.parametrize("per_job", [1, 2], ids=["one-trial-per-job", "packed"])
 def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: Path, per_job: int) -> None:
-    args = ["-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=2", "launcher=slurm", "wait=false",
+    args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=2", "launcher=slurm", "wait=false",
             f"launcher.trials_per_job={per_job}"]
     died = subprocess.run([sys.executable, "-c", DIE_AFTER_SBATCH, *args], cwd=probe_project, env=_env(),
                           capture_output=True, text=True, timeout=300)
@@ -63,8 +63,8 @@ def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: P
     assert not (sd / "slurm" / "jobs.json").exists()
     intents = json.loads((sd / "slurm" / "intents.json").read_text())["intents"]
     (intent,) = intents
-    assert intent["name"].startswith("ablate-") and len(intent["trials"]) == 4
-    assert [t[3] for t in intent["trials"]] == [i // per_job for i in range(4)]  # each trial's array task
+    assert intent["name"].startswith("ablate-") and len(intent["trials"]) == 6
+    assert [t[3] for t in intent["trials"]] == [i // per_job for i in range(6)]  # each trial's array task
     prefix = intent["name"]
     assert len(_arrays_named(prefix)) == 1  # the array is in SLURM, under the ablation's job name
     # `ablate status` sees the orphaned trials as submitted (and writes nothing)
@@ -76,15 +76,15 @@ def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: P
     col = subprocess.run([str(Path(sys.executable).with_name("ablate")), "collect", str(sd)], cwd=probe_project,
                          env=_env(), capture_output=True, text=True, timeout=600)
     assert col.returncode == 0, col.stderr
-    assert "already submitted" in col.stderr and "submitted 4 trial(s)" not in col.stderr
+    assert "already submitted" in col.stderr and "submitted 6 trial(s)" not in col.stderr
     assert len(_arrays_named(prefix)) == 1
     assert len(_arrays_named(prefix[:len("ablate-") + 10])) == 1  # no other array of this ablation
     jobs = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
     (array,) = {j["job_id"].split("_")[0] for j in jobs}
-    assert sorted(j["job_id"].split("_")[1] for j in jobs) == sorted(str(i // per_job) for i in range(4))
+    assert sorted(j["job_id"].split("_")[1] for j in jobs) == sorted(str(i // per_job) for i in range(6))
     assert array in _arrays_named(prefix)
     for p in sd.glob("trials/*/seed=*/result.json"):
         r = json.loads(p.read_text())
         assert r["status"] == "ok" and r["attempt"] == 1
-    assert len(list(sd.glob("trials/*/seed=*/result.json"))) == 4
+    assert len(list(sd.glob("trials/*/seed=*/result.json"))) == 6
     assert json.loads((sd / "slurm" / "intents.json").read_text())["intents"] == []

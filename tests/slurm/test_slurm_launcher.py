@@ -107,7 +107,7 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
 def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -> None:
     proj = probe_project
     pinned = git(proj, "rev-parse", "HEAD").strip()
-    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=16", "task.step_s=0.5",
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=16", "task.step_s=0.5",
                      "launcher=slurm", "launcher.timeout_min=20", "wait=false", timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
@@ -129,33 +129,33 @@ def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -
     manifest = json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())
     assert manifest["code"]["commit"] == pinned != git(proj, "rev-parse", "HEAD").strip()
     assert "requeued (1/3)" in Path(rec["log"]).read_text()
-    assert all(result(sd, arm, seed)["status"] == "ok" for arm in ("control", "bonus=1.0") for seed in (0, 1))
+    assert all(result(sd, arm, seed)["status"] == "ok" for arm in ("control", "bonus=1.0") for seed in (0, 1, 2))
 
 
 def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project: Path) -> None:
     proj = probe_project
     # control exits without a result (os._exit); the treatment sleeps until it is cancelled from outside
-    res = ablate_cli(proj, "-m", "variable=mode", "seeds=2", "task=probe", "task.mode=exit", "task.steps=600",
+    res = ablate_cli(proj, "-m", "variable=mode", "seeds=3", "task=probe", "task.mode=exit", "task.steps=600",
                      "launcher=slurm", "wait=false", timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     state = sd / "trials" / "mode=sleep" / "seed=0" / "checkpoint" / "state.json"
     wait_for(state.exists, 120, "the treatment trial to run")
-    slurm("scancel", jobs(sd)[("mode=sleep", 0)], jobs(sd)[("mode=sleep", 1)])
+    slurm("scancel", *(jobs(sd)[("mode=sleep", s)] for s in (0, 1, 2)))
 
     def status_shows_all_ended() -> str | None:
         out = ablate_cli(proj, "status", str(sd), timeout=60).stdout
-        return out if out.count("ended FAILED") == 2 and out.count("ended CANCELLED") == 2 else None
+        return out if out.count("ended FAILED") == 3 and out.count("ended CANCELLED") == 3 else None
 
     st = wait_for(status_shows_all_ended, 90, "`ablate status` to show every job ended")
-    assert status_counts(st) == {"control": [0, 0, 0, 2], "mode=sleep": [0, 0, 0, 2]}, st
+    assert status_counts(st) == {"control": [0, 0, 0, 3], "mode=sleep": [0, 0, 0, 3]}, st
 
     t0 = time.monotonic()
     col = ablate_cli(proj, "collect", str(sd), timeout=180)
     collect_s = time.monotonic() - t0
     assert col.returncode in (0, 1), col.stderr
     assert collect_s < 60, f"collect took {collect_s:.0f} s"
-    for seed in (0, 1):
+    for seed in (0, 1, 2):
         dead = result(sd, "control", seed)
         assert dead["status"] == "failed" and dead["slurm"]["state"] == "FAILED", dead
         assert "without a result" in dead["error"] and "exit code 3" in dead["error"], dead
@@ -170,13 +170,13 @@ def test_fake_gpu_trials_get_distinct_cuda_visible_devices(probe_project: Path) 
     gres = slurm("sinfo", "-h", "-o", "%G")
     if "gpu:" not in gres:
         pytest.skip(f"the cluster has no GPU GRES ({gres.strip()}); start it with SLURM_LOCAL_GPUS=2")
-    res = ablate_cli(probe_project, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=6",
+    res = ablate_cli(probe_project, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=6",
                      "launcher=slurm", "launcher.gpus_per_trial=1", timeout=300)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(probe_project)
     trials = []
     for arm in ("control", "bonus=1.0"):
-        for seed in (0, 1):
+        for seed in (0, 1, 2):
             manifest = json.loads((sd / "trials" / arm / f"seed={seed}" / "manifest.json").read_text())
             rec = result(sd, arm, seed)
             cvd = manifest["environment"]["env"].get("CUDA_VISIBLE_DEVICES")
@@ -211,7 +211,7 @@ def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monke
 
 def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(probe_project: Path) -> None:
     proj = probe_project
-    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=2", "task=probe", "task.steps=12", "launcher=slurm",
+    res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=12", "launcher=slurm",
                      "launcher.timeout_min=20", "launcher.max_requeues=0", "wait=false", timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
@@ -232,4 +232,4 @@ def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(pro
     assert rec["metrics"]["resumed_from"] == 0  # a new attempt starts clean; the old one is kept aside
     assert (sd / "trials" / "control" / "seed=0" / "attempts" / "1" / "result.json").exists()
     submitted = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
-    assert len(submitted) == 5 and jobs(sd)[("control", 0)] != job_id  # only the killed trial went again
+    assert len(submitted) == 7 and jobs(sd)[("control", 0)] != job_id  # only the killed trial went again

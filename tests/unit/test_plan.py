@@ -133,7 +133,7 @@ def test_wrong_type_refused(key: str, value: Any, pattern: str) -> None:
 
 @pytest.mark.parametrize(
     ("seeds", "expected"),
-    [(2, [0, 1]), (5, [0, 1, 2, 3, 4]), ([3, 7, 9], [3, 7, 9])],
+    [(3, [0, 1, 2]), (5, [0, 1, 2, 3, 4]), ([3, 7, 9], [3, 7, 9]), ((9, 0, 4), [9, 0, 4])],
 )
 def test_parse_seeds(seeds: Any, expected: list[int]) -> None:
     assert parse_seeds(seeds) == expected
@@ -141,12 +141,40 @@ def test_parse_seeds(seeds: Any, expected: list[int]) -> None:
 
 @pytest.mark.parametrize(
     ("seeds", "pattern"),
-    [(1, "at least 2"), (0, "at least 2"), ("ten", "must be an integer"), (2.5, "must be an integer"),
-     (True, "must be an integer"), ([1, 1], "repeats a seed"), ([1], "at least 2"), (None, "must be an integer")],
+    [(1, "1 seed per arm is below the minimum of 3"), (0, "below the minimum of 3"),
+     (2, "2 seeds per arm is below the minimum of 3"), ("ten", "must be an integer"), (2.5, "must be an integer"),
+     (True, "must be an integer"), ([1, 1], "repeats a seed"), ([1], r"lists 1 seed \[1\], below the minimum of 3"),
+     ([4, 7], r"lists 2 seeds \[4, 7\], below the minimum of 3"), ([], "lists 0 seeds"),
+     (None, "must be an integer")],
 )
 def test_bad_seeds(seeds: Any, pattern: str) -> None:
     with pytest.raises(ConfigError, match=pattern):
         parse_seeds(seeds)
+
+
+@pytest.mark.parametrize(
+    ("seeds", "fix"),
+    [(2, "use `seeds=3` or more"), (0, "use `seeds=3` or more"), ([4, 7], "`seeds=[4,7,8]`"),
+     ([9, 3], "`seeds=[9,3,10]`"), ([5], "`seeds=[5,6,7]`"), ([], "`seeds=[0,1,2]`"),
+     ([4294967295, 0], "`seeds=[4294967295,0,1]`")],
+)
+def test_too_few_seeds_says_why_and_how_to_fix(seeds: Any, fix: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_seeds(seeds)
+    msg = str(exc.value)
+    assert msg.startswith("`seeds`: ")
+    assert 'a verdict needs at least 3 seeds per arm for a mean, a spread and a test' in msg
+    assert '"insufficient data"' in msg
+    assert f"Fix: {'list at least 3 seeds, e.g. ' if isinstance(seeds, list) else ''}{fix}" in msg
+    if isinstance(seeds, list):  # the suggested list is itself accepted
+        parse_seeds([int(x) for x in fix.split("[")[1].split("]")[0].split(",")])
+
+
+def test_plan_minimum_is_the_verdicts() -> None:
+    from ablate.plan import MIN_SEEDS
+    from ablate.stats import core, power
+
+    assert MIN_SEEDS == core.MIN_SEEDS == power.MIN_SEEDS == 3
 
 
 @pytest.mark.parametrize(
