@@ -149,12 +149,12 @@ def test_task_that_cannot_be_forked_is_refused_in_the_job_and_every_trial_says_w
     (project / "conf" / "task" / "threaded.yaml").write_text("fn: threaded:train\nmetric: val_acc\nk: 1\n")
     (project / "conf" / "variable" / "k.yaml").write_text("key: task.k\nvalues: [2]\n")
     commit_all(project, "threaded task")
-    res = ablate_cli(project, "-m", "variable=k", "task=threaded", "seeds=2", "launcher=slurm",
-                     "launcher.trials_per_job=4", timeout=600)
+    res = ablate_cli(project, "-m", "variable=k", "task=threaded", "seeds=3", "launcher=slurm",
+                     "launcher.trials_per_job=6", timeout=600)
     assert res.returncode == 1, res.stderr  # every trial failed: the verdict is invalid
     (plan,) = project.glob("outputs/ablate/*/*/ablation.yaml")
     for d in plan.parent.glob("trials/*/seed=*"):
         rec = result(plan.parent, d.parent.name, int(d.name.split("=")[1]))
         assert rec["status"] == "failed", rec
         assert "started 1 thread(s)" in rec["error"] and "launcher.warm=false" in rec["error"], rec
-    assert len(list(plan.parent.glob("trials/*/seed=*/result.json"))) == 4
+    assert len(list(plan.parent.glob("trials/*/seed=*/result.json"))) == 6
