@@ -67,6 +67,26 @@ def safe_name(text: str, max_len: int = MAX_NAME) -> str:
     return out[:max_len]
 
 
+def unique_name(text: str, taken: set[str]) -> str:
+    """:func:`safe_name` of ``text``, with ``-2``, ``-3`` ... appended until no name in ``taken`` equals it
+    case-insensitively; adds the result to ``taken``.
+
+    Parameters
+    ----------
+    text : str
+    taken : set of str
+        Names already used for sibling dirs; updated in place.
+    """
+    folded = {t.casefold() for t in taken}
+    base = name = safe_name(text, MAX_NAME - 4)
+    i = 2
+    while name.casefold() in folded:
+        name = f"{base}-{i}"
+        i += 1
+    taken.add(name)
+    return name
+
+
 def value_hash(v: Any, n: int = 6) -> str:
     """First ``n`` hex digits of the SHA-256 of ``v``'s canonical JSON (type-aware: ``1`` and ``"1"`` differ)."""
     blob = json.dumps([type(v).__name__, v], sort_keys=True, ensure_ascii=False, default=str)

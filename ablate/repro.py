@@ -388,7 +388,8 @@ def select_trial(sd: SweepDir, plan: Mapping[str, Any], spec: str | None) -> tup
 
 
 # -- running ---------------------------------------------------------------------------------------
-def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int) -> dict[str, str]:
+def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int,
+                       hash_seed: str | None = None) -> dict[str, str]:
     """The environment for the re-run's process: this process's, with the numeric variables replaced
     by those the original trial process recorded (``CUDA_VISIBLE_DEVICES`` excepted).
 
@@ -400,6 +401,9 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int) -> dic
         The determinism mode of the re-run (its variables are set before the child's Python starts).
     seed : int
         The trial seed.
+    hash_seed : str, optional
+        ``PYTHONHASHSEED`` when the manifest recorded none (an inline trial): the ablation's
+        (:func:`ablate.seeding.ablation_hash_seed`), as every launcher that starts trial processes sets it.
 
     Returns
     -------
@@ -412,6 +416,8 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int) -> dic
     recorded = ((manifest.get("environment") or {}).get("env") or {})
     env = {k: v for k, v in os.environ.items() if k not in seeding.NUMERIC_ENV_VARS or k in NOT_REPLAYED}
     env.update(seeding.environment_for(mode, seed))
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
     env.update({k: str(v) for k, v in recorded.items() if k not in NOT_REPLAYED})
     env["PYTHONUNBUFFERED"] = "1"
     env[PARENT_ENV] = str(os.getpid())
@@ -424,10 +430,12 @@ def _run_child(sd: SweepDir, plan: Mapping[str, Any], arm: str, seed: int, tp: T
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
     cmd = [sys.executable, "-m", "ablate.repro", str(sd.root), arm, str(seed), str(tp.dir), mode]
+    from ablate import seeding
     from ablate.sweepdir import open_log  # never through a symlink planted in the scratch dir
 
     with os.fdopen(open_log(tp.stdout), "ab") as out, os.fdopen(open_log(tp.stderr), "ab") as err:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=replay_environment(manifest, mode, seed), stdin=subprocess.DEVNULL,
+        env = replay_environment(manifest, mode, seed, seeding.ablation_hash_seed(plan))
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True)
         try:
             proc.wait(timeout=timeout_s)

@@ -160,6 +160,33 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
+def ablation_hash_seed(plan: Mapping[str, Any]) -> str:
+    """The ``PYTHONHASHSEED`` of every trial process of this ablation, under every launcher that starts
+    one (``local``, warm or not; ``slurm``, packed or not): one per ablation, recorded in each manifest
+    (``environment.env.PYTHONHASHSEED`` and ``determinism.hash_seed``), so ``ablate repro`` replays it.
+
+    It is one per ablation, not one per seed, because the warm parent's forks (``launcher.warm=true``)
+    all share the interpreter it started, and the rule must not depend on the launcher: the same trial
+    hashes strings the same way under ``local`` and ``slurm``.
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``seeds``, ``arms``, ``options.determinism``).
+
+    Returns
+    -------
+    str
+        The plan's first seed (modulo 2**32), so ``seeded``/``strict`` ablations hash strings the same way
+        on every run and resume; a random one, drawn per launch, when every arm runs under ``determinism=off``.
+    """
+    modes = {trial_mode(plan, a) for a in plan["arms"]}
+    if modes <= {"off"}:
+        return str(int.from_bytes(os.urandom(4), "little") % (MAX_SEED + 1))
+    seeds = plan.get("seeds") or [0]
+    return str(int(seeds[0]) % (MAX_SEED + 1))
+
+
 #: Environment variables that size the CPU thread pools of OpenMP, MKL and OpenBLAS (read at their start).
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 

@@ -153,10 +153,10 @@ def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
                                   f"conf/variable/{seen[ident]}.yaml")
             seen[ident] = p.variable.name
             name = arm.name
-            if name in taken:
-                from ablate.sweepdir import safe_name
+            if name.casefold() in {t.casefold() for t in taken}:
+                from ablate.names import unique_name
 
-                name = safe_name(f"{p.variable.name}-{arm.name}")
+                name = unique_name(f"{p.variable.name}-{arm.name}", taken)
             taken.add(name)
             arm.name = name
             arm.variable = p.variable.name

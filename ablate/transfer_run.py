@@ -70,11 +70,26 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
     return key, out
 
 
-def _child_name(key: str, value: Any) -> str:
-    from ablate.plan import format_value
-    from ablate.sweepdir import safe_name
+def child_names(key: str, values: Sequence[Any]) -> list[str]:
+    """One sweep-dir name per scale value, ``<leaf>=<value>``, unique even where file-name-safe forms collide.
 
-    return safe_name(f"{key.rsplit('.', 1)[-1]}={format_value(value)}")
+    Parameters
+    ----------
+    key : str
+        The scale's key (dotted); only its last part names the dirs.
+    values : sequence
+        The scale's values, in order.
+
+    Returns
+    -------
+    list of str
+        Named as treatment arms are (:func:`ablate.names.arm_name`): values whose text is not file-name safe
+        (``a/b`` and ``a:b``) or that differ only in case get a hash of the value, so no two scales share a dir.
+    """
+    from ablate.names import arm_name
+
+    taken: set[str] = set()
+    return [arm_name(key, v, taken) for v in values]
 
 
 def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], composed: Any, *,
@@ -127,7 +142,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         comps.append(c)
     mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
     parent = create_unique_dir(composed.sweep_dir, mode).absolute()
-    children = [_child_name(key, v) for v in values]
+    children = child_names(key, values)
     write_atomic(parent / TRANSFER_RECORD, dump_yaml({"scale": {"key": key, "values": values},
                                                       "variable": composed.variable_name,
                                                       "children": children}), durable=True)

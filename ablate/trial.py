@@ -422,7 +422,7 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def _own_process_tree() -> None:
+def own_process_tree() -> None:
     """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
     stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
     from ablate import proctree
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m ablate.trial SWEEP_DIR ARM SEED [ATTEMPT]", file=sys.stderr)
         return 2
     die_with_parent()
-    _own_process_tree()
+    own_process_tree()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     attempt = int(argv[3]) if len(argv) == 4 else None
     try:

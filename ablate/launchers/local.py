@@ -15,9 +15,10 @@ Warm trials (``launcher.warm=true``, the default): a fresh interpreter plus the 
 about 1.6 s of CPU) used to come before every trial's first step. Now one warm parent per launch
 (:mod:`ablate.launchers.zygote`) imports the task once and each trial is a fresh fork of it, with its
 own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and manifest; a trial
-that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is then one per ablation
-(recorded in every manifest), not one per seed. ``launcher.warm=false`` starts a fresh
-``python -m ablate.trial`` per trial, for tasks that cannot be forked (the launcher says when).
+that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is one per ablation
+(:func:`ablate.seeding.ablation_hash_seed`, recorded in every manifest), warm or not, and the same
+under ``launcher=slurm``. ``launcher.warm=false`` starts a fresh ``python -m ablate.trial`` per trial,
+for tasks that cannot be forked (the launcher says when).
 
 A trial's log files are removed when it wrote nothing to them.
 """
@@ -116,6 +117,7 @@ class LocalLauncher(Launcher):
         self._procs_lock = threading.Lock()
         self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
         self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
+        self._hash_seed = "0"  # this launch's PYTHONHASHSEED (seeding.ablation_hash_seed), set by launch
 
     def describe(self) -> str:
         gpu = f", GPUs {self.gpus}" if self.gpus else ""
@@ -140,7 +142,8 @@ class LocalLauncher(Launcher):
         from ablate import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
-        self._warm = self._start_warm(sd, plan, cwd) if self.warm and trials else None
+        self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
+        self._warm = self._start_warm(sd, cwd, self._hash_seed) if self.warm and trials else None
 
         def slot(i: int) -> None:
             try:
@@ -180,13 +183,13 @@ class LocalLauncher(Launcher):
         if errors:
             raise errors[0]
 
-    def _start_warm(self, sd: SweepDir, plan: dict[str, Any], cwd: str) -> Any:
+    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str) -> Any:
         """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
-        from ablate.launchers.warm import WarmParent, ablation_hash_seed
+        from ablate.launchers.warm import WarmParent
         from ablate.trial import PARENT_ENV
 
         env = dict(os.environ)
-        env["PYTHONHASHSEED"] = ablation_hash_seed(plan)
+        env["PYTHONHASHSEED"] = hash_seed
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -209,6 +212,7 @@ class LocalLauncher(Launcher):
         sd.mkdir(tp.dir)
         env = dict(os.environ)
         env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
+        env["PYTHONHASHSEED"] = self._hash_seed  # the ablation's, not the seed's: the same rule warm or not
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
         env.update(seeding.thread_env(threads))
@@ -220,8 +224,8 @@ class LocalLauncher(Launcher):
         if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
             delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
             omp = str(env.get("OMP_NUM_THREADS") or "")
-            proc = self._warm.start(ref.arm, ref.seed, ref.attempt, delta, str(tp.stdout), str(tp.stderr),
-                                    int(omp) if omp.isdigit() else (threads or 1))
+            proc = self._warm.start([str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)], delta,
+                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr))
         else:
             cmd = [sys.executable, "-m", "ablate.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
             out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir

@@ -145,22 +145,26 @@ def sbatch_parameters(*, job_name: str, timeout_min: int, cpus_per_task: int, me
 
 
 def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_per_task: int,
-                user_setup: Sequence[str] = (), threads: int | None = None) -> list[str]:
+                user_setup: Sequence[str] = (), threads: int | None = None, hash_seed: str | None = None) -> list[str]:
     """Batch-script lines that give array task ``i`` the environment of the trial at ``seeds[i]``.
 
     ``determinism`` is one mode for every task, or one per task (when ``determinism`` is the
     ablation's variable, each arm runs under its own mode).
 
-    Variables that must be set before Python starts (``PYTHONHASHSEED``; ``CUBLAS_WORKSPACE_CONFIG``
-    under ``determinism=strict``) are picked from a bash array by ``SLURM_ARRAY_TASK_ID``; thread
-    counts are the plan's ``threads`` (for plans without it: ``cpus_per_task``); the user's own
-    ``setup`` lines come last.
+    ``PYTHONHASHSEED`` is ``hash_seed``, the ablation's (:func:`ablate.seeding.ablation_hash_seed`: the
+    same in every task and under every launcher); None sets none. Other variables that must be set
+    before Python starts (``CUBLAS_WORKSPACE_CONFIG`` under ``determinism=strict``) are picked from a
+    bash array by ``SLURM_ARRAY_TASK_ID``; thread counts are the plan's ``threads`` (for plans without
+    it: ``cpus_per_task``); the user's own ``setup`` lines come last.
     """
     from ablate import seeding
 
     modes = [determinism] * len(seeds) if isinstance(determinism, str) else list(determinism)
-    envs = [seeding.environment_for(m, s) for m, s in zip(modes, seeds, strict=True)]
+    envs = [{k: v for k, v in seeding.environment_for(m, s).items() if k != "PYTHONHASHSEED"}
+            for m, s in zip(modes, seeds, strict=True)]
     lines: list[str] = []
+    if hash_seed is not None:
+        lines.append(f"export PYTHONHASHSEED={shlex.quote(str(hash_seed))}")
     for key in sorted({k for e in envs for k in e}):
         values = " ".join(shlex.quote(e.get(key, "")) for e in envs)
         lines.append(f'_ablate_v=({values}); export {key}="${{_ablate_v[${{SLURM_ARRAY_TASK_ID:-0}}]}}"')
@@ -357,6 +361,9 @@ class SlurmLauncher(Launcher):
     trials_per_job : int
         Trials run one after another in each job of the array (1: one trial per job). See
         :mod:`ablate.launchers.slurm_pack`.
+    warm : bool
+        With ``trials_per_job`` > 1: fork each trial of a job from one warm parent that imported the task
+        once (as ``launcher=local`` does); False: a fresh process per trial. No effect with one trial per job.
     """
 
     name = "slurm"
@@ -365,7 +372,7 @@ class SlurmLauncher(Launcher):
         "timeout_min": None, "mem_gb": None, "cpus_per_task": 1, "gpus_per_trial": 0, "partition": None,
         "account": None, "qos": None, "constraint": None, "exclude": None, "array_parallelism": 64,
         "max_requeues": 3, "signal_delay_s": 90, "sbatch": {}, "setup": [], "python": None,
-        "trials_per_job": 1,
+        "trials_per_job": 1, "warm": True,
     }
 
     def __init__(self, timeout_min: float | None = None, mem_gb: float | None = None, cpus_per_task: int = 1,
@@ -373,7 +380,7 @@ class SlurmLauncher(Launcher):
                  qos: str | None = None, constraint: str | None = None, exclude: str | list[str] | None = None,
                  array_parallelism: int = 64, max_requeues: int = 3, signal_delay_s: int = 90,
                  sbatch: Mapping[str, Any] | None = None, setup: Sequence[str] | None = None,
-                 python: str | None = None, trials_per_job: int = 1) -> None:
+                 python: str | None = None, trials_per_job: int = 1, warm: bool = True) -> None:
         t = _opt_number(timeout_min, "launcher.timeout_min")
         self.timeout_min = None if t is None else math.ceil(t)
         self.mem_gb = _opt_number(mem_gb, "launcher.mem_gb")
@@ -402,6 +409,10 @@ class SlurmLauncher(Launcher):
         from ablate.launchers.slurm_pack import check_trials_per_job
 
         self.trials_per_job = check_trials_per_job(trials_per_job)
+        if not isinstance(warm, bool):
+            raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
+                              fix="`launcher.warm=false` runs each trial of a packed job in a fresh process")
+        self.warm = warm
         self._config: dict[str, str] | None = None
 
     def describe(self) -> str:
@@ -553,6 +564,7 @@ class SlurmLauncher(Launcher):
         from ablate import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # the variable can be the mode
+        hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, as under launcher=local
         from ablate.launchers import slurm_intent
 
         self._adopt_orphans(sd, write=True)  # never submit trials a dead submitter already submitted
@@ -562,7 +574,7 @@ class SlurmLauncher(Launcher):
         for chunk in split_arrays(trials, self._max_array_size()):
             setup = setup_lines([r.seed for r in chunk], determinism=[modes[r.arm] for r in chunk],
                                 cpus_per_task=self.cpus_per_task, user_setup=self.setup,
-                                threads=opts.get("threads"))
+                                threads=opts.get("threads"), hash_seed=hash_seed)
             job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
             ex.update_parameters(**self._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,

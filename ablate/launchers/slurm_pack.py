@@ -4,11 +4,14 @@ The pure parts (grouping, time limit, what a requeue re-runs, per-trial states) 
 submission live here; what runs inside the job is :mod:`ablate.launchers.slurm_pack_job`.
 
 For short trials the scheduler's start of each job (queueing, the batch script, submitit's unpickling,
-``setup`` lines) can cost more than the trial. With ``trials_per_job=k`` each array task is a
-``PackedSlurmTrial``: it runs its k trials one after another, each in its own fresh Python process
-(``python -m ablate.launchers.slurm_pack_job``), so every trial keeps today's isolation and its own
-``PYTHONHASHSEED`` (a per-seed variable that must be set before the interpreter starts, which a fork
-of one warm parent cannot give). What is amortised is the scheduler's start per job.
+``setup`` lines) and each trial's interpreter start plus the task's imports (``import torch``: about
+1.6 s of CPU) can cost more than the trial. With ``trials_per_job=k`` each array task is a
+``PackedSlurmTrial``: it runs its k trials one after another. With ``launcher.warm=true`` (the default)
+it starts one warm parent per job (:mod:`ablate.launchers.zygote`, as ``launcher=local`` does), which
+imports the task once, and each trial is a fresh fork of it with its own process group, environment,
+thread count and seeding; ``launcher.warm=false`` runs each trial in a fresh Python process
+(``python -m ablate.launchers.slurm_pack_job``). Every trial runs under the ablation's one
+``PYTHONHASHSEED`` (:func:`ablate.seeding.ablation_hash_seed`), as under ``launcher=local``.
 
 Preemption and time limits: SLURM signals the job; submitit calls ``PackedSlurmTrial.checkpoint``,
 which requeues the job with the list of trials that had *finished* (their process ended) before the
@@ -160,6 +163,7 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
     opts = plan.get("options", {})
     per_trial = launcher._job_timeout(opts.get("timeout_min")) if launcher.timeout_min is None else 0
     modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}
+    hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation: every trial, every job, as under local
     launcher._adopt_orphans(sd, write=True)  # never submit trials a dead submitter already submitted
     groups = pack(trials, launcher.trials_per_job)
     array_ids: list[str] = []
@@ -168,15 +172,15 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
         ex = submitit.SlurmExecutor(folder=sd.root / "slurm" / "%j", max_num_timeout=launcher.max_requeues + 1,
                                     python=launcher.python)
         # per-task variables are set per trial process by PackedSlurmTrial; the script sets the job's own
-        setup = [line for line in setup_lines([g[0].seed for g in chunk], determinism="off",
-                                              cpus_per_task=launcher.cpus_per_task, user_setup=launcher.setup,
-                                              threads=opts.get("threads"))]
+        setup = setup_lines([g[0].seed for g in chunk], determinism="off", cpus_per_task=launcher.cpus_per_task,
+                            user_setup=launcher.setup, threads=opts.get("threads"), hash_seed=hash_seed)
         job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
         ex.update_parameters(**launcher._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
         fns = [PackedSlurmTrial(str(sd.root), g, {(r.arm, r.seed): seeding.environment_for(modes[r.arm], r.seed)
                                                   for r in g},
                                 max_requeues=launcher.max_requeues, timeout_min=timeout_min,
-                                signal_delay_s=launcher.signal_delay_s, python=None)
+                                signal_delay_s=launcher.signal_delay_s, python=None, warm=launcher.warm,
+                                hash_seed=hash_seed)
                for g in chunk]
         t0 = time.perf_counter()
         array_id = launcher.submit_recorded(sd, ex, job_name, fns, chunk)

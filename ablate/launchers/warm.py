@@ -1,6 +1,7 @@
-"""The orchestrator's side of warm trial processes (``launcher=local``, ``launcher.warm=true``).
+"""The starter's side of warm trial processes (``launcher.warm=true``).
 
-:class:`WarmParent` starts one :mod:`ablate.launchers.zygote` process per launch, refuses when forking
+:class:`WarmParent` starts one :mod:`ablate.launchers.zygote` process (per launch of ``launcher=local``;
+per start of a packed SLURM job, :mod:`ablate.launchers.slurm_pack_job`), refuses when forking
 from it would be unsafe (CUDA initialised, a thread pool started while importing the task), and
 hands out trial handles that behave like the cold path's ``subprocess.Popen``: a pid that leads its
 own process group, a wait with a timeout, a return code (negative: killed by that signal).
@@ -15,24 +16,10 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from ablate.errors import UserError
-
-
-def ablation_hash_seed(plan: Mapping[str, Any]) -> str:
-    """The ``PYTHONHASHSEED`` every warm trial of this ablation runs under (fixed per ablation, recorded
-    in each manifest's ``environment.env``): the plan's first seed, so ``seeded``/``strict`` ablations
-    hash strings the same way on every run; a random one when every arm runs under ``determinism=off``.
-    """
-    from ablate import seeding
-
-    modes = {seeding.trial_mode(plan, a) for a in plan["arms"]}
-    if modes <= {"off"}:
-        return str(int.from_bytes(os.urandom(4), "little") % (seeding.MAX_SEED + 1))
-    seeds = plan.get("seeds") or [0]
-    return str(int(seeds[0]) % (seeding.MAX_SEED + 1))
 
 
 class WarmTrial:
@@ -72,8 +59,14 @@ class WarmParent:
         Working directory of the warm parent and so of every trial (the project root).
     env : dict
         Its environment (fixed ``PYTHONHASHSEED`` included); each trial adds its own on top.
-    log : path-like
-        Where the warm parent's own output goes (what the task module prints at import).
+    log : path-like or None
+        Where the warm parent's own output goes (what the task module prints at import); None: this
+        process's stdout and stderr, which the trials then share (a packed SLURM job's logs).
+    entry : str
+        The module each fork runs (``main(argv)``): one of :data:`ablate.launchers.zygote.ENTRIES`.
+    preexec_fn : callable, optional
+        Run in the warm parent before it starts (signal dispositions set there, ``SIG_IGN`` included,
+        reach every fork).
 
     Raises
     ------
@@ -82,17 +75,26 @@ class WarmParent:
         the task module was imported (the fix names ``launcher.warm=false``), or the warm parent died.
     """
 
-    def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str) -> None:
+    def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
+                 entry: str = "ablate.trial", preexec_fn: Callable[[], None] | None = None) -> None:
         from ablate.sweepdir import open_log
 
-        log_fd = open_log(log)  # never through a symlink planted in the sweep dir
+        cmd = [sys.executable, "-m", "ablate.launchers.zygote", sweep_root, "--entry", entry]
+        out_fd = log_fd = None
+        if log is None:
+            out_fd = os.dup(1)  # fd 1 of the warm parent is the protocol: our stdout travels as another fd
+            cmd += ["--stdout-fd", str(out_fd)]
+        else:
+            log_fd = open_log(log)  # never through a symlink planted in the sweep dir
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "ablate.launchers.zygote", sweep_root], cwd=cwd, env=dict(env),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd, start_new_session=True)
+                cmd, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd,
+                start_new_session=True, pass_fds=() if out_fd is None else (out_fd,), preexec_fn=preexec_fn)
         finally:
-            os.close(log_fd)
-        self.log = log
+            for fd in (out_fd, log_fd):
+                if fd is not None:
+                    os.close(fd)
+        self.log = log or "the job's stderr"
         self.env = dict(env)
         self._lock = threading.Lock()
         self._next_id = 0
@@ -105,7 +107,7 @@ class WarmParent:
         self.report: dict[str, Any] | None = msg.get("ready")
         if self.report is None:
             self.close()
-            raise UserError(f"the warm parent could not start: {msg.get('error')}; see {log}",
+            raise UserError(f"the warm parent could not start: {msg.get('error')}; see {self.log}",
                             where="launcher.warm", fix="fix the error, or run each trial in a fresh process "
                             "with `launcher.warm=false`")
         problem = unsafe_reason(self.report)
@@ -122,20 +124,29 @@ class WarmParent:
         """The warm parent's pid (each trial's parent)."""
         return self._proc.pid
 
-    def start(self, arm: str, seed: int, attempt: int, env: Mapping[str, str], stdout: str, stderr: str,
-              threads: int) -> WarmTrial:
-        """Fork one trial (``python -m ablate.trial`` in a fork) and return its handle once it has a pid.
+    def start(self, argv: Sequence[str], env: Mapping[str, str], threads: int, stdout: str | None = None,
+              stderr: str | None = None) -> WarmTrial:
+        """Fork one trial (``ENTRY.main(argv)`` in a fork) and return its handle once it has a pid.
 
-        ``env`` is what the trial sets on top of the warm parent's environment; ``stdout``/``stderr``
-        are its log files; ``threads`` its torch thread count.
+        Parameters
+        ----------
+        argv : sequence of str
+            The entry's arguments (``ablate.trial``: ``SWEEP ARM SEED ATTEMPT``).
+        env : mapping
+            What the trial sets on top of the warm parent's environment (``PYTHONHASHSEED`` is not
+            among what it can change: that was fixed when the warm parent started).
+        threads : int
+            Its CPU thread count (torch's and the OpenMP/BLAS pools', set after the fork).
+        stdout, stderr : str, optional
+            Its log files; None: the warm parent's own.
         """
         handle = WarmTrial()
         with self._lock:
             rid = self._next_id
             self._next_id += 1
             self._trials[rid] = handle
-            req = {"id": rid, "arm": arm, "seed": int(seed), "attempt": int(attempt), "env": dict(env),
-                   "stdout": stdout, "stderr": stderr, "threads": int(threads)}
+            req = {"id": rid, "argv": [str(a) for a in argv], "env": dict(env), "stdout": stdout, "stderr": stderr,
+                   "threads": int(threads)}
             try:
                 self._in.write((json.dumps(req) + "\n").encode())
                 self._in.flush()

@@ -1,15 +1,21 @@
-"""The warm parent of ``launcher=local`` (``launcher.warm=true``): imports the task once, forks each trial.
+"""The warm parent of trial processes (``launcher.warm=true``): imports the task once, forks each trial.
 
-Started by :class:`ablate.launchers.warm.WarmParent` as ``python -m ablate.launchers.zygote SWEEP_DIR``.
+Used by ``launcher=local`` (one per launch, :class:`ablate.launchers.warm.WarmParent`) and by a packed
+SLURM job (``launcher=slurm``, ``trials_per_job=k``: one per job start, see
+:mod:`ablate.launchers.slurm_pack_job`). Started as
+``python -m ablate.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``.
 It imports what every trial would import (ablate's trial code, omegaconf, the task module from the
-pinned code snapshot, and with it torch), checks that forking is still safe, then serves fork
-requests. Each trial is a fresh ``os.fork()`` of this process, which never runs a trial itself, so
-nothing a trial does (module state it mutates, RNG draws, CUDA, threads) reaches the next one.
+pinned code snapshot, and with it torch, plus the entry module), checks that forking is still safe, then
+serves fork requests. Each trial is a fresh ``os.fork()`` of this process, which never runs a trial itself,
+so nothing a trial does (module state it mutates, RNG draws, CUDA, threads) reaches the next one.
 
 Protocol: JSON lines. This process writes one ``{"ready": REPORT}`` line, then reads requests
-``{"id": N, "arm": A, "seed": S, "attempt": K, "env": {...}, "threads": T}`` from stdin and answers
-``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "exit": CODE}`` when it has ended
-(CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). End of stdin: kill what is left and exit.
+``{"id": N, "argv": [...], "env": {...}, "threads": T, "stdout": PATH, "stderr": PATH}`` from stdin
+and answers ``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "exit": CODE}`` when it has
+ended (CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). The fork runs
+``ENTRY.main(argv)`` (the entry named at start: ``ablate.trial`` by default); without ``stdout``/``stderr``
+it keeps this process's fds 1 and 2 (``--stdout-fd`` names the fd its fd 1 is taken from; default its
+stderr). End of stdin: kill what is left and exit.
 
 Why not ``multiprocessing``'s forkserver: it is one server per Python process with a process-global
 preload list (``set_forkserver_preload``) and environment, so two ablations in one process (the
@@ -22,6 +28,7 @@ module is its serve loop (select on requests and a SIGCHLD wakeup fd) without th
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -32,6 +39,8 @@ from typing import Any
 
 #: Environment variable holding the warm parent's pid in each trial it forked (recorded in the manifest).
 WARM_ENV = "ABLATE_WARM_PARENT"
+#: Modules a fork may run (``MODULE.main(argv)``): a trial of ``launcher=local``, one of a packed SLURM job.
+ENTRIES = ("ablate.trial", "ablate.launchers.slurm_pack_job")
 
 
 def os_threads() -> int:
@@ -45,8 +54,9 @@ def os_threads() -> int:
         return threading.active_count()
 
 
-def preload(sweep_root: str) -> dict[str, Any]:
-    """Import what the trials of ``sweep_root`` import, then report whether forking is safe.
+def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
+    """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs), then
+    report whether forking is safe.
 
     Returns
     -------
@@ -63,6 +73,7 @@ def preload(sweep_root: str) -> dict[str, Any]:
     from ablate.tasks import base  # noqa: F401
     from ablate.tasks.fn import import_callable
 
+    importlib.import_module(entry)
     sd = SweepDir(sweep_root)
     plan = trial.load_plan(sd)
     code_root = pins.trial_code_root(sd, plan)
@@ -96,8 +107,9 @@ def _write(fd: int, msg: Mapping[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _child(req: Mapping[str, Any], sweep_root: str, close_fds: list[int]) -> None:
-    """In the forked trial: detach, take the request's logs and environment, reseed, run, exit. Never returns."""
+def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
+    """In the forked trial: detach, take the request's logs and environment, reseed, run ``entry.main``,
+    exit. Never returns."""
     code = 1
     try:
         os.setsid()  # its own session and process group: killed as a group, never by our Ctrl-C
@@ -109,10 +121,11 @@ def _child(req: Mapping[str, Any], sweep_root: str, close_fds: list[int]) -> Non
             os.close(fd)
         from ablate.sweepdir import open_log
 
-        for target, path in ((1, req["stdout"]), (2, req["stderr"])):
-            fd = open_log(path)  # never through a symlink planted in the trial dir
-            os.dup2(fd, target)
-            os.close(fd)
+        for target, key in ((1, "stdout"), (2, "stderr")):
+            if req.get(key):  # else the warm parent's own (a packed SLURM job's logs)
+                fd = open_log(req[key])  # never through a symlink planted in the trial dir
+                os.dup2(fd, target)
+                os.close(fd)
         env = dict(req.get("env") or {})
         env.pop("PYTHONHASHSEED", None)  # fixed when this interpreter started: one per ablation
         os.environ.update(env)
@@ -121,10 +134,9 @@ def _child(req: Mapping[str, Any], sweep_root: str, close_fds: list[int]) -> Non
 
         os.environ[PARENT_ENV] = str(os.getppid())  # trial.main: die with the warm parent
         _fresh_process_state(int(req.get("threads") or 0))
-        sys.argv = ["ablate.trial", sweep_root, str(req["arm"]), str(req["seed"]), str(req["attempt"])]
-        from ablate import trial
-
-        code = trial.main(sys.argv[1:])
+        argv = [str(a) for a in req["argv"]]
+        sys.argv = [entry, *argv]
+        code = importlib.import_module(entry).main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -163,8 +175,9 @@ def _fresh_process_state(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def serve(sweep_root: str, req_fd: int, out_fd: int) -> None:
-    """Fork one trial per request line on ``req_fd`` and report pids and exit codes on ``out_fd``."""
+def serve(entry: str, req_fd: int, out_fd: int) -> None:
+    """Fork one trial (``entry.main(request argv)``) per request line on ``req_fd`` and report pids and
+    exit codes on ``out_fd``."""
     import selectors
 
     sig_r, sig_w = os.pipe()
@@ -213,17 +226,21 @@ def serve(sweep_root: str, req_fd: int, out_fd: int) -> None:
                     sys.stderr.flush()
                     pid = os.fork()
                     if pid == 0:
-                        _child(req, sweep_root, [req_fd, out_fd, sig_r, sig_w])
+                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w])
                     running[pid] = req["id"]
                     _write(out_fd, {"id": req["id"], "pid": pid})
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m ablate.launchers.zygote SWEEP_DIR`` (started by the local launcher)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m ablate.launchers.zygote SWEEP_DIR", file=sys.stderr)
-        return 2
+    """Entry point of ``python -m ablate.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``
+    (started by :class:`ablate.launchers.warm.WarmParent`)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m ablate.launchers.zygote")
+    ap.add_argument("sweep_dir")
+    ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
+    ap.add_argument("--stdout-fd", type=int, default=None)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     from ablate.trial import die_with_parent
 
     die_with_parent()
@@ -231,18 +248,22 @@ def main(argv: list[str] | None = None) -> int:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    os.dup2(2, 1)
+    if args.stdout_fd is not None:  # the starter's own stdout (a packed job's log), passed down
+        os.dup2(args.stdout_fd, 1)
+        os.close(args.stdout_fd)
+    else:
+        os.dup2(2, 1)
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
-    root = str(Path(argv[0]))
+    root = str(Path(args.sweep_dir))
     try:
-        report = preload(root)
+        report = preload(root, args.entry)
     except Exception as exc:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     _write(out_fd, {"ready": report})
     if report["threads"] > 1 or report["cuda"]:
         return 0  # the launcher refuses with the reason
-    serve(root, req_fd, out_fd)
+    serve(args.entry, req_fd, out_fd)
     return 0
 
 

@@ -55,8 +55,8 @@ class BatchResult:
         Sign-normalised means of the values used.
     diff, ci_low, ci_high : float arrays
         Δ = mean_T - mean_C and its t-based CI at level ``1 - alpha/n_comparisons`` (Bonferroni), or
-        ``1 - p_threshold`` in sequential mode: the level the decision used, so the CI excludes 0 exactly
-        when the verdict is better/worse.
+        ``1 - p_threshold`` in sequential mode, with that alpha divided by ``guard_factor`` where the skew
+        guard fired: the level the decision used, so the CI excludes 0 exactly when the verdict is better/worse.
     se : float array
         Standard error of Δ (Welch or paired), metric units.
     tost_low, tost_high : float arrays
@@ -68,6 +68,12 @@ class BatchResult:
         boundary's nominal p).
     margin : float array
         The margin in metric units (NaN when none).
+    skew_z : float array
+        D'Agostino's skewness z oriented against Δ (:func:`ablate.stats.shape.skew_against`; NaN when it
+        cannot be computed).
+    guard_factor : float array
+        1, or :data:`ablate.stats.shape.SKEW_GUARD_FACTOR` (10) where the skew guard fired (``skew_z`` >= 1.96):
+        the decision then used ``p x 10`` (so needed p < alpha/10) and the CI is at the matching level.
     """
 
     verdict: np.ndarray
@@ -91,6 +97,8 @@ class BatchResult:
     alpha_decision: np.ndarray
     margin: np.ndarray
     se: np.ndarray
+    skew_z: np.ndarray
+    guard_factor: np.ndarray
 
 
 def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
@@ -175,7 +183,8 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         m, the number of treatments compared with the control; the reported CI has level ``1 - alpha/m``
         (Bonferroni-simultaneous) and the default decision p is Bonferroni ``min(1, m p)``.
     pvalue_adjusted : array_like, shape (batch,), optional
-        The adjusted p-value to decide on (Holm, Dunnett, BH, from :mod:`ablate.stats.multiplicity`).
+        The adjusted p-value to decide on (Holm, Dunnett, BH, from :mod:`ablate.stats.multiplicity`), computed
+        from the guarded p (``pvalue x guard_factor``, see Notes) as :func:`ablate.stats.adjust_comparisons` does.
     p_threshold : array_like, shape (batch,), optional
         Sequential mode: decide ``p < p_threshold`` on the raw p (a group-sequential boundary's nominal p,
         already at ``alpha/m``) instead of ``p_adj < alpha``.
@@ -197,8 +206,18 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     ``equivalent`` (with a margin, TOST; Schuirmann 1987) -> ``inconclusive``. Tests: Welch (1947),
     ``scipy.stats.ttest_ind(equal_var=False)``; paired t, ``scipy.stats.ttest_rel``; CIs from their
     ``confidence_interval``.
+
+    Skew guard (issue 14): where the values are evidently skewed (D'Agostino's z >= 1.96, one-sided p < 0.025,
+    ``scipy.stats.skewtest``) with the long tail on the side opposite to Δ (:func:`ablate.stats.shape.skew_against`),
+    the t-test rejects too often in Δ's direction, so the decision uses ``p x 10`` (needs p < alpha/10) and
+    the CI is widened to the matching level; ``guard_factor`` records it. Where it cannot look (fewer than 8
+    values) nothing changes. Measured in docs/verdict.md: it keeps the A/A false-positive rate at or below
+    0.055 from N = 20 for lognormal and bimodal arms with SD ratios 2-3, at 98-100% of the t-test's power on
+    normal data (it fires on 1-3% of normal ablations); below 20 seeds the skew is not visible (known limit).
     """
     from scipy import special, stats
+
+    from ablate.stats.shape import SKEW_GUARD_FACTOR, SKEW_GUARD_Z, skew_against
 
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
@@ -220,7 +239,8 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     frac_c = failed_c / np.maximum(failed_c + ok_c.sum(1), 1)
     a_dec = np.full(b, a) if thr is None else thr.astype(float)
     a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
-    ci_alpha = a_tost  # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p
+    skew_z = np.full(b, np.nan)
+    factor = np.ones(b)
     keys = np.stack([use_paired, n_t, n_c], axis=1)
     for key in np.unique(keys, axis=0):
         rows = np.flatnonzero((keys == key).all(axis=1))
@@ -250,6 +270,11 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         if not live.any():
             continue
         r = rows[live]
+        skew_z[r] = skew_against(tt[live], cc[live], paired=is_paired)
+        factor[r] = np.where(skew_z[r] >= SKEW_GUARD_Z, SKEW_GUARD_FACTOR, 1.0)
+        # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p, divided by the
+        # skew guard's factor where it fired (p x 10 < level exactly when the 1 - level/10 CI excludes 0)
+        ci_alpha = a_tost[r] / factor[r]
         with warnings.catch_warnings():  # scipy warns on a constant arm; Welch is still defined then
             warnings.simplefilter("ignore", RuntimeWarning)
             res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
@@ -257,7 +282,7 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
             ref = res.confidence_interval(0.95)
             df_r = np.broadcast_to(np.asarray(res.df, float), r.shape)
             se = (np.asarray(ref.high) - np.asarray(ref.low)) / (2 * special.stdtrit(df_r, 0.975))
-            half = special.stdtrit(df_r, 1 - ci_alpha[r] / 2) * se
+            half = special.stdtrit(df_r, 1 - ci_alpha / 2) * se
             out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
             out["se"][r] = se
             out["ci_low"][r], out["ci_high"][r] = out["diff"][r] - half, out["diff"][r] + half
@@ -275,7 +300,8 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         out[f] = scale * out[f]
     insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
     p = out["pvalue"]
-    p_dec = (np.minimum(1.0, p * k) if padj is None else padj.astype(float)) if thr is None else p
+    p_dec = (np.minimum(1.0, p * factor * k) if padj is None else padj.astype(float)) if thr is None else (
+        np.minimum(1.0, p * factor))
     delta = np.full(b, np.nan)
     if m is not None:
         mean_c_raw = sign * out["mean_control"]
@@ -284,7 +310,7 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
     return BatchResult(verdict=verdict, insufficient=insufficient, paired=use_paired, n_treatment=n_t,
                        n_control=n_c, failed_treatment=failed_t, failed_control=failed_c, p_decision=p_dec,
-                       alpha_decision=a_dec, margin=delta, **out)
+                       alpha_decision=a_dec, margin=delta, skew_z=skew_z, guard_factor=factor, **out)
 
 
 def decision_rule(p_decision: Any, alpha_decision: Any, diff: Any, tost_low: Any, tost_high: Any, margin: Any,

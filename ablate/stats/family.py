@@ -27,7 +27,8 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         One per treatment, from :func:`ablate.stats.compare` with ``n_comparisons = len(comparisons)``.
     method : {"holm", "dunnett", "bh", "none"}
         Holm (default, family-wise), Dunnett (family-wise many-to-one; unpaired designs with arm SDs within
-        2x, else Holm is used and flagged), Benjamini-Hochberg (false discovery rate, exploratory) or none.
+        2x and no skew guard fired, else Holm is used and flagged), Benjamini-Hochberg (false discovery rate,
+        exploratory) or none.
     treatments, control : optional
         Finite values of each treatment and of the control; needed for Dunnett only.
     rng : None, int or numpy.random.Generator
@@ -54,7 +55,8 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
     """
     meth = _iv.choice(method, "method", MULTIPLICITY_METHODS)
     comps = list(comparisons)
-    p = np.array([np.nan if c.pvalue is None else c.pvalue for c in comps], dtype=float)
+    # the skew guard's p x 10 enters the family as it is (ablate.stats.core.decide_batch)
+    p = np.array([np.nan if c.pvalue is None else min(1.0, c.pvalue * c.guard_factor) for c in comps], dtype=float)
     alpha = comps[0].alpha if comps else 0.05
     note: Flag | None = None
     dunnett_ci: dict[int, tuple[float, float]] = {}
@@ -66,9 +68,13 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
         sds = [float(np.std(np.asarray(treatments[i], float), ddof=1)) for i in ok]
         sds.append(float(np.std(np.asarray(control, float), ddof=1)))
         ratio = max(sds) / min(sds) if ok and min(sds) > 0 else np.inf
-        if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO:
-            why = "paired comparisons" if any(c.paired for c in comps) else f"arm SDs differ {ratio:.1f}-fold (> 2)"
-            note = Flag("multiplicity", f"Dunnett needs unpaired arms with similar SDs ({why}): Holm used instead")
+        guarded = any(c.guard_factor > 1 for c in comps)
+        if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO or guarded:
+            why = ("paired comparisons" if any(c.paired for c in comps) else
+                   f"arm SDs differ {ratio:.1f}-fold (> 2)" if ratio > DUNNETT_SD_RATIO else
+                   "the skew guard fired: the values are skewed")
+            note = Flag("multiplicity", f"Dunnett needs unpaired, normal-like arms with similar SDs ({why}): Holm "
+                                        "used instead")
             meth = "holm"
         else:
             adj = np.full(p.shape, np.nan)

@@ -105,11 +105,11 @@ def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypa
     assert {s["cvd"] for s in seen.values()} <= {"0", "1"}
     manifests = {k: json.loads((sd / "trials" / k[0] / f"seed={k[1]}" / "manifest.json").read_text()) for k in results}
     hashseeds = {m["environment"]["env"].get("PYTHONHASHSEED") for m in manifests.values()}
+    (hashseed,) = hashseeds  # one PYTHONHASHSEED per ablation, warm or not, recorded in every manifest
+    assert hashseed is not None
+    for s in seen.values():
+        assert s["hashseed"] == hashseed and s["hash"] == _hash_under(hashseed, "ablate-warm")
     if warm:
-        (hashseed,) = hashseeds  # one PYTHONHASHSEED per ablation, recorded in every manifest
-        assert hashseed is not None
-        for s in seen.values():
-            assert s["hashseed"] == hashseed and s["hash"] == _hash_under(hashseed, "ablate-warm")
         (parent,) = {s["ppid"] for s in seen.values()}  # all forks of one warm parent
         assert all(m["warm_parent"] == parent for m in manifests.values())
     else:

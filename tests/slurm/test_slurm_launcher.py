@@ -66,7 +66,9 @@ def test_ablation_through_slurm_gives_a_verdict(digits_waited: tuple[subprocess.
             assert rec["slurm"]["job_id"] == submitted[(arm, seed)]
             manifest = json.loads((sd / "trials" / arm / f"seed={seed}" / "manifest.json").read_text())
             assert manifest["code"]["commit"] == plan["pins"]["code"]["commit"]
-            assert manifest["environment"]["env"]["PYTHONHASHSEED"] == str(seed)
+            # the ablation's one hash seed (its first seed), as under launcher=local and packed jobs
+            assert manifest["environment"]["env"]["PYTHONHASHSEED"] == str(plan["seeds"][0])
+            assert manifest["determinism"]["hash_seed"] == str(plan["seeds"][0])
     # the submitit folder lives in the sweep dir, one per array task
     assert (sd / "slurm" / submitted[("control", 0)]).is_dir()
 

@@ -36,16 +36,18 @@ def test_packed_digits_array_runs_three_trials_per_job(project: Path) -> None:
         assert rec["status"] == "ok", rec
         assert rec["slurm"]["job_id"] == r["job_id"]
         manifest = json.loads((sd / "trials" / r["arm"] / f"seed={r['seed']}" / "manifest.json").read_text())
-        assert manifest["environment"]["env"]["PYTHONHASHSEED"] == str(r["seed"])  # its own, not the task's first
+        assert manifest["environment"]["env"]["PYTHONHASHSEED"] == "0"  # the ablation's (its first seed), as local
+        assert manifest["warm_parent"], manifest  # a fork of the job's warm parent (launcher.warm=true)
     st = ablate_cli(project, "status", str(sd), timeout=60)
     assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0]}, st.stdout
 
 
-def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path) -> None:
+@pytest.mark.parametrize("warm", ["true", "false"], ids=["warm", "fresh"])
+def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path, warm: str) -> None:
     proj = probe_project
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=8", "task.step_s=0.5",
                      "launcher=slurm", "launcher.trials_per_job=6", "launcher.timeout_min=20", "wait=false",
-                     timeout=120)
+                     f"launcher.warm={warm}", timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     rows = _rows(sd)
@@ -78,6 +80,13 @@ def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path)
     log = Path(rec4["log"]).read_text()
     assert "2 of 6 trial(s) finished: requeued (1/3)" in log, log[-2000:]
     assert log.count(f"packed job runs trial {first[0]} seed={first[1]}") == 1
+    parents = [json.loads((sd / "trials" / a / f"seed={s}" / "manifest.json").read_text()).get("warm_parent")
+               for a, s in order]
+    if warm == "true":  # one warm parent per start of the job: the requeued start forked the last four
+        assert parents[0] == parents[1] and len(set(parents[2:])) == 1 and parents[0] != parents[2], parents
+        assert log.count("packed job starts a warm parent") == 2, log[-2000:]
+    else:
+        assert parents == [None] * 6
 
 
 def test_packed_job_past_max_requeues_records_every_unfinished_trial_and_resubmit_packs_them(

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from ablate.names import arm_name, safe_name, value_hash, value_label
+from ablate.names import arm_name, safe_name, unique_name, value_hash, value_label
+from ablate.transfer_run import child_names
 
 
 def _names(key: str, values: list) -> list[str]:
@@ -64,3 +65,19 @@ def test_control_is_never_a_treatment_name() -> None:
 ])
 def test_value_label(value: object, label: str) -> None:
     assert value_label(value) == label
+
+
+@pytest.mark.parametrize("values", [["a/b", "a:b", "a b"], ["Small", "small"], [0.1, "0.1"]])
+def test_scale_dirs_of_a_transfer_check_never_collide(values: list[object]) -> None:
+    """Scale values whose file-name-safe text (or its case-folded form) collides get distinct sweep dirs."""
+    names = child_names("data.name", values)
+    assert len({n.casefold() for n in names}) == len(values)
+    assert all(n.startswith("name=") for n in names)
+    assert child_names("model.width", [64, 128]) == ["width=64", "width=128"]
+
+
+def test_unique_name_suffixes_a_taken_name_case_insensitively() -> None:
+    taken = {"lr=0.1", "LR-lr=0.1"}
+    assert unique_name("lr-lr=0.1", taken) == "lr-lr=0.1-2"
+    assert unique_name("mom/x", taken) == "mom_x"
+    assert {"lr-lr=0.1-2", "mom_x"} <= taken

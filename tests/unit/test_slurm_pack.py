@@ -65,8 +65,9 @@ def test_unfinished_skips_finished_and_ok_trials(tmp_path: Path) -> None:
 
 def _packed(max_requeues: int = 3) -> PackedSlurmTrial:
     trials = [TrialRef("control", 0), TrialRef("control", 1), TrialRef("lr=0.2", 0)]
-    envs = {(t.arm, t.seed): {"PYTHONHASHSEED": str(t.seed)} for t in trials}
-    return PackedSlurmTrial("/sweep", trials, envs, max_requeues=max_requeues, timeout_min=20, signal_delay_s=90)
+    envs = {(t.arm, t.seed): {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"} for t in trials}
+    return PackedSlurmTrial("/sweep", trials, envs, max_requeues=max_requeues, timeout_min=20, signal_delay_s=90,
+                            hash_seed="7")
 
 
 def test_requeue_carries_the_finished_trials() -> None:
@@ -79,7 +80,8 @@ def test_requeue_carries_the_finished_trials() -> None:
     assert requeued.requeues == 1
     assert requeued.finished == {("control", 0)}
     assert requeued._current is None and requeued._proc is None
-    assert requeued.envs[("control", 1)] == {"PYTHONHASHSEED": "1"}  # each trial keeps its own hash seed
+    assert requeued.envs[("control", 1)] == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # each trial keeps its own
+    assert requeued.hash_seed == "7" and requeued.warm  # the ablation's hash seed, the warm parent again
 
 
 def test_no_requeue_past_max_requeues() -> None:
@@ -97,6 +99,13 @@ def test_bad_trials_per_job_is_refused(bad: object) -> None:
 def test_trials_per_job_defaults_to_one() -> None:
     assert get_launcher({"name": "slurm"}).trials_per_job == 1
     assert get_launcher({"name": "slurm", "trials_per_job": 4}).trials_per_job == 4
+
+
+def test_warm_defaults_to_true_and_is_checked() -> None:
+    assert get_launcher({"name": "slurm", "trials_per_job": 4}).warm is True
+    assert get_launcher({"name": "slurm", "warm": False}).warm is False
+    with pytest.raises(ConfigError, match=r"`launcher.warm`.*true or false"):
+        SlurmLauncher(warm="yes")  # type: ignore[arg-type]
 
 
 def _js(job_id: str, state: str) -> JobState:

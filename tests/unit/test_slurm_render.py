@@ -27,7 +27,7 @@ def _render() -> str:
     from submitit.slurm.slurm import _make_sbatch_string
 
     setup = setup_lines([0, 1, 2, 0, 1, 2], determinism="strict", cpus_per_task=2,
-                        user_setup=["module load cuda/12.1", "echo 'it''s set up'"])
+                        user_setup=["module load cuda/12.1", "echo 'it''s set up'"], hash_seed="0")
     params = sbatch_parameters(job_name="ablate-12-00-00_lr", timeout_min=20, cpus_per_task=2, mem_gb=1.5,
                                gpus_per_trial=1, array_parallelism=4, signal_delay_s=90, setup=setup,
                                partition="gpu", account="lab", qos="normal", constraint="a100",
@@ -59,26 +59,29 @@ def test_mem_string(gb: float, text: str) -> None:
     assert mem_string(gb) == text
 
 
-def test_setup_lines_pick_each_task_its_seed_environment() -> None:
-    lines = setup_lines([3, 7], determinism="seeded", cpus_per_task=4, user_setup=["source /venv/bin/activate"])
+def test_setup_lines_export_the_ablations_hash_seed() -> None:
+    lines = setup_lines([3, 7], determinism="seeded", cpus_per_task=4, user_setup=["source /venv/bin/activate"],
+                        hash_seed="3")
     assert lines == [
-        '_ablate_v=(3 7); export PYTHONHASHSEED="${_ablate_v[${SLURM_ARRAY_TASK_ID:-0}]}"',
+        "export PYTHONHASHSEED=3",  # one per ablation (seeding.ablation_hash_seed), not one per seed
         "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}",
         "export MKL_NUM_THREADS=${MKL_NUM_THREADS:-4}",
         "export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}",
         "source /venv/bin/activate",
     ]
-    assert not any("PYTHONHASHSEED" in line for line in setup_lines([1], determinism="off", cpus_per_task=1))
+    assert not any("PYTHONHASHSEED" in line for line in setup_lines([1], determinism="seeded", cpus_per_task=1))
 
 
 def test_setup_lines_run_in_bash() -> None:
     import subprocess
 
-    script = "\n".join([*setup_lines([5, 9, 11], determinism="strict", cpus_per_task=1),
-                        "echo $PYTHONHASHSEED $CUBLAS_WORKSPACE_CONFIG"])
-    out = subprocess.run(["bash", "-c", script], env={"SLURM_ARRAY_TASK_ID": "2", "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["11", ":4096:8"]
+    script = "\n".join([*setup_lines([5, 9, 11], determinism=["off", "strict", "strict"], cpus_per_task=1,
+                                     hash_seed="5"),
+                        "echo $PYTHONHASHSEED ${CUBLAS_WORKSPACE_CONFIG:-unset}"])
+    for task, want in (("2", ["5", ":4096:8"]), ("0", ["5", "unset"])):
+        out = subprocess.run(["bash", "-c", script], env={"SLURM_ARRAY_TASK_ID": task, "PATH": "/usr/bin:/bin"},
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert out == want
 
 
 @pytest.mark.parametrize(("n", "size", "lengths"), [(6, 1001, [6]), (5, 2, [2, 2, 1]), (4, 4, [4]), (0, 3, [])])

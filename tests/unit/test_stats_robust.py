@@ -11,13 +11,17 @@ exactly alpha; seeded, so never flaky); pooled rates (R x cells replications) ar
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from ablate.stats import VERDICTS, adjust_comparisons, compare, decide_batch, summarize
+from ablate.stats.compare import p_is
 from ablate.stats.multiplicity import holm, stage_levels
 from ablate.stats.pi_interval import clopper_pearson_interval, newcombe_interval
 from ablate.stats.shape import skew_spread
@@ -61,32 +65,51 @@ def test_aa_unequal_spread_symmetric_shapes(dist: str) -> None:
     assert np.mean(list(rates.values())) <= 0.056, rates
 
 
-@pytest.mark.parametrize("dist", ["lognormal", "bimodal"])
-def test_aa_unequal_spread_skewed_is_flagged(dist: str) -> None:
-    """Skewed or bimodal arms with SD ratio 1:2 / 1:3: Welch's rate exceeds alpha (measured in docs/verdict.md).
-    From N = 20 the false positives left without the ``skew_spread`` flag are within the bar (pooled <= 0.056)."""
-    unflagged = []
-    for r in (2, 3):
-        for n in (20, 50, 100):
-            t, c = aa(dist, r, n, seed=7 * n + r)
-            fp = np.isin(decide_batch(t, c, alpha=ALPHA).verdict, (BETTER, WORSE))
-            unflagged.append(float((fp & ~skew_spread(t, c)).mean()))
-    assert np.mean(unflagged) <= 0.056, unflagged
+SKEWED_GRID = [(d, r, n) for d in ("lognormal", "bimodal", "t3") for r in (2, 3) for n in NS]
 
 
-@pytest.mark.xfail(strict=True, reason="known limit: no test of the mean keeps alpha for lognormal/bimodal arms "
-                                       "with SD ratio 1:3 at N = 5-20 and Welch's power on normal data "
-                                       "(Welch, Yuen agreement, Hall's skew correction and bootstrap-t measured: "
-                                       "docs/verdict.md); the verdict flags these cases instead")
-def test_aa_unequal_spread_skewed_small_n_known_limit() -> None:
-    rates = [fp_rate(*aa(dist, 3, n, seed=n)) for dist in ("lognormal", "bimodal") for n in (5, 10, 20)]
+def test_aa_unequal_spread_whole_grid_pooled() -> None:
+    """Lognormal, bimodal and t3 arms, SD ratio 1:2 and 1:3, N = 3..100 (36 cells): the pooled verdict-level
+    false-positive rate is <= 0.056 (measured 0.051; Welch alone 0.064, docs/verdict.md)."""
+    rates = [fp_rate(*aa(d, r, n, seed=100 * n + r)) for d, r, n in SKEWED_GRID]
     assert np.mean(rates) <= 0.056, rates
+
+
+@pytest.mark.parametrize("dist", ["lognormal", "bimodal"])
+def test_aa_unequal_spread_skewed_from_n20(dist: str) -> None:
+    """Skewed or bimodal arms, SD ratio 1:2 and 1:3, N = 20, 50, 100: the skew guard brings every cell to
+    <= alpha + 3 SE (Welch alone: up to 0.102 for lognormal 1:3 at N = 20)."""
+    rates = {(r, n): fp_rate(*aa(dist, r, n, seed=100 * n + r)) for r in (2, 3) for n in (20, 50, 100)}
+    assert max(rates.values()) <= ALPHA + 3 * SE, rates
+    welch = {(r, n): float((stats.ttest_ind(*aa(dist, r, n, seed=100 * n + r), axis=1, equal_var=False).pvalue
+                            < ALPHA).mean()) for r, n in ((3, 20), (2, 50))}
+    assert max(welch.values()) > ALPHA + 3 * SE, welch  # the guard is what keeps these cells in
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: at N = 5-10 seeds per arm the skew of lognormal/bimodal "
+                                       "arms is not visible, and no rule measured keeps alpha there with 95% of "
+                                       "Welch's power (docs/verdict.md); measured 0.066-0.136 at N = 5-10, 0.070 "
+                                       "and 0.108 at N = 3 (ratio 1:3)")
+def test_aa_unequal_spread_skewed_small_n_known_limit() -> None:
+    rates = {(d, r, n): fp_rate(*aa(d, r, n, seed=100 * n + r))
+             for d in ("lognormal", "bimodal") for r in (2, 3) for n in (3, 5, 10)}
+    assert max(rates.values()) <= ALPHA + 3 * SE, rates
 
 
 def test_skew_spread_flag_is_rare_on_normal_data() -> None:
     """The flag must mean something: on equal-spread normal arms it fires in under 5% of ablations at N = 10."""
     rng = np.random.default_rng(3)
     assert skew_spread(rng.normal(size=(R, 10)), rng.normal(size=(R, 10))).mean() < 0.05
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_skew_guard_is_rare_on_normal_data(paired: bool) -> None:
+    """On normal arms the guard fires at about its one-sided level (D'Agostino z >= 1.96: 2.5%), at most 3.5%."""
+    rng = np.random.default_rng(5)
+    for n in (10, 20, 50):
+        t, c = rng.normal(0.3, 1.0, (R, n)), rng.normal(0.0, 1.0, (R, n))
+        fired = float((decide_batch(t, c, paired=paired).guard_factor > 1).mean())
+        assert 0.005 <= fired <= 0.035, (n, fired)
 
 
 def test_power_equals_welch_at_n10() -> None:
@@ -98,6 +121,151 @@ def test_power_equals_welch_at_n10() -> None:
     ref = float(((welch.pvalue < ALPHA) & (welch.statistic > 0)).mean())
     assert power >= 0.95 * ref
     assert power == pytest.approx(0.56, abs=3 * math.sqrt(0.56 * 0.44 / R))
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5])
+def test_power_paired_at_n10(rho: float) -> None:
+    """Paired normal data, N = 10, Δ = 1 SD, arms correlated rho: at least 95% of the paired t's power."""
+    rng = np.random.default_rng(13)
+    c = rng.normal(0.0, 1.0, (R, 10))
+    t = 1.0 + rho * c + math.sqrt(1 - rho**2) * rng.normal(0.0, 1.0, (R, 10))
+    power = float((decide_batch(t, c, paired=True, alpha=ALPHA).verdict == BETTER).mean())
+    ref_t = stats.ttest_rel(t, c, axis=1)
+    ref = float(((ref_t.pvalue < ALPHA) & (ref_t.statistic > 0)).mean())
+    assert ref > 0.4 and power >= 0.95 * ref, (power, ref)
+
+
+# A skewed ablation (N = 10): the treatment is 3x wider and right-skewed, its long tail missing, so it looks lower.
+SKEW_T = [0.741, 0.693, 0.668, 0.659, 0.655, 0.681, 0.664, 0.663, 0.675, 0.679]
+SKEW_C = [0.685, 0.709, 0.685, 0.748, 0.702, 0.690, 0.722, 0.694, 0.703, 0.695]
+
+
+def test_skew_guard_values() -> None:
+    """Welch p = 0.021 < 0.05, but the values are skewed against Δ (z = 2.89): the decision uses p x 10, the CI
+    shown is scipy's 99.5% Welch interval (it includes 0) and the verdict is inconclusive, with its reason."""
+    t, c = np.asarray(SKEW_T), np.asarray(SKEW_C)
+    welch = stats.ttest_ind(t, c, equal_var=False)
+    res = [(x - x.mean()) / x.std(ddof=1) for x in (t, c)]
+    z = stats.skewtest(np.concatenate(res)).statistic  # the wider arm T is below C: its tail is on the other side
+    assert welch.pvalue == pytest.approx(0.0208, abs=1e-4) and z == pytest.approx(2.885, abs=1e-3)
+    r = compare(t, c)
+    assert r.skew_z == pytest.approx(z, rel=1e-9) and r.guard_factor == 10
+    assert r.pvalue == pytest.approx(welch.pvalue, rel=1e-9)
+    assert r.pvalue_adjusted == pytest.approx(10 * welch.pvalue, rel=1e-9)
+    ref = welch.confidence_interval(0.995)
+    assert r.ci_level == pytest.approx(0.995) and r.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
+    assert r.verdict == "inconclusive" and r.ci[0] < 0 < r.ci[1]
+    assert "p × 10 (skew guard) = 0.208" in r.reason and "99.5% CI" in r.reason
+    assert "skew_guard" in {f.code for f in r.flags}
+    # at alpha = 0.5, p x 10 = 0.208 < 0.5 decides "worse" and the 95% CI excludes 0
+    w = compare(t, c, alpha=0.5)
+    assert w.verdict == "worse" and w.ci_level == pytest.approx(0.95) and w.ci[1] < 0
+    # the same metric to minimize, values negated: the same guard and p
+    m = compare(-t, -c, goal="minimize")
+    assert m.guard_factor == 10 and m.skew_z == pytest.approx(z, rel=1e-9) and m.verdict == "inconclusive"
+
+
+def test_skew_guard_not_on_tail_side() -> None:
+    """Shift the treatment up past the control: its long tail now lies on Δ's side, where the t-test is
+    conservative: the same skewness z with the opposite sign, no guard, and Welch decides."""
+    t = np.asarray(SKEW_T) + 0.06
+    r = compare(t, SKEW_C)
+    assert r.skew_z == pytest.approx(-2.885, abs=1e-3) and r.guard_factor == 1
+    assert r.verdict == "better" and r.pvalue_adjusted == pytest.approx(
+        stats.ttest_ind(t, SKEW_C, equal_var=False).pvalue, rel=1e-9)
+    # the whole ablation mirrored (x -> -x) is the same ablation: the guard is symmetric
+    m = compare(-np.asarray(SKEW_T), -np.asarray(SKEW_C))
+    assert m.skew_z == pytest.approx(2.885, abs=1e-3) and m.guard_factor == 10 and m.verdict == "inconclusive"
+
+
+def test_skew_guard_with_a_constant_arm() -> None:
+    """A constant control: Δ's skew is the treatment's alone (its residuals pooled with the control's zeros)."""
+    t = np.asarray(SKEW_T)
+    c = np.full(10, 0.70)
+    z = stats.skewtest(np.concatenate([(t - t.mean()) / t.std(ddof=1), np.zeros(10)])).statistic
+    r = decide_batch(t, c)
+    assert r.skew_z[0] == pytest.approx(z, rel=1e-9) and z > 1.96 and r.guard_factor[0] == 10
+    with warnings.catch_warnings():  # scipy warns on the constant arm; Welch is still defined (the other's SD)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = stats.ttest_ind(t, c, equal_var=False).pvalue
+    assert r.p_decision[0] == pytest.approx(min(1.0, 10 * ref), rel=1e-9)
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_skew_guard_decision_and_interval_agree(paired: bool) -> None:
+    """Over skewed ablations with real effects (guard firing in a quarter to half of them), alone and in a family
+    of 3: the CI excludes 0 exactly when the verdict is better/worse, and guarded rows have level 1 - level/10."""
+    t, c = aa("lognormal", 3, 20, seed=21)
+    t = t + 0.01 * rng_shift(R)
+    for m in (1, 3):
+        r = decide_batch(t, c, paired=paired, n_comparisons=m)
+        assert 0.1 < (r.guard_factor > 1).mean() < 0.6
+        excl = (r.ci_low > 0) | (r.ci_high < 0)
+        assert np.array_equal(excl, np.isin(r.verdict, (BETTER, WORSE)))
+        ref = (stats.ttest_rel(t, c, axis=1) if paired else stats.ttest_ind(t, c, axis=1, equal_var=False))
+        i = int(np.flatnonzero(r.guard_factor > 1)[0])
+        ci = ref.confidence_interval(1 - ALPHA / m / 10)
+        assert (r.ci_low[i], r.ci_high[i]) == pytest.approx((ci.low[i], ci.high[i]), rel=1e-9)
+
+
+def rng_shift(n: int) -> np.ndarray:
+    """Per-row true effects from -2 to 2 SDs of the wider arm (fixed seed)."""
+    return np.random.default_rng(8).uniform(-6.0, 6.0, (n, 1))
+
+
+def test_skew_guard_in_a_holm_family() -> None:
+    """The guarded p x 10 enters Holm; each CI stays at its decision's level, so it excludes 0 exactly when the
+    verdict is better/worse."""
+    t, c = np.asarray(SKEW_T), np.asarray(SKEW_C)
+    strong = c + 0.05
+    comps = [compare(x, c, n_comparisons=2, alpha=0.5) for x in (t, strong)]
+    adj = adjust_comparisons(comps, "holm")
+    guarded = adj[0]
+    assert guarded.guard_factor == 10
+    # Holm: the strong arm is rejected at step 1, the guarded one comes second (factor 1, level alpha = 0.5)
+    assert adj[1].verdict == "better" and adj[1].guard_factor == 1
+    assert guarded.pvalue_adjusted == pytest.approx(10 * guarded.pvalue, rel=1e-9)
+    for a in adj:
+        assert (a.ci[0] > 0 or a.ci[1] < 0) == (a.verdict in ("better", "worse"))
+    ref = stats.ttest_ind(t, c, equal_var=False).confidence_interval(1 - 0.5 / 10)
+    assert guarded.ci_level == pytest.approx(0.95) and guarded.verdict == "worse"
+    assert guarded.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
+
+
+def test_skew_guard_with_dunnett() -> None:
+    """Dunnett assumes normal errors, and its 99.5% interval does not converge in scipy: when a skew guard fired
+    in the family, Holm (on p x 10) is used instead and flagged, as for paired arms or SDs differing > 2x."""
+    t, c = np.asarray(SKEW_T), np.asarray(SKEW_C)
+    s = c[::-1] + 0.03
+    comps = [compare(x, c, n_comparisons=2) for x in (t, s)]
+    adj = adjust_comparisons(comps, "dunnett", treatments=[t, s], control=c, rng=0)
+    assert [a.multiplicity for a in adj] == ["holm", "holm"] and [a.guard_factor for a in adj] == [10, 1]
+    assert any(f.code == "multiplicity" and "skew guard" in f.message for f in adj[0].flags)
+    ref = holm(np.array([10 * comps[0].pvalue, comps[1].pvalue]))
+    assert [a.pvalue_adjusted for a in adj] == pytest.approx(list(ref), rel=1e-9)
+    assert [a.verdict for a in adj] == ["inconclusive", "better"]
+    for a in adj:
+        assert (a.ci[0] > 0 or a.ci[1] < 0) == (a.verdict in ("better", "worse"))
+
+
+def test_skew_guard_in_verdict_md(tmp_path: Path) -> None:
+    """The written verdict: the line says which p decided and the CI's level, the flag explains, the JSON keeps
+    the z and the factor; the rank test is not multiplied by the guard's factor (it is not a t-test)."""
+    from ablate.sweepdir import SweepDir
+    from ablate.verdict import write_verdict
+    from tests.helpers import make_sweep
+
+    root = make_sweep(tmp_path / "sw", {"control": SKEW_C, "lr=0.1": SKEW_T}, options={"pairing": "unpaired"})
+    write_verdict(SweepDir.open(root))
+    md = (root / "verdict.md").read_text()
+    assert ("**inconclusive**. Welch p × 10 (skew guard) = 0.208 ≥ α = 0.05; Δ = -0.0255, 99.5% CI "
+            "[-0.0578, 0.0068]") in md
+    assert "D'Agostino z = 2.89 ≥ 1.96" in md and "(`skew_guard`)" in md
+    c = json.loads((root / "verdict.json").read_text())["comparisons"][0]
+    assert c["guard_factor"] == 10 and c["skew_z"] == pytest.approx(2.885, abs=1e-3) and c["ci_level"] == 0.995
+    mwu = stats.mannwhitneyu(SKEW_T, SKEW_C).pvalue
+    assert c["robust_pvalue"] == pytest.approx(mwu, rel=1e-9)
+    assert f"p = 0.208 vs {p_is(mwu)}" in md  # MWU at its own p (0.0046), not x 10
 
 
 # -- 5. P(T>C) interval ------------------------------------------------------------------------------------
