@@ -118,6 +118,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     names = [a["name"] for a in plan["arms"]]
     control, treatments = data[names[0]], names[1:]
     m = max(1, len(treatments))
+    planned = planned_look_levels(looks, opts.alpha / m)
     goal = plan.get("goal", "maximize")
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
@@ -129,7 +130,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if any(s not in arm.values or s not in control.values for s in sk):
                 break
             pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
-                              pairing=opts.pairing, n_design=n_k, level=opts.alpha / m)  # the look's planned N
+                              pairing=opts.pairing, n_design=n_k, level=planned[k])  # the look's planned N, level
             fin_t = [v for v in pr.treatment if not math.isnan(v)]
             fin_c = [v for v in pr.control if not math.isnan(v)]
             if pr.paired:
@@ -151,6 +152,14 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
                 break
         out[name] = st
     return out
+
+
+def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
+    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
+    data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    from ablate.stats import boundaries
+
+    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
 
 
 def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
@@ -265,8 +274,11 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             c_vals = {k: v for k, v in c_vals.items() if k in keep}
             thr = max(st["threshold"], 1e-300) if st["threshold"] is not None else None
             n_design = n_use
-        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design,
-                          level=opts.alpha / (m if seq else m_of[name]))
+            look = st["look"] if st["look"] is not None else len(opts.looks) - 1
+            level = planned_look_levels(opts.looks, opts.alpha / m)[look]  # the level that look tests at
+        else:
+            level = opts.alpha / m_of[name]
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level)
         pairings.append(pr)
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                              margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),

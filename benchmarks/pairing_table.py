@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 import tests.unit.test_stats_pairing as tp
-from ablate.stats import auto_pair_from, power_loss
+from ablate.stats import auto_pair_from, look_pairing, power_loss
 
 RULES = ("old", "new", "welch")
 
@@ -52,13 +52,17 @@ def main() -> None:
             new.append(rates[1])
             cells.append(" / ".join(f"{x:.3f}" for x in rates))
         print(f"| {rho} | " + " | ".join(cells) + f" | {np.mean(new):.3f} |")
-    print(f"\nGroup-sequential looks {tp.LOOKS}, O'Brien-Fleming: cells old / new / Welch\n")
-    print("| | ρ = 0 | ρ = 0.5 |")
-    print("|---|---|---|")
-    for d, what in ((1.0, "power, 1 SD"), (0.0, "A/A rate")):
-        cells = [" / ".join(f"{tp.sequential(r, rho, d, seed=99 + int(10 * rho) + int(d)):.3f}" for r in RULES)
-                 for rho in (0.0, 0.5)]
-        print(f"| {what} | {cells[0]} | {cells[1]} |")
+    print("\nGroup-sequential looks, O'Brien-Fleming: cells old / new / Welch\n")
+    print("| looks (new pairs at) | | ρ = 0 | ρ = 0.5 |")
+    print("|---|---|---|---|")
+    for looks, d1 in ((tp.LOOKS, 1.0), ([10, 20, 30, 40], 0.6)):
+        at = [n for n, p in zip(looks, look_pairing(looks), strict=True) if p]
+        for d, what in ((d1, f"power, {d1:g} SD"), (0.0, "A/A rate")):
+            seed = {rho: 99 + int(10 * rho) + int(10 * d) + looks[0] for rho in (0.0, 0.5)}
+            cells = [" / ".join(f"{tp.sequential(r, rho, d, seed=seed[rho], looks=looks):.3f}" for r in RULES)
+                     for rho in (0.0, 0.5)]
+            print(f"| {', '.join(map(str, looks))} ({', '.join(map(str, at)) or 'none'}) | {what} | {cells[0]} | "
+                  f"{cells[1]} |")
     cap = tp.advice_capped(min(args.reps, 1000))
     print("\nSeed advice after a 5-seed pilot, rho = 0, margin 1 SD: share capped at '> 50 seeds' (upper end), "
           "median upper end otherwise")

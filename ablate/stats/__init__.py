@@ -37,6 +37,7 @@ from ablate.stats.sequential import (
     boundaries,
     group_sequential_batch,
     information_fraction,
+    look_pairing,
     spending,
 )
 from ablate.stats.summary import ArmSummary, summarize
@@ -71,6 +72,7 @@ __all__ = [
     "hedges_g",
     "hedges_j",
     "information_fraction",
+    "look_pairing",
     "mde_d",
     "pair_by_seed",
     "paired_effect",

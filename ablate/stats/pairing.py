@@ -224,7 +224,8 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
         The seeds per arm the design planned (the plan's seed list, or the look's N in sequential mode):
         fixed before any outcome. Default: the number of seed ids the arms share.
     level : float
-        The comparison's two-sided level α/m (Bonferroni over its family; fixed before any outcome).
+        The two-sided level the test runs at: α/m (Bonferroni over its family), or a sequential look's
+        planned nominal level (:func:`ablate.stats.look_pairing`); fixed before any outcome.
 
     Returns
     -------
@@ -275,5 +276,5 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
 
 
 def _at(level: float) -> str:
-    """`` at level 0.025`` (nothing at the default 0.05)."""
-    return "" if level == 0.05 else f" at this comparison's level α/m = {level:.3g}"
+    """`` at this test's level 0.025`` (α/m, or a sequential look's nominal level; nothing at the default 0.05)."""
+    return "" if level == 0.05 else f" at this test's level {level:.3g}"

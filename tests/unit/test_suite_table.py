@@ -97,7 +97,7 @@ def test_suite_multiplicity_family(tmp_path: Path, family: str) -> None:
 
     sd = _suite_sweep(tmp_path / "sd", VALUES, OF, family)
     v = write_verdict(SweepDir.open(sd), {"plots": False})
-    # 5 seeds per arm: pairing=auto runs Welch's test (it pairs only from 20 seeds per arm)
+    # 5 seeds per arm: pairing=auto runs Welch's test (it pairs from N0 = 36 seeds per arm at α/4, 27 at α/2)
     raw = {c["arm"]: stats.ttest_ind(VALUES[c["arm"]], VALUES["control"], equal_var=False).pvalue
            for c in v["comparisons"]}
     assert {c["arm"]: c["pvalue"] for c in v["comparisons"]} == pytest.approx(raw, rel=1e-9)

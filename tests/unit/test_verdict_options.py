@@ -199,5 +199,30 @@ def test_auto_pairing_threshold_follows_the_comparisons_level(tmp_path: Path) ->
     for comp in v["comparisons"]:
         assert not comp["paired"] and comp["pairing"]["pair_from"] == 27
         assert comp["seed_advice"]["pair_from"] == 27
-        assert ("pairing=auto pairs by seed only from N = 27 seeds per arm on at this comparison's level α/m = 0.025"
+        assert ("pairing=auto pairs by seed only from N = 27 seeds per arm on at this test's level 0.025"
                 in comp["pairing"]["reason"])
+
+
+def test_sequential_looks_pair_by_their_own_planned_level(tmp_path: Path) -> None:
+    """Looks 10, 20, 30, 40 (one treatment, α = 0.05) test at O'Brien-Fleming nominal levels 0.0001, 0.0055,
+    0.0215, 0.0411, where pairing=auto needs 128, 48, 29 and 21 seeds: an A/A treatment that reaches the last
+    look (N = 40) is paired (scipy's ttest_rel on 40 pairs); one stopped at look 2 (N = 20) would be Welch."""
+    from scipy import stats
+
+    from ablate.stats import boundaries
+
+    rng = np.random.default_rng(3)
+    shared = rng.normal(0, 0.01, 40)
+    c = list(0.7 + shared + rng.normal(0, 0.002, 40))
+    t = list(0.7 + shared + rng.normal(0, 0.002, 40))
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.1": t},
+                      options={"sequential": "group", "looks": [10, 20, 30, 40]})
+    (comp,) = write_verdict(SweepDir.open(root), {"plots": False})["comparisons"]
+    assert comp["sequential"]["look"] == 4 and comp["sequential"]["n"] == 40
+    assert comp["paired"] and comp["pvalue"] == pytest.approx(stats.ttest_rel(t, c).pvalue, rel=1e-9)
+    level = boundaries([0.25, 0.5, 0.75, 1.0], alpha=0.05).nominal_p[-1]
+    assert round(level, 4) == 0.0411
+    assert comp["pairing"]["reason"] == ("paired by seed: every arm ran the same seeds and N = 40 >= 21 at this "
+                                         f"test's level {level:.3g}, where pairing=auto pairs (pairing costs at most "
+                                         "2.5 points of power there, and gains whenever the arms' seeds are "
+                                         "correlated)")
