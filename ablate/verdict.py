@@ -198,18 +198,22 @@ def _jsonable(obj: Any) -> Any:
     return f if math.isfinite(f) else None
 
 
+#: The libraries the verdict's numbers come from (statsmodels no longer: see ablate.stats.power.t_power).
+VERDICT_LIBRARIES = ("numpy", "scipy")
+
+
 def _versions() -> dict[str, str]:
+    """ablate's, Python's and :data:`VERDICT_LIBRARIES`' versions, read from the installed distributions'
+    metadata (``importlib.metadata``): nothing is imported to read them."""
     import platform
-    import sys
     from importlib.metadata import PackageNotFoundError, version
 
     from ablate import __version__
 
     out = {"ablate": __version__, "python": platform.python_version()}
-    for p in ("numpy", "scipy", "statsmodels"):
-        mod = sys.modules.get(p)
+    for p in VERDICT_LIBRARIES:
         try:
-            out[p] = getattr(mod, "__version__", None) or version(p)
+            out[p] = version(p)
         except PackageNotFoundError:
             continue
     return out
