@@ -17,6 +17,7 @@
       results.csv                 one row per trial, failures included
       per_seed.csv                the verdict metric, one row per seed, one column per arm
       verdict.json  verdict.md  *.png
+      plots.log                   stderr of a background plot drawing that crashed (removed when it succeeds)
       summary.json                verdict.json's numbers without lists (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
 
@@ -60,6 +61,13 @@ VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
 #: Plots written beside verdict.md: per-seed values per arm, and paired differences.
 PLOT_FILES = {"values": "verdict_values.png", "paired": "verdict_paired.png"}
+#: The stderr of ``ablate verdict``'s background plot drawing; left only when that process crashed.
+PLOTS_LOG = "plots.log"
+#: Ends the lock holder's line while a process only draws the verdict's plots (a second or two): other
+#: ablate processes then wait for the lock instead of refusing (see :meth:`SweepDir.try_acquire`).
+PLOTS_HOLDER = "drawing the verdict's plots"
+#: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy.
+PLOTS_WAIT_S = 120.0
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
@@ -556,7 +564,11 @@ class SweepDir:
             return fh.read(200).decode(errors="replace").strip() or "unknown process"
 
     def try_acquire(self) -> bool:
-        """Take the sweep dir's lock if no live process holds it; False when one does (never blocks).
+        """Take the sweep dir's lock if no live process holds it; False when one does.
+
+        Never blocks on an ablation. While the holder only draws a verdict's plots (its line ends with
+        :data:`PLOTS_HOLDER`: ``ablate verdict`` hands its lock to that process, see
+        :func:`ablate.verdict.draw_plots_in_background`), waits for it, up to :data:`PLOTS_WAIT_S`.
 
         Raises
         ------
@@ -567,18 +579,51 @@ class SweepDir:
 
         path = self.root / LOCK_FILE
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, DEFAULT_FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise os_error(exc, path) from exc
-            return False
+        deadline = time.monotonic() + PLOTS_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    os.close(fd)
+                    raise os_error(exc, path) from exc
+                if not self.drawing_plots() or time.monotonic() > deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
         self._lock_fd = fd
         self.clean_debris()
         return True
+
+    def drawing_plots(self) -> bool:
+        """True while the lock's holder is a process that only draws the verdict's plots."""
+        return self.lock_holder().endswith(PLOTS_HOLDER) and self.is_locked()
+
+    def hand_over_lock(self) -> int:
+        """Mark the held lock as a plot drawer's and return its file descriptor, for a child process to
+        inherit (``pass_fds``): the ``flock`` belongs to the open file, so the lock stays held without a gap
+        until the child closes it. Call :meth:`forget_lock` once the child runs.
+
+        Raises
+        ------
+        SweepDirError
+            When this object does not hold the lock.
+        """
+        if self._lock_fd is None:
+            raise SweepDirError("the lock is not held by this process", where=str(self.root / LOCK_FILE))
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}: "
+                  f"{PLOTS_HOLDER}".encode(), 0)
+        return self._lock_fd
+
+    def forget_lock(self) -> None:
+        """Close this process's handle on the lock without releasing it (a child holds it now)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def clean_debris(self) -> list[Path]:
         """Remove the temp files of :func:`write_atomic` left by writers that died mid-write (SIGKILL,
