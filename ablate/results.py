@@ -37,7 +37,7 @@ def trial_state(sd: SweepDir, arm: str, seed: int) -> tuple[str, dict[str, Any] 
     rec = sd.read_result(arm, seed)
     if rec is not None:
         return str(rec.get("status", "failed")), rec
-    if sd.trial(arm, seed).manifest.exists():
+    if os.path.exists(sd.trial_file(arm, seed, "manifest.json")):
         return "running", None
     return "pending", None
 
@@ -198,7 +198,7 @@ def iter_manifests(sd: SweepDir, plan: dict[str, Any]) -> Iterator[tuple[tuple[s
     plan order (the confound check streams them: 10,000 manifests are never held at once)."""
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
-            p = sd.trial(arm["name"], seed).manifest
+            p = sd.trial_file(arm["name"], seed, "manifest.json")
             try:
                 yield (arm["name"], seed), read_json(p)
             except (FileNotFoundError, json.JSONDecodeError):

@@ -431,6 +431,11 @@ class SweepDir:
         """Paths of the trial of ``arm`` at ``seed``."""
         return TrialPaths(self.root / TRIALS_DIR / arm / f"seed={seed}")
 
+    def trial_file(self, arm: str, seed: int, name: str) -> str:
+        """``str(self.trial(arm, seed).dir / name)`` without building Path objects, for the readers that
+        visit every trial (10,000 trials: 0.07 s of CPU saved per file name)."""
+        return f"{self.root}{os.sep}{TRIALS_DIR}{os.sep}{arm}{os.sep}seed={seed}{os.sep}{name}"
+
     def new_repro(self, arm: str, seed: int) -> TrialPaths:
         """Claim a fresh scratch dir for a re-run of a trial: ``repro/<arm>/seed=<k>/<n>/``, n = 1, 2 ...
 
@@ -508,7 +513,7 @@ class SweepDir:
     # -- trial state ----------------------------------------------------------------------------
     def read_result(self, arm: str, seed: int) -> dict[str, Any] | None:
         """The trial's result.json, or None when it has not finished (or the file is unreadable)."""
-        p = self.trial(arm, seed).result
+        p = self.trial_file(arm, seed, "result.json")
         try:
             return read_json(p)
         except (FileNotFoundError, json.JSONDecodeError):
