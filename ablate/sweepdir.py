@@ -236,14 +236,27 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     SweepDirError
         For any other OS error (a symlink planted there, permissions): one line with the fix.
     """
+    return json.loads(read_bytes(path))
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file, never through a symlink (what :func:`read_json` parses).
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such file.
+    SweepDirError
+        For any other OS error (a symlink planted there, permissions): one line with the fix.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise os_error(exc, path, "read") from exc
-    with os.fdopen(fd, encoding="utf-8") as fh:
-        return json.load(fh)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 

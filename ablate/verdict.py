@@ -12,9 +12,12 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
+
+if TYPE_CHECKING:
+    from ablate.verdict_key import TrialDigest
 
 #: Statuses of trials that have not finished (left out of the statistics, reported as pending).
 UNFINISHED = ("pending", "running", "interrupted")
@@ -361,7 +364,7 @@ def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: M
 
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
                   rows: list[dict[str, Any]] | None = None, *, write: bool = True,
-                  plots_later: bool = False) -> dict[str, Any]:
+                  plots_later: bool = False, digest: TrialDigest | None = None) -> dict[str, Any]:
     """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md, then the plots.
 
     The text comes first: verdict.json and verdict.md are written with the plots marked as being drawn
@@ -387,6 +390,11 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     plots_later : bool
         True: write the text with the plots pending and return; the caller draws them
         (``ablate verdict``: :func:`draw_plots_in_background`, so the command returns with the text).
+    digest : TrialDigest, optional
+        Fed the bytes of every result.json (by whoever collected ``rows``, given the same digest) and
+        every manifest.json (here): the verdict's reuse key is then recorded in ``.verdict_key.json``
+        (:mod:`ablate.verdict_key`), so ``ablate verdict`` with unchanged inputs reprints it. Without
+        it, any recorded key is removed.
 
     Returns
     -------
@@ -418,13 +426,16 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
     plots = (overrides or {}).get("plots", True) is not False
-    verdict = _assemble(sd, plan, opts, rows, plots=plots)
+    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary
+    from ablate.verdict_key import combine, context, record
 
     write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
+    record(sd, combine(context(sd, plan, dict(overrides or {})), digest.hexdigest()) if reusable else None)
     if plots and not plots_later:
         verdict = draw_plots(sd, verdict)
     return verdict
@@ -449,12 +460,14 @@ def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str,
     """
     from ablate.report import render_markdown
     from ablate.table import write_forest
+    from ablate.verdict_key import outputs_recorded
 
     verdict = read_json(sd.verdict_json) if verdict is None else verdict
     verdict["plots"] = _write_plots(sd, verdict)
     write_forest(sd, verdict)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
+    outputs_recorded(sd)  # the reuse key now names these files' digests
     return verdict
 
 
@@ -543,26 +556,26 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows: list[dict[str, Any]] | None, *,
-              plots: bool, write: bool = True) -> dict[str, Any]:
+              plots: bool, write: bool = True, digest: TrialDigest | None = None) -> dict[str, Any]:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     from ablate.confounds import check, config_drift
     from ablate.results import collect, iter_manifests
 
-    rows = collect(sd, plan) if rows is None else rows
+    rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
         from ablate.results import read_manifests
         from ablate.suite import suite_confounds
 
-        manifests = read_manifests(sd, plan)
+        manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
         per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
         if per_arm:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:
-        confounds = check(plan, iter_manifests(sd, plan), used)  # one manifest in memory at a time
+        confounds = check(plan, iter_manifests(sd, plan, digest), used)  # one manifest in memory at a time
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
