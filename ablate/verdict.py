@@ -502,7 +502,8 @@ def draw_plots_in_background(sd: SweepDir) -> int | None:
     fd = sd.hand_over_lock()
     # `sh -c 'python ... &'` detaches the child (new session, reparented to init when sh exits), so no
     # zombie is left in a long-lived caller and the child outlives `ablate verdict`
-    script = '"$0" -m ablate._plots_child "$1" "$2" & echo $!'
+    # (its stdout must not be sh's, a pipe this process reads to its end: that would wait for the child)
+    script = '"$0" -m ablate._plots_child "$1" "$2" </dev/null >/dev/null & echo $!'
     try:
         with open(sd.root / PLOTS_LOG, "wb") as log:
             sh = subprocess.run(["/bin/sh", "-c", script, sys.executable, str(sd.root.absolute()), str(fd)],
