@@ -11,23 +11,22 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 
 def main(argv: list[str]) -> int:
     """Draw the plots of ``argv[0]`` holding the inherited lock ``argv[1]``; returns the exit code."""
-    from ablate.sweepdir import PLOTS_HOLDER, PLOTS_LOG, SweepDir
+    from ablate.sweepdir import PLOTS_LOG, SweepDir, write_plots_holder
     from ablate.verdict import draw_plots
 
     root, fd = argv[0], int(argv[1])
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}: {PLOTS_HOLDER}".encode(), 0)
+        write_plots_holder(fd)  # this pid, still ending with the marker: waiters keep waiting
         sd = SweepDir.open(root)
         draw_plots(sd)
         (sd.root / PLOTS_LOG).unlink(missing_ok=True)  # before the lock goes: a later verdict's log is its own
     finally:
-        os.ftruncate(fd, 0)  # as SweepDir.release: no holder line left behind
+        # closing drops the lock; the holder line stays (never read while the lock is free, replaced by the
+        # next holder): truncating it first would show waiters an empty line while the lock is still held
         os.close(fd)
     return 0
 

@@ -632,9 +632,7 @@ class SweepDir:
         """
         if self._lock_fd is None:
             raise SweepDirError("the lock is not held by this process", where=str(self.root / LOCK_FILE))
-        os.ftruncate(self._lock_fd, 0)
-        os.pwrite(self._lock_fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}: "
-                  f"{PLOTS_HOLDER}".encode(), 0)
+        write_plots_holder(self._lock_fd)
         return self._lock_fd
 
     def forget_lock(self) -> None:
@@ -701,6 +699,21 @@ class SweepDir:
             yield self
         finally:
             self.release()
+
+
+def write_plots_holder(fd: int) -> None:
+    """Write this process as the lock's plot-drawing holder (``pid N on HOST since TIME: ...`` ending with
+    :data:`PLOTS_HOLDER`) into the held lock file ``fd``.
+
+    The line is written over the old one, padded to at least its length, and only then cut to size: a
+    process waiting for the drawing (:meth:`SweepDir.try_acquire`) never reads an empty line or one that
+    does not end with the marker, which would make it refuse instead of wait.
+    """
+    head = f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}"
+    line = f"{head}: {PLOTS_HOLDER}"
+    line = f"{head}{' ' * max(0, os.fstat(fd).st_size - len(line.encode()))}: {PLOTS_HOLDER}".encode()
+    os.pwrite(fd, line, 0)
+    os.ftruncate(fd, len(line))
 
 
 def _alive(pid: int) -> bool:

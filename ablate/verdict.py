@@ -513,7 +513,7 @@ def draw_plots_in_background(sd: SweepDir) -> int | None:
     except (OSError, ValueError, subprocess.CalledProcessError):  # no process started: draw them here
         draw_plots(sd)
         (sd.root / PLOTS_LOG).unlink(missing_ok=True)
-        sd.release()
+        sd.forget_lock()  # closed as the child would: no empty holder line while waiters look
         return None
     sd.forget_lock()
     return pid

@@ -60,7 +60,7 @@ def test_cli_returns_with_the_text_and_the_child_draws(tmp_path: Path) -> None:
     assert "Being drawn" not in md
     assert all((root / f).read_bytes()[:4] == b"\x89PNG" for f in PNGS)
     assert not (root / PLOTS_LOG).exists()
-    assert (root / LOCK_FILE).read_text() == "" and not SweepDir.open(root).is_locked()
+    assert not SweepDir.open(root).is_locked() and not SweepDir.open(root).drawing_plots()
     assert "plots" not in format_status(SweepDir.open(root))
 
 
@@ -98,7 +98,7 @@ def test_a_crashed_drawing_is_visible(tmp_path: Path) -> None:
     assert "If this line stays, they were not drawn: `plots.log`" in (root / "verdict.md").read_text()
     status = format_status(SweepDir.open(root))
     assert f"the verdict's plots were not drawn: the process drawing them failed, see {root / PLOTS_LOG}" in status
-    assert not SweepDir.open(root).is_locked() and (root / LOCK_FILE).read_text() == ""
+    assert not SweepDir.open(root).is_locked() and not SweepDir.open(root).drawing_plots()
 
 
 def test_other_commands_wait_for_the_drawing_not_for_an_ablation(tmp_path: Path) -> None:
@@ -118,3 +118,19 @@ def test_other_commands_wait_for_the_drawing_not_for_an_ablation(tmp_path: Path)
     assert waiter.try_acquire()  # waited for the drawing holder instead of refusing
     child.wait()
     waiter.release()
+
+
+def test_the_holder_line_always_ends_with_the_marker(tmp_path: Path) -> None:
+    """The plot drawer's line replaces a longer one without ever being shorter than it (a waiter reading in
+    between sees the marker at the end, not an old tail)."""
+    from ablate.sweepdir import write_plots_holder
+
+    path = tmp_path / "lock"
+    path.write_text("x" * 300)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_plots_holder(fd)
+    finally:
+        os.close(fd)
+    line = path.read_text()
+    assert line.endswith(f": {PLOTS_HOLDER}") and len(line) == 300 and line.startswith(f"pid {os.getpid()} on ")
