@@ -3,7 +3,8 @@
 
 Usage (internal): ``python -m ablate._plots_child SWEEP_DIR LOCK_FD``. ``LOCK_FD`` is the sweep dir's lock,
 inherited from ``ablate verdict``, which wrote verdict.json and verdict.md; this process draws the PNGs,
-rewrites both files to show them, removes ``plots.log`` (its stderr) and closes the lock. A crash leaves
+rewrites both files to show them, removes the debris of dead writers (:meth:`SweepDir.clean_debris`, the
+lock-taker's duty ``ablate verdict`` left to it), removes ``plots.log`` (its stderr) and closes the lock. A crash leaves
 the traceback in ``plots.log``.
 """
 
@@ -23,6 +24,7 @@ def main(argv: list[str]) -> int:
         write_plots_holder(fd)  # this pid, still ending with the marker: waiters keep waiting
         sd = SweepDir.open(root)
         draw_plots(sd)
+        sd.clean_debris()  # left to this process by `ablate verdict` (SweepDir.try_acquire(clean=False))
         (sd.root / PLOTS_LOG).unlink(missing_ok=True)  # before the lock goes: a later verdict's log is its own
     finally:
         # closing drops the lock; the holder line stays (never read while the lock is free, replaced by the

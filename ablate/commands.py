@@ -80,11 +80,12 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     wait_plots, recompute = args.wait_plots, args.recompute
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("dir", "wait_plots", "recompute") and v is not None}
-    if not sd.try_acquire():  # an ablation is running here: its own final verdict must not be overwritten
+    if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
         return _verdict_while_running(sd, overrides, name)
     try:
         from ablate.verdict_key import TrialDigest, reusable
 
+        later = False
         if not recompute and args.against is None and reusable(sd, sd.plan(), overrides):
             from ablate.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
 
@@ -94,10 +95,12 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
             digest = TrialDigest()
             verdict = write_verdict(sd, overrides, rows=write_results(sd, digest=digest), plots_later=later,
                                     digest=digest)
-            if later:
-                from ablate.verdict import draw_plots_in_background
+        if later:
+            from ablate.verdict import draw_plots_in_background
 
-                draw_plots_in_background(sd)  # the child holds the lock from here
+            draw_plots_in_background(sd)  # the child holds the lock from here, and cleans the debris
+        else:
+            sd.clean_debris()  # temp files of writers that died (what try_acquire does by default)
     finally:
         sd.release()
     kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]

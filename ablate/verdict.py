@@ -512,6 +512,7 @@ def draw_plots_in_background(sd: SweepDir) -> int | None:
         pid = int(sh.stdout.strip())
     except (OSError, ValueError, subprocess.CalledProcessError):  # no process started: draw them here
         draw_plots(sd)
+        sd.clean_debris()
         (sd.root / PLOTS_LOG).unlink(missing_ok=True)
         sd.forget_lock()  # closed as the child would: no empty holder line while waiters look
         return None

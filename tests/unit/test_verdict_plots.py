@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ablate.commands import dispatch
@@ -48,6 +49,10 @@ def test_cli_returns_with_the_text_and_the_child_draws(tmp_path: Path) -> None:
     there; the detached child draws the PNGs, rewrites verdict.md to show them, removes plots.log and
     leaves the lock free with no holder line."""
     root = _sweep(tmp_path / "sw")
+    gone = subprocess.Popen(["true"])  # a writer that has exited: its temp file is debris
+    gone.wait()
+    debris = root / "trials" / "control" / "seed=1" / f".result.json.tmp-{gone.pid}-{time.time_ns()}"
+    debris.write_text("{")
     code = ("import sys; from ablate.commands import dispatch; assert dispatch('verdict', [sys.argv[1]]) == 0; "
             "print(sorted(m for m in ('matplotlib', 'statsmodels', 'pandas') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -62,6 +67,7 @@ def test_cli_returns_with_the_text_and_the_child_draws(tmp_path: Path) -> None:
     assert not (root / PLOTS_LOG).exists()
     assert not SweepDir.open(root).is_locked() and not SweepDir.open(root).drawing_plots()
     assert "plots" not in format_status(SweepDir.open(root))
+    assert not debris.exists()  # the drawing process cleaned the debris `ablate verdict` left to it
 
 
 def test_wait_plots_and_no_plots(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
