@@ -609,7 +609,8 @@ class SweepDir:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                     os.close(fd)
                     raise os_error(exc, path) from exc
-                if not self.drawing_plots() or time.monotonic() > deadline:
+                # a plot drawer (its line is left when it ends, so a release just now retries at once)
+                if not self.lock_holder().endswith(PLOTS_HOLDER) or time.monotonic() > deadline:
                     os.close(fd)
                     return False
                 time.sleep(0.02)
