@@ -124,14 +124,14 @@ def _file_digest(path: str | os.PathLike[str]) -> str | None:
     return None if data is None else hashlib.blake2b(data, digest_size=32).hexdigest()
 
 
-def record(sd: SweepDir, key: str | None) -> None:
-    """Write ``.verdict_key.json`` for the verdict just written (``key``: :func:`context` + the trial
-    digest), with its outputs' digests; ``key`` None removes it (that verdict is not reusable)."""
+def record(sd: SweepDir, key: Mapping[str, str] | None) -> None:
+    """Write ``.verdict_key.json`` for the verdict just written (``key``: :func:`combine`), with its
+    outputs' digests; ``key`` None removes it (that verdict is not reusable)."""
     path = sd.root / KEY_FILE
     if key is None:
         path.unlink(missing_ok=True)
         return
-    write_json(path, {"key": key, "outputs": _outputs(sd)})
+    write_json(path, {"key": dict(key), "outputs": _outputs(sd)})
 
 
 def outputs_recorded(sd: SweepDir) -> None:
@@ -140,13 +140,14 @@ def outputs_recorded(sd: SweepDir) -> None:
         key = json.loads(read_bytes(sd.root / KEY_FILE)).get("key")
     except (FileNotFoundError, ValueError, AttributeError):
         return
-    if isinstance(key, str):
+    if isinstance(key, dict):
         record(sd, key)
 
 
-def combine(ctx: str, trials: str) -> str:
-    """The verdict's key from :func:`context` and the trial digest."""
-    return hashlib.blake2b(f"{ctx}:{trials}".encode(), digest_size=32).hexdigest()
+def combine(ctx: str, trials: str) -> dict[str, str]:
+    """The verdict's key: :func:`context` and the trial digest (checked in that order: the context is
+    cheap, the trial digest reads every record)."""
+    return {"context": ctx, "trials": trials}
 
 
 def reusable(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
@@ -156,7 +157,7 @@ def reusable(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> 
         rec = json.loads(read_bytes(sd.root / KEY_FILE))
     except (FileNotFoundError, ValueError):
         return False
-    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or rec.get("outputs") != _outputs(sd):
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), dict) or rec.get("outputs") != _outputs(sd):
         return False
     try:
         plots = json.loads(read_bytes(sd.verdict_json)).get("plots") or {}
@@ -164,4 +165,5 @@ def reusable(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> 
         return False
     if plots.get("pending"):
         return False
-    return rec["key"] == combine(context(sd, plan, call), trial_digest(sd, plan))
+    return (rec["key"].get("context") == context(sd, plan, call)
+            and rec["key"].get("trials") == trial_digest(sd, plan))
