@@ -24,8 +24,14 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--family suite|variable] [--against OTHER_DIR] [--no-plots] [--reset]``: recompute verdict.json and
-    verdict.md from the trial records (trials are never touched)."""
+    [--family suite|variable] [--against OTHER_DIR] [--no-plots | --wait-plots] [--recompute] [--reset]``: recompute
+    verdict.json and verdict.md from the trial records (trials are never touched).
+
+    The command returns once the text is written; the PNG plots are drawn after it by a detached process
+    holding the sweep dir's lock (:func:`ablate.verdict.draw_plots_in_background`), or before returning
+    with ``--wait-plots``. When nothing the verdict depends on changed since it was written (trial
+    records, plan, options, config files, ablate; :mod:`ablate.verdict_key`), it is reprinted as it is,
+    without recomputing (``--recompute`` forces it)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -46,6 +52,12 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
+    p.add_argument("--wait-plots", action="store_true",
+                   help="draw the PNG plots before returning (default: drawn after the text by a background "
+                   "process that holds the sweep dir until done; other ablate commands on it wait for it)")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute the verdict again even when nothing it depends on changed (by default an "
+                   "unchanged verdict is reprinted: same trial records, plan, options, config files and ablate)")
     p.add_argument("--reset", action="store_true", default=None,
                    help="forget the options remembered from earlier `ablate verdict` calls (back to the "
                    "ablation's own); `--margin none` clears only the margin")
@@ -60,17 +72,37 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
         if args.against is not None:
             raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
                               fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
-        write_transfer(args.dir, {k: v for k, v in vars(args).items() if k != "dir" and v is not None})
+        write_transfer(args.dir, {k: v for k, v in vars(args).items()  # plots drawn in-process, never reused
+                                  if k not in ("dir", "wait_plots", "recompute") and v is not None})
         print(Path(args.dir) / TRANSFER_MD)
         return 0
     sd = SweepDir.open(args.dir)
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
-    overrides = {k: v for k, v in vars(args).items() if k != "dir" and v is not None}
-    if not sd.try_acquire():  # an ablation is running here: its own final verdict must not be overwritten
+    wait_plots, recompute = args.wait_plots, args.recompute
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ("dir", "wait_plots", "recompute") and v is not None}
+    if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
         return _verdict_while_running(sd, overrides, name)
     try:
-        verdict = write_verdict(sd, overrides, rows=write_results(sd))
+        from ablate.verdict_key import TrialDigest, reusable
+
+        later = False
+        if not recompute and args.against is None and reusable(sd, sd.plan(), overrides):
+            from ablate.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
+
+            verdict = read_json(sd.verdict_json)
+        else:
+            later = overrides.get("plots") is not False and not wait_plots
+            digest = TrialDigest()
+            verdict = write_verdict(sd, overrides, rows=write_results(sd, digest=digest), plots_later=later,
+                                    digest=digest)
+        if later:
+            from ablate.verdict import draw_plots_in_background
+
+            draw_plots_in_background(sd)  # the child holds the lock from here, and cleans the debris
+        else:
+            sd.clean_debris()  # temp files of writers that died (what try_acquire does by default)
     finally:
         sd.release()
     kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]

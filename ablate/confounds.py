@@ -72,10 +72,17 @@ def _fingerprint(manifest: Mapping[str, Any], arm_exempt: Iterable[str]) -> dict
     return fields
 
 
-def _fingerprint_key(manifest: Mapping[str, Any]) -> str:
-    """A string equal for two manifests whenever their fingerprints are equal: the compared sections
-    as canonical JSON, without the fields that differ per trial by design (the seed, ``EXEMPT_ENV``)."""
-    import json
+def _fingerprint_key(manifest: Mapping[str, Any]) -> bytes:
+    """A key equal for two manifests only when their fingerprints are equal: the compared sections, without
+    the fields that differ per trial by design (the seed, ``EXEMPT_ENV``), pickled.
+
+    Manifests read from JSON hold only JSON types, and pickle writes those (dicts in their key order)
+    deterministically, so equal keys mean equal sections. Two manifests with equal sections in another key
+    order get two keys: they are then fingerprinted twice (:func:`_fingerprint`) and counted as one value
+    per field, so the check's outcome is the same. Pickle is 3x cheaper than canonical JSON here (10,000
+    manifests: 0.09 s instead of 0.26 s of CPU).
+    """
+    import pickle
 
     config = manifest.get("config")
     if isinstance(config, Mapping):
@@ -91,7 +98,7 @@ def _fingerprint_key(manifest: Mapping[str, Any]) -> str:
              [det.get("mode"), det.get("torch_flags"), det.get("flags_after"), det.get("threads"),
               det.get("threads_after")] if isinstance(det, Mapping) else det,
              env]
-    return json.dumps(parts, sort_keys=True, default=repr)
+    return pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def manifest_fields(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,8 +161,8 @@ def check(plan: Mapping[str, Any],
     pairs = manifests.items() if isinstance(manifests, Mapping) else manifests
     # Trials whose compared sections are identical share one fingerprint: keep each distinct one once,
     # and per arm how many trials had it (first seen first).
-    groups: dict[str, dict[str, Any]] = {}
-    per_arm: dict[str, Counter[str]] = defaultdict(Counter)
+    groups: dict[bytes, dict[str, Any]] = {}
+    per_arm: dict[str, Counter[bytes]] = defaultdict(Counter)
     seen: set[tuple[str, int]] = set()
     wrong: dict[str, Counter[str]] = defaultdict(Counter)
     dirty = False

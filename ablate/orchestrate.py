@@ -509,7 +509,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         if not launched and not aborted:
             _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
-        verdict = write_verdict(sd, rows=write_results(sd, plan))
+        from ablate.verdict_key import TrialDigest
+
+        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
+        verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
         if opts.get("tracker"):
             from ablate.trackers import log_after_ablation
 

@@ -269,6 +269,10 @@ def _plots(v: Mapping[str, Any]) -> list[str]:
             L += [f"![paired differences by seed, with Δ and CI]({plots['paired']})", ""]
     elif plots.get("error"):
         L += ["## Plots", "", f"Not drawn: {plots['error']}", ""]
+    elif plots.get("pending"):
+        L += ["## Plots", "", "Being drawn after this text, by a separate process that rewrites this section "
+              "when they are done. If this line stays, they were not drawn: `plots.log` in this directory says "
+              "why; `ablate verdict DIR --wait-plots` draws them again.", ""]
     return L
 
 

@@ -8,10 +8,12 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
+from ablate.sweepdir import SweepDir, read_bytes, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ablate.verdict_key import TrialDigest
 
 #: Columns that come before the metric columns, in this order.
 BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
@@ -28,32 +30,47 @@ def to_number(v: Any) -> float:
         return math.nan
 
 
-def trial_state(sd: SweepDir, arm: str, seed: int) -> tuple[str, dict[str, Any] | None]:
+def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = None
+                ) -> tuple[str, dict[str, Any] | None]:
     """The state of one trial: (status, result record or None).
 
     ``status`` is the result's status when ``result.json`` exists; ``running`` when only
     ``manifest.json`` exists (started, not finished; or its process died); ``pending`` otherwise.
+    ``digest`` (:class:`ablate.verdict_key.TrialDigest`) is fed the result's bytes as read.
     """
-    rec = sd.read_result(arm, seed)
+    if digest is None:
+        rec = sd.read_result(arm, seed)
+    else:
+        try:
+            data: bytes | None = read_bytes(sd.trial_file(arm, seed, "result.json"))
+        except FileNotFoundError:
+            data = None
+        digest.add(f"{arm}/seed={seed}/result.json", data)
+        try:
+            rec = None if data is None else json.loads(data)
+        except json.JSONDecodeError:
+            rec = None
     if rec is not None:
         return str(rec.get("status", "failed")), rec
-    if sd.trial(arm, seed).manifest.exists():
+    if os.path.exists(sd.trial_file(arm, seed, "manifest.json")):
         return "running", None
     return "pending", None
 
 
-def collect(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
+            ) -> list[dict[str, Any]]:
     """One row per planned trial (arm x seed), in plan order, with its status and metrics.
 
     ``value`` is the variable's value in the trial's arm (a number stays a number, so metrics can be
     plotted against it). Trials without a result are included with status ``pending`` or
-    ``running`` so nothing is silently missing from the table.
+    ``running`` so nothing is silently missing from the table. ``digest`` is fed every result.json's
+    bytes (:class:`ablate.verdict_key.TrialDigest`: the verdict's reuse key).
     """
     plan = plan if plan is not None else sd.plan()
     rows: list[dict[str, Any]] = []
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
-            status, rec = trial_state(sd, arm["name"], seed)
+            status, rec = trial_state(sd, arm["name"], seed, digest)
             row: dict[str, Any] = {"arm": arm["name"], "value": arm.get("value"), "seed": seed,
                                    "status": status}
             if plan.get("suite"):  # a suite: which variable the arm ablates (None for the control)
@@ -88,13 +105,14 @@ def _base_columns(rows: list[dict[str, Any]]) -> list[str]:
     return list(BASE_COLUMNS)
 
 
-def write_results(sd: SweepDir, plan: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def write_results(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
+                  ) -> list[dict[str, Any]]:
     """Write ``results.csv`` (atomically) and return the rows. Uses the csv module, not pandas, so
-    collecting stays fast; :func:`load` gives the DataFrame."""
+    collecting stays fast; :func:`load` gives the DataFrame. ``digest``: see :func:`collect`."""
     import csv
     import io
 
-    rows = collect(sd, plan)
+    rows = collect(sd, plan, digest)
     base = _base_columns(rows)
     metrics = sorted({k for r in rows for k in r} - set(base))
     buf = io.StringIO()
@@ -188,18 +206,30 @@ def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
     return to_frame(collect(sd))
 
 
-def read_manifests(sd: SweepDir, plan: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Every trial's manifest.json that exists, keyed by (arm, seed)."""
-    return dict(iter_manifests(sd, plan))
+def read_manifests(sd: SweepDir, plan: dict[str, Any], digest: TrialDigest | None = None
+                   ) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every trial's manifest.json that exists, keyed by (arm, seed); ``digest``: see :func:`iter_manifests`."""
+    return dict(iter_manifests(sd, plan, digest))
 
 
-def iter_manifests(sd: SweepDir, plan: dict[str, Any]) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
+def iter_manifests(sd: SweepDir, plan: dict[str, Any], digest: TrialDigest | None = None
+                   ) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
     """Each trial's manifest.json that exists, as ``((arm, seed), manifest)``, read one at a time in
-    plan order (the confound check streams them: 10,000 manifests are never held at once)."""
+    plan order (the confound check streams them: 10,000 manifests are never held at once). ``digest`` is
+    fed every manifest's bytes as read (:class:`ablate.verdict_key.TrialDigest`)."""
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
-            p = sd.trial(arm["name"], seed).manifest
+            p = sd.trial_file(arm["name"], seed, "manifest.json")
             try:
-                yield (arm["name"], seed), read_json(p)
-            except (FileNotFoundError, json.JSONDecodeError):
+                data = read_bytes(p)
+            except FileNotFoundError:
+                if digest is not None:
+                    digest.add(f"{arm['name']}/seed={seed}/manifest.json", None)
                 continue
+            if digest is not None:
+                digest.add(f"{arm['name']}/seed={seed}/manifest.json", data)
+            try:
+                manifest = json.loads(data)
+            except json.JSONDecodeError:
+                continue
+            yield (arm["name"], seed), manifest

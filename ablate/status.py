@@ -8,7 +8,7 @@ from typing import Any
 from ablate.errors import SchedulerError
 from ablate.launchers import JobState, get_launcher, launcher_class
 from ablate.results import trial_state
-from ablate.sweepdir import SweepDir
+from ablate.sweepdir import PLOTS_LOG, SweepDir
 
 #: Scheduler states shown as ``running`` (other active states, such as PENDING, show as ``pending``).
 _RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
@@ -37,7 +37,7 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
     dir's lock, and ``interrupted`` otherwise (its orchestrator died; ``ablate resume`` re-runs it).
     """
     plan = sd.plan()
-    alive = sd.is_locked()  # an orchestrator is working on the dir: started trials are running
+    alive = sd.is_locked() and not sd.drawing_plots()  # an orchestrator works on the dir: started trials run
     jobs, note = _job_states(sd, plan)
     if note and notes is not None:
         notes.append(note)
@@ -80,9 +80,15 @@ def format_status(sd: SweepDir) -> str:
     notes: list[str] = []
     rows, failures = status_table(sd, notes)
     width = max(len(str(r["arm"])) for r in rows)
-    in_scheduler = any(r["running"] or r["pending"] for r in rows) and not sd.is_locked() and not any(
+    drawing = sd.drawing_plots()
+    locked = sd.is_locked() and not drawing
+    in_scheduler = any(r["running"] or r["pending"] for r in rows) and not locked and not any(
         r["interrupted"] for r in rows) and _has_jobs(sd)
-    state = "running" if sd.is_locked() else "jobs in the scheduler" if in_scheduler else "not running"
+    state = "running" if locked else "jobs in the scheduler" if in_scheduler else "not running"
+    if drawing:
+        notes.append("the verdict's plots are being drawn (`ablate verdict` draws them after the text)")
+    elif (sd.root / PLOTS_LOG).exists():
+        notes.append(f"the verdict's plots were not drawn: the process drawing them failed, see {sd.root / PLOTS_LOG}")
     lines = [f"{sd.root} ({state})", *notes, f"{'arm':<{width}}  pending  running  done  failed  interrupted"]
     for r in rows:
         lines.append(f"{r['arm']!s:<{width}}  {r['pending']:>7}  {r['running']:>7}  {r['done']:>4}  {r['failed']:>6}"

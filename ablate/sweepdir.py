@@ -17,6 +17,7 @@
       results.csv                 one row per trial, failures included
       per_seed.csv                the verdict metric, one row per seed, one column per arm
       verdict.json  verdict.md  *.png
+      plots.log                   stderr of a background plot drawing that crashed (removed when it succeeds)
       summary.json                verdict.json's numbers without lists (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
 
@@ -60,6 +61,13 @@ VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
 #: Plots written beside verdict.md: per-seed values per arm, and paired differences.
 PLOT_FILES = {"values": "verdict_values.png", "paired": "verdict_paired.png"}
+#: The stderr of ``ablate verdict``'s background plot drawing; left only when that process crashed.
+PLOTS_LOG = "plots.log"
+#: Ends the lock holder's line while a process only draws the verdict's plots (a second or two): other
+#: ablate processes then wait for the lock instead of refusing (see :meth:`SweepDir.try_acquire`).
+PLOTS_HOLDER = "drawing the verdict's plots"
+#: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy.
+PLOTS_WAIT_S = 120.0
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
@@ -228,14 +236,27 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     SweepDirError
         For any other OS error (a symlink planted there, permissions): one line with the fix.
     """
+    return json.loads(read_bytes(path))
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a file, never through a symlink (what :func:`read_json` parses).
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no such file.
+    SweepDirError
+        For any other OS error (a symlink planted there, permissions): one line with the fix.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise os_error(exc, path, "read") from exc
-    with os.fdopen(fd, encoding="utf-8") as fh:
-        return json.load(fh)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 
@@ -423,6 +444,11 @@ class SweepDir:
         """Paths of the trial of ``arm`` at ``seed``."""
         return TrialPaths(self.root / TRIALS_DIR / arm / f"seed={seed}")
 
+    def trial_file(self, arm: str, seed: int, name: str) -> str:
+        """``str(self.trial(arm, seed).dir / name)`` without building Path objects, for the readers that
+        visit every trial (10,000 trials: 0.07 s of CPU saved per file name)."""
+        return f"{self.root}{os.sep}{TRIALS_DIR}{os.sep}{arm}{os.sep}seed={seed}{os.sep}{name}"
+
     def new_repro(self, arm: str, seed: int) -> TrialPaths:
         """Claim a fresh scratch dir for a re-run of a trial: ``repro/<arm>/seed=<k>/<n>/``, n = 1, 2 ...
 
@@ -500,7 +526,7 @@ class SweepDir:
     # -- trial state ----------------------------------------------------------------------------
     def read_result(self, arm: str, seed: int) -> dict[str, Any] | None:
         """The trial's result.json, or None when it has not finished (or the file is unreadable)."""
-        p = self.trial(arm, seed).result
+        p = self.trial_file(arm, seed, "result.json")
         try:
             return read_json(p)
         except (FileNotFoundError, json.JSONDecodeError):
@@ -555,8 +581,15 @@ class SweepDir:
         with os.fdopen(fd, "rb") as fh:
             return fh.read(200).decode(errors="replace").strip() or "unknown process"
 
-    def try_acquire(self) -> bool:
-        """Take the sweep dir's lock if no live process holds it; False when one does (never blocks).
+    def try_acquire(self, *, clean: bool = True) -> bool:
+        """Take the sweep dir's lock if no live process holds it; False when one does.
+
+        Never blocks on an ablation. While the holder only draws a verdict's plots (its line ends with
+        :data:`PLOTS_HOLDER`: ``ablate verdict`` hands its lock to that process, see
+        :func:`ablate.verdict.draw_plots_in_background`), waits for it, up to :data:`PLOTS_WAIT_S`.
+        ``clean``: remove writers' debris (:meth:`clean_debris`) once the lock is taken; False leaves that
+        to the caller, before the lock is released (``ablate verdict`` has the plot drawer do it: the
+        walk visits every trial dir, 0.1-0.2 s of CPU at 10,000 trials).
 
         Raises
         ------
@@ -567,18 +600,51 @@ class SweepDir:
 
         path = self.root / LOCK_FILE
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, DEFAULT_FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise os_error(exc, path) from exc
-            return False
+        deadline = time.monotonic() + PLOTS_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    os.close(fd)
+                    raise os_error(exc, path) from exc
+                # a plot drawer (its line is left when it ends, so a release just now retries at once)
+                if not self.lock_holder().endswith(PLOTS_HOLDER) or time.monotonic() > deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
         self._lock_fd = fd
-        self.clean_debris()
+        if clean:
+            self.clean_debris()
         return True
+
+    def drawing_plots(self) -> bool:
+        """True while the lock's holder is a process that only draws the verdict's plots."""
+        return self.lock_holder().endswith(PLOTS_HOLDER) and self.is_locked()
+
+    def hand_over_lock(self) -> int:
+        """Mark the held lock as a plot drawer's and return its file descriptor, for a child process to
+        inherit (``pass_fds``): the ``flock`` belongs to the open file, so the lock stays held without a gap
+        until the child closes it. Call :meth:`forget_lock` once the child runs.
+
+        Raises
+        ------
+        SweepDirError
+            When this object does not hold the lock.
+        """
+        if self._lock_fd is None:
+            raise SweepDirError("the lock is not held by this process", where=str(self.root / LOCK_FILE))
+        write_plots_holder(self._lock_fd)
+        return self._lock_fd
+
+    def forget_lock(self) -> None:
+        """Close this process's handle on the lock without releasing it (a child holds it now)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def clean_debris(self) -> list[Path]:
         """Remove the temp files of :func:`write_atomic` left by writers that died mid-write (SIGKILL,
@@ -638,6 +704,21 @@ class SweepDir:
             yield self
         finally:
             self.release()
+
+
+def write_plots_holder(fd: int) -> None:
+    """Write this process as the lock's plot-drawing holder (``pid N on HOST since TIME: ...`` ending with
+    :data:`PLOTS_HOLDER`) into the held lock file ``fd``.
+
+    The line is written over the old one, padded to at least its length, and only then cut to size: a
+    process waiting for the drawing (:meth:`SweepDir.try_acquire`) never reads an empty line or one that
+    does not end with the marker, which would make it refuse instead of wait.
+    """
+    head = f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}"
+    line = f"{head}: {PLOTS_HOLDER}"
+    line = f"{head}{' ' * max(0, os.fstat(fd).st_size - len(line.encode()))}: {PLOTS_HOLDER}".encode()
+    os.pwrite(fd, line, 0)
+    os.ftruncate(fd, len(line))
 
 
 def _alive(pid: int) -> bool:

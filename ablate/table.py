@@ -327,10 +327,10 @@ def to_csv(table: Mapping[str, Any]) -> str:
     return buf.getvalue()
 
 
-def write_tables(sd: Any, plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], verdict: dict[str, Any], *,
-                 plots: bool = True) -> dict[str, Any]:
-    """Build the table into ``verdict["table"]`` and write ``ablation_table.tex``, ``ablation_table.csv`` and
-    (with ``plots``) the forest plot ``verdict_forest.png`` beside verdict.md.
+def write_tables(sd: Any, plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], verdict: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """Build the table into ``verdict["table"]`` and write ``ablation_table.tex`` and ``ablation_table.csv``
+    beside verdict.md (the forest plot: :func:`write_forest`, drawn after the text).
 
     Parameters
     ----------
@@ -340,7 +340,7 @@ def write_tables(sd: Any, plan: Mapping[str, Any], rows: Sequence[Mapping[str, A
     rows : sequence of mapping
         The trial rows (:func:`ablate.results.collect`).
     verdict : dict
-        The verdict being written; ``table`` (and ``plots.forest``) are added to it.
+        The verdict being written; ``table`` is added to it.
 
     Returns
     -------
@@ -354,14 +354,21 @@ def write_tables(sd: Any, plan: Mapping[str, Any], rows: Sequence[Mapping[str, A
     verdict["table"] = table
     write_atomic(sd.root / TEX_FILE, latex(table, verdict))
     write_atomic(sd.root / CSV_FILE, to_csv(table))
-    if plots:
-        try:
-            from ablate.forest import forest_plot
-
-            png = forest_plot(verdict)
-            if png is not None:
-                write_atomic(sd.root / FOREST_FILE, png)
-                verdict.setdefault("plots", {})["forest"] = FOREST_FILE
-        except Exception as exc:  # a plotting failure must not cost the verdict
-            verdict.setdefault("plots", {})["forest_error"] = f"{type(exc).__name__}: {exc}"
     return table
+
+
+def write_forest(sd: Any, verdict: dict[str, Any]) -> None:
+    """Draw the forest plot ``verdict_forest.png`` of ``verdict["table"]`` beside verdict.md and name it in
+    ``verdict["plots"]["forest"]``; a failure is recorded in ``verdict["plots"]["forest_error"]`` instead
+    (it never costs the verdict)."""
+    from ablate.sweepdir import write_atomic
+
+    try:
+        from ablate.forest import forest_plot
+
+        png = forest_plot(verdict)
+        if png is not None:
+            write_atomic(sd.root / FOREST_FILE, png)
+            verdict.setdefault("plots", {})["forest"] = FOREST_FILE
+    except Exception as exc:  # a plotting failure must not cost the verdict
+        verdict.setdefault("plots", {})["forest_error"] = f"{type(exc).__name__}: {exc}"

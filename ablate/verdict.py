@@ -12,9 +12,12 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ablate.sweepdir import SweepDir, read_json, write_atomic, write_json
+
+if TYPE_CHECKING:
+    from ablate.verdict_key import TrialDigest
 
 #: Statuses of trials that have not finished (left out of the statistics, reported as pending).
 UNFINISHED = ("pending", "running", "interrupted")
@@ -207,18 +210,22 @@ def _jsonable(obj: Any) -> Any:
     return f if math.isfinite(f) else None
 
 
+#: The libraries the verdict's numbers come from (statsmodels no longer: see ablate.stats.power.t_power).
+VERDICT_LIBRARIES = ("numpy", "scipy")
+
+
 def _versions() -> dict[str, str]:
+    """ablate's, Python's and :data:`VERDICT_LIBRARIES`' versions, read from the installed distributions'
+    metadata (``importlib.metadata``): nothing is imported to read them."""
     import platform
-    import sys
     from importlib.metadata import PackageNotFoundError, version
 
     from ablate import __version__
 
     out = {"ablate": __version__, "python": platform.python_version()}
-    for p in ("numpy", "scipy", "statsmodels"):
-        mod = sys.modules.get(p)
+    for p in VERDICT_LIBRARIES:
         try:
-            out[p] = getattr(mod, "__version__", None) or version(p)
+            out[p] = version(p)
         except PackageNotFoundError:
             continue
     return out
@@ -372,8 +379,13 @@ def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: M
 
 
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
-                  rows: list[dict[str, Any]] | None = None, *, write: bool = True) -> dict[str, Any]:
-    """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md and plots.
+                  rows: list[dict[str, Any]] | None = None, *, write: bool = True,
+                  plots_later: bool = False, digest: TrialDigest | None = None) -> dict[str, Any]:
+    """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md, then the plots.
+
+    The text comes first: verdict.json and verdict.md are written with the plots marked as being drawn
+    (``plots: {"pending": true}``), then :func:`draw_plots` draws the PNGs and rewrites both files to show
+    them (or the error that stopped one). The caller holds the sweep dir's lock.
 
     Parameters
     ----------
@@ -391,6 +403,14 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     write : bool
         False: compute and return the verdict without writing any file (no plots); for a reader that
         does not hold the sweep dir's lock (``ablate verdict`` while the ablation runs).
+    plots_later : bool
+        True: write the text with the plots pending and return; the caller draws them
+        (``ablate verdict``: :func:`draw_plots_in_background`, so the command returns with the text).
+    digest : TrialDigest, optional
+        Fed the bytes of every result.json (by whoever collected ``rows``, given the same digest) and
+        every manifest.json (here): the verdict's reuse key is then recorded in ``.verdict_key.json``
+        (:mod:`ablate.verdict_key`), so ``ablate verdict`` with unchanged inputs reprints it. Without
+        it, any recorded key is removed.
 
     Returns
     -------
@@ -421,14 +441,99 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
         saved_file.unlink()
     if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
-    verdict = _assemble(sd, plan, opts, rows, plots=(overrides or {}).get("plots", True) is not False)
+    plots = (overrides or {}).get("plots", True) is not False
+    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
     from ablate.results import write_summary
+    from ablate.verdict_key import combine, context, record
 
     write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
+    record(sd, combine(context(sd, plan, dict(overrides or {})), digest.hexdigest()) if reusable else None)
+    if plots and not plots_later:
+        verdict = draw_plots(sd, verdict)
     return verdict
+
+
+def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Draw the verdict's PNGs (values, paired differences, forest) and rewrite verdict.json and verdict.md
+    to show them; a plot that fails is reported in its place (``plots.error`` / ``plots.forest_error``,
+    and "Not drawn: ..." in verdict.md), never silently dropped. The caller holds the sweep dir's lock.
+
+    Parameters
+    ----------
+    sd : SweepDir
+    verdict : dict, optional
+        The verdict just written; default: read from verdict.json (the background process of
+        :func:`draw_plots_in_background`). The plots are drawn from its JSON values either way.
+
+    Returns
+    -------
+    dict
+        The verdict with ``plots`` filled in, as now on disk.
+    """
+    from ablate.report import render_markdown
+    from ablate.table import write_forest
+    from ablate.verdict_key import outputs_recorded
+
+    verdict = read_json(sd.verdict_json) if verdict is None else verdict
+    verdict["plots"] = _write_plots(sd, verdict)
+    write_forest(sd, verdict)
+    write_json(sd.verdict_json, verdict)
+    write_atomic(sd.verdict_md, render_markdown(verdict))
+    outputs_recorded(sd)  # the reuse key now names these files' digests
+    return verdict
+
+
+def draw_plots_in_background(sd: SweepDir) -> int | None:
+    """Draw the plots of the verdict just written in a detached process, which inherits the sweep dir's lock.
+
+    ``ablate verdict`` returns as soon as the text is written; the child (``python -m ablate._plots_child``,
+    started through ``/bin/sh -c '... &'`` so that it is detached) holds the lock without a gap
+    (:meth:`SweepDir.hand_over_lock`), so no other ablate process writes the sweep dir meanwhile: they wait
+    for it (a second or two, see :meth:`SweepDir.try_acquire`), and ``SweepDir.acquire()`` is how a
+    script waits for the PNGs. The
+    child's stderr goes to ``plots.log``, removed when it succeeds; a crash leaves it, and verdict.md's
+    Plots section then still says they are being drawn and points to it. A plot that merely fails is
+    reported in verdict.md like a synchronous one (:func:`draw_plots`).
+
+    Parameters
+    ----------
+    sd : SweepDir
+        Its lock is held by this process; afterwards it is not (the child holds it, or it was released).
+
+    Returns
+    -------
+    int or None
+        The child's pid; None when it could not be started, in which case the plots were drawn here.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from ablate.sweepdir import PLOTS_LOG
+
+    fd = sd.hand_over_lock()
+    # `sh -c 'python ... &'` detaches the child (new session, reparented to init when sh exits), so no
+    # zombie is left in a long-lived caller and the child outlives `ablate verdict`
+    # (its stdout must not be sh's, a pipe this process reads to its end: that would wait for the child)
+    script = '"$0" -m ablate._plots_child "$1" "$2" </dev/null >/dev/null & echo $!'
+    try:
+        with open(sd.root / PLOTS_LOG, "wb") as log:
+            sh = subprocess.run(["/bin/sh", "-c", script, sys.executable, str(sd.root.absolute()), str(fd)],
+                                pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                start_new_session=True, cwd=os.getcwd(), check=True, text=True)
+        pid = int(sh.stdout.strip())
+    except (OSError, ValueError, subprocess.CalledProcessError):  # no process started: draw them here
+        draw_plots(sd)
+        sd.clean_debris()
+        (sd.root / PLOTS_LOG).unlink(missing_ok=True)
+        sd.forget_lock()  # closed as the child would: no empty holder line while waiters look
+        return None
+    sd.forget_lock()
+    return pid
 
 
 def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -469,26 +574,26 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows: list[dict[str, Any]] | None, *,
-              plots: bool, write: bool = True) -> dict[str, Any]:
+              plots: bool, write: bool = True, digest: TrialDigest | None = None) -> dict[str, Any]:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
-    ``write``, the plots and the table files are written too (the caller holds the lock)."""
+    ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     from ablate.confounds import check, config_drift
     from ablate.results import collect, iter_manifests
 
-    rows = collect(sd, plan) if rows is None else rows
+    rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
         from ablate.results import read_manifests
         from ablate.suite import suite_confounds
 
-        manifests = read_manifests(sd, plan)
+        manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
         per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
         if per_arm:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:
-        confounds = check(plan, iter_manifests(sd, plan), used)  # one manifest in memory at a time
+        confounds = check(plan, iter_manifests(sd, plan, digest), used)  # one manifest in memory at a time
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
@@ -496,10 +601,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
                    pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
                    confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
     if write:
-        verdict["plots"] = _write_plots(sd, verdict) if plots else {}
+        verdict["plots"] = {"pending": True} if plots else {}  # drawn after the text: draw_plots
         from ablate.table import write_tables
 
-        write_tables(sd, plan, rows, verdict, plots=plots)
+        write_tables(sd, plan, rows, verdict)
     else:  # a reader without the lock: the table in the verdict, no file written
         from ablate.table import build_table
 

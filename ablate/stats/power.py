@@ -28,10 +28,48 @@ def _power_iv(alpha: Any, power: Any) -> tuple[float, float]:
     return a, float(power)
 
 
-def _solver(paired: bool) -> Any:
-    from statsmodels.stats.power import TTestIndPower, TTestPower
+def t_power(d: Any, n: Any, *, alpha: float, paired: bool, ratio: float = 1.0) -> Any:
+    """Power of the two-sided t-test at standardised effect ``d`` with ``n`` seeds per arm (or pairs).
 
-    return TTestPower() if paired else TTestIndPower()
+    Parameters
+    ----------
+    d : float or array_like
+        Standardised effect (Cohen's d, or d_z when paired), >= 0; broadcast against ``n``.
+    n : float or array_like
+        Seeds per arm (unpaired: the treatment's n, control n = ``ratio`` n) or pairs (paired); >= 2.
+    alpha : float
+        Two-sided significance level (alpha / m under multiplicity).
+    paired : bool
+        Paired: one-sample t on the differences, df = n - 1, noncentrality d √n. Unpaired: pooled
+        two-sample t, df = n (1 + ratio) - 2, noncentrality d √(n ratio / (1 + ratio)).
+    ratio : float
+        n_control / n_treatment (unpaired).
+
+    Returns
+    -------
+    float or ndarray
+        P(reject) = P(T' > t_{1-α/2}) + P(T' < t_{α/2}), T' noncentral t (``scipy.stats.nct``).
+
+    Notes
+    -----
+    The formula of ``statsmodels.stats.power.ttest_power`` (``TTestIndPower.power`` / ``TTestPower.power``),
+    evaluated with ``scipy.stats.nct`` and ``scipy.stats.t``, which the verdict imports anyway, so that the
+    verdict does not import statsmodels (0.4 s, with pandas). Tested equal to statsmodels' to 1e-10.
+    Where the noncentrality is large, scipy's ``nct.cdf`` returns NaN far in the lower tail (statsmodels'
+    power is then NaN); the lower-tail term is below Φ(-nc) there and is taken as 0.
+    """
+    import numpy as np
+    from scipy import stats
+
+    n = np.asarray(n, dtype=float)
+    if paired:
+        df, nobs = n - 1.0, n
+    else:
+        df, nobs = n * (1.0 + ratio) - 2.0, 1.0 / (1.0 / n + 1.0 / (n * ratio))
+    nc = np.asarray(d, dtype=float) * np.sqrt(nobs)
+    upper = stats.nct.sf(stats.t.isf(alpha / 2.0, df), df, nc)
+    lower = stats.nct.cdf(stats.t.ppf(alpha / 2.0, df), df, nc)
+    return upper + np.nan_to_num(lower, nan=0.0)
 
 
 def mde_d(n: int, *, alpha: float = 0.05, power: float = POWER, paired: bool = False, ratio: float = 1.0) -> float:
@@ -62,8 +100,12 @@ def mde_d(n: int, *, alpha: float = 0.05, power: float = POWER, paired: bool = F
 
     Notes
     -----
+    The root in d of :func:`t_power` = ``power`` (``scipy.optimize.brentq``, to 2e-12), what
     ``statsmodels.stats.power.TTestIndPower().solve_power(effect_size=None, nobs1=n, alpha, power, ratio)``
-    or ``TTestPower().solve_power(effect_size=None, nobs=n, ...)`` (Cohen 1988).
+    or ``TTestPower().solve_power(effect_size=None, nobs=n, ...)`` solve (Cohen 1988). statsmodels' own
+    root search stops at xtol 1e-5 and, at small alpha (1e-4), can return a d whose power is far from
+    the target; this one's power equals the target to 1e-12 (tested against statsmodels' power function).
+    0 when ``power`` <= ``alpha`` (d = 0 already has that power).
     """
     a, pw = _power_iv(alpha, power)
     n = _iv.positive_int(n, "n", lo=2)
@@ -72,11 +114,17 @@ def mde_d(n: int, *, alpha: float = 0.05, power: float = POWER, paired: bool = F
 
 @functools.lru_cache(maxsize=1024)
 def _mde_d(n: int, a: float, pw: float, paired: bool, ratio: float) -> float:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if paired:
-            return float(_solver(True).solve_power(effect_size=None, nobs=n, alpha=a, power=pw))
-        return float(_solver(False).solve_power(effect_size=None, nobs1=n, alpha=a, power=pw, ratio=ratio))
+    from scipy.optimize import brentq
+
+    def gap(d: float) -> float:
+        return float(t_power(d, n, alpha=a, paired=paired, ratio=ratio)) - pw
+
+    if gap(0.0) >= 0:
+        return 0.0
+    hi = 1.0
+    while gap(hi) < 0:  # power rises to 1 with d: the bracket doubles until it holds the root
+        hi *= 2.0
+    return float(brentq(gap, hi / 2.0 if hi > 1.0 else 0.0, hi))
 
 
 def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired: bool = False,
@@ -108,7 +156,8 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
 
     Notes
     -----
-    ``statsmodels.stats.power.TTestIndPower`` / ``TTestPower`` ``power`` over N = 3..cap (Cohen 1988).
+    :func:`t_power` (``statsmodels.stats.power.TTestIndPower`` / ``TTestPower`` ``power``) over N = 3..cap
+    (Cohen 1988).
     """
     a, pw = _power_iv(alpha, power)
     cap = _iv.positive_int(cap, "cap", lo=2)
@@ -139,7 +188,7 @@ def _rule_mde(n: int, a: float, pw: float, paired: bool, pair_from: int | None) 
 
 
 def _power_grid(es: Any, ns: Any, a: float, paired: bool, pair_from: int | None) -> Any:
-    """statsmodels' power for effects ``es`` (column) at every N of ``ns`` (row): one vectorised call per test.
+    """:func:`t_power` for effects ``es`` (column) at every N of ``ns`` (row): one vectorised call per test.
     With ``pair_from``, N >= pair_from uses the paired t at d_z = d / √2 (ρ = 0)."""
     import numpy as np
 
@@ -148,17 +197,17 @@ def _power_grid(es: Any, ns: Any, a: float, paired: bool, pair_from: int | None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if paired:
-            return np.asarray(_solver(True).power(effect_size=es, nobs=ns, alpha=a))
-        power = np.asarray(_solver(False).power(effect_size=es, nobs1=ns, alpha=a, ratio=1.0))
+            return np.asarray(t_power(es, ns, alpha=a, paired=True))
+        power = np.asarray(t_power(es, ns, alpha=a, paired=False))
         if pair_from is not None and ns.max() >= pair_from:
             hi = ns >= pair_from
-            paired_power = np.asarray(_solver(True).power(effect_size=es / math.sqrt(2.0), nobs=ns, alpha=a))
+            paired_power = np.asarray(t_power(es / math.sqrt(2.0), ns, alpha=a, paired=True))
             power = np.where(hi, paired_power, power)
     return power
 
 
 def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int, pair_from: int | None = None) -> int:
-    """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: statsmodels' power function
+    """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: :func:`t_power`
     evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
     in one vectorised call instead of a root search)."""
     import numpy as np

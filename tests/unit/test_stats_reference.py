@@ -7,11 +7,13 @@ checked to the digits given. Not reproduced here: the BCa bootstrap CI and the e
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.power import TTestIndPower
+from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from ablate.stats import (
     adjust_comparisons,
@@ -29,6 +31,7 @@ from ablate.stats import (
     seeds_needed,
     summarize,
 )
+from ablate.stats.power import t_power
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
 T = [0.728, 0.741, 0.716, 0.739, 0.733]
@@ -192,6 +195,59 @@ class TestPower:
         assert b is not None and (b.n_needed, b.n_needed_upper) == (7, 11)
         assert mde_d(10) * s == pytest.approx(0.0160, abs=5e-5)
         assert mde_d(20) * s == pytest.approx(0.0110, abs=5e-5)
+
+    @pytest.mark.parametrize("paired", [False, True])
+    @pytest.mark.parametrize("alpha", [0.5, 0.05, 0.05 / 9, 1e-4, 1e-8])
+    def test_power_equals_statsmodels(self, paired: bool, alpha: float) -> None:
+        """t_power (scipy.stats.nct) is statsmodels' power function to 1e-10 wherever statsmodels' is a number."""
+        ds = np.geomspace(1e-3, 100, 60)[:, None]
+        ns = np.array([2, 3, 4, 5, 7, 10, 20, 50, 100, 1000, 10000])[None, :]
+        ratios = [1.0] if paired else [1.0, 0.5, 3.0]
+        for ratio in ratios:
+            ours = t_power(ds, ns, alpha=alpha, paired=paired, ratio=ratio)
+            with np.errstate(all="ignore"):
+                ref = (TTestPower().power(ds, ns, alpha) if paired
+                       else TTestIndPower().power(ds, ns, alpha, ratio=ratio))
+            finite = np.isfinite(ref)
+            assert finite.mean() > 0.8 and np.all(np.isfinite(ours))
+            # statsmodels' NaN (scipy's nct.cdf far in the lower tail): ours is the upper tail, which
+            # statsmodels gives as the one-sided power at alpha / 2, plus at most Φ(-nc)
+            upper = (TTestPower().power(ds, ns, alpha / 2, alternative="larger") if paired
+                     else TTestIndPower().power(ds, ns, alpha / 2, ratio=ratio, alternative="larger"))
+            nc = ds * np.sqrt(ns if paired else ns * ratio / (1 + ratio))
+            tail = ~finite & np.isfinite(upper)
+            gap = (ours - upper)[tail]
+            assert np.all((gap >= -1e-12) & (gap <= stats.norm.sf(np.broadcast_to(nc, ours.shape)[tail]) + 1e-12))
+            assert np.all(ours[~finite & ~tail] > 1 - 1e-9)  # both tails NaN there: nc >= 20, power 1
+            np.testing.assert_allclose(ours[finite], ref[finite], rtol=0, atol=1e-10)
+            assert np.all((ours >= alpha - 1e-12) & (ours <= 1.0 + 1e-12))
+
+    @pytest.mark.parametrize("paired", [False, True])
+    @pytest.mark.parametrize("alpha", [0.05, 0.01, 0.05 / 9, 1e-4])
+    @pytest.mark.parametrize("power", [0.5, 0.8, 0.9])
+    def test_mde_solves_statsmodels_power(self, paired: bool, alpha: float, power: float) -> None:
+        """The MDE's power, by statsmodels' own power function, is the target to 1e-10; statsmodels'
+        solve_power agrees to its own tolerance (xtol 1e-5) where its root search lands on the target."""
+        solver = TTestPower() if paired else TTestIndPower()
+        for n in (2, 3, 5, 10, 20, 50, 100, 1000):
+            d = mde_d(n, alpha=alpha, power=power, paired=paired)
+            with np.errstate(all="ignore"):
+                reached = solver.power(d, n, alpha)
+            if not np.isfinite(reached):  # scipy's nct.cdf far in the tail (see test_power_equals_statsmodels)
+                reached = t_power(d, n, alpha=alpha, paired=paired)
+            assert reached == pytest.approx(power, abs=1e-10 if d < 1000 else 1e-9)  # 2 pairs at 1e-4: d 12,825
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = solver.solve_power(effect_size=None, nobs=n, alpha=alpha, power=power) if paired else \
+                    solver.solve_power(effect_size=None, nobs1=n, alpha=alpha, power=power)
+            if abs(solver.power(ref, n, alpha) - power) < 1e-6:
+                assert d == pytest.approx(ref, abs=2e-5)
+
+    def test_mde_unpaired_ratio_and_trivial_power(self) -> None:
+        for ratio in (0.5, 2.0):
+            d = mde_d(7, ratio=ratio)
+            assert TTestIndPower().power(d, 7, 0.05, ratio=ratio) == pytest.approx(0.8, abs=1e-10)
+        assert mde_d(10, alpha=0.5, power=0.5) == 0.0  # d = 0 already has power alpha
 
     def test_above_cap_is_not_resolvable(self) -> None:
         a = recommend_seeds(5, pooled_sd(T, C), 8, target=0.001, target_kind="observed")

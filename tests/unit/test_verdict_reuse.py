@@ -1,0 +1,107 @@
+"""``ablate verdict DIR`` reprints a verdict whose inputs did not change, and recomputes it when anything it
+depends on changed: a trial record (by content, whatever its mtime), an option, an output file. Whether it
+was recomputed is read from the process itself: a recomputation imports scipy.stats, a reuse does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO, make_sweep, wait_for_plots
+
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+T = [0.728, 0.741, 0.716, 0.739, 0.733]
+T2 = [0.709, 0.722, 0.700, 0.731, 0.713]
+RUN = ("import sys; from ablate.commands import dispatch; code = dispatch('verdict', sys.argv[1:]); "
+       "print('computed' if 'scipy.stats' in sys.modules else 'reused'); sys.exit(code)")
+
+
+def _verdict(*args: str) -> str:
+    """Run `ablate verdict ARGS` in a fresh process; 'computed' or 'reused'."""
+    out = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T, "lr=0.2": T2})
+    d = str(root)
+    assert _verdict(d, "--no-plots") == "computed"
+    first = (root / "verdict.json").read_bytes()
+    assert _verdict(d, "--no-plots") == "reused"
+    assert (root / "verdict.json").read_bytes() == first
+    assert _verdict(d, "--no-plots", "--recompute") == "computed"
+    assert (root / "verdict.json").read_bytes() == first  # the same inputs give the same verdict
+
+    # a trial's result changes, its size and mtime kept: the content decides
+    res = root / "trials" / "lr=0.1" / "seed=2" / "result.json"
+    st = res.stat()
+    text = res.read_text()
+    changed = text.replace(json.dumps(T[2]), json.dumps(0.715))
+    assert changed != text and len(changed) == len(text)
+    res.write_text(changed)
+    os.utime(res, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _verdict(d, "--no-plots") == "computed"
+    v = json.loads((root / "verdict.json").read_text())
+    assert v["arms"][1]["values"]["2"] == 0.715
+    assert _verdict(d, "--no-plots") == "reused"
+
+    # a manifest changes (the confound check reads it)
+    man = root / "trials" / "lr=0.2" / "seed=0" / "manifest.json"
+    m = json.loads(man.read_text())
+    m["environment"]["python"] = "3.12"
+    man.write_text(json.dumps(m))
+    assert _verdict(d, "--no-plots") == "computed"
+    findings = json.loads((root / "verdict.json").read_text())["confounds"]["findings"]
+    assert [f["field"] for f in findings] == ["python"]  # the environment differs now
+    assert _verdict(d, "--no-plots") == "reused"
+
+    # options: given, given again (the same verdict), then remembered (its provenance differs: recomputed)
+    assert _verdict(d, "--no-plots", "--alpha", "0.01") == "computed"
+    assert _verdict(d, "--no-plots", "--alpha", "0.01") == "reused"
+    assert _verdict(d, "--no-plots") == "computed"
+    assert json.loads((root / "verdict.json").read_text())["non_default_options"][0]["source"] == "remembered"
+    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert json.loads((root / "verdict.json").read_text())["alpha"] == 0.05
+
+    # an output edited or deleted: recomputed, and the file is whole again
+    (root / "verdict.md").write_text("edited")
+    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert (root / "verdict.md").read_text().startswith("# Ablation of")
+    (root / "results.csv").unlink()
+    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert (root / "results.csv").is_file()
+
+    # with plots: reused only once they are drawn, and their PNGs are part of the key
+    assert _verdict(d) == "computed"
+    wait_for_plots(root)
+    assert _verdict(d) == "reused"
+    (root / "verdict_values.png").write_bytes(b"not a png")
+    assert _verdict(d, "--wait-plots") == "computed"
+    assert (root / "verdict_values.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
+    from ablate.sweepdir import SweepDir
+    from ablate.verdict import write_verdict
+    from ablate.verdict_key import TrialDigest, reusable
+
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
+    sd = SweepDir.open(root)
+    from ablate.results import write_results
+
+    digest = TrialDigest()
+    write_verdict(sd, rows=write_results(sd, digest=digest), digest=digest, plots_later=True)
+    assert (root / ".verdict_key.json").is_file()
+    assert not reusable(sd, sd.plan(), {})  # the plots are still marked pending
+    write_verdict(sd, rows=write_results(sd, digest=(d2 := TrialDigest())), digest=d2)
+    assert reusable(sd, sd.plan(), {}) and not reusable(sd, sd.plan(), {"alpha": 0.01})
+    write_verdict(sd)  # no digest (a caller that did not collect one): the key is removed, nothing is reused
+    assert not (root / ".verdict_key.json").exists() and not reusable(sd, sd.plan(), {})
+    other = make_sweep(tmp_path / "other", {"control": C, "lr=0.1": T})
+    assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
+    assert not (root / ".verdict_key.json").exists()
+    assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
