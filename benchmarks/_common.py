@@ -105,3 +105,22 @@ def tempdir(prefix: str) -> Path:
 
 def cleanup(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+TORCH_TASK = '''
+import torch  # at module top: what a trial process pays before its first step, unless forked warm
+
+
+def run(cfg):
+    return {"m": float(cfg.seed)}
+'''
+
+
+def make_torch_project(root: Path) -> Path:
+    """:func:`make_noop_project` with its task importing torch at module top (committed)."""
+    proj = make_noop_project(root)
+    (proj / "noop.py").write_text(TORCH_TASK)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "b@b"}
+    subprocess.run(["git", "commit", "-qam", "torch task"], cwd=proj, env=env, check=True, capture_output=True)
+    return proj

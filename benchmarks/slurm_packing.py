@@ -36,27 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import ABLATE, Timing, cleanup, make_noop_project, summary, tempdir, timed
+from _common import ABLATE, Timing, cleanup, make_noop_project, make_torch_project, summary, tempdir, timed
 
-TORCH_TASK = '''
-import torch  # at module top: what every trial process pays before its first step, unless forked warm
-
-
-def run(cfg):
-    return {"m": float(cfg.seed)}
-'''
 SYSTEMS = ("warm", "fresh", "k1")
-
-
-def make_project(root: Path, task: str) -> Path:
-    """The no-op benchmark project; with ``task="torch"`` its task imports torch at module top."""
-    proj = make_noop_project(root)
-    if task == "torch":
-        (proj / "noop.py").write_text(TORCH_TASK)
-        env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
-               "GIT_COMMITTER_EMAIL": "b@b"}
-        subprocess.run(["git", "commit", "-qam", "torch task"], cwd=proj, env=env, check=True, capture_output=True)
-    return proj
 
 
 def slurm_seconds(text: str) -> float:
@@ -128,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
     bare: list[Timing] = []
     try:
-        proj = make_project(root / "proj", args.task)
+        proj = (make_torch_project if args.task == "torch" else make_noop_project)(root / "proj")
         for i in range(args.repeats):
             order = systems[i % len(systems):] + systems[:i % len(systems)]  # each system goes first in turn
             for s in order:

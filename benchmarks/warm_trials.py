@@ -35,27 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import ABLATE, Timing, cleanup, make_noop_project, summary, tempdir, timed
+from _common import ABLATE, Timing, cleanup, make_torch_project, summary, tempdir, timed
 
 REPO = Path(__file__).resolve().parents[1]
-TORCH_TASK = '''
-import torch  # at module top: what a trial process pays before its first step
-
-
-def run(cfg):
-    return {"m": float(cfg.seed)}
-'''
 SYSTEMS = ("warm", "fresh")
-
-
-def make_torch_project(root: Path) -> Path:
-    """The no-op benchmark project with its task importing torch at module top."""
-    proj = make_noop_project(root)
-    (proj / "noop.py").write_text(TORCH_TASK)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
-           "GIT_COMMITTER_EMAIL": "b@b"}
-    subprocess.run(["git", "commit", "-qam", "torch task"], cwd=proj, env=env, check=True, capture_output=True)
-    return proj
 
 
 def make_digits_project(root: Path) -> Path:
