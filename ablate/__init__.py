@@ -17,17 +17,24 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ablate.api import Verdict, run
-    from ablate.fingerprint import log_step
-    from ablate.results import load
+    from ablate.record.results import load
+    from ablate.trials.fingerprint import log_step
 
-_LAZY = {"Verdict": "ablate.api", "run": "ablate.api", "load": "ablate.results", "log_step": "ablate.fingerprint"}
+_LAZY = {"Verdict": "ablate.api", "run": "ablate.api", "load": "ablate.record.results",
+         "log_step": "ablate.trials.fingerprint"}
+
+
+#: Public modules by their documented names (``ablate.seeding.worker_init_fn``), imported on first use.
+_MODULES = {"seeding": "ablate.trials.seeding"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'ablate' has no attribute {name!r}")
 
 

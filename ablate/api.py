@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.config import Composed
+from ablate.plan.compose import Composed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,7 @@ class Verdict(dict):  # type: ignore[type-arg]
             When ``sweep_dir`` is not an ablate sweep dir or has no verdict yet.
         """
         from ablate.errors import SweepDirError
-        from ablate.sweepdir import SweepDir, read_json
+        from ablate.record.sweepdir import SweepDir, read_json
 
         sd = SweepDir.open(sweep_dir)
         if not sd.verdict_json.is_file():
@@ -75,13 +75,13 @@ class Verdict(dict):  # type: ignore[type-arg]
 
     @property
     def markdown(self) -> str:
-        from ablate.sweepdir import VERDICT_MD
+        from ablate.record.sweepdir import VERDICT_MD
 
         return (self.sweep_dir / VERDICT_MD).read_text(encoding="utf-8")
 
     def results(self) -> pd.DataFrame:
         """The trials as a tidy DataFrame (see :func:`ablate.load`)."""
-        from ablate.results import load
+        from ablate.record.results import load
 
         return load(self.sweep_dir)
 
@@ -100,7 +100,7 @@ class Verdict(dict):  # type: ignore[type-arg]
 def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None) -> Verdict | dict[str, Any] | None:
     """Run the ablation described by an already composed config; returns the verdict (None for dry
     runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``)."""
-    from ablate.orchestrate import start
+    from ablate.orchestrate.pipeline import start
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
@@ -114,7 +114,7 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
 
 def _override(key: str, value: Any) -> str:
     """Render ``key=value`` in Hydra override syntax, quoting strings safely."""
-    from ablate.overrides import format_override
+    from ablate.plan.overrides import format_override
 
     return format_override(key, value)
 
@@ -175,7 +175,7 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     >>> verdict.words                                                            # doctest: +SKIP
     {'lr=0.1': 'inconclusive', 'lr=0.01': 'worse'}
     """
-    from ablate.config import compose, default_config_path
+    from ablate.plan.compose import compose, default_config_path
 
     ovs: list[str] = []
     suite = list(variable) if isinstance(variable, list | tuple) else None
@@ -203,11 +203,11 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
-    from ablate.tasks.app import split_cli, with_cli_overrides
+    from ablate.trials.tasks.app import split_cli, with_cli_overrides
 
     ovs, app_ovs = split_cli(ovs)
     if suite is not None:  # a suite: one ablation per variable, one shared control
-        from ablate.suite import run_suite
+        from ablate.orchestrate.suite import run_suite
 
         return run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs)
     composed = compose(ovs, config_path=cfg_path)

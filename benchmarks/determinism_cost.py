@@ -4,7 +4,7 @@
     python benchmarks/determinism_cost.py --tasks charlm --repeats 9 --threads 2 --json cost.json
     python benchmarks/determinism_cost.py --ops --threads 2     # single ops on the nondeterministic list
 
-Each run is a fresh process (``--worker``) that seeds with :func:`ablate.seeding.seed_everything` at
+Each run is a fresh process (``--worker``) that seeds with :func:`ablate.trials.seeding.seed_everything` at
 the same seed and calls the example task's function on its config from ``conf/task/<task>.yaml``
 (``--set key=value`` overrides it), as a trial would. Runs alternate between the modes (seeded
 first in even rounds, strict first in odd ones) so drifting machine load hits both alike; round ``i``
@@ -51,8 +51,8 @@ def worker(task: str, mode: str, seed: int, threads: int, sets: list[str]) -> di
     import yaml
     from omegaconf import OmegaConf
 
-    from ablate import fingerprint, seeding
-    from ablate.trial import import_callable
+    from ablate.trials import fingerprint, seeding
+    from ablate.trials.trial import import_callable
 
     torch.set_num_threads(threads)
     task_cfg = OmegaConf.load(REPO / "conf" / "task" / f"{task}.yaml")
@@ -78,7 +78,7 @@ def worker(task: str, mode: str, seed: int, threads: int, sets: list[str]) -> di
 
 def _run_worker(task: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    from ablate.seeding import environment_for
+    from ablate.trials.seeding import environment_for
 
     env.update(environment_for(mode, args.seed))  # as the local launcher sets them before the trial starts
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", task, mode, "--seed", str(args.seed),
@@ -161,7 +161,7 @@ def op_costs(threads: int, repeats: int) -> dict[str, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
-    from ablate import seeding
+    from ablate.trials import seeding
 
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--repeats must be at least 2 (a spread needs two rounds)")
     import torch
 
-    from ablate.pins import _cpu_model
+    from ablate.pin.pins import _cpu_model
 
     header = {"repeats": args.repeats, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
               "python": platform.python_version(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),

@@ -3,14 +3,14 @@
 Builds a throwaway git + DVC project whose task declares one directory of ``--size-mb`` MB
 (``--files`` files of random bytes, ``dvc add``-ed), then measures:
 
-- ``pin (launch)``: :func:`ablate.pins.pin_data` in a fresh process, as at launch: DVC's md5 computed
+- ``pin (launch)``: :func:`ablate.pin.pins.pin_data` in a fresh process, as at launch: DVC's md5 computed
   from the bytes (its state cache bypassed, so metadata tricks cannot fool it) plus the XXH3-128
-  content digest of each path (:mod:`ablate.digest`);
-- ``verify (trial)``: :func:`ablate.pins.data_seen` in a fresh process with the pins recorded at
+  content digest of each path (:mod:`ablate.pin.digest`);
+- ``verify (trial)``: :func:`ablate.pin.pins.data_seen` in a fresh process with the pins recorded at
   launch, as every trial does twice (before and after its task): a content digest, no DVC import
   (checked);
 - the same two checks on the bundled example (``data/digits.npz``) and the code snapshot check
-  (:func:`ablate.pins.code_seen`) on a snapshot of this repository (``git archive HEAD``);
+  (:func:`ablate.pin.pins.code_seen`) on a snapshot of this repository (``git archive HEAD``);
 - for scale, ``md5sum`` of the whole directory.
 
 Usage::
@@ -33,7 +33,7 @@ from pathlib import Path
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
-from ablate import pins
+from ablate.pin import pins
 t1 = time.perf_counter()
 fn, path = sys.argv[1], sys.argv[2]
 c1 = time.process_time()
@@ -47,7 +47,7 @@ elif fn == "data_seen":
     assert out[path]["hash"], out
     assert "dvc" not in sys.modules, "a trial's check imported DVC"
 else:  # code_seen on a snapshot dir
-    from ablate.sweepdir import SweepDir
+    from ablate.record.sweepdir import SweepDir
     sd = SweepDir(path)
     plan = {"pins": {"code": {"commit": "x", "snapshot": "x"}}}
     out = pins.code_seen(sd, plan, sd.code_dir)

@@ -42,8 +42,8 @@ def make_project(dest: Path) -> Path:
 
 
 def plan_and_pin(proj: Path, out: Path) -> float:
-    from ablate.config import compose
-    from ablate.orchestrate import create
+    from ablate.orchestrate.pipeline import create
+    from ablate.plan.compose import compose
 
     values = "[" + ",".join(str(0.001 * (i + 1)) for i in range(9)) + "]"
     t0 = time.perf_counter()

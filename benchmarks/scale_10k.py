@@ -70,7 +70,7 @@ def build(proj: Path, seeds: int) -> Path:
 
 def wait_for_plots(sd: Path) -> None:
     """Block until a background plot drawing in ``sd`` is done (it holds the sweep dir's lock)."""
-    subprocess.run([sys.executable, "-c", "import sys; from ablate.sweepdir import SweepDir; "
+    subprocess.run([sys.executable, "-c", "import sys; from ablate.record.sweepdir import SweepDir; "
                     "d = SweepDir.open(sys.argv[1]); d.acquire(); d.release()", str(sd)], check=True)
 
 

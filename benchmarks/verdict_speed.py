@@ -46,10 +46,10 @@ t = [time.perf_counter()]
 import numpy, yaml; t.append(time.perf_counter())
 import scipy.stats; t.append(time.perf_counter())
 import matplotlib.figure, matplotlib.backends.backend_agg; t.append(time.perf_counter())
-import ablate.verdict as V
-from ablate.results import collect
-from ablate.sweepdir import SweepDir
-from ablate.trial import load_plan
+import ablate.judge.verdict as V
+from ablate.record.results import collect
+from ablate.record.sweepdir import SweepDir
+from ablate.trials.trial import load_plan
 sd = SweepDir.open(sys.argv[1]); plan = load_plan(sd); rows = collect(sd, plan); t.append(time.perf_counter())
 v = V.analyse(plan, rows, V.resolve_options(plan)); t.append(time.perf_counter())
 v.update(confounds={}, pins={}, config_drift=[]); V._write_plots(sd, v); t.append(time.perf_counter())
@@ -60,7 +60,7 @@ print(", ".join(f"{n} {b - a:.2f}" for n, a, b in zip(names, t, t[1:])))
 
 def _wait_for_plots(root: Path) -> None:
     """Block until a background plot drawing in ``root`` is done (it holds the sweep dir's lock)."""
-    subprocess.run([sys.executable, "-c", "import sys; from ablate.sweepdir import SweepDir; "
+    subprocess.run([sys.executable, "-c", "import sys; from ablate.record.sweepdir import SweepDir; "
                     "sd = SweepDir.open(sys.argv[1]); sd.acquire(); sd.release()", str(root)], check=True)
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     root = make_sweep(tmp / "sweep", values)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cli = [sys.executable, "-m", "ablate.cli", "verdict", str(root)]
+    cli = [sys.executable, "-m", "ablate.cli.main", "verdict", str(root)]
     modes = {"text": [*cli, "--recompute"], "wait-plots": [*cli, "--recompute", "--wait-plots"],
              "no-plots": [*cli, "--recompute", "--no-plots"], "reuse": cli}
     envs = {m: env for m in modes}

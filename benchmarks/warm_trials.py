@@ -11,7 +11,7 @@ drift falls on both alike:
 2. **The digits example** (``ablate -m variable=lr seeds=10``: 30 trials, ``launcher.max_parallel=2``):
    wall clock against the trials' own compute, the sum of ``task_s`` over the trials' result.json
    (the trial's wall time inside the task function: data load and training, measured by
-   ``time.perf_counter`` in :func:`ablate.trial.run_trial`). Reported as wall / sum(task_s) and as
+   ``time.perf_counter`` in :func:`ablate.trials.trial.run_trial`). Reported as wall / sum(task_s) and as
    wall / (sum(task_s) / slots), the share of the ideal schedule on the slots. Target: wall at most
    1.3 x the sum of the trials' own compute.
 

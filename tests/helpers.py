@@ -92,7 +92,7 @@ def wait_for_plots(root: Path) -> None:
     """Wait until the process drawing ``ablate verdict``'s plots in sweep dir ``root`` is done: it holds the
     sweep dir's lock (handed over without a gap before ``ablate verdict`` returns) until it has rewritten
     verdict.md, and :meth:`SweepDir.acquire` waits for such a holder. No sleep, no polling of files."""
-    from ablate.sweepdir import SweepDir
+    from ablate.record.sweepdir import SweepDir
 
     with SweepDir.open(root).locked():
         pass

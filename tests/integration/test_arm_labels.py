@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.names import value_hash
+from ablate.record.names import value_hash
 from tests.helpers import ablate_cli, commit_all
 
 pytestmark = pytest.mark.slow

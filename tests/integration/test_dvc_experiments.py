@@ -64,7 +64,7 @@ def test_dvc_exp_run_writes_a_verdict_that_exp_show_lists(project: Path) -> None
 def test_params_change_is_pinned_only_for_the_stage_that_tracks_it(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    stage: str | None, accepted: bool) -> None:
     from ablate.errors import PinError
-    from ablate.pins import pin_code
+    from ablate.pin.pins import pin_code
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["ablate_lr"]["seeds"] = 4

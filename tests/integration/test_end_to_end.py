@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablate.config import compose
-from ablate.repro import is_timing_metric
+from ablate.orchestrate.repro import is_timing_metric
+from ablate.plan.compose import compose
 from tests.helpers import ablate_cli
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablate.sweepdir import create_unique_dir
+from ablate.record.sweepdir import create_unique_dir
 from tests.helpers import ablate_cli, commit_all
 
 pytestmark = pytest.mark.slow

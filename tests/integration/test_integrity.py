@@ -199,7 +199,7 @@ def test_threads_fixed_in_plan_for_every_launcher_and_resume(project: Path, monk
 
 
 def test_thread_difference_is_a_confound() -> None:
-    from ablate.confounds import check
+    from ablate.judge.confounds import check
 
     plan = {"arms": [{"name": "control", "changes": {}}, {"name": "lr=0.5", "changes": {"task.optim.lr": [0.05, 0.5]}}]}
     manifests = {(arm, s): {"determinism": {"mode": "seeded", "threads": 1 if s else 2}}
@@ -222,8 +222,8 @@ def test_sweep_dir_mode_with_group_or_world_write_refused(project: Path, mode: s
 def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: str) -> None:
     """Fault 1 and 2 for a DVC-tracked directory: one file inside rewritten in place (size, inode and
     mtime kept) is seen at launch, and, after launch, by the trial's check (which imports no DVC)."""
-    from ablate import pins
     from ablate.errors import PinError
+    from ablate.pin import pins
 
     d = project / "shards"
     d.mkdir()

@@ -237,7 +237,7 @@ def test_code_edit_hidden_from_gits_stat_cache_is_dirty(tmp_path: Path, edit: by
     (core.checkStat=minimal and core.trustctime=false make the trap deterministic; within one second,
     without racy-entry marking, it happens with the default settings too), ablate hashes and sees it."""
     from ablate.errors import PinError
-    from ablate.pins import dirty_files, pin_code
+    from ablate.pin.pins import dirty_files, pin_code
 
     root = tmp_path / "repo"
     root.mkdir()

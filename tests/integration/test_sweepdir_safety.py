@@ -43,7 +43,7 @@ def done_sweep(project: Path) -> Path:
 def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -> None:
     """Fault 4: a `.lock` symlink (resume used to truncate its target) and symlinked records and dirs."""
     from ablate.errors import SweepDirError
-    from ablate.sweepdir import SweepDir, open_log, read_json, write_atomic
+    from ablate.record.sweepdir import SweepDir, open_log, read_json, write_atomic
 
     sd = done_sweep
     victim = tmp_path / "victim.txt"
@@ -103,7 +103,7 @@ def test_group_writable_sweep_dir_refused_and_inner_modes_follow(project: Path) 
 
 
 def _hold_lock(sd: Path) -> subprocess.Popen[str]:
-    code = ("import sys, time; from ablate.sweepdir import SweepDir; SweepDir(sys.argv[1]).acquire(); "
+    code = ("import sys, time; from ablate.record.sweepdir import SweepDir; SweepDir(sys.argv[1]).acquire(); "
             "print('held', flush=True); time.sleep(600)")
     p = subprocess.Popen([sys.executable, "-c", code, str(sd)], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline().strip() == "held"
@@ -178,7 +178,7 @@ def test_os_error_on_write_is_one_line_and_loses_nothing(done_sweep: Path) -> No
 
 def test_full_disk_error_names_df_and_resume(tmp_path: Path) -> None:
     """ENOSPC, from a real write to /dev/full, becomes the one-line error with the fix."""
-    from ablate.sweepdir import os_error
+    from ablate.record.sweepdir import os_error
 
     fd = os.open("/dev/full", os.O_WRONLY)
     try:
@@ -195,7 +195,7 @@ def test_temp_debris_of_a_killed_writer_is_cleaned(done_sweep: Path) -> None:
     the next command that takes the lock removes it."""
     sd = done_sweep
     code = ("import signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
-            "from ablate.sweepdir import write_atomic; write_atomic(sys.argv[1], b'x' * 100000)")
+            "from ablate.record.sweepdir import write_atomic; write_atomic(sys.argv[1], b'x' * 100000)")
     p = subprocess.run([sys.executable, "-c", code, str(sd / "trials/control/seed=0/result.json")],
                        preexec_fn=_limit_file_size(5000), capture_output=True, text=True)
     assert p.returncode == -signal.SIGXFSZ

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slurm
 #: sbatch has run, jobs.json is not written (the window in which a real crash loses the record).
 DIE_AFTER_SBATCH = """
 import os, signal, sys
-import ablate.launchers.slurm as slurm
-import ablate.sweepdir as sweepdir
+import ablate.trials.launchers.slurm as slurm
+import ablate.record.sweepdir as sweepdir
 
 real = sweepdir.write_json
 
@@ -31,7 +31,7 @@ def write_json(path, obj):
     return real(path, obj)
 
 slurm.write_json = sweepdir.write_json = write_json  # the packed path imports it from sweepdir
-from ablate.cli import main
+from ablate.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ablate.confounds import MODE_KEY, _fingerprint, _hashable, _mode_derived, _show, check
+from ablate.judge.confounds import MODE_KEY, _fingerprint, _hashable, _mode_derived, _show, check
 
 
 def reference(plan: dict, manifests: dict, used: list) -> dict[str, Any]:

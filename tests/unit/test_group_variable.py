@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate.config import compose
 from ablate.errors import ConfigError
-from ablate.orchestrate import prepare
-from ablate.plan import describe
+from ablate.orchestrate.pipeline import prepare
+from ablate.plan.arms import describe
+from ablate.plan.compose import compose
 
 FILES = {
     "ablate.yaml": "defaults:\n  - ablate_base\n  - task: t\n  - _self_\n",
@@ -88,7 +88,7 @@ def test_group_diff_says_added_and_removed(tmp_path: Path, option: str, lines: l
     # a suite's dry run describes the same treatment with the same words
     import dataclasses
 
-    from ablate.suite import SuitePlan, describe_suite
+    from ablate.orchestrate.suite import SuitePlan, describe_suite
 
     arms = [plan.control, *(dataclasses.replace(a, variable="model") for a in plan.treatments)]
     suite = SuitePlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)} | {"arms": arms},

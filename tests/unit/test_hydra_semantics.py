@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ablate.confounds import check
 from ablate.errors import ConfigError
-from ablate.plan import Variable, make_plan
-from ablate.tasks.app import read_decorator, split_cli
-from ablate.tasks.hydra_semantics import freeze_now, missing_keys, per_trial_keys, trial_hydra
+from ablate.judge.confounds import check
+from ablate.plan.arms import Variable, make_plan
+from ablate.plan.hydra_semantics import freeze_now, missing_keys, per_trial_keys, trial_hydra
+from ablate.trials.tasks.app import read_decorator, split_cli
 
 WHEN = dt.datetime(2026, 3, 4, 5, 6, 7)
 

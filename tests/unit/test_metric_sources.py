@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.tasks.metrics import collect, read_stdout, reduce_series
+from ablate.trials.tasks.metrics import collect, read_stdout, reduce_series
 
 VAL_ACC = [(10, 0.5), (20, 0.8), (30, 0.7)]
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ablate.names import arm_name, safe_name, unique_name, value_hash, value_label
-from ablate.transfer_run import child_names
+from ablate.orchestrate.transfer import child_names
+from ablate.record.names import arm_name, safe_name, unique_name, value_hash, value_label
 
 
 def _names(key: str, values: list) -> list[str]:

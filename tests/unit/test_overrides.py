@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError
-from ablate.overrides import flatten_params, format_override, format_value
-from ablate.tasks.command import build_argv, split_command, task_settings
+from ablate.plan.overrides import flatten_params, format_override, format_value
+from ablate.trials.tasks.command import build_argv, split_command, task_settings
 
 PARSER = OverridesParser.create()
 

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ablate.errors import ConfigError, PlanError
-from ablate.plan import Variable, describe, format_value, make_plan, parse_seeds, parse_variable
+from ablate.plan.arms import Variable, describe, format_value, make_plan, parse_seeds, parse_variable
 
 
 def base_cfg() -> dict[str, Any]:
@@ -171,7 +171,7 @@ def test_too_few_seeds_says_why_and_how_to_fix(seeds: Any, fix: str) -> None:
 
 
 def test_plan_minimum_is_the_verdicts() -> None:
-    from ablate.plan import MIN_SEEDS
+    from ablate.plan.arms import MIN_SEEDS
     from ablate.stats import core, power
 
     assert MIN_SEEDS == core.MIN_SEEDS == power.MIN_SEEDS == 3
@@ -200,14 +200,14 @@ def test_format_value() -> None:
 @pytest.mark.parametrize(("raw", "expected"), [(None, None), (0.01, 0.01), ("0.01", 0.01), ("2%", "2%"),
                                                 (" 2.5 % ", "2.5 %")])
 def test_parse_margin(raw: Any, expected: Any) -> None:
-    from ablate.options import parse_margin
+    from ablate.orchestrate.options import parse_margin
 
     assert parse_margin(raw) == expected
 
 
 @pytest.mark.parametrize("raw", ["abc", -1, "2 percent", True])  # 0 clears the margin (issue 14)
 def test_parse_margin_refuses(raw: Any) -> None:
-    from ablate.options import parse_margin
+    from ablate.orchestrate.options import parse_margin
 
     with pytest.raises(ConfigError, match="`margin`"):
         parse_margin(raw)

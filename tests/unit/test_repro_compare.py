@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ablate.confounds import check
-from ablate.repro import compare_metrics, first_divergence, is_timing_metric
+from ablate.judge.confounds import check
+from ablate.orchestrate.repro import compare_metrics, first_divergence, is_timing_metric
 
 
 @pytest.mark.parametrize(("name", "timing"), [

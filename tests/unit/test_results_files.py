@@ -7,8 +7,8 @@ from pathlib import Path
 
 
 def test_per_seed_csv_has_one_row_per_seed_and_blank_failures(tmp_path: Path) -> None:
-    from ablate.results import write_per_seed
-    from ablate.sweepdir import SweepDir
+    from ablate.record.results import write_per_seed
+    from ablate.record.sweepdir import SweepDir
 
     sd = SweepDir(tmp_path)
     plan = {"metric": "acc", "seeds": [0, 1], "arms": [{"name": "control"}, {"name": "lr=0.1"}]}

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from ablate import seeding
 from ablate.errors import ConfigError
-from ablate.trial import _explain
+from ablate.trials import seeding
+from ablate.trials.trial import _explain
 
 
 @pytest.fixture

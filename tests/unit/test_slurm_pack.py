@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.launchers import TrialRef, get_launcher
-from ablate.launchers.base import JobState
-from ablate.launchers.slurm import SlurmLauncher
-from ablate.launchers.slurm_pack import (
+from ablate.record.sweepdir import SweepDir
+from ablate.trials.launchers import TrialRef, get_launcher
+from ablate.trials.launchers.base import JobState
+from ablate.trials.launchers.slurm import SlurmLauncher
+from ablate.trials.launchers.slurm_pack import (
     WAITING_REASON,
     pack,
     packed_timeout_min,
     per_trial_states,
     unfinished,
 )
-from ablate.launchers.slurm_pack_job import PackedSlurmTrial
-from ablate.sweepdir import SweepDir
+from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
 from tests.helpers import ablate_cli, make_sweep
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.launchers import TrialRef, get_launcher
-from ablate.launchers.slurm import (
+from ablate.trials.launchers import TrialRef, get_launcher
+from ablate.trials.launchers.slurm import (
     SlurmLauncher,
     _expand_ids,
     mem_string,

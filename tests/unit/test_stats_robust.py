@@ -251,8 +251,8 @@ def test_skew_guard_with_dunnett() -> None:
 def test_skew_guard_in_verdict_md(tmp_path: Path) -> None:
     """The written verdict: the line says which p decided and the CI's level, the flag explains, the JSON keeps
     the z and the factor; the rank test is not multiplied by the guard's factor (it is not a t-test)."""
-    from ablate.sweepdir import SweepDir
-    from ablate.verdict import write_verdict
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
     from tests.helpers import make_sweep
 
     root = make_sweep(tmp_path / "sw", {"control": SKEW_C, "lr=0.1": SKEW_T}, options={"pairing": "unpaired"})

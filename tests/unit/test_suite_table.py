@@ -15,10 +15,10 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from ablate.errors import ConfigError
-from ablate.plan import Variable, make_plan
+from ablate.judge.table import build_table, latex, tex_escape, to_csv
+from ablate.orchestrate.suite import families, merge_plans, split_suite
+from ablate.plan.arms import Variable, make_plan
 from ablate.stats.multiplicity import stage_levels
-from ablate.suite import families, merge_plans, split_suite
-from ablate.table import build_table, latex, tex_escape, to_csv
 from tests.helpers import make_sweep
 
 CFG = {"task": {"fn": "m:f", "metric": "acc", "a": {"lr": 0.1}, "b": {"lr": 0.1}, "wd": 0.0, "hidden": 64,
@@ -92,8 +92,8 @@ OF = {"lr=0.2": "lr", "lr=0.3": "lr", "wd=0.1": "wd", "wd=0.2": "wd"}
 
 @pytest.mark.parametrize("family", ["suite", "variable"])
 def test_suite_multiplicity_family(tmp_path: Path, family: str) -> None:
-    from ablate.sweepdir import SweepDir
-    from ablate.verdict import write_verdict
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
 
     sd = _suite_sweep(tmp_path / "sd", VALUES, OF, family)
     v = write_verdict(SweepDir.open(sd), {"plots": False})
@@ -119,8 +119,8 @@ def test_suite_multiplicity_family(tmp_path: Path, family: str) -> None:
 
 
 def test_suite_per_arm_confound(tmp_path: Path) -> None:
-    from ablate.sweepdir import SweepDir
-    from ablate.verdict import write_verdict
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
 
     sd = _suite_sweep(tmp_path / "sd", {k: VALUES[k] for k in ("control", "lr=0.2", "wd=0.1")}, OF)
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
@@ -227,15 +227,15 @@ def test_suite_with_a_config_group_variable() -> None:
     ("metrics", ["acc", ""], "`metrics`: must be a list of metric names"),
 ])
 def test_suite_and_table_options_refused(key: str, value: object, message: str) -> None:
-    from ablate.options import parse_options
+    from ablate.orchestrate.options import parse_options
 
     with pytest.raises(ConfigError, match=message):
         parse_options({"task": {"metric": "acc"}, "launcher": {"name": "inline"}, "seeds": 3, key: value})
 
 
 def test_metrics_option_puts_the_primary_first_and_missing_metrics_are_named() -> None:
-    from ablate.options import parse_options
-    from ablate.table import markdown
+    from ablate.judge.table import markdown
+    from ablate.orchestrate.options import parse_options
 
     opts = parse_options({"task": {"metric": "acc"}, "launcher": {"name": "inline"}, "seeds": 3,
                           "metrics": ["loss", "acc", "loss"]})

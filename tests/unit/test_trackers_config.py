@@ -47,7 +47,7 @@ def test_help_and_tracker_checks_import_no_heavy_library() -> None:
     """`ablate --help` stays fast, and checking a tracker setting never imports the tracker library."""
     code = (
         "import sys, contextlib, io\n"
-        "from ablate.cli import main\n"
+        "from ablate.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['--help'])\n"
         "from ablate.trackers import TRACKERS, check_tracker\n"

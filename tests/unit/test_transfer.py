@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.transfer import (
+from ablate.judge.transfer import (
     CONSISTENT,
     DIFFERS,
     DOES_NOT_TRANSFER,

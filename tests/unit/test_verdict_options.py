@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.commands import dispatch
+from ablate.cli.commands import dispatch
 from ablate.errors import ConfigError
-from ablate.options import parse_margin
-from ablate.sweepdir import SweepDir
-from ablate.verdict import VERDICT_OPTIONS, write_verdict
+from ablate.judge.verdict import VERDICT_OPTIONS, write_verdict
+from ablate.orchestrate.options import parse_margin
+from ablate.record.sweepdir import SweepDir
 from tests.helpers import make_sweep
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]

@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.commands import dispatch
-from ablate.status import format_status
-from ablate.sweepdir import LOCK_FILE, PLOTS_HOLDER, PLOTS_LOG, SweepDir
-from ablate.verdict import draw_plots, write_verdict
+from ablate.cli.commands import dispatch
+from ablate.judge.verdict import draw_plots, write_verdict
+from ablate.orchestrate.status import format_status
+from ablate.record.sweepdir import LOCK_FILE, PLOTS_HOLDER, PLOTS_LOG, SweepDir
 from tests.helpers import REPO, make_sweep, wait_for_plots
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
@@ -54,7 +54,7 @@ def test_cli_returns_with_the_text_and_the_child_draws(tmp_path: Path) -> None:
     gone.wait()
     debris = root / "trials" / "control" / "seed=1" / f".result.json.tmp-{gone.pid}-{time.time_ns()}"
     debris.write_text("{")
-    code = ("import sys; from ablate.commands import dispatch; assert dispatch('verdict', [sys.argv[1]]) == 0; "
+    code = ("import sys; from ablate.cli.commands import dispatch; assert dispatch('verdict', [sys.argv[1]]) == 0; "
             "print(sorted(m for m in ('matplotlib', 'statsmodels', 'pandas') if m in sys.modules))")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env,
@@ -97,7 +97,7 @@ def test_a_crashed_drawing_is_visible(tmp_path: Path) -> None:
     assert "the verdict's plots are being drawn" in format_status(SweepDir.open(root))
     assert "(not running)" in format_status(SweepDir.open(root))  # not an orchestrator: no trial is "running"
     with open(root / PLOTS_LOG, "wb") as log:
-        proc = subprocess.run([sys.executable, "-m", "ablate._plots_child", str(root), str(fd)], pass_fds=(fd,),
+        proc = subprocess.run([sys.executable, "-m", "ablate.judge.plots_child", str(root), str(fd)], pass_fds=(fd,),
                               stderr=log, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
     sd.forget_lock()
     assert proc.returncode == 1
@@ -130,7 +130,7 @@ def test_other_commands_wait_for_the_drawing_not_for_an_ablation(tmp_path: Path)
 def test_the_holder_line_always_ends_with_the_marker(tmp_path: Path) -> None:
     """The plot drawer's line replaces a longer one without ever being shorter than it (a waiter reading in
     between sees the marker at the end, not an old tail)."""
-    from ablate.sweepdir import write_plots_holder
+    from ablate.record.sweepdir import write_plots_holder
 
     path = tmp_path / "lock"
     path.write_text("x" * 300)

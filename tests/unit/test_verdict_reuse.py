@@ -15,7 +15,7 @@ from tests.helpers import REPO, make_sweep, wait_for_plots
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
 T = [0.728, 0.741, 0.716, 0.739, 0.733]
 T2 = [0.709, 0.722, 0.700, 0.731, 0.713]
-RUN = ("import sys; from ablate.commands import dispatch; code = dispatch('verdict', sys.argv[1:]); "
+RUN = ("import sys; from ablate.cli.commands import dispatch; code = dispatch('verdict', sys.argv[1:]); "
        "print('computed' if 'scipy.stats' in sys.modules else 'reused'); sys.exit(code)")
 
 
@@ -85,13 +85,13 @@ def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
 
 
 def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
-    from ablate.sweepdir import SweepDir
-    from ablate.verdict import write_verdict
-    from ablate.verdict_key import TrialDigest, reusable
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from ablate.record.verdict_key import TrialDigest, reusable
 
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
     sd = SweepDir.open(root)
-    from ablate.results import write_results
+    from ablate.record.results import write_results
 
     digest = TrialDigest()
     write_verdict(sd, rows=write_results(sd, digest=digest), digest=digest, plots_later=True)

@@ -1,0 +1,221 @@
+"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``repro``,
+``track``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ablate.errors import ConfigError
+from ablate.record.sweepdir import SweepDir
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(message, where=self.prog, fix=f"see `{self.prog} --help`")
+
+
+def dispatch(name: str, argv: Sequence[str]) -> int:
+    """Run subcommand ``name`` with its arguments; returns the exit code."""
+    return {"status": cmd_status, "verdict": cmd_verdict, "resume": cmd_resume, "collect": cmd_resume,
+            "repro": cmd_repro, "track": cmd_track}[name](list(argv), name)
+
+
+def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
+    """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
+    [--family suite|variable] [--against OTHER_DIR] [--no-plots | --wait-plots] [--recompute] [--reset]``: recompute
+    verdict.json and verdict.md from the trial records (trials are never touched).
+
+    The command returns once the text is written; the PNG plots are drawn after it by a detached process
+    holding the sweep dir's lock (:func:`ablate.judge.verdict.draw_plots_in_background`), or before returning
+    with ``--wait-plots``. When nothing the verdict depends on changed since it was written (trial
+    records, plan, options, config files, ablate; :mod:`ablate.record.verdict_key`), it is reprinted as it is,
+    without recomputing (``--recompute`` forces it)."""
+    p = _Parser(prog=f"ablate {name}",
+                description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
+                "run). Options given here replace the ablation's own and are remembered in "
+                "verdict_options.json, so a later `ablate resume` keeps them.")
+    p.add_argument("dir", metavar="DIR", help="the ablation's sweep dir")
+    p.add_argument("--alpha", type=float, help="family-wise significance level over all treatments (e.g. 0.01)")
+    p.add_argument("--margin", help="smallest effect of interest: metric units (0.01) or %% of the control mean "
+                   "(2%%); turns on the `equivalent` verdict; `none` clears it")
+    p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"],
+                   help="correction for testing several treatments (default holm)")
+    p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
+                   help="auto pairs trials by seed when every arm ran the same seeds and N >= 19 (more with several "
+                        "treatments; Welch below); "
+                        "paired pairs at any N")
+    p.add_argument("--family", choices=["suite", "variable"],
+                   help="a suite's multiplicity family: suite (all treatments, default) or variable (one per variable)")
+    p.add_argument("--against", metavar="OTHER_DIR",
+                   help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
+                   help="skip the PNG plots (saves the matplotlib import and rendering)")
+    p.add_argument("--wait-plots", action="store_true",
+                   help="draw the PNG plots before returning (default: drawn after the text by a background "
+                   "process that holds the sweep dir until done; other ablate commands on it wait for it)")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute the verdict again even when nothing it depends on changed (by default an "
+                   "unchanged verdict is reprinted: same trial records, plan, options, config files and ablate)")
+    p.add_argument("--reset", action="store_true", default=None,
+                   help="forget the options remembered from earlier `ablate verdict` calls (back to the "
+                   "ablation's own); `--margin none` clears only the margin")
+    args = p.parse_args(argv)
+    from ablate.judge.verdict import write_verdict
+    from ablate.orchestrate.transfer import TRANSFER_MD, is_transfer_dir, write_transfer
+    from ablate.record.results import write_results
+
+    if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
+        from pathlib import Path
+
+        if args.against is not None:
+            raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
+                              fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
+        write_transfer(args.dir, {k: v for k, v in vars(args).items()  # plots drawn in-process, never reused
+                                  if k not in ("dir", "wait_plots", "recompute") and v is not None})
+        print(Path(args.dir) / TRANSFER_MD)
+        return 0
+    sd = SweepDir.open(args.dir)
+    if args.against is not None:
+        args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
+    wait_plots, recompute = args.wait_plots, args.recompute
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ("dir", "wait_plots", "recompute") and v is not None}
+    if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
+        return _verdict_while_running(sd, overrides, name)
+    try:
+        from ablate.record.verdict_key import TrialDigest, reusable
+
+        later = False
+        if not recompute and args.against is None and reusable(sd, sd.plan(), overrides):
+            from ablate.record.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
+
+            verdict = read_json(sd.verdict_json)
+        else:
+            later = overrides.get("plots") is not False and not wait_plots
+            digest = TrialDigest()
+            verdict = write_verdict(sd, overrides, rows=write_results(sd, digest=digest), plots_later=later,
+                                    digest=digest)
+        if later:
+            from ablate.judge.verdict import draw_plots_in_background
+
+            draw_plots_in_background(sd)  # the child holds the lock from here, and cleans the debris
+        else:
+            sd.clean_debris()  # temp files of writers that died (what try_acquire does by default)
+    finally:
+        sd.release()
+    kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
+    if kept:
+        print("note: options remembered from an earlier `ablate verdict` still apply: "
+              + ", ".join(f"{o['option']}={o['value']}" for o in kept)
+              + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
+    print(sd.verdict_md)
+    return 0
+
+
+def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str) -> int:
+    """``ablate verdict DIR`` while another process holds the sweep dir: print the verdict so far, write
+    nothing (a late write would replace the running ablation's final verdict with a stale one)."""
+    import sys
+
+    from ablate.errors import SweepDirError
+    from ablate.judge.report import render_markdown
+    from ablate.judge.verdict import VERDICT_OVERRIDES, write_verdict
+
+    holder = sd.lock_holder()
+    if any(k in VERDICT_OVERRIDES or k == "reset" for k in overrides):
+        raise SweepDirError(f"an ablation is running in {sd.root} ({holder}), so options cannot be remembered now",
+                            where=f"ablate {name}",
+                            fix=f"wait until it ends (`ablate status {sd.root}`), then run `ablate {name}` again")
+    verdict = write_verdict(sd, overrides, write=False)
+    print(render_markdown(verdict))
+    print(f"ablate: an ablation is running in {sd.root} ({holder}): this is the verdict so far, printed and not "
+          "written; the ablation writes verdict.json and verdict.md when it ends", file=sys.stderr)
+    return 0
+
+
+def cmd_resume(argv: list[str], name: str = "resume") -> int:
+    """``ablate resume DIR``: run what is left (interrupted or never started trials), then the verdict."""
+    p = _Parser(prog=f"ablate {name}", description="Finish an ablation: run what is left, write the verdict.")
+    p.add_argument("dir")
+    p.add_argument("--resubmit", action="store_true",
+                   help="also re-run trials that failed for infrastructure reasons (killed, timeout)")
+    args = p.parse_args(argv)
+    from ablate.orchestrate.pipeline import execute
+
+    sd = SweepDir.open(args.dir)
+    execute(sd, resubmit=args.resubmit)
+    return 0
+
+
+def cmd_status(argv: list[str], name: str = "status") -> int:
+    """``ablate status DIR``: per arm pending / running / done / failed, with failed trials' errors."""
+    p = _Parser(prog=f"ablate {name}", description="Show the progress of an ablation.")
+    p.add_argument("dir")
+    args = p.parse_args(argv)
+    from ablate.orchestrate.status import format_status
+    from ablate.orchestrate.transfer import is_transfer_dir, scale_dirs
+
+    if is_transfer_dir(args.dir):  # a transfer check: each scale's sweep dir in turn
+        for child in scale_dirs(args.dir):
+            print(f"== {child.name} ==\n{format_status(SweepDir.open(child))}")
+        return 0
+    sd = SweepDir.open(args.dir)
+    print(format_status(sd))
+    return 0
+
+
+def cmd_repro(argv: list[str], name: str = "repro") -> int:
+    """``ablate repro DIR [--trial ARM/SEED] [--strong]`` (see :mod:`ablate.orchestrate.repro`).
+
+    Exit code 0 when the checked guarantee holds, 1 when it does not, 2 for bad input.
+    """
+    p = _Parser(prog=f"ablate {name}",
+                description="Re-run one trial from its pins (code snapshot, config, seed, determinism mode, data) "
+                "and check that it reproduces: the final metrics (weak) and, with --strong, every per-step "
+                "fingerprint logged by ablate.log_step. Exit 0 when it holds, 1 when not, 2 for bad input.")
+    p.add_argument("dir", metavar="DIR", help="the ablation's sweep dir")
+    p.add_argument("--trial", metavar="ARM/SEED",
+                   help="the trial to re-run, e.g. control/0 (default: the first completed control trial)")
+    p.add_argument("--strong", action="store_true",
+                   help="also compare per-step fingerprints and name the first step where the runs diverge")
+    args = p.parse_args(argv)
+    from ablate.orchestrate.repro import reproduce
+
+    report = reproduce(args.dir, trial=args.trial, strong=args.strong)
+    print(report.format())
+    return report.exit_code
+
+
+def cmd_track(argv: list[str], name: str = "track") -> int:
+    """``ablate track DIR [tracker=mlflow|wandb] [tracker.<option>=<value> ...]``: log a sweep dir to a tracker.
+
+    Without ``tracker=``, the tracker recorded in the ablation's settings is used. Trials already
+    logged to MLflow are not logged twice; W&B runs keep their ids, so a re-sync updates them.
+    """
+    p = _Parser(prog=f"ablate {name}", description="Log an ablation (trials + verdict) to MLflow or W&B.")
+    p.add_argument("dir")
+    p.add_argument("settings", nargs="*", metavar="tracker=NAME|tracker.OPTION=VALUE")
+    args = p.parse_args(argv)
+    import yaml
+
+    from ablate.trackers import TRACKERS, log_ablation
+
+    sd = SweepDir.open(args.dir)
+    cfg = dict((sd.plan().get("options") or {}).get("tracker") or {})
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not (key == "tracker" or key.startswith("tracker.")):
+            raise ConfigError(f"{item!r} is not tracker=NAME or tracker.OPTION=VALUE", where=f"ablate {name}",
+                              fix="e.g. `ablate track DIR tracker=mlflow tracker.tracking_uri=sqlite:///mlflow.db`")
+        if key == "tracker":
+            cfg = {"name": value} if value != cfg.get("name") else cfg
+        else:
+            cfg[key.removeprefix("tracker.")] = yaml.safe_load(value)
+    if not cfg.get("name"):
+        raise ConfigError("the ablation was run without a tracker and none was given", where="tracker",
+                          fix=f"add tracker=NAME ({', '.join(TRACKERS)}), e.g. "
+                          f"`ablate track {args.dir} tracker=mlflow`")
+    print(log_ablation(sd, cfg))
+    return 0

@@ -1,0 +1,63 @@
+"""The forest plot: Δ vs control with its CI, one row per treatment (the ablation table's primary column).
+
+matplotlib is imported here only, on the Agg canvas without pyplot (no global figure state, no display).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any
+
+#: Marker colour per verdict word.
+COLORS = {"better": "#1a7f37", "worse": "#cf222e", "equivalent": "#0969da", "inconclusive": "#6e7781",
+          "insufficient data": "#afb8c1"}
+
+
+def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
+    """Δ = treatment − control (metric units, raw sign) with its simultaneous CI, one row per treatment.
+
+    Parameters
+    ----------
+    verdict : mapping
+        The verdict with its ``table`` (:func:`ablate.judge.table.build_table`).
+
+    Returns
+    -------
+    bytes or None
+        The PNG, or None when no treatment has a Δ.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    table = verdict["table"]
+    primary = table["primary"]
+    rows = [r for r in table["rows"][1:] if r["cells"][primary].get("delta") is not None]
+    if not rows:
+        return None
+    fig = Figure(figsize=(6.0, 1.2 + 0.45 * len(rows)), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for i, r in enumerate(rows):
+        c = r["cells"][primary]
+        y = len(rows) - 1 - i
+        color = COLORS.get(r["verdict"], "#6e7781")
+        ci = c.get("delta_ci")
+        if ci:
+            ax.plot(ci, [y, y], color=color, linewidth=2)
+        ax.plot([c["delta"]], [y], "o", color=color, markersize=7, label=r["verdict"])
+    ax.axvline(0.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r["arm"] for r in reversed(rows)])
+    levels = table.get("delta_ci_levels") or []
+    lvl = f"{levels[0]:.1%} CI" if len(levels) == 1 else "CI"
+    direction = "higher is better" if table.get("goal") == "maximize" else "lower is better"
+    ax.set_xlabel(f"Δ {primary} vs control, with {lvl} ({direction})")
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles, strict=True))
+    ax.legend(uniq.values(), uniq.keys(), loc="best", fontsize=8, frameon=False)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    fig.subplots_adjust(left=0.28, right=0.97, bottom=max(0.12, 0.5 / (1.2 + 0.45 * len(rows))), top=0.95)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

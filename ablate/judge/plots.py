@@ -1,0 +1,134 @@
+"""PNG plots for verdict.md: per-seed values per arm (mean and CI), and paired differences per treatment.
+
+matplotlib is imported here only, on the Agg canvas without pyplot (no global figure state, no display).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: Figure width in inches per arm, and the bounds.
+_W_PER_ARM, _W_MIN, _W_MAX = 1.1, 4.0, 14.0
+
+
+def _figure(n: int) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(min(_W_MAX, max(_W_MIN, _W_PER_ARM * n + 1.5)), 3.8), dpi=100)
+    fig.subplots_adjust(left=0.14 if n < 4 else 0.09, right=0.98, bottom=0.24, top=0.9)  # fixed: layout engines cost
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _jitter(n: int) -> list[float]:
+    return [0.0] if n <= 1 else [-0.15 + 0.3 * i / (n - 1) for i in range(n)]
+
+
+def _by_value(items: list[Any]) -> list[Any]:
+    """Arms (or comparisons) ordered by the variable's value when every value is a number (lr 0.01, 0.05,
+    0.1, ...), so the axis reads as a dose; else in plan order. The control is labelled wherever it lands."""
+    vals = [it.get("value") for it in items]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+        return [items[i] for i in sorted(range(len(items)), key=lambda i: vals[i])]
+    return list(items)
+
+
+def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
+    """Per-seed values of every arm (dots; failed trials as x at the bottom), with mean and 95% CI, arms ordered
+    by the variable's value (numbers) so the axis reads as a dose.
+
+    Parameters
+    ----------
+    verdict : mapping
+        The verdict content from :func:`ablate.judge.verdict.analyse` (``arms`` with ``values``, ``mean``, ``ci``).
+
+    Returns
+    -------
+    bytes or None
+        The PNG, or None when no arm has a completed value.
+    """
+    arms = verdict["arms"]
+    if not any(a.get("n") for a in arms):
+        return None
+    control = arms[0]["arm"]
+    arms = _by_value(arms)
+    fig = _figure(len(arms))
+    ax = fig.add_subplot()
+    finite = [v for a in arms for v in a["values"].values() if v is not None]
+    low = min(finite) if finite else 0.0
+    for i, a in enumerate(arms):
+        vals = list(a["values"].values())
+        xs = [i + j for j in _jitter(len(vals))]
+        ok = [(x, v) for x, v in zip(xs, vals, strict=True) if v is not None]
+        bad = [x for x, v in zip(xs, vals, strict=True) if v is None]
+        if ok:
+            ax.scatter([x for x, _ in ok], [v for _, v in ok], s=16, alpha=0.6, color="C0", zorder=2)
+        if bad:
+            ax.scatter(bad, [low] * len(bad), marker="x", color="C3", zorder=2, label="failed" if i == 0 else None)
+        if a.get("mean") is not None:
+            ci = a.get("ci")
+            if ci and ci[0] is not None:
+                ax.errorbar([i + 0.3], [a["mean"]], yerr=[[a["mean"] - ci[0]], [ci[1] - a["mean"]]], fmt="o",
+                            color="k", capsize=4, zorder=3)
+            else:
+                ax.plot([i + 0.3], [a["mean"]], "o", color="k", zorder=3)
+    ax.set_xticks(range(len(arms)), [str(a["label"]) + (" (control)" if a["arm"] == control else "") for a in arms],
+                  rotation=20 if len(arms) > 4 else 0)
+    ax.set_ylabel(f"{verdict['metric']} ({verdict['goal']})")
+    ax.set_title("per-seed values; black: mean with 95% CI", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
+    """Paired differences T - C per seed for each paired comparison, sign-normalised (positive = better),
+    with Δ and its CI from the comparison (at the level its decision used), ordered by the variable's value.
+
+    Parameters
+    ----------
+    verdict : mapping
+        The verdict content (``arms`` values by seed, ``comparisons`` with ``pairing``, ``diff``, ``ci``).
+
+    Returns
+    -------
+    bytes or None
+        The PNG, or None when no comparison is paired.
+    """
+    comps = _by_value([c for c in verdict["comparisons"] if c.get("paired")])
+    if not comps:
+        return None
+    sign = 1.0 if verdict["goal"] == "maximize" else -1.0
+    by_arm = {a["arm"]: a["values"] for a in verdict["arms"]}
+    control = by_arm[verdict["arms"][0]["arm"]]
+    fig = _figure(len(comps))
+    ax = fig.add_subplot()
+    for i, c in enumerate(comps):
+        t = by_arm[c["arm"]]
+        diffs = [sign * (t[str(s)] - control[str(s)]) for s in c["pairing"]["seeds"]
+                 if t.get(str(s)) is not None and control.get(str(s)) is not None]
+        ax.scatter([i + j for j in _jitter(len(diffs))], diffs, s=16, alpha=0.6, color="C0", zorder=2)
+        if c.get("diff") is not None:
+            ci = c.get("ci")
+            if ci and ci[0] is not None and math.isfinite(ci[0]):
+                ax.errorbar([i + 0.3], [c["diff"]], yerr=[[c["diff"] - ci[0]], [ci[1] - c["diff"]]], fmt="o",
+                            color="k", capsize=4, zorder=3)
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
+    ax.set_ylabel(f"Δ {verdict['metric']} (positive = better)")
+    from ablate.stats.compare import level_text
+
+    levels = sorted({level_text(c["ci_level"]) for c in comps if c.get("ci_level")})
+    ax.set_title(f"paired differences by seed; black: Δ with its CI ({', '.join(levels) or '95%'}, the level "
+                 "of each decision)", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)

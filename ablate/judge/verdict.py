@@ -1,0 +1,639 @@
+"""The verdict: statistics per treatment against control, confounds, verdict.json, verdict.md and plots.
+
+Reads only the sweep dir (plan, trial records, manifests), so ``ablate verdict DIR`` can recompute it with
+new options (alpha, margin, multiplicity, pairing) without touching a trial. The numbers come from
+:mod:`ablate.stats`; the layout of verdict.md from :mod:`ablate.judge.report`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+from ablate.record.sweepdir import SweepDir, read_json, write_atomic, write_json
+
+if TYPE_CHECKING:
+    from ablate.record.verdict_key import TrialDigest
+
+#: Statuses of trials that have not finished (left out of the statistics, reported as pending).
+UNFINISHED = ("pending", "running", "interrupted")
+#: Seed for Dunnett's quasi-Monte-Carlo integration, so a recomputed verdict is identical.
+VERDICT_RNG_SEED = 20240917
+#: Plan options that ``ablate verdict DIR --...`` may override.
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """The verdict's settings: ``plan["options"]`` overridden by ``ablate verdict DIR --...``."""
+
+    alpha: float = 0.05
+    margin: float | str | None = None
+    pairing: str = "auto"
+    multiplicity: str = "holm"
+    sequential: str = "off"
+    looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
+    family: str = "suite"
+    against: str | None = None
+
+
+def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
+    """Validated verdict options from the plan and the overrides.
+
+    Raises
+    ------
+    ConfigError
+        When an option or override is invalid (names it and how to fix it).
+    """
+    from ablate.orchestrate.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, _choice, _number, parse_margin
+
+    o = dict(plan.get("options") or {})
+    for k, v in (overrides or {}).items():
+        if v is not None and k in VERDICT_OVERRIDES:
+            o[k] = v
+    looks = o.get("looks") or [5, 10, 15, 20]
+    return VerdictOptions(
+        alpha=float(_number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
+        margin=parse_margin(o.get("margin")),
+        pairing=_choice(o.get("pairing", "auto"), PAIRING, "pairing"),
+        multiplicity=_choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
+        sequential=_choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
+        looks=[int(x) for x in looks],
+        family=_choice(o.get("family", "suite"), FAMILIES, "family"),
+        against=None if o.get("against") is None else str(o["against"]),
+    )
+
+
+@dataclass
+class ArmData:
+    """One arm's finished trials: seed -> value (NaN for a failed trial), statuses, errors."""
+
+    name: str
+    label: str
+    value: Any
+    values: dict[int, float]
+    statuses: Counter[str]
+    pending: int
+    errors: dict[int, str]
+
+
+def arm_data(plan: Mapping[str, Any], rows: list[dict[str, Any]], metric: str) -> dict[str, ArmData]:
+    """Group :func:`ablate.record.results.collect` rows by arm. A finished trial without a finite metric is failed."""
+    out: dict[str, ArmData] = {}
+    for a in plan["arms"]:
+        out[a["name"]] = ArmData(a["name"], str(a.get("label", a["name"])), a.get("value"), {}, Counter(), 0, {})
+    for r in rows:
+        d = out[r["arm"]]
+        status = str(r["status"])
+        if status in UNFINISHED:
+            d.pending += 1
+            continue
+        v = r.get(metric)
+        ok = status == "ok" and isinstance(v, int | float) and math.isfinite(v)
+        if status == "ok" and not ok:
+            status = "failed"
+        d.statuses[status] += 1
+        d.values[int(r["seed"])] = float(v) if ok else math.nan  # type: ignore[arg-type]
+        if not ok:
+            d.errors[int(r["seed"])] = str(r.get("error") or f"no finite `{metric}` in the result")
+    return out
+
+
+# -- sequential mode ---------------------------------------------------------------------------------
+def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions
+                     ) -> dict[str, dict[str, Any]]:
+    """Replay the looks on the trials on disk: where each treatment stopped (or how far it got).
+
+    Returns
+    -------
+    dict
+        treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
+        "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
+    """
+    from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
+    from ablate.stats.core import BETTER, EQUIVALENT, WORSE
+
+    seeds, looks = list(plan["seeds"]), opts.looks
+    names = [a["name"] for a in plan["arms"]]
+    control, treatments = data[names[0]], names[1:]
+    m = max(1, len(treatments))
+    planned = planned_look_levels(looks, opts.alpha / m)
+    goal = plan.get("goal", "maximize")
+    out: dict[str, dict[str, Any]] = {}
+    for name in treatments:
+        arm = data[name]
+        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None}
+        fractions: list[float] = []
+        for k, n_k in enumerate(looks):
+            sk = seeds[:n_k]
+            if any(s not in arm.values or s not in control.values for s in sk):
+                break
+            pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
+                              pairing=opts.pairing, n_design=n_k, level=planned[k])  # the look's planned N, level
+            fin_t = [v for v in pr.treatment if not math.isnan(v)]
+            fin_c = [v for v in pr.control if not math.isnan(v)]
+            if pr.paired:
+                n_t = n_c = sum(1 for x, y in zip(pr.treatment, pr.control, strict=True)
+                                if not (math.isnan(x) or math.isnan(y)))
+            else:
+                n_t, n_c = len(fin_t), len(fin_c)
+            last = k == len(looks) - 1
+            fractions.append(1.0 if last else max(1e-6, information_fraction(n_t, n_c, looks[-1], paired=pr.paired)))
+            fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
+            b = boundaries(fixed, alpha=opts.alpha / m)
+            thr = max(b.nominal_p[-1], 1e-300)
+            res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
+                               margin=opts.margin, n_comparisons=m, p_threshold=thr)
+            st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
+                  "z": b.z[-1]}
+            if int(res.verdict[0]) in (BETTER, WORSE, EQUIVALENT):
+                st["stopped"] = True
+                break
+        out[name] = st
+    return out
+
+
+def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
+    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
+    data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    from ablate.stats import boundaries
+
+    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
+
+
+def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
+    """Launch rounds for ``sequential=group``: a generator the orchestrator iterates.
+
+    Yields ``(seeds, arms)`` for each look: the first ``looks[k]`` seeds of the seed list, for the control
+    and every treatment still running. When the orchestrator resumes it (those trials have run), the
+    looks are replayed from the trial records (:func:`sequential_state`) and every treatment that crossed
+    its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
+    while any treatment does. Never re-tests after every seed: only at the planned looks.
+    """
+    from ablate.record.results import collect
+
+    opts = resolve_options(plan)
+    names = [a["name"] for a in plan["arms"]]
+    active = names[1:]
+    for k, n_k in enumerate(opts.looks):
+        yield list(plan["seeds"][:n_k]), [names[0], *active]
+        states = sequential_state(plan, arm_data(plan, collect(sd, dict(plan)), plan["metric"]), opts)
+        active = [a for a in active if not (states[a]["stopped"] and states[a]["look"] is not None
+                                            and states[a]["look"] <= k)]
+        if not active:
+            return
+
+
+# -- the verdict --------------------------------------------------------------------------------------
+def _jsonable(obj: Any) -> Any:
+    """Dataclasses, tuples, numpy scalars -> JSON types; NaN/inf -> None."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(asdict(obj))
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    try:
+        f = float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+    if float(f).is_integer() and type(obj).__name__.startswith("int"):
+        return int(f)
+    return f if math.isfinite(f) else None
+
+
+#: The libraries the verdict's numbers come from (statsmodels no longer: see ablate.stats.power.t_power).
+VERDICT_LIBRARIES = ("numpy", "scipy")
+
+
+def _versions() -> dict[str, str]:
+    """ablate's, Python's and :data:`VERDICT_LIBRARIES`' versions, read from the installed distributions'
+    metadata (``importlib.metadata``): nothing is imported to read them."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ablate import __version__
+
+    out = {"ablate": __version__, "python": platform.python_version()}
+    for p in VERDICT_LIBRARIES:
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOptions) -> dict[str, Any]:
+    """The verdict's content (the future verdict.json) from the plan and the trial rows; no I/O.
+
+    Returns
+    -------
+    dict
+        ``metric``, ``goal``, ``alpha``, ``options``, ``arms`` (per-arm statistics and values by seed),
+        ``comparisons`` (one per treatment: verdict, reason, every number of :class:`ablate.stats.Comparison`,
+        seed advice, failures, flags, pairing and sequential details), ``invalid`` and ``invalid_reasons``.
+    """
+    import numpy as np
+
+    from ablate.orchestrate.suite import families, suite_summary
+    from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
+
+    metric, goal = plan["metric"], plan.get("goal", "maximize")
+    data = arm_data(plan, rows, metric)
+    names = [a["name"] for a in plan["arms"]]
+    control = data[names[0]]
+    treatments = names[1:]
+    fams = families(plan, opts.family)  # one family, or one per variable of a suite (family=variable)
+    m_of = {name: len(f) for f in fams for name in f}
+    m = max(1, len(treatments))
+    arms_out = []
+    invalid_reasons: list[str] = []
+    for name in names:
+        d = data[name]
+        seeds = sorted(d.values)
+        s = summarize([d.values[k] for k in seeds], seeds=seeds)
+        total = s.n + s.n_failed
+        if total and s.n_failed / total > 0.5:
+            invalid_reasons.append(f"{s.n_failed} of {total} trials failed in arm {d.label} (more than half)")
+        arms_out.append({"arm": name, "label": d.label, "value": d.value, **_jsonable(s), "pending": d.pending,
+                         "statuses": dict(d.statuses), "values": {str(k): _jsonable(d.values[k]) for k in seeds},
+                         "errors": {str(k): v for k, v in d.errors.items()}})
+    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
+    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    comps, pairings = [], []
+    for i, name in enumerate(treatments):
+        t_vals, c_vals = data[name].values, control.values
+        thr = None
+        n_design = len(plan["seeds"])  # the planned N: fixed before any outcome, so the pairing rule may use it
+        if seq:
+            st = seq[name]
+            n_use = st["n"] if st["look"] is not None else len(plan["seeds"])
+            keep = set(plan["seeds"][:n_use])
+            t_vals = {k: v for k, v in t_vals.items() if k in keep}
+            c_vals = {k: v for k, v in c_vals.items() if k in keep}
+            thr = max(st["threshold"], 1e-300) if st["threshold"] is not None else None
+            n_design = n_use
+            look = st["look"] if st["look"] is not None else len(opts.looks) - 1
+            level = planned_look_levels(opts.looks, opts.alpha / m)[look]  # the level that look tests at
+        else:
+            level = opts.alpha / m_of[name]
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level)
+        pairings.append(pr)
+        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
+                             margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
+                             p_threshold=thr, pair_from=pr.pair_from))
+    fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
+    for fam in fams if not seq else []:
+        if len(fam) < 2:
+            continue
+        idx = [treatments.index(n) for n in fam]
+        fin = [np.asarray([v for v in data[n].values.values() if not math.isnan(v)]) for n in fam]
+        adjusted = adjust_comparisons([comps[i] for i in idx], opts.multiplicity, treatments=fin, control=fin_c,
+                                      rng=np.random.default_rng(ss[-1]))
+        for i, c in zip(idx, adjusted, strict=True):
+            comps[i] = c
+    comparisons = []
+    arm_variable = {a["name"]: a["variable"] for a in plan["arms"] if a.get("variable")}
+    for name, c, pr in zip(treatments, comps, pairings, strict=True):
+        rec = {"arm": name, "label": data[name].label, "value": data[name].value, **_jsonable(c)}
+        if name in arm_variable:
+            rec["variable"] = arm_variable[name]
+        rec.pop("data_flags", None)
+        rec.pop("insufficient_code", None)
+        rec["seed_advice"] = rec.pop("seeds")
+        if c.seeds is not None:
+            rec["seed_advice"]["message"] = c.seeds.message()
+        rec["failures"]["message"] = c.failures.message() if c.failures else None
+        rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
+                          "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
+                          "seeds": list(pr.seeds)}
+        if seq:
+            st = seq[name]
+            rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
+                                 "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
+                                                                   and st["look"] < len(opts.looks) - 1),
+                                 "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
+                                 "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
+                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
+            rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
+        comparisons.append(rec)
+    return {
+        "metric": metric, "goal": goal, "alpha": opts.alpha,
+        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
+        "seed_note": plan.get("seed_note"),
+        "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
+        "arms": arms_out, "comparisons": comparisons,
+        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": _versions(),
+        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+    }
+
+
+def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
+    if st["look"] is None:
+        return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
+    if st["stopped"]:
+        return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
+    if st["look"] < len(opts.looks) - 1:
+        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm)"
+    return (f"reached the last look (N = {st['n']}) without crossing the boundary"
+            + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
+
+
+#: Where ``ablate verdict DIR --alpha ...`` remembers its options (those in VERDICT_OVERRIDES).
+VERDICT_OPTIONS = "verdict_options.json"
+
+
+def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: Mapping[str, Any]
+                        ) -> list[dict[str, Any]]:
+    """The verdict options that differ from the defaults, each with where it came from.
+
+    Parameters
+    ----------
+    opts : VerdictOptions
+        The options the verdict used.
+    given, saved : mapping
+        Options given to this ``ablate verdict`` call, and those remembered in verdict_options.json.
+
+    Returns
+    -------
+    list of dict
+        ``{"option", "value", "default", "source"}``; ``source`` is ``"given now"``, ``"remembered"`` (from an
+        earlier ``ablate verdict --...``; clear with ``--reset``) or ``"ablation config"``.
+    """
+    default = asdict(VerdictOptions())
+    out = []
+    for k, v in asdict(opts).items():
+        if v == default[k]:
+            continue
+        src = "given now" if k in given else "remembered" if k in saved else "ablation config"
+        out.append({"option": k, "value": _jsonable(v), "default": _jsonable(default[k]), "source": src})
+    return out
+
+
+def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
+                  rows: list[dict[str, Any]] | None = None, *, write: bool = True,
+                  plots_later: bool = False, digest: TrialDigest | None = None) -> dict[str, Any]:
+    """Compute the verdict from the trial records in ``sd`` and write verdict.json, verdict.md, then the plots.
+
+    The text comes first: verdict.json and verdict.md are written with the plots marked as being drawn
+    (``plots: {"pending": true}``), then :func:`draw_plots` draws the PNGs and rewrites both files to show
+    them (or the error that stopped one). The caller holds the sweep dir's lock.
+
+    Parameters
+    ----------
+    sd : SweepDir
+        The sweep dir (its ``ablation.yaml``, trial records and manifests are read; trials are untouched).
+    overrides : mapping, optional
+        ``alpha``, ``margin``, ``multiplicity``, ``pairing`` replacing the plan's options; ``plots=False``
+        skips the PNG plots. Statistical overrides are remembered in ``verdict_options.json`` and
+        applied to every later verdict of this sweep dir (``ablate resume`` included) until replaced;
+        ``reset=True`` forgets the remembered ones first (``margin="none"`` clears a margin). The options
+        that differ from the defaults, and where each came from, are in ``non_default_options``.
+    rows : list of dict, optional
+        The trial rows :func:`ablate.record.results.write_results` just collected (each record is then read
+        once); default: collected here.
+    write : bool
+        False: compute and return the verdict without writing any file (no plots); for a reader that
+        does not hold the sweep dir's lock (``ablate verdict`` while the ablation runs).
+    plots_later : bool
+        True: write the text with the plots pending and return; the caller draws them
+        (``ablate verdict``: :func:`draw_plots_in_background`, so the command returns with the text).
+    digest : TrialDigest, optional
+        Fed the bytes of every result.json (by whoever collected ``rows``, given the same digest) and
+        every manifest.json (here): the verdict's reuse key is then recorded in ``.verdict_key.json``
+        (:mod:`ablate.record.verdict_key`), so ``ablate verdict`` with unchanged inputs reprints it. Without
+        it, any recorded key is removed.
+
+    Returns
+    -------
+    dict
+        The content of verdict.json.
+
+    Raises
+    ------
+    ConfigError
+        When an option or override is invalid.
+    SweepDirError
+        When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
+    """
+    from ablate.judge.report import render_markdown
+    from ablate.trials.trial import load_plan
+
+    plan = load_plan(sd)
+    saved_file = sd.root / VERDICT_OPTIONS
+    reset = bool((overrides or {}).get("reset"))
+    saved = {} if reset else read_saved_options(sd, plan)  # --reset clears even a corrupt file
+    given = {k: v for k, v in (overrides or {}).items() if k in VERDICT_OVERRIDES}
+    opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
+    if not write:
+        verdict = _assemble(sd, plan, opts, rows, plots=False, write=False)
+        verdict["non_default_options"] = non_default_options(opts, given, saved)
+        return verdict
+    if reset and saved_file.exists() and not given:
+        saved_file.unlink()
+    if (given or reset) and {**saved, **given}:
+        write_json(saved_file, {**saved, **given})
+    plots = (overrides or {}).get("plots", True) is not False
+    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)
+    verdict["non_default_options"] = non_default_options(opts, given, saved)
+    write_json(sd.verdict_json, verdict)
+    write_atomic(sd.verdict_md, render_markdown(verdict))
+    from ablate.record.results import write_summary
+    from ablate.record.verdict_key import combine, context, record
+
+    write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
+    record(sd, combine(context(sd, plan, dict(overrides or {})), digest.hexdigest()) if reusable else None)
+    if plots and not plots_later:
+        verdict = draw_plots(sd, verdict)
+    return verdict
+
+
+def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Draw the verdict's PNGs (values, paired differences, forest) and rewrite verdict.json and verdict.md
+    to show them; a plot that fails is reported in its place (``plots.error`` / ``plots.forest_error``,
+    and "Not drawn: ..." in verdict.md), never silently dropped. The caller holds the sweep dir's lock.
+
+    Parameters
+    ----------
+    sd : SweepDir
+    verdict : dict, optional
+        The verdict just written; default: read from verdict.json (the background process of
+        :func:`draw_plots_in_background`). The plots are drawn from its JSON values either way.
+
+    Returns
+    -------
+    dict
+        The verdict with ``plots`` filled in, as now on disk.
+    """
+    from ablate.judge.report import render_markdown
+    from ablate.judge.table import write_forest
+    from ablate.record.verdict_key import outputs_recorded
+
+    verdict = read_json(sd.verdict_json) if verdict is None else verdict
+    verdict["plots"] = _write_plots(sd, verdict)
+    write_forest(sd, verdict)
+    write_json(sd.verdict_json, verdict)
+    write_atomic(sd.verdict_md, render_markdown(verdict))
+    outputs_recorded(sd)  # the reuse key now names these files' digests
+    return verdict
+
+
+def draw_plots_in_background(sd: SweepDir) -> int | None:
+    """Draw the plots of the verdict just written in a detached process, which inherits the sweep dir's lock.
+
+    ``ablate verdict`` returns as soon as the text is written; the child (``python -m ablate.judge.plots_child``,
+    started through ``/bin/sh -c '... &'`` so that it is detached) holds the lock without a gap
+    (:meth:`SweepDir.hand_over_lock`), so no other ablate process writes the sweep dir meanwhile: they wait
+    for it (a second or two, see :meth:`SweepDir.try_acquire`), and ``SweepDir.acquire()`` is how a
+    script waits for the PNGs. The
+    child's stderr goes to ``plots.log``, removed when it succeeds; a crash leaves it, and verdict.md's
+    Plots section then still says they are being drawn and points to it. A plot that merely fails is
+    reported in verdict.md like a synchronous one (:func:`draw_plots`).
+
+    Parameters
+    ----------
+    sd : SweepDir
+        Its lock is held by this process; afterwards it is not (the child holds it, or it was released).
+
+    Returns
+    -------
+    int or None
+        The child's pid; None when it could not be started, in which case the plots were drawn here.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from ablate.record.sweepdir import PLOTS_LOG
+
+    fd = sd.hand_over_lock()
+    # `sh -c 'python ... &'` detaches the child (new session, reparented to init when sh exits), so no
+    # zombie is left in a long-lived caller and the child outlives `ablate verdict`
+    # (its stdout must not be sh's, a pipe this process reads to its end: that would wait for the child)
+    script = '"$0" -m ablate.judge.plots_child "$1" "$2" </dev/null >/dev/null & echo $!'
+    try:
+        with open(sd.root / PLOTS_LOG, "wb") as log:
+            sh = subprocess.run(["/bin/sh", "-c", script, sys.executable, str(sd.root.absolute()), str(fd)],
+                                pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                                start_new_session=True, cwd=os.getcwd(), check=True, text=True)
+        pid = int(sh.stdout.strip())
+    except (OSError, ValueError, subprocess.CalledProcessError):  # no process started: draw them here
+        draw_plots(sd)
+        sd.clean_debris()
+        (sd.root / PLOTS_LOG).unlink(missing_ok=True)
+        sd.forget_lock()  # closed as the child would: no empty holder line while waiters look
+        return None
+    sd.forget_lock()
+    return pid
+
+
+def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The verdict options remembered in ``verdict_options.json`` (empty when there is none).
+
+    Raises
+    ------
+    SweepDirError
+        When the file is not a JSON object of known, valid options (a truncated or hand-edited file):
+        never ignored, since the remembered options change the verdict (an alpha of 0.01 silently
+        becoming 0.05 can flip it). The message names the file and the way out.
+    """
+    from ablate.errors import ConfigError, SweepDirError
+
+    path = sd.root / VERDICT_OPTIONS
+    fix = (f"restore it, or delete it (`rm {path}`) to use the ablation's own options, then set them again "
+           f"with `ablate verdict {sd.root} --alpha A ...`")
+    try:
+        saved = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as exc:
+        raise SweepDirError(f"is not valid JSON ({str(exc).splitlines()[0]})", where=str(path), fix=fix) from None
+    except UnicodeDecodeError as exc:
+        raise SweepDirError(f"is not text ({exc.reason})", where=str(path), fix=fix) from None
+    if not isinstance(saved, dict):
+        raise SweepDirError(f"holds a {type(saved).__name__}, not an object of verdict options", where=str(path),
+                            fix=fix)
+    unknown = sorted(set(saved) - set(VERDICT_OVERRIDES))
+    if unknown:
+        raise SweepDirError(f"has unknown option(s) {', '.join(map(repr, unknown))} (known: "
+                            f"{', '.join(VERDICT_OVERRIDES)})", where=str(path), fix=fix)
+    try:
+        resolve_options(plan, saved)
+    except ConfigError as exc:
+        raise SweepDirError(f"holds an invalid option: {exc}", where=str(path), fix=fix) from None
+    return saved
+
+
+def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows: list[dict[str, Any]] | None, *,
+              plots: bool, write: bool = True, digest: TrialDigest | None = None) -> dict[str, Any]:
+    """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
+    ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
+    from ablate.judge.confounds import check, config_drift
+    from ablate.record.results import collect, iter_manifests
+
+    rows = collect(sd, plan, digest) if rows is None else rows
+    verdict = analyse(plan, rows, opts)
+    used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
+    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
+        from ablate.orchestrate.suite import suite_confounds
+        from ablate.record.results import read_manifests
+
+        manifests = read_manifests(sd, plan, digest)
+        confounds = check(plan, manifests, used)
+        per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+        if per_arm:
+            confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
+    else:
+        confounds = check(plan, iter_manifests(sd, plan, digest), used)  # one manifest in memory at a time
+    pins = plan.get("pins", {})
+    if confounds["invalid"]:
+        verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
+    verdict.update(invalid=bool(verdict["invalid_reasons"]), dirty=confounds["dirty"],
+                   pins={"code": pins.get("code"), "data": pins.get("data"), "environment": pins.get("environment")},
+                   confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
+    if write:
+        verdict["plots"] = {"pending": True} if plots else {}  # drawn after the text: draw_plots
+        from ablate.judge.table import write_tables
+
+        write_tables(sd, plan, rows, verdict)
+    else:  # a reader without the lock: the table in the verdict, no file written
+        from ablate.judge.table import build_table
+
+        verdict["plots"] = {}
+        verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
+    if opts.against:
+        from ablate.judge.against import compare_sweeps
+
+        verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
+    return verdict
+
+
+def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
+    """Write the PNG plots; returns name -> file name (relative to the sweep dir). Plot errors never fail the
+    verdict: they are reported in its place."""
+    from ablate.judge.plots import paired_plot, values_plot
+
+    out: dict[str, str] = {}
+    try:
+        png = values_plot(verdict)
+        if png is not None:
+            write_atomic(sd.plot("values"), png)
+            out["values"] = sd.plot("values").name
+        png = paired_plot(verdict)
+        if png is not None:
+            write_atomic(sd.plot("paired"), png)
+            out["paired"] = sd.plot("paired").name
+        elif sd.plot("paired").exists():
+            sd.plot("paired").unlink()
+    except Exception as exc:  # a plotting failure must not cost the verdict
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

@@ -1,0 +1,551 @@
+"""Orchestration: plan -> pin -> launch -> collect -> judge, every step reading and writing the sweep dir.
+
+The orchestrating process holds no state that is not on disk: :func:`execute` works out what is
+left to do from the trial records alone, so it serves a fresh ablation, ``ablate resume`` after a
+crash, and ``ablate collect`` after a detached SLURM submission alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import AblationFailed, ConfigError, PinError
+from ablate.orchestrate.options import Options, parse_options
+from ablate.plan.arms import Plan, describe, make_plan, parse_variable
+from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
+from ablate.trials.launchers import TrialRef, get_launcher
+
+Composer = Callable[[str], Mapping[str, Any]]
+#: The sweep dir this process is working on (for the Ctrl-C message); None before one exists.
+CURRENT_SWEEP_DIR: str | None = None
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_variables: list[str] | None = None,
+            compose: Composer | None = None, choices: Mapping[str, Any] | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> tuple[Plan, Options]:
+    """Validate options and derive the plan from a composed config (plain container, no ``hydra``).
+
+    An ``app`` task's own config is composed and attached first (:func:`ablate.trials.tasks.app.attach`);
+    ``${now:}`` is frozen once; ``???`` values are refused, naming the key.
+
+    Raises
+    ------
+    ConfigError, PlanError
+        For any invalid setting or an unprovable treatment; nothing has been written yet.
+    """
+    cfg = {k: v for k, v in cfg.items() if k != "hydra"}
+    cfg, compose, choices = _attach_task(cfg, compose, choices, cwd)
+    opts = parse_options(cfg)
+    opts.seeds = script_seeds(cfg, opts.seeds)
+    launcher = get_launcher(opts.launcher)  # validates launcher options before anything else happens
+    if not opts.wait and not launcher.detachable:
+        raise ConfigError(f"launcher={launcher.name} runs trials in this process's children, so it cannot detach",
+                          where="wait", fix="use `launcher=slurm` to submit and exit, or drop `wait=false`")
+    variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
+    from ablate.plan.hydra_semantics import trial_hydra
+
+    with trial_hydra(PLAN_RUN_DIR, cfg.get("task")):  # `${hydra:...}` as in a trial, its run dir a placeholder
+        plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
+    return plan, opts
+
+
+#: What ``${hydra:runtime.output_dir}`` reads at plan time (each trial reads its own run dir).
+PLAN_RUN_DIR = "<trial dir>/run"
+#: The verdict's note on the seed list of an ``fn`` task.
+FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
+#: The verdict's note on the seed list of a task whose script seeds itself.
+SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it receives, and scripts that seed only "
+                    "`if cfg.get(\"seed\")` treat 0 (like null) as no seed")
+
+
+def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
+                 cwd: str | os.PathLike[str] | None) -> tuple[dict[str, Any], Any, Any]:
+    """Attach an app's composed config; freeze ``${now:}``; refuse ``???`` values (any task form)."""
+    from ablate.plan.hydra_semantics import freeze_now, missing_keys
+    from ablate.trials.tasks.base import form_of
+
+    task = cfg.get("task")
+    if isinstance(task, Mapping) and task.get("app"):
+        form_of(task)  # one form only
+        from ablate.trials.tasks.app import attach
+
+        cfg, compose, choices = attach(cfg, compose, choices, cwd or os.getcwd())
+    else:
+        import copy
+
+        cfg = copy.deepcopy(cfg)
+        freeze_now(cfg)
+        missing = missing_keys(cfg)
+        if missing:
+            raise ConfigError(f"{', '.join(missing[:10])} {'is' if len(missing) == 1 else 'are'} ??? (a mandatory "
+                              "value, not set)", where=missing[0],
+                              fix=f"give it a value in its config file or as an override: `{missing[0]}=<value>`")
+    return cfg, compose, choices
+
+
+def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
+    """The seed list of a task whose script seeds itself (``command``, ``app``): never seed 0.
+
+    ``seeds=N`` means 1..N for these forms (0..N-1 for ``fn``, which ablate seeds itself). An explicit
+    list holding 0 is refused.
+
+    Raises
+    ------
+    ConfigError
+        An explicit seed list with 0.
+    """
+    from ablate.trials.tasks.base import is_script_form
+
+    task = cfg.get("task")
+    if not isinstance(task, Mapping) or not is_script_form(task) or 0 not in seeds:
+        return seeds
+    if isinstance(cfg.get("seeds"), list | tuple):
+        raise ConfigError(f"lists seed 0, which scripts that seed only `if cfg.get('seed')` read as no seed, so "
+                          f"that trial would run unseeded: {list(seeds)}", where="seeds",
+                          fix="start the seed list at 1, e.g. `seeds=[1,2,3]` (or `seeds=3`, which means 1..3 for a "
+                          "script task)")
+    return [s + 1 for s in seeds]
+
+
+def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
+    """The content of ``ablation.yaml``."""
+    from ablate import __version__
+    from ablate.orchestrate.suite import suite_record
+    from ablate.plan.arms import resolve
+    from ablate.plan.hydra_semantics import trial_hydra
+    from ablate.trials.tasks.base import is_script_form
+
+    control_task = plan.control.config.get("task") or {}
+    return {**suite_record(plan),
+        "ablate_version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "variable": {"name": plan.variable.name, "key": plan.variable.key,
+                     "values": list(plan.variable.values), "is_group": plan.variable.is_group},
+        "metric": opts.metric,
+        "goal": opts.goal,
+        "seeds": plan.seeds,
+        "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
+        "per_trial": sorted(_per_trial_keys(plan)),
+        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
+        "options": opts.record(),
+        "project": {"cwd": cwd},
+        "pins": dict(pins),
+        "arms": [
+            {"name": a.name, "label": a.label, "value": a.value, **({"variable": a.variable} if a.variable else {}),
+             "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived,
+             **({"presence": a.presence} if a.presence else {}), "config": a.config,
+             "resolved": _resolve_at_plan(resolve, trial_hydra, a.config, control_task)}
+            for a in plan.arms
+        ],
+    }
+
+
+def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any], config: dict[str, Any],
+                     task: Mapping[str, Any]) -> dict[str, Any]:
+    with trial_hydra(PLAN_RUN_DIR, task):
+        return resolve(config)
+
+
+def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
+    """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
+    task = plan.control.config.get("task") or {}
+    if not task.get("app"):
+        return []
+    from ablate.trials.tasks.app import config_location, settings
+
+    return [str(config_location(settings(task), cwd)[0])]
+
+
+def _per_trial_keys(plan: Plan) -> set[str]:
+    """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
+    from ablate.plan.app_config import APP_NODE, app_params
+    from ablate.plan.hydra_semantics import per_trial_keys
+
+    cfg = plan.control.config
+    keys = per_trial_keys(cfg)
+    params = app_params(cfg)
+    if params is not None:
+        keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
+        seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
+        if seed_key:
+            keys.add(f"{APP_NODE}.{seed_key}")
+    return keys
+
+
+def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variable_name: str | None,
+           available_variables: list[str] | None = None, compose: Composer | None = None,
+           cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
+           config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None,
+           prepared: tuple[Plan, Options] | None = None) -> SweepDir | None:
+    """Plan and pin an ablation and write its sweep dir (``ablation.yaml`` + code snapshot); run nothing.
+
+    Parameters
+    ----------
+    cfg : mapping
+        The composed config as a plain container (interpolations unresolved).
+    sweep_dir : path-like
+        Where to create the sweep dir (made unique with a ``_1`` ... suffix if taken).
+    variable_name : str or None
+        The chosen ``variable`` option (for messages and the default sweep-dir name).
+    available_variables : list of str, optional
+        Options of the ``variable`` group, listed when none is chosen.
+    compose : callable, optional
+        ``compose(override) -> config`` for config-group variables.
+    cwd : path-like, optional
+        The project directory (default: the current directory).
+    out : callable
+        Where to print the plan of a dry run (the CLI passes ``print``).
+    config_dirs : list of str, optional
+        The project's config dirs; their files are hashed so ``ablate verdict`` can report drift.
+    choices : mapping, optional
+        The chosen option of each config group (names the control of a group variable).
+    prepared : (Plan, Options), optional
+        An already derived plan (a suite, :func:`ablate.orchestrate.suite.prepare_suite`); ``cfg`` is then not
+        planned again.
+
+    Returns
+    -------
+    SweepDir or None
+        The new sweep dir, or None for ``dry_run`` (the plan is printed instead).
+
+    Raises
+    ------
+    UserError
+        Invalid input, a dirty tree, unpinnable data: nothing is created.
+    """
+    from ablate.judge.confounds import hash_config_files
+    from ablate.pin import pins as pins_mod
+
+    cwd = str(Path(cwd or os.getcwd()).absolute())
+    plan, opts = prepared or prepare(cfg, variable_name=variable_name, available_variables=available_variables,
+                                     compose=compose, choices=choices, cwd=cwd)
+    launcher = get_launcher(opts.launcher)
+    data_paths = _data_paths(plan)
+    if opts.dry_run:
+        # Cheap checks only, each shown: the task's function (parsed, not imported), the data paths
+        # (present; DVC hashes them when the run starts, so no DVC repo is opened here), the commit.
+        _check_task(plan, cwd)
+        for path in data_paths:
+            if not (Path(cwd) / path).exists():
+                raise PinError(f"{path} does not exist under {cwd}", where="task.data",
+                               fix="fix the path in `task.data` (relative to the project root), or restore the file")
+        code = pins_mod.pin_code(cwd, allow_dirty=True)
+        out(_describe(plan))
+        from ablate.trials.tasks.base import form_of, get_form
+
+        for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
+            out(line)
+        out(f"  launcher: {launcher.describe()}")
+        dirty = ""
+        if code["dirty"]:
+            dirty = f" (dirty: {', '.join(code['dirty_files'][:5])}"
+            dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
+                      else "; the run will refuse: commit, or allow_dirty=true)")
+        out(f"  code: commit {code['commit'][:12]}{dirty}")
+        from ablate.pin import ignored
+
+        tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
+        if unpinned:
+            out("  " + ignored.warning(unpinned, tree).removeprefix("ablate: "))
+        for path in data_paths:
+            out(f"  data: {path} (present; hashed and checked against DVC when the run starts)")
+        out("dry run: nothing launched")
+        return None
+    # Check everything that can fail on the user's input before creating the sweep dir.
+    _check_task(plan, cwd)
+    if not str(sweep_dir).strip():
+        raise ConfigError("is empty", where="hydra.sweep.dir",
+                          fix="give a directory, e.g. `hydra.sweep.dir=outputs/run1`")
+    launcher.check(opts.record())
+    code = pins_mod.pin_code(cwd, allow_dirty=opts.allow_dirty)
+    data = pins_mod.pin_data(data_paths, cwd)
+    target = Path(sweep_dir)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{target} exists and is a file", where="hydra.sweep.dir",
+                          fix="give a directory path, e.g. `hydra.sweep.dir=outputs/run1`")
+    sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
+    if sd.root.name != target.name:
+        _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
+    _warn_if_tracked(sd, code)
+    from ablate.pin import ignored
+
+    tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"], outputs=[sd.root])
+    if unpinned:
+        code["ignored_files"] = unpinned
+        _log(ignored.warning(unpinned, tree))
+    code = pins_mod.snapshot_code(code, sd, data_paths)
+    env = pins_mod.capture_environment()
+    pins = {"code": code, "data": data, "environment": env,
+            "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
+    record = plan_record(plan, opts, pins, cwd=cwd)
+    write_atomic(sd.plan_file, dump_yaml(record), durable=True)
+    _log(f"ablate: sweep dir {sd.root}")
+    _log(_describe(plan))
+    return sd
+
+
+def _describe(plan: Plan) -> str:
+    from ablate.orchestrate.suite import SuitePlan, describe_suite
+
+    return describe_suite(plan) if isinstance(plan, SuitePlan) else describe(plan)
+
+
+def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwargs: Any) -> SweepDir | None:
+    """Plan, pin and run an ablation (:func:`create`, then :func:`execute`); returns its sweep dir
+    (None for ``dry_run``).
+
+    Raises
+    ------
+    UserError
+        Invalid input (nothing is created or launched).
+    AblationFailed
+        The ablation was aborted (``on_failure=abort``).
+    """
+    sd = create(cfg, out=out, **kwargs)
+    if sd is not None:
+        from ablate.trials.trial import load_plan
+
+        execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True))
+    return sd
+
+
+def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
+    """Warn when the sweep dir is inside the git tree and not ignored: the next ablation would find
+    the tree dirty (untracked files) and refuse to start."""
+    import subprocess
+
+    root = Path(code["root"]).resolve()
+    try:
+        sd.root.resolve().relative_to(root)
+    except ValueError:
+        return
+    proc = subprocess.run(["git", "check-ignore", "-q", str(sd.root)], cwd=root, capture_output=True, check=False)
+    if proc.returncode == 1:
+        rel = sd.root.resolve().relative_to(root)
+        _log(f"ablate: warning: the sweep dir {rel} is inside the git tree and not ignored; the next ablation "
+             f"would refuse the dirty tree. Add `{rel.parts[0]}/` to .gitignore")
+
+
+def _check_task(plan: Plan, cwd: str) -> None:
+    from ablate.trials.tasks.base import form_of, get_form
+
+    get_form(form_of(plan.control.config.get("task") or {})).check(plan, cwd)
+
+
+def _data_paths(plan: Plan) -> list[str]:
+    task = plan.control.config.get("task") or {}
+    data = task.get("data") or []
+    if isinstance(data, str):
+        return [data]
+    if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
+        raise ConfigError(f"must be a list of paths, got {data!r}", where="task.data",
+                          fix="e.g. `data: [data/digits.npz]` in conf/task/<name>.yaml")
+    return list(data)
+
+
+def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool = False,
+                   seeds: list[int] | None = None, arms: list[str] | None = None,
+                   resubmit: bool = False, rerun_pin_mismatch: bool = False) -> list[TrialRef]:
+    """Trials that still have to run: no result yet, interrupted, (with ``retry_failed``) failed
+    with attempts left, (with ``resubmit``) stopped from outside: killed (cancelled, node failure,
+    preempted past its requeues, OOM) or timed out, and (with ``rerun_pin_mismatch``, once the pins
+    were checked again) trials that refused to run because code or data differed from the pins.
+    Outputs of interrupted or re-run attempts are moved to ``attempts/<n>/``."""
+    from ablate.record.results import trial_state
+
+    opts = plan.get("options", {})
+    max_attempts = 1 + int(opts.get("max_retries", 0))
+    todo: list[TrialRef] = []
+    for seed in seeds if seeds is not None else plan["seeds"]:
+        for arm in plan["arms"]:
+            name = arm["name"]
+            if arms is not None and name not in arms:
+                continue
+            status, rec = trial_state(sd, name, seed)
+            if status == "ok":
+                continue
+            if status in ("pending",):
+                todo.append(TrialRef(name, seed, 1))
+            elif status == "running" or status == "interrupted":
+                n_prev = _attempts_so_far(sd, name, seed)
+                sd.move_aside(name, seed)
+                todo.append(TrialRef(name, seed, n_prev + 1))
+            elif rec is not None and ((retry_failed and int(rec.get("attempt", 1)) < max_attempts
+                                       and status in ("failed", "diverged", "killed", "timeout"))
+                                      or (resubmit and status in ("killed", "timeout"))
+                                      or (rerun_pin_mismatch and status == "pin_mismatch")):
+                attempt = int(rec.get("attempt", 1)) + 1
+                sd.move_aside(name, seed)
+                todo.append(TrialRef(name, seed, attempt))
+    return todo
+
+
+def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
+    """Before launching more trials (a resume, a later look), check the data pins still hold here.
+
+    Raises
+    ------
+    PinError
+        Naming the data that changed and how to restore it; nothing is launched.
+    """
+    from ablate.errors import PinError
+    from ablate.pin import pins as pins_mod
+
+    pinned = (plan.get("pins") or {}).get("data") or {}
+    if not pinned:
+        return
+    problems = pins_mod.mismatches({"data": pinned}, {"data": pins_mod.data_seen(plan)})
+    if problems:
+        raise PinError("the data no longer matches the pins recorded at launch, so no further trial may run: "
+                       + "; ".join(problems), where="task.data",
+                       fix="restore it with the command above, then `ablate resume` again; finished trials are kept")
+
+
+def _check_code_snapshot(sd: SweepDir, plan: Mapping[str, Any]) -> None:
+    """Before launching trials, check the code snapshot trials import is the one pinned (its marker
+    and its content digest), so a deleted or edited ``code/`` stops the launch instead of failing, or
+    silently changing, every trial.
+
+    Raises
+    ------
+    PinError
+        Naming what differs and how to recover; nothing is launched.
+    """
+    from ablate.errors import PinError
+    from ablate.pin import pins as pins_mod
+
+    code = (plan.get("pins") or {}).get("code") or {}
+    if not code.get("commit"):
+        return
+    seen = pins_mod.code_seen(sd, plan, pins_mod.trial_code_root(sd, plan))
+    problems = pins_mod.mismatches({"code": code}, {"code": seen})
+    if problems:
+        raise PinError("the code snapshot no longer matches the pins, so no trial may run: " + "; ".join(problems),
+                       where=str(sd.code_dir),
+                       fix="start the ablation again from the pinned commit (`git checkout "
+                       f"{code['commit'][:12]}`); finished trials are kept")
+
+
+def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
+    d = sd.trial(arm, seed).attempts
+    n = len([p for p in d.iterdir() if p.is_dir()]) if d.is_dir() else 0
+    return n + 1
+
+
+def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool = False,
+            detach: bool = False) -> dict[str, Any] | None:
+    """Run what is left of the ablation in ``sd``, then write results.csv and the verdict.
+
+    Safe to repeat: completed trials are never run again; trials still queued or running in a
+    scheduler (``launcher=slurm``) are waited for, never submitted twice; trials that were running
+    when a previous orchestrator died are re-run (their partial outputs kept in ``attempts/``).
+
+    Parameters
+    ----------
+    resubmit : bool
+        Also re-run trials stopped from outside (status ``killed`` or ``timeout``), as a new attempt.
+    detach : bool
+        Submit what is left and return without waiting (``wait=false``; detachable launchers only).
+
+    Returns
+    -------
+    dict or None
+        The verdict (as written to verdict.json); None when detached.
+
+    Raises
+    ------
+    SweepDirError
+        When another ablate process holds the sweep dir.
+    AblationFailed
+        When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
+    """
+    from ablate.judge.verdict import write_verdict
+    from ablate.orchestrate.progress import Progress
+    from ablate.record.results import write_results
+    from ablate.trials.trial import load_plan
+
+    global CURRENT_SWEEP_DIR
+    CURRENT_SWEEP_DIR = str(sd.root)
+    with sd.locked():
+        plan = load_plan(sd)
+        opts = plan.get("options", {})
+        launcher = get_launcher(opts.get("launcher", {"name": "local"}))
+        on_failure = opts.get("on_failure", "report")
+        aborted = False
+        launched = 0
+        with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
+            from ablate.trials.launchers.base import Monitor
+
+            monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
+            for seeds, arms in _rounds(sd, plan):
+                launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
+                _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
+                if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
+                    _check_pins_still_hold(plan)  # data changed since launch: refuse, launch nothing
+                todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
+                                      resubmit=resubmit, rerun_pin_mismatch=True)
+                if detach and todo:
+                    jobs = launcher.submit(sd, todo)
+                    _log(f"ablate: {len(todo)} trial(s) submitted as job(s) {', '.join(jobs)}; "
+                         f"`ablate status {sd.root}` shows progress, `ablate collect {sd.root}` the verdict")
+                    out(str(sd.root))
+                    return None
+                while todo and not monitor.should_stop():
+                    launched += len(todo)
+                    launcher.launch(sd, todo, monitor)
+                    if on_failure != "retry" or monitor.should_stop():
+                        break
+                    todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=True)
+                if monitor.should_stop():
+                    aborted = True
+                    break
+        if not launched and not aborted:
+            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
+        from ablate.record.verdict_key import TrialDigest
+
+        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
+        verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
+        if opts.get("tracker"):
+            from ablate.trackers import log_after_ablation
+
+            log_after_ablation(sd, opts["tracker"], _log)
+    if monitor.contract_error is not None:
+        rec = monitor.contract_error
+        raise ConfigError(
+            f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
+            f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
+            where="task",
+        )
+    out(str(sd.verdict_md))
+    if aborted:
+        raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
+                             f"see {sd.verdict_md} and `ablate status {sd.root}`")
+    if verdict.get("invalid"):
+        confounds = [f"confound: {f['message']}" for f in (verdict.get("confounds") or {}).get("findings", [])
+                     if f.get("severity") == "invalid"]
+        reasons = [r for r in verdict.get("invalid_reasons") or [] if not r.startswith("confounded")]
+        reasons = (confounds + reasons)[:3]
+        raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
+                             + f" ({sd.verdict_md})")
+    return verdict
+
+
+def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], list[str] | None]]:
+    """The launch rounds: all seeds at once, or one round per look in sequential mode (arms that
+    stopped at an earlier look are left out of later rounds; a generator that decides each next round
+    from the results of the previous one)."""
+    opts = plan.get("options", {})
+    if opts.get("sequential", "off") != "group":
+        return [(list(plan["seeds"]), None)]
+    from ablate.judge.verdict import sequential_rounds
+
+    return sequential_rounds(sd, plan)

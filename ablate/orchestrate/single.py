@@ -1,0 +1,107 @@
+"""``ablate`` without ``-m``: one trial of the control, in this process, like a Hydra single run.
+
+It runs in Hydra's run dir (``hydra.run.dir``) and writes config.yaml, manifest.json and
+result.json there. The code is the live working tree (as with any Hydra run); the commit and
+whether the tree is dirty are recorded in the manifest.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def single_trial(cfg: Any) -> dict[str, float]:
+    """Hydra task function: run the control once at ``cfg.seed`` and record it in the run dir.
+
+    A user mistake (bad task path, missing metric ...) prints one line and exits 2.
+    """
+    from ablate.errors import UserError
+
+    try:
+        return _single_trial(cfg)
+    except UserError as exc:
+        print(f"ablate: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+def _single_trial(cfg: Any) -> dict[str, float]:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from ablate.errors import PinError
+    from ablate.orchestrate.options import parse_options
+    from ablate.pin import pins
+    from ablate.record.sweepdir import dump_yaml, write_atomic, write_json
+    from ablate.trials import seeding
+    from ablate.trials.tasks.fn import import_callable
+    from ablate.trials.trial import _coerce_metrics
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    container = OmegaConf.to_container(cfg, resolve=not cfg.task.get("app"))
+    opts = parse_options(container)  # type: ignore[arg-type]
+    try:
+        code = pins.pin_code(Path.cwd(), allow_dirty=True)
+    except PinError as exc:
+        code = {"error": str(exc)}
+    manifest = {"mode": "single run", "code": code, "environment": pins.capture_environment(light=True),
+                "config": container}
+    write_atomic(out_dir / "config.yaml", dump_yaml(container))
+    t0 = time.perf_counter()
+    if cfg.task.get("app"):  # an existing @hydra.main app, run in the live tree with its own composed config
+        metrics = _single_app(cfg, out_dir, opts, manifest)
+    elif not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
+        from ablate.record.sweepdir import TrialPaths
+        from ablate.trials.tasks.command import run_command_task
+
+        manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
+        write_json(out_dir / "manifest.json", manifest)
+        run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
+        metrics = _coerce_metrics(run_command_task(container, TrialPaths(out_dir), run_opts), opts.metric)  # type: ignore[arg-type]
+    else:
+        fn = import_callable(str(cfg.task.fn), Path.cwd())
+        manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
+        write_json(out_dir / "manifest.json", manifest)
+        t0 = time.perf_counter()
+        metrics = _coerce_metrics(fn(cfg), opts.metric)
+    write_json(out_dir / "result.json", {"status": "ok", "seed": int(cfg.seed), "metrics": metrics,
+                                          "duration_s": time.perf_counter() - t0})
+    shown = ", ".join(f"{k}={v:.6g}" for k, v in metrics.items())
+    print(f"control, seed {int(cfg.seed)}: {shown}", file=sys.stderr)
+    print(out_dir / "result.json")
+    return metrics
+
+
+#: ``app.`` overrides from the command line of a single run (set by the CLI before Hydra runs).
+APP_OVERRIDES: list[str] = []
+
+
+def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) -> dict[str, float]:
+    """One control run of an ``app`` task: compose its config, run it like a trial, read its metric."""
+    from omegaconf import OmegaConf
+
+    from ablate.errors import ConfigError
+    from ablate.plan.app_config import resolve_container
+    from ablate.plan.hydra_semantics import trial_hydra
+    from ablate.record.sweepdir import TrialPaths, write_json
+    from ablate.trials.tasks.app import FORM, attach
+
+    seed = int(cfg.seed)
+    if seed == 0:
+        raise ConfigError("is 0, which scripts that seed only `if cfg.get('seed')` read as no seed", where="seed",
+                          fix="pass a seed from 1, e.g. `seed=1`")
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    raw.pop("hydra", None)  # type: ignore[union-attr]
+    raw["task"]["overrides"] = [*list(raw["task"].get("overrides") or []), *APP_OVERRIDES]  # type: ignore[index]
+    attached, _, _ = attach(raw, None, None, Path.cwd())  # type: ignore[arg-type]
+    with trial_hydra(out_dir / "run", attached["task"]):
+        container = resolve_container({**attached, "seed": seed})
+    manifest["config"] = container
+    manifest["determinism"] = {"mode": opts.determinism, "seed": seed, "via": "app overrides"}
+    write_json(out_dir / "manifest.json", manifest)
+    run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
+    out = FORM.run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}}, arm={"name": "control"})
+    print(f"metric {opts.metric!r} from {out.source['kind']} ({out.source['path']})", file=sys.stderr)
+    return out.metrics

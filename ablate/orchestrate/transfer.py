@@ -1,0 +1,298 @@
+"""Run and report the transfer check: ``ablate -m variable=lr scale.key=task.hidden scale.values=[32,128,512]``.
+
+The ablation runs once per scale value, each in its own sweep dir under one parent dir::
+
+    <parent>/
+      transfer.yaml          the scale key and values, the variable, the child sweep dirs (written first)
+      hidden=32/ ...         a complete sweep dir per scale (ablation.yaml, trials/, verdict.md ...)
+      transfer.json          per treatment: Δ at each scale, the interaction test, the flag
+      transfer.md            the same for a person, with the seeds-needed advice per scale
+
+Every scale's composition is planned and checked before any trial runs. ``ablate verdict <parent>``
+recomputes every scale's verdict and the transfer report; ``ablate status|resume <parent>/hidden=32``
+act on one scale. The statistics are in :mod:`ablate.judge.transfer`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import ConfigError
+
+TRANSFER_RECORD = "transfer.yaml"
+TRANSFER_JSON = "transfer.json"
+TRANSFER_MD = "transfer.md"
+
+
+def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
+    """Read and validate ``scale.key`` / ``scale.values`` from a composed config; None when no scale is set.
+
+    Raises
+    ------
+    ConfigError
+        The key is missing from the config (close matches listed), is reserved or the variable's own key,
+        or the values are not a list of at least 2 distinct values of the key's type.
+    """
+    from ablate.errors import close_matches
+    from ablate.plan.arms import RESERVED_KEYS, _select, check_value_type, flatten, task_keys
+
+    node = cfg.get("scale") or {}
+    key, values = node.get("key"), node.get("values")
+    if key is None and values is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"must name a dotted config key, got {key!r}", where="scale.key",
+                          fix="e.g. `scale.key=task.hidden scale.values=[32,128]`")
+    leaves = flatten({k: v for k, v in cfg.items() if k != "hydra"})
+    if key not in leaves:
+        near = close_matches(key, task_keys(cfg))
+        raise ConfigError(f"{key!r} is not a value in the composed config"
+                          + (f". Close matches: {', '.join(near)}" if near else ""), where="scale.key",
+                          fix="point it at a leaf of your task, e.g. `scale.key=task.hidden`")
+    if any(key == r or key.startswith(r + ".") for r in RESERVED_KEYS | {"scale", "variable"}):
+        raise ConfigError(f"{key!r} is a setting of ablate or of the comparison, not a scale of the task",
+                          where="scale.key", fix="e.g. `scale.key=task.hidden`")
+    var = cfg.get("variable") or {}
+    if var.get("key") and (key == var["key"] or key.startswith(str(var["key"]) + ".")):
+        raise ConfigError(f"{key!r} is the variable's own key", where="scale.key",
+                          fix="the scale must be a second key, e.g. the model width or the data size")
+    if not isinstance(values, list | tuple) or len(values) < 2:
+        raise ConfigError(f"must list at least 2 settings of {key}, got {values!r}", where="scale.values",
+                          fix=f"e.g. `scale.values=[{leaves[key]},{leaves[key]}]` with two different values")
+    control_value = _select(cfg, key)
+    out = [check_value_type(key, control_value, v, i) for i, v in enumerate(values)]
+    if len({repr(v) for v in out}) != len(out):
+        raise ConfigError(f"repeats a value: {list(values)}", where="scale.values", fix="list each value once")
+    return key, out
+
+
+def child_names(key: str, values: Sequence[Any]) -> list[str]:
+    """One sweep-dir name per scale value, ``<leaf>=<value>``, unique even where file-name-safe forms collide.
+
+    Parameters
+    ----------
+    key : str
+        The scale's key (dotted); only its last part names the dirs.
+    values : sequence
+        The scale's values, in order.
+
+    Returns
+    -------
+    list of str
+        Named as treatment arms are (:func:`ablate.record.names.arm_name`): values whose text is not file-name safe
+        (``a/b`` and ``a:b``) or that differ only in case get a hash of the value, so no two scales share a dir.
+    """
+    from ablate.record.names import arm_name
+
+    taken: set[str] = set()
+    return [arm_name(key, v, taken) for v in values]
+
+
+def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], composed: Any, *,
+                 config_path: str | None, config_dirs: Sequence[str] = (), config_name: str | None = None,
+                 cwd: str | None = None, app_overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Run one ablation per scale value under one parent dir, then write the transfer report.
+
+    Parameters
+    ----------
+    overrides : sequence of str
+        The command line's overrides (Hydra syntax).
+    scale : (str, list)
+        From :func:`parse_scale`.
+    composed : ablate.plan.compose.Composed
+        The composition without a scale value (names the parent dir).
+    config_path, config_dirs, config_name
+        As for :func:`ablate.plan.compose.compose`.
+    app_overrides : sequence of str
+        ``app.`` overrides of the command line, for an ``app`` task.
+
+    Returns
+    -------
+    dict
+        The content of transfer.json.
+
+    Raises
+    ------
+    ConfigError, PlanError
+        Before anything is written, when any scale's plan is invalid.
+    AblationFailed
+        After the report is written, when a scale's ablation failed (its verdict is invalid).
+    """
+    from ablate.errors import AblationFailed
+    from ablate.orchestrate.pipeline import prepare, start
+    from ablate.plan.compose import compose
+    from ablate.plan.overrides import format_override
+    from ablate.record.sweepdir import create_unique_dir, dump_yaml, write_atomic
+    from ablate.trials.tasks.app import with_cli_overrides
+
+    key, values = scale
+    if composed.cfg.get("dry_run") is True:
+        raise ConfigError("a transfer check has no dry run yet", where="dry_run",
+                          fix=f"dry-run one scale: `{key}=<value> dry_run=true` without scale.key")
+    comps = []
+    for v in values:
+        c = with_cli_overrides(compose([*overrides, format_override(key, v)], config_path=config_path,
+                                       config_dirs=config_dirs, config_name=config_name), app_overrides)
+        prepare(c.cfg, variable_name=c.variable_name, available_variables=c.variables, compose=c.compose,
+                choices=c.choices, cwd=cwd)  # every scale is checked before anything runs
+        comps.append(c)
+    mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
+    parent = create_unique_dir(composed.sweep_dir, mode).absolute()
+    children = child_names(key, values)
+    write_atomic(parent / TRANSFER_RECORD, dump_yaml({"scale": {"key": key, "values": values},
+                                                      "variable": composed.variable_name,
+                                                      "children": children}), durable=True)
+    failed: list[str] = []
+    if composed.cfg.get("wait") is False:  # submitted (launcher=slurm): collect each scale, then the report
+        for c, child in zip(comps, children, strict=True):
+            start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
+                  available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
+                  choices=c.choices)
+        print(f"ablate: every scale submitted; `ablate collect {parent}/<scale>` for each of {', '.join(children)}, "
+              f"then `ablate verdict {parent}` writes the transfer report", file=sys.stderr)
+        return {"parent": str(parent), "submitted": True}
+    for c, child in zip(comps, children, strict=True):
+        try:
+            start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
+                  available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
+                  choices=c.choices)
+        except AblationFailed as exc:
+            failed.append(f"{child}: {exc}")
+    report = write_transfer(parent)
+    print(str(parent / TRANSFER_MD))
+    if failed:
+        raise AblationFailed("; ".join(failed))
+    return report
+
+
+def is_transfer_dir(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is the parent dir of a transfer check."""
+    return (Path(path) / TRANSFER_RECORD).is_file()
+
+
+def scale_dirs(parent: str | os.PathLike[str]) -> list[Path]:
+    """The sweep dirs of a transfer check, in scale order (from its ``transfer.yaml``)."""
+    import yaml
+
+    rec = yaml.safe_load((Path(parent) / TRANSFER_RECORD).read_text())
+    return [Path(parent) / c for c in rec["children"]]
+
+
+def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compute the transfer check from the scales' verdicts and write transfer.json and transfer.md.
+
+    Parameters
+    ----------
+    parent : path-like
+        The transfer check's parent dir.
+    overrides : mapping, optional
+        Verdict options (``alpha`` ...): when given, every scale's verdict is recomputed with them first.
+
+    Returns
+    -------
+    dict
+        The content of transfer.json.
+    """
+    import yaml
+
+    from ablate.record.sweepdir import SweepDir, read_json, write_atomic, write_json
+
+    root = Path(parent)
+    rec = yaml.safe_load((root / TRANSFER_RECORD).read_text())
+    key, values, children = rec["scale"]["key"], rec["scale"]["values"], rec["children"]
+    verdicts = []
+    for child in children:
+        sd = SweepDir.open(root / child)
+        if overrides is not None or not sd.verdict_json.is_file():
+            from ablate.judge.verdict import write_verdict
+            from ablate.record.results import write_results
+
+            write_results(sd)
+            write_verdict(sd, dict(overrides or {}))
+        verdicts.append(read_json(sd.verdict_json))
+    report = analyse_transfer(key, values, verdicts)
+    report["children"] = children
+    write_json(root / TRANSFER_JSON, report)
+    write_atomic(root / TRANSFER_MD, render_transfer(report))
+    return report
+
+
+def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The transfer check from one verdict.json per scale (pure).
+
+    Returns
+    -------
+    dict
+        ``scale`` (key, values), ``metric``, ``goal``, ``alpha``, ``variable``, ``results``: per treatment
+        ``{arm, effects: [{scale, delta, ci, ci_level, verdict, seed_advice}], test, pvalue, pvalue_adjusted,
+        flag, message}``.
+    """
+    from dataclasses import asdict
+
+    from ablate.judge.transfer import ScaleEffect, check_transfer, finish
+
+    first = verdicts[0]
+    alpha, goal = float(first["alpha"]), first.get("goal", "maximize")
+    sign = 1.0 if goal == "maximize" else -1.0
+    results = []
+    for comp in first["comparisons"]:
+        arm = comp["arm"]
+        per_scale = []
+        paired = True
+        for v, val in zip(verdicts, values, strict=True):
+            arms = {a["arm"]: a for a in v["arms"]}
+            c = next((x for x in v["comparisons"] if x["arm"] == arm), None)
+            if c is None:
+                continue
+            ci = c.get("ci")
+            eff = ScaleEffect(scale=val, delta=None if c.get("diff") is None else sign * c["diff"],
+                              ci=None if not ci or ci[0] is None else tuple(sorted((sign * ci[0], sign * ci[1]))),
+                              ci_level=c.get("ci_level"), verdict=c["verdict"],
+                              seed_advice=(c.get("seed_advice") or {}).get("message"))
+            paired = paired and bool(c.get("paired"))
+            to_vals = lambda a: {int(k): (float("nan") if x is None else float(x))  # noqa: E731
+                                 for k, x in (a.get("values") or {}).items()}
+            per_scale.append({"scale": val, "treatment": to_vals(arms[arm]), "control": to_vals(v["arms"][0]),
+                              "effect": eff})
+        results.append(check_transfer(arm, per_scale, paired=paired))
+    finish(results, alpha, key)
+    return {"scale": {"key": key, "values": list(values)}, "metric": first["metric"], "goal": goal, "alpha": alpha,
+            "variable": first.get("variable"), "results": [asdict(r) for r in results]}
+
+
+def render_transfer(report: Mapping[str, Any]) -> str:
+    """transfer.md: the effect per scale, the interaction test and flag per treatment, seeds per scale."""
+    from ablate.judge.table import MARKERS
+
+    key = report["scale"]["key"]
+    var = (report.get("variable") or {}).get("key", "?")
+    L = [f"# Transfer check of `{var}` across `{key}`: {report['metric']} ({report['goal']})", ""]
+    head = ["treatment", *[f"{key}={v}" for v in report["scale"]["values"]], "interaction p (Holm)", "transfer"]
+    L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report["results"]:
+        cells = [r["arm"]]
+        for e in r["effects"]:
+            ci = f" [{e['ci'][0]:+.3g}, {e['ci'][1]:+.3g}]" if e.get("ci") else ""
+            d = "–" if e["delta"] is None else f"{e['delta']:+.3g}"
+            cells.append(f"{d}{ci} {MARKERS.get(e['verdict'], ('', ''))[0]}")
+        p = r.get("pvalue_adjusted")
+        cells += ["–" if p is None else f"{p:.3g}", r["flag"]]
+        L.append("| " + " | ".join(cells) + " |")
+    L += ["", "Δ = treatment − control in metric units, with each scale's verdict CI and marker (↑ better, ↓ worse, "
+          "≈ equivalent, ○ inconclusive). The interaction test asks whether Δ is the same at every scale: Welch's "
+          "t-test of the per-seed paired differences between scales (scipy; Bonferroni over pairs of scales when "
+          "there are more than two), or the arm x scale term of an OLS two-way model (statsmodels) when unpaired; "
+          "Holm over the treatments.", "", "## Findings", ""]
+    L += [f"- **{r['arm']}**: {r['message']}" for r in report["results"]]
+    L += ["", "## Seeds per scale", ""]
+    for i, v in enumerate(report["scale"]["values"]):
+        for r in report["results"]:
+            e = r["effects"][i] if i < len(r["effects"]) else None
+            if e is not None:
+                L.append(f"- {key}={v}, {r['arm']}: {e.get('seed_advice') or 'not computable'}")
+    L += ["", "## Sweep dirs", ""] + [f"- `{c}/` (verdict.md there)" for c in report.get("children", [])]
+    return "\n".join(L) + "\n"

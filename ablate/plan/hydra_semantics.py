@@ -1,0 +1,117 @@
+"""Hydra's semantics inside trials, the same on every launcher (pure helpers, plus one context manager).
+
+- ``${hydra:...}`` (e.g. ``${hydra:runtime.output_dir}``) resolves, in a trial, to that trial's own run
+  dir (``<trial dir>/run``): :func:`trial_hydra`. Keys that read it differ per trial by design:
+  :func:`per_trial_keys` names them, so the confound check leaves them out.
+- ``${now:...}`` is resolved once per ablation and frozen into every arm: :func:`freeze_now`.
+- ``???`` (a mandatory value left unset) is refused at plan time: :func:`missing_keys`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+_NOW = re.compile(r"\$\{now:([^{}]*)\}")
+_HYDRA = "${hydra:"
+
+
+def _flat(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    from ablate.plan.arms import flatten
+
+    return flatten(cfg, prefix)
+
+
+def per_trial_keys(raw_cfg: Mapping[str, Any]) -> set[str]:
+    """Dotted keys whose unresolved value reads ``${hydra:...}``, directly or through other keys.
+
+    In a trial these resolve to the trial's own run dir, so they differ between trials by design.
+
+    Parameters
+    ----------
+    raw_cfg : mapping
+        A config as a plain container, interpolations unresolved.
+    """
+    from ablate.plan.arms import derived_keys
+
+    raw_flat = {k: v for k, v in _flat({k: v for k, v in raw_cfg.items() if k != "hydra"}).items()}
+    roots = {k for k, v in raw_flat.items() if isinstance(v, str) and _HYDRA in v}
+    if not roots:
+        return set()
+    return roots | derived_keys(raw_flat, roots)
+
+
+def freeze_now(cfg: dict[str, Any], when: _dt.datetime | None = None) -> dict[str, str]:
+    """Replace every ``${now:<pattern>}`` in the config's string values by ``when.strftime(pattern)``, in place.
+
+    One time for the whole ablation, so an arm that starts later is not a different config.
+
+    Parameters
+    ----------
+    cfg : dict
+        A config as a plain container (changed in place; the ``hydra`` node is left alone).
+    when : datetime, optional
+        The ablation's time (default: now, local time, as Hydra's own ``now`` resolver uses).
+
+    Returns
+    -------
+    dict
+        Dotted key -> its new (frozen) value, for every value that changed.
+    """
+    when = when or _dt.datetime.now()
+    changed: dict[str, str] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for k, v in list(items):
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if path == "hydra":
+                continue
+            if isinstance(v, str) and "${now:" in v:
+                new = _NOW.sub(lambda m: when.strftime(m.group(1)), v)
+                node[k] = new
+                changed[path] = new
+            else:
+                walk(v, path)
+
+    walk(cfg, "")
+    return changed
+
+
+def missing_keys(cfg: Mapping[str, Any]) -> list[str]:
+    """Dotted keys whose value is ``???`` (Hydra's mandatory value, not set), outside ``hydra``."""
+    return sorted(k for k, v in _flat({k: v for k, v in cfg.items() if k != "hydra"}).items() if v == "???")
+
+
+@contextlib.contextmanager
+def trial_hydra(run_dir: str | os.PathLike[str], task: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Make ``${hydra:...}`` resolve as in a Hydra run whose output dir is ``run_dir``, then restore.
+
+    Sets ``hydra.runtime.output_dir`` and ``hydra.run.dir`` to ``run_dir``, ``hydra.runtime.cwd`` to
+    the current directory and ``hydra.job.name`` to the app's script name (``app`` form) or ``ablate``.
+    """
+    from hydra.conf import HydraConf
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import setup_globals
+    from omegaconf import OmegaConf
+
+    setup_globals()  # registers Hydra's `hydra`, `now` and `python_version` resolvers, as a Hydra run does
+    node = OmegaConf.structured(HydraConf)
+    node.runtime.output_dir = str(run_dir)
+    node.runtime.cwd = os.getcwd()
+    node.run.dir = str(run_dir)
+    app = (task or {}).get("app")
+    node.job.name = Path(str(app)).stem if app else "ablate"
+    node.job.num = 0
+    inst = HydraConfig.instance()
+    saved = inst.cfg
+    inst.set_config(OmegaConf.create({"hydra": node}))
+    try:
+        yield
+    finally:
+        inst.cfg = saved

@@ -1,0 +1,92 @@
+"""Render config values as Hydra command-line overrides (``key=value``), quoted so they parse back exactly.
+
+Used for the overrides a command-form task's script receives (:mod:`ablate.trials.tasks.command`) and for the
+keyword arguments of :func:`ablate.run`. The rules follow Hydra's override grammar (Hydra 1.3):
+
+- ``None`` -> ``null``; booleans -> ``true`` / ``false``; ints as written; floats with ``repr``
+  (``1e-05``, ``inf``, ``nan``);
+- strings are always single-quoted, so ``'1e3'``, ``'true'`` and ``'null'`` stay strings; a quote is
+  written ``\\'``, a run of backslashes before a quote or at the end is doubled, and ``${`` is escaped
+  (``\\${``) so the script's OmegaConf does not read the text as an interpolation;
+- lists -> ``[a,b]`` and mappings -> ``{k:v}``, recursively.
+
+Every rendered override parses back, through Hydra's own parser and OmegaConf, to the value it came
+from (tested on arbitrary text in ``tests/unit/test_overrides.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_BACKSLASHES_BEFORE_INTERP = re.compile(r"(\\*)\$\{")
+_BACKSLASHES_BEFORE_QUOTE = re.compile(r"(\\*)('|$)")
+
+
+def quote_string(text: str) -> str:
+    """Quote ``text`` as a Hydra single-quoted string that OmegaConf reads back as exactly ``text``.
+
+    Parameters
+    ----------
+    text : str
+        Any text (spaces, commas, quotes, ``=``, ``#``, backslashes, ``${...}``, newlines).
+
+    Returns
+    -------
+    str
+        The quoted form, e.g. ``'it\\'s'`` for ``it's``.
+    """
+    # OmegaConf: `\${` is a literal `${`; backslashes right before it must be doubled to stay literal.
+    text = _BACKSLASHES_BEFORE_INTERP.sub(lambda m: m.group(1) * 2 + "\\${", text)
+    # Hydra: backslashes before a quote (or the closing quote) are doubled; the quote itself is escaped.
+    text = _BACKSLASHES_BEFORE_QUOTE.sub(lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text)
+    return f"'{text}'"
+
+
+def format_value(value: Any) -> str:
+    """Render one config value in Hydra override syntax (see the module docstring).
+
+    Raises
+    ------
+    TypeError
+        For values a config cannot hold (objects other than str, int, float, bool, None, list, dict).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return repr(value)  # 'inf', '-inf', '1e-05', '0.1'
+    if isinstance(value, str):
+        return quote_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(format_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write a {type(value).__name__} ({value!r}) as a Hydra override value")
+
+
+def format_override(key: str, value: Any, prefix: str = "") -> str:
+    """``key=value`` in Hydra override syntax; ``prefix`` may be ``+`` or ``++`` (add / force-add)."""
+    return f"{prefix}{key}={format_value(value)}"
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings to dotted leaf keys (``{"optim": {"lr": 1}}`` -> ``{"optim.lr": 1}``).
+
+    Lists and scalars are leaves; an empty mapping is a leaf (``{}``), so the script still receives it.
+    """
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, Mapping) and v:
+            out.update(flatten_params(v, key))
+        else:
+            out[key] = v
+    return out

@@ -1,0 +1,235 @@
+"""Collect trial records into one tidy table (``results.csv``): one row per trial, failures included."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ablate.record.sweepdir import SweepDir, read_bytes, read_json, write_atomic, write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ablate.record.verdict_key import TrialDigest
+
+#: Columns that come before the metric columns, in this order.
+BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
+
+
+def to_number(v: Any) -> float:
+    """A metric value from a record as a float: numbers as they are, "nan"/"inf"/"-inf" strings (how JSON
+    records hold them) as those floats, anything else NaN."""
+    if isinstance(v, str):
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = None
+                ) -> tuple[str, dict[str, Any] | None]:
+    """The state of one trial: (status, result record or None).
+
+    ``status`` is the result's status when ``result.json`` exists; ``running`` when only
+    ``manifest.json`` exists (started, not finished; or its process died); ``pending`` otherwise.
+    ``digest`` (:class:`ablate.record.verdict_key.TrialDigest`) is fed the result's bytes as read.
+    """
+    if digest is None:
+        rec = sd.read_result(arm, seed)
+    else:
+        try:
+            data: bytes | None = read_bytes(sd.trial_file(arm, seed, "result.json"))
+        except FileNotFoundError:
+            data = None
+        digest.add(f"{arm}/seed={seed}/result.json", data)
+        try:
+            rec = None if data is None else json.loads(data)
+        except json.JSONDecodeError:
+            rec = None
+    if rec is not None:
+        return str(rec.get("status", "failed")), rec
+    if os.path.exists(sd.trial_file(arm, seed, "manifest.json")):
+        return "running", None
+    return "pending", None
+
+
+def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
+            ) -> list[dict[str, Any]]:
+    """One row per planned trial (arm x seed), in plan order, with its status and metrics.
+
+    ``value`` is the variable's value in the trial's arm (a number stays a number, so metrics can be
+    plotted against it). Trials without a result are included with status ``pending`` or
+    ``running`` so nothing is silently missing from the table. ``digest`` is fed every result.json's
+    bytes (:class:`ablate.record.verdict_key.TrialDigest`: the verdict's reuse key).
+    """
+    plan = plan if plan is not None else sd.plan()
+    rows: list[dict[str, Any]] = []
+    for arm in plan["arms"]:
+        for seed in plan["seeds"]:
+            status, rec = trial_state(sd, arm["name"], seed, digest)
+            row: dict[str, Any] = {"arm": arm["name"], "value": arm.get("value"), "seed": seed,
+                                   "status": status}
+            if plan.get("suite"):  # a suite: which variable the arm ablates (None for the control)
+                row["variable"] = arm.get("variable")
+            if rec is not None:
+                row["attempt"] = rec.get("attempt", 1)
+                row["duration_s"] = rec.get("duration_s")
+                row["error"] = rec.get("error")
+                for k, v in (rec.get("metrics") or {}).items():
+                    row[k] = to_number(v)
+            rows.append(row)
+    return rows
+
+
+def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows from :func:`collect` as a DataFrame with the base columns first, then metrics (sorted)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for c in BASE_COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    base = _base_columns(rows)
+    metrics = sorted(c for c in df.columns if c not in base)
+    return df[base + metrics]
+
+
+def _base_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """``BASE_COLUMNS``, with ``variable`` after ``arm`` for a suite's rows."""
+    if any("variable" in r for r in rows):
+        return [BASE_COLUMNS[0], "variable", *BASE_COLUMNS[1:]]
+    return list(BASE_COLUMNS)
+
+
+def write_results(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
+                  ) -> list[dict[str, Any]]:
+    """Write ``results.csv`` (atomically) and return the rows. Uses the csv module, not pandas, so
+    collecting stays fast; :func:`load` gives the DataFrame. ``digest``: see :func:`collect`."""
+    import csv
+    import io
+
+    rows = collect(sd, plan, digest)
+    base = _base_columns(rows)
+    metrics = sorted({k for r in rows for k in r} - set(base))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=base + metrics, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    from ablate.record.names import format_value
+
+    for r in rows:
+        cells = {k: ("" if r.get(k) is None else r.get(k)) for k in base + metrics}
+        cells["value"] = format_value(r.get("value"))  # null, [64, 64], true: as YAML writes them
+        w.writerow(cells)
+    write_atomic(sd.results_file, buf.getvalue())
+    write_per_seed(sd, plan if plan is not None else sd.plan(), rows)
+    return rows
+
+
+def write_per_seed(sd: SweepDir, plan: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Write ``per_seed.csv``: one row per seed, a ``seed`` column then one column per arm holding the
+    verdict metric of that trial (empty unless the trial is ``ok``). A fixed-shape file that ``dvc plots``
+    and spreadsheet users read directly (results.csv is the full tidy table)."""
+    import csv
+    import io
+
+    metric = plan.get("metric")
+    arms = [a["name"] for a in plan["arms"]]
+    value = {(r["arm"], r["seed"]): r.get(metric) for r in rows if r.get("status") == "ok"}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["seed", *arms])
+    for seed in plan["seeds"]:
+        cells = [value.get((arm, seed)) for arm in arms]
+        w.writerow([seed, *("" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in cells)])
+    write_atomic(sd.per_seed_file, buf.getvalue())
+
+
+def write_summary(sd: SweepDir) -> dict[str, Any]:
+    """Write ``summary.json``: the numbers of verdict.json as nested objects keyed by arm, no lists, so
+    ``dvc metrics show`` / ``dvc metrics diff`` (which skip lists) show them. Returns what was written.
+
+    ``{"metric", "goal", "invalid", "dirty", "arms": {arm: {mean, sd, n, failed}},
+    "comparisons": {arm: {verdict, diff, ci_low, ci_high, pvalue, ...}}}``; fields verdict.json lacks
+    are left out.
+    """
+    verdict = read_json(sd.verdict_json)
+    def flat(entry: Mapping[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for k, v in entry.items():
+            if k in ("arm", "label", "reason"):
+                continue
+            if isinstance(v, int | float | str | bool):
+                row[k] = v
+            elif isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
+                row[f"{k}_low"], row[f"{k}_high"] = v  # an interval such as ci
+        return row
+
+    out: dict[str, Any] = {k: verdict[k] for k in ("metric", "goal", "invalid", "dirty") if k in verdict}
+    out["arms"] = {str(a.get("arm")): flat(a) for a in verdict.get("arms") or []}
+    out["comparisons"] = {str(c.get("arm")): flat(c) for c in verdict.get("comparisons") or []}
+    write_json(sd.summary_file, out)
+    return out
+
+
+def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
+    """Load a sweep dir as a tidy DataFrame: one row per trial (arm, value, seed, status, attempt,
+    duration_s, error, then one column per metric). Reads the trial records, not results.csv, so it
+    is current even while the ablation runs.
+
+    Parameters
+    ----------
+    path : path-like or Verdict
+        The sweep dir, or the verdict :func:`ablate.run` returned (its ``sweep_dir`` is used).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``arm`` (``control`` or e.g. ``lr=0.1``), for a suite ``variable`` (the arm's variable,
+        None for the shared control), ``value`` (the variable's value as a label;
+        the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
+        ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
+        ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN
+        where a trial has no value. Plan order: arms, then seeds.
+
+    Raises
+    ------
+    SweepDirError
+        When ``path`` is not an ablate sweep dir.
+    """
+    if isinstance(path, Mapping):
+        path = path["sweep_dir"]
+    sd = SweepDir.open(path)
+    return to_frame(collect(sd))
+
+
+def read_manifests(sd: SweepDir, plan: dict[str, Any], digest: TrialDigest | None = None
+                   ) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every trial's manifest.json that exists, keyed by (arm, seed); ``digest``: see :func:`iter_manifests`."""
+    return dict(iter_manifests(sd, plan, digest))
+
+
+def iter_manifests(sd: SweepDir, plan: dict[str, Any], digest: TrialDigest | None = None
+                   ) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
+    """Each trial's manifest.json that exists, as ``((arm, seed), manifest)``, read one at a time in
+    plan order (the confound check streams them: 10,000 manifests are never held at once). ``digest`` is
+    fed every manifest's bytes as read (:class:`ablate.record.verdict_key.TrialDigest`)."""
+    for arm in plan["arms"]:
+        for seed in plan["seeds"]:
+            p = sd.trial_file(arm["name"], seed, "manifest.json")
+            try:
+                data = read_bytes(p)
+            except FileNotFoundError:
+                if digest is not None:
+                    digest.add(f"{arm['name']}/seed={seed}/manifest.json", None)
+                continue
+            if digest is not None:
+                digest.add(f"{arm['name']}/seed={seed}/manifest.json", data)
+            try:
+                manifest = json.loads(data)
+            except json.JSONDecodeError:
+                continue
+            yield (arm["name"], seed), manifest

@@ -1,0 +1,2 @@
+"""Run trials: launchers (inline, local with its warm parent, SLURM with packing), the trial process,
+task forms, seeding and determinism, process isolation."""

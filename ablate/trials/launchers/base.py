@@ -1,0 +1,148 @@
+"""The launcher interface and the monitor launchers report progress to."""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ablate.record.sweepdir import SweepDir
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What a scheduler says about the job running one trial (launchers whose trials outlive ablate).
+
+    Attributes
+    ----------
+    job_id : str
+        The scheduler's id of the trial's job (``12_3`` for task 3 of job array 12).
+    state : str
+        The scheduler's state: ``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``CANCELLED``,
+        ``TIMEOUT``, ``OUT_OF_MEMORY``, ``NODE_FAIL`` ... or ``UNKNOWN`` when it has no record of the job.
+    active : bool
+        True while the job is queued or running (it may still write the trial's result).
+    attempt : int
+        The trial attempt the job runs.
+    reason : str
+        The scheduler's reason or exit code, when it gives one.
+    log : str or None
+        Path of the job's log (stderr), when there is one.
+    """
+
+    job_id: str
+    state: str
+    active: bool
+    attempt: int = 1
+    reason: str = ""
+    log: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialRef:
+    """One trial to run: ``arm`` at ``seed``, as attempt number ``attempt`` (1 = first run)."""
+
+    arm: str
+    seed: int
+    attempt: int = 1
+
+
+class Monitor:
+    """Receives trial start/finish events from a launcher (thread-safe) and can ask it to stop.
+
+    Parameters
+    ----------
+    on_event : callable, optional
+        Called as ``on_event(kind, ref, record)`` with kind ``"started"`` or ``"finished"``
+        (record is the result dict for finished trials); used by the progress display.
+    abort_on_failure : bool
+        When True, the first trial that does not finish ``ok`` makes :meth:`should_stop` true.
+        A trial that breaks the task contract (bad ``task.fn``, a non-mapping result, a missing
+        metric) always stops the ablation: every other trial would fail the same way.
+    """
+
+    def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
+                 abort_on_failure: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._on_event = on_event
+        self._abort_on_failure = abort_on_failure
+        self._stop = threading.Event()
+        self.finished: dict[TrialRef, dict[str, Any]] = {}
+        #: The first record of a trial that broke the task contract (a user error: stop at once).
+        self.contract_error: dict[str, Any] | None = None
+
+    def started(self, ref: TrialRef) -> None:
+        if self._on_event:
+            with self._lock:
+                self._on_event("started", ref, None)
+
+    def finished_trial(self, ref: TrialRef, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.finished[ref] = record
+            if self._abort_on_failure and record.get("status") != "ok":
+                self._stop.set()
+            if record.get("contract_error") and self.contract_error is None:
+                self.contract_error = record
+                self._stop.set()
+            if self._on_event:
+                self._on_event("finished", ref, record)
+
+    def stop(self) -> None:
+        """Ask the launcher to start no further trial (running ones finish or are cancelled)."""
+        self._stop.set()
+
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+
+class Launcher(abc.ABC):
+    """Runs trials of a sweep dir. Subclasses declare their options (name -> default) in ``OPTIONS``.
+
+    Launchers whose trials run in a scheduler's jobs (``slurm``) also set ``detachable`` and implement
+    :meth:`submit`, :meth:`wait` and :meth:`job_states`; for the others those are no-ops, because no
+    trial outlives the ablate process that launched it.
+    """
+
+    name: ClassVar[str]
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+    #: True when trials outlive the ablate process (``wait=false`` is allowed).
+    detachable: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
+        """Run ``trials`` and return when all have finished (or, for detached launchers, once they
+        are submitted). Each trial writes its own ``result.json``; launchers record a result only
+        for trials that died without writing one (killed, timed out)."""
+
+    def describe(self) -> str:
+        """One line for the plan printout (e.g. ``local, 2 at a time``)."""
+        return self.name
+
+    def check(self, options: Mapping[str, Any] | None = None) -> None:
+        """Check that trials can be launched from here; called before the sweep dir is created.
+
+        ``options`` are the ablation's settings as recorded in ``ablation.yaml`` (``timeout_min`` ...).
+
+        Raises
+        ------
+        UserError
+            When they cannot (a scheduler that is missing, unreachable or refuses the request).
+        """
+        return None
+
+    def submit(self, sd: SweepDir, trials: Sequence[TrialRef]) -> list[str]:
+        """Hand ``trials`` to the scheduler and return at once (``wait=false``): the job ids."""
+        raise NotImplementedError(f"launcher={self.name} cannot detach")
+
+    def wait(self, sd: SweepDir, monitor: Monitor) -> None:
+        """Wait for every trial of ``sd`` that an earlier submission left queued or running, and record
+        a result for each that ended without writing one. After it returns, no trial of ``sd`` is in
+        flight, so the trials still without a result can be launched again without running twice."""
+        return None
+
+    def job_states(self, sd: SweepDir) -> dict[tuple[str, int], JobState]:
+        """The scheduler's state of each (arm, seed) trial still without a result that this launcher
+        submitted; empty for launchers without a scheduler."""
+        return {}

@@ -1,0 +1,316 @@
+"""``launcher=local``: each trial in its own process on this machine, our own scheduling.
+
+Why not submitit's LocalExecutor here: it gives every job the same GPUs, starts every job at once,
+and costs about 0.3 s of CPU per job plus a 0.2 s pause per submission and a 1 s polling tick. This
+launcher keeps ``max_parallel`` slots busy: each slot is a thread that starts
+``python -m ablate.trials.trial SWEEP ARM SEED`` with the slot's own ``CUDA_VISIBLE_DEVICES`` and thread
+count, blocks on the process (no polling), and starts the next trial the moment it exits.
+
+Child processes die with the ablate process (``PR_SET_PDEATHSIG``, set by the child), so a killed
+orchestrator leaves no orphan trial writing into the sweep dir; ``ablate resume`` re-runs what was
+interrupted. A trial over ``timeout_min`` is killed (its whole process group) and recorded as
+``timeout``; one killed by a signal (the OOM killer, say) as ``killed``, with its log tail.
+
+Warm trials (``launcher.warm=true``, the default): a fresh interpreter plus the task's imports (torch:
+about 1.6 s of CPU) used to come before every trial's first step. Now one warm parent per launch
+(:mod:`ablate.trials.launchers.zygote`) imports the task once and each trial is a fresh fork of it, with its
+own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and manifest; a trial
+that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is one per ablation
+(:func:`ablate.trials.seeding.ablation_hash_seed`, recorded in every manifest), warm or not, and the same
+under ``launcher=slurm``. ``launcher.warm=false`` starts a fresh ``python -m ablate.trials.trial`` per trial,
+for tasks that cannot be forked (the launcher says when).
+
+A trial's log files are removed when it wrote nothing to them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ablate.errors import ConfigError
+from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
+from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else what ``nvidia-smi -L``
+    lists (without importing torch); empty on a machine without GPUs."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def tail(path: os.PathLike[str] | str, n_lines: int = 20, max_bytes: int = 8192) -> str:
+    """The last ``n_lines`` lines (at most ``max_bytes``) of a text file; empty if unreadable."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW), "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-n_lines:])
+
+
+class LocalLauncher(Launcher):
+    """Runs each trial in its own child process, at most ``max_parallel`` at once.
+
+    Parameters
+    ----------
+    max_parallel : int or None
+        Trials at once; None: one per visible GPU (``gpus_per_trial`` each), else one per CPU core.
+    gpus_per_trial : int
+        GPUs given to each trial when GPUs are visible (its own ``CUDA_VISIBLE_DEVICES``).
+    warm : bool
+        True: fork each trial from a warm parent that imported the task once (see the module doc);
+        False: a fresh interpreter per trial.
+    """
+
+    name = "local"
+    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1, "warm": True}
+
+    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1, warm: bool = True) -> None:
+        if max_parallel is not None and (not isinstance(max_parallel, int) or isinstance(max_parallel, bool)
+                                         or max_parallel < 1):
+            raise ConfigError(f"must be a positive integer or null, got {max_parallel!r}",
+                              where="launcher.max_parallel", fix="e.g. `launcher.max_parallel=2`")
+        if not isinstance(gpus_per_trial, int) or gpus_per_trial < 0:
+            raise ConfigError(f"must be a non-negative integer, got {gpus_per_trial!r}",
+                              where="launcher.gpus_per_trial")
+        if not isinstance(warm, bool):
+            raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
+                              fix="`launcher.warm=false` starts a fresh process per trial")
+        self.warm = warm
+        self.gpus = visible_gpus()
+        g = max(1, gpus_per_trial)
+        gpu_slots = len(self.gpus) // g if self.gpus and gpus_per_trial > 0 else 0
+        if max_parallel is None:
+            max_parallel = gpu_slots or (os.cpu_count() or 1)
+        self.max_parallel = max_parallel
+        self.slot_gpus: list[str | None] = []
+        for i in range(max_parallel):
+            if gpu_slots:
+                k = i % gpu_slots
+                self.slot_gpus.append(",".join(self.gpus[k * g:(k + 1) * g]))
+            else:
+                self.slot_gpus.append(None)
+        self._procs: dict[int, Any] = {}  # slot -> running trial (Popen or WarmTrial)
+        self._procs_lock = threading.Lock()
+        self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
+        self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
+        self._hash_seed = "0"  # this launch's PYTHONHASHSEED (seeding.ablation_hash_seed), set by launch
+
+    def describe(self) -> str:
+        gpu = f", GPUs {self.gpus}" if self.gpus else ""
+        warm = "" if self.warm else ", a fresh process per trial"
+        return f"local, {self.max_parallel} trial(s) at a time{gpu}{warm}"
+
+    # -- running -----------------------------------------------------------------------------------
+    def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
+        from ablate.trials.trial import load_plan
+
+        plan = load_plan(sd)
+        opts = plan.get("options", {})
+        cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
+        timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+        work: queue.SimpleQueue[TrialRef] = queue.SimpleQueue()
+        for ref in trials:
+            work.put(ref)
+        n_slots = min(self.max_parallel, len(trials))
+        threads_per_trial = opts.get("threads")  # the plan's: the same in every launcher, resume and repro
+        errors: list[BaseException] = []
+
+        from ablate.trials import seeding
+
+        modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
+        self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
+        self._warm = self._start_warm(sd, cwd, self._hash_seed) if self.warm and trials else None
+
+        def slot(i: int) -> None:
+            try:
+                while not monitor.should_stop():
+                    try:
+                        ref = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    monitor.started(ref)
+                    rec = self._run_one(sd, ref, i, cwd, opts, timeout_s, threads_per_trial, modes[ref.arm])
+                    monitor.finished_trial(ref, rec)
+            except BaseException as exc:  # surfaced in the main thread
+                errors.append(exc)
+                monitor.stop()
+
+        threads = [threading.Thread(target=slot, args=(i,), name=f"ablate-slot-{i}", daemon=True)
+                   for i in range(n_slots)]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(timeout=0.5)
+                    if monitor.should_stop():
+                        self._kill_all()
+        except BaseException:
+            monitor.stop()
+            self._kill_all()
+            for t in threads:
+                t.join(timeout=10)
+            raise
+        finally:
+            if self._warm is not None:
+                self._warm.close()
+                _drop_if_empty(self._warm.log)
+                self._warm = None
+        if errors:
+            raise errors[0]
+
+    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str) -> Any:
+        """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
+        from ablate.trials.launchers.warm import WarmParent
+        from ablate.trials.trial import PARENT_ENV
+
+        env = dict(os.environ)
+        env["PYTHONHASHSEED"] = hash_seed
+        env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
+        return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"))
+
+    def _kill_all(self) -> None:
+        self._stopping.set()
+        with self._procs_lock:
+            procs = list(self._procs.values())
+        for p in procs:
+            _kill_group(p)
+
+    def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
+                 timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any]:
+        from ablate.trials import seeding
+        from ablate.trials.trial import PARENT_ENV, write_result
+
+        tp = sd.trial(ref.arm, ref.seed)
+        sd.mkdir(tp.dir)
+        env = dict(os.environ)
+        env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
+        env["PYTHONHASHSEED"] = self._hash_seed  # the ablation's, not the seed's: the same rule warm or not
+        env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
+        env.update(seeding.thread_env(threads))
+        gpus = self.slot_gpus[slot]
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        t0 = time.time()
+        proc: Any
+        if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
+            delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
+            omp = str(env.get("OMP_NUM_THREADS") or "")
+            proc = self._warm.start([str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)], delta,
+                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr))
+        else:
+            cmd = [sys.executable, "-m", "ablate.trials.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
+            out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir
+            err_fd = open_log(tp.stderr)
+            try:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
+                                        stderr=err_fd, start_new_session=True)
+            finally:
+                os.close(out_fd)
+                os.close(err_fd)
+        with self._procs_lock:
+            self._procs[slot] = proc
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        finally:
+            with self._procs_lock:
+                self._procs.pop(slot, None)
+        text_tail = log_tail(tp)
+        for log in (tp.stdout, tp.stderr):
+            _drop_if_empty(log)
+        rec = sd.read_result(ref.arm, ref.seed)
+        fresh = rec is not None and rec.get("attempt", 1) == ref.attempt
+        base = {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "metrics": {},
+                "duration_s": time.time() - t0, "returncode": proc.returncode}
+        if timed_out:
+            return write_result(tp, {**base, "status": "timeout",
+                                     "error": f"exceeded timeout_min={opts.get('timeout_min')} and was killed; "
+                                     f"{text_tail}"})
+        if fresh:
+            return rec  # type: ignore[return-value]
+        if self._stopping.is_set():  # we stopped it (Ctrl-C or on_failure=abort): not the trial's fault
+            return write_result(tp, {**base, "status": "interrupted",
+                                     "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
+                                     "`ablate resume` re-runs it"})
+        rc = proc.returncode
+        if rc is None:  # a warm trial whose warm parent died under it
+            status, msg = "killed", "the warm parent this trial was forked from died (see warm-parent.log)"
+        elif rc < 0:
+            sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            hint = " (SIGKILL: often the out-of-memory killer)" if -rc == signal.SIGKILL else ""
+            status, msg = "killed", f"the trial process was killed by {sig}{hint}"
+        else:
+            status, msg = "failed", f"the trial process exited with code {rc} without recording a result"
+        return write_result(tp, {**base, "status": status, "error": f"{msg}; {text_tail}"})
+
+
+def log_tail(tp: Any) -> str:
+    """``log tail:`` and the end of the trial's stderr (else stdout), or a note that it wrote nothing."""
+    text = tail(tp.stderr) or tail(tp.stdout)
+    return f"log tail:\n{text}" if text.strip() else "the trial wrote no output to stdout or stderr"
+
+
+def _drop_if_empty(path: os.PathLike[str] | str) -> None:
+    """Remove a log file the process wrote nothing to (fewer files per trial)."""
+    try:
+        if os.path.getsize(path) == 0:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _kill_group(proc: Any, grace_s: float = 5.0) -> None:
+    """End a trial's whole process tree (``proc``: a Popen or a warm trial): SIGTERM its process group
+    (the trial, a subreaper, then kills every descendant itself), SIGKILL after ``grace_s``; processes
+    that left the group (``setsid``) are found below the trial in ``/proc`` and killed too (see
+    :mod:`ablate.trials.proctree`)."""
+    from ablate.trials import proctree
+
+    if proc.poll() is not None or proc.pid is None:
+        return
+    tree = proctree.descendants(proc.pid)  # before the trial dies and its orphans go to init
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        tree += proctree.descendants(proc.pid)
+        proctree.kill(tree)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proctree.kill(tree)  # any that escaped before the trial could end them

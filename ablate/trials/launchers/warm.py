@@ -1,0 +1,210 @@
+"""The starter's side of warm trial processes (``launcher.warm=true``).
+
+:class:`WarmParent` starts one :mod:`ablate.trials.launchers.zygote` process (per launch of ``launcher=local``;
+per start of a packed SLURM job, :mod:`ablate.trials.launchers.slurm_pack_job`), refuses when forking
+from it would be unsafe (CUDA initialised, a thread pool started while importing the task), and
+hands out trial handles that behave like the cold path's ``subprocess.Popen``: a pid that leads its
+own process group, a wait with a timeout, a return code (negative: killed by that signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+from ablate.errors import UserError
+
+
+class WarmTrial:
+    """One trial forked by the warm parent: ``pid`` (its own process group), :meth:`wait`, ``returncode``."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._started = threading.Event()
+        self._ended = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the trial ends (return its code) or ``timeout`` seconds pass.
+
+        Raises
+        ------
+        subprocess.TimeoutExpired
+            When it is still running after ``timeout`` seconds (as ``Popen.wait``).
+        """
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"trial pid {self.pid}", timeout or 0)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """The return code when the trial has ended, else None."""
+        return self.returncode if self._ended.is_set() else None
+
+
+class WarmParent:
+    """A warm parent for the trials of one sweep dir.
+
+    Parameters
+    ----------
+    sweep_root : str
+        The sweep dir (its ``ablation.yaml`` names the task to import).
+    cwd : str
+        Working directory of the warm parent and so of every trial (the project root).
+    env : dict
+        Its environment (fixed ``PYTHONHASHSEED`` included); each trial adds its own on top.
+    log : path-like or None
+        Where the warm parent's own output goes (what the task module prints at import); None: this
+        process's stdout and stderr, which the trials then share (a packed SLURM job's logs).
+    entry : str
+        The module each fork runs (``main(argv)``): one of :data:`ablate.trials.launchers.zygote.ENTRIES`.
+    preexec_fn : callable, optional
+        Run in the warm parent before it starts (signal dispositions set there, ``SIG_IGN`` included,
+        reach every fork).
+
+    Raises
+    ------
+    UserError
+        When the task cannot be forked safely: CUDA was initialised or a thread pool started while
+        the task module was imported (the fix names ``launcher.warm=false``), or the warm parent died.
+    """
+
+    def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
+                 entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None) -> None:
+        from ablate.record.sweepdir import open_log
+
+        cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
+        out_fd = log_fd = None
+        if log is None:
+            out_fd = os.dup(1)  # fd 1 of the warm parent is the protocol: our stdout travels as another fd
+            cmd += ["--stdout-fd", str(out_fd)]
+        else:
+            log_fd = open_log(log)  # never through a symlink planted in the sweep dir
+        try:
+            self._proc = subprocess.Popen(
+                cmd, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd,
+                start_new_session=True, pass_fds=() if out_fd is None else (out_fd,), preexec_fn=preexec_fn)
+        finally:
+            for fd in (out_fd, log_fd):
+                if fd is not None:
+                    os.close(fd)
+        self.log = log or "the job's stderr"
+        self.env = dict(env)
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._trials: dict[int, WarmTrial] = {}
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self._out: IO[bytes] = self._proc.stdout
+        self._in: IO[bytes] = self._proc.stdin
+        line = self._out.readline()
+        msg = json.loads(line) if line.strip() else {"ready": None, "error": "it exited while importing the task"}
+        self.report: dict[str, Any] | None = msg.get("ready")
+        if self.report is None:
+            self.close()
+            raise UserError(f"the warm parent could not start: {msg.get('error')}; see {self.log}",
+                            where="launcher.warm", fix="fix the error, or run each trial in a fresh process "
+                            "with `launcher.warm=false`")
+        problem = unsafe_reason(self.report)
+        if problem:
+            self.close()
+            raise UserError(problem, where="launcher.warm",
+                            fix="do that work inside the task function instead of at import, or run each "
+                            "trial in a fresh process with `launcher.warm=false`")
+        self._reader = threading.Thread(target=self._read, name="ablate-warm-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The warm parent's pid (each trial's parent)."""
+        return self._proc.pid
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], threads: int, stdout: str | None = None,
+              stderr: str | None = None) -> WarmTrial:
+        """Fork one trial (``ENTRY.main(argv)`` in a fork) and return its handle once it has a pid.
+
+        Parameters
+        ----------
+        argv : sequence of str
+            The entry's arguments (``ablate.trials.trial``: ``SWEEP ARM SEED ATTEMPT``).
+        env : mapping
+            What the trial sets on top of the warm parent's environment (``PYTHONHASHSEED`` is not
+            among what it can change: that was fixed when the warm parent started).
+        threads : int
+            Its CPU thread count (torch's and the OpenMP/BLAS pools', set after the fork).
+        stdout, stderr : str, optional
+            Its log files; None: the warm parent's own.
+        """
+        handle = WarmTrial()
+        with self._lock:
+            rid = self._next_id
+            self._next_id += 1
+            self._trials[rid] = handle
+            req = {"id": rid, "argv": [str(a) for a in argv], "env": dict(env), "stdout": stdout, "stderr": stderr,
+                   "threads": int(threads)}
+            try:
+                self._in.write((json.dumps(req) + "\n").encode())
+                self._in.flush()
+            except (BrokenPipeError, OSError):
+                handle.returncode = None
+                handle._started.set()
+                handle._ended.set()
+                return handle
+        handle._started.wait()
+        return handle
+
+    def _read(self) -> None:
+        for line in self._out:
+            msg = json.loads(line)
+            with self._lock:
+                handle = self._trials.get(msg["id"])
+            if handle is None:
+                continue
+            if "pid" in msg:
+                handle.pid = int(msg["pid"])
+                handle._started.set()
+            if "exit" in msg:
+                handle.returncode = int(msg["exit"])
+                handle._ended.set()
+                with self._lock:
+                    self._trials.pop(msg["id"], None)
+        with self._lock:  # the warm parent is gone: whatever it ran is gone with it
+            left = list(self._trials.values())
+            self._trials.clear()
+        for handle in left:
+            handle._started.set()
+            handle._ended.set()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End the warm parent (it kills any trial still running) and wait for it."""
+        with contextlib.suppress(OSError):
+            self._in.close()
+        try:
+            self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def unsafe_reason(report: Mapping[str, Any]) -> str | None:
+    """Why forking trials from a warm parent in the state ``report`` describes is unsafe, or None.
+
+    ``report`` is the zygote's ready report (``cuda``, ``threads``, ``imported``).
+    """
+    task = ", ".join(report.get("imported") or []) or "the task module"
+    if report.get("cuda"):
+        return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
+                "forked process cannot use CUDA")
+    if int(report.get("threads") or 1) > 1:
+        return (f"importing {task} started {int(report['threads']) - 1} thread(s) in the warm parent every trial "
+                "is forked from (a thread pool, a logger, a prefetcher); a fork keeps only the forking "
+                "thread, so a trial could hang on a lock one of them held")
+    return None

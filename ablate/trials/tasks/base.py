@@ -1,0 +1,96 @@
+"""One interface for the three task forms (``fn``, ``command``, ``app``), and what they share.
+
+A task form knows how to check a task before launch, how to run one trial of it, and what a dry run
+shows of it. :func:`form_of` picks the form from the task config; :func:`get_form` returns it.
+
+- ``fn`` (:mod:`ablate.trials.tasks.fn`): a Python callable ``module:function`` called in the trial process.
+- ``command`` (:mod:`ablate.trials.tasks.command`): any script, given ``task.params`` as overrides, that writes
+  a metrics JSON.
+- ``app`` (:mod:`ablate.trials.tasks.app`): an existing ``@hydra.main`` script, run as it is; its own composed
+  config is the control and its metrics come from what it already produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ablate.errors import ConfigError
+
+#: The keys that name a task form, in the order they are looked for.
+FORM_KEYS = ("fn", "command", "app")
+
+
+class TrialTimeout(Exception):
+    """Raised inside a trial when it exceeds ``timeout_min``."""
+
+
+@dataclass
+class TaskOutput:
+    """What a task form returns for one trial when it knows more than the metrics.
+
+    Attributes
+    ----------
+    metrics : dict
+        Metric name -> number.
+    source : dict
+        Where the metric came from: ``kind`` (return, csv, tensorboard, json, stdout), ``path``,
+        ``step`` of the value used, ``reduce`` (last, min, max).
+    """
+
+    metrics: dict[str, float]
+    source: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskForm(Protocol):
+    """How one form of task is checked, run and shown."""
+
+    name: str
+
+    def check(self, plan: Any, cwd: str) -> None:
+        """Check the task before launch without running the user's code (raises ConfigError)."""
+
+    def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
+            arm: Mapping[str, Any]) -> Any:
+        """Run one trial; return a mapping of metrics or a :class:`TaskOutput`."""
+
+    def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
+        """Lines a dry run prints about this task (e.g. each arm's exact argv)."""
+
+
+def form_of(task: Mapping[str, Any]) -> str:
+    """The form of a task config: ``fn``, ``command`` or ``app``.
+
+    Raises
+    ------
+    ConfigError
+        When the task names none of them, or more than one.
+    """
+    named = [k for k in FORM_KEYS if task.get(k)]
+    if not named:
+        raise ConfigError("the task declares none of `fn` (module:function), `command` or `app` (a @hydra.main "
+                          "script)", where="task",
+                          fix="set one in conf/task/<name>.yaml, e.g. `app: src/train.py` or `fn: my_module:train`")
+    if len(named) > 1:
+        raise ConfigError(f"the task declares {' and '.join(f'`{k}`' for k in named)}; a task has one form",
+                          where=f"task.{named[1]}", fix=f"keep one of {', '.join(named)}")
+    return named[0]
+
+
+def get_form(name: str) -> TaskForm:
+    """The task form called ``name`` (imported on demand)."""
+    if name == "fn":
+        from ablate.trials.tasks.fn import FORM
+    elif name == "command":
+        from ablate.trials.tasks.command import FORM
+    elif name == "app":
+        from ablate.trials.tasks.app import FORM
+    else:
+        raise ConfigError(f"unknown task form {name!r}", where="task", fix=f"one of {', '.join(FORM_KEYS)}")
+    return FORM
+
+
+def is_script_form(task: Mapping[str, Any]) -> bool:
+    """True for forms whose script seeds itself from the seed it receives (``command``, ``app``)."""
+    return bool(task.get("command") or task.get("app")) and not task.get("fn")

@@ -1,0 +1,87 @@
+"""The ``fn`` form of a task: a Python callable ``module:function`` called in the trial process.
+
+``fn(cfg: DictConfig) -> Mapping[str, float]``; the trial seeds every generator before calling it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ablate.errors import ConfigError
+
+
+def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
+    """Import ``module:function`` (or ``module.function``), from ``code_root`` first when given.
+
+    When ``code_root`` is given (the code snapshot of the pinned commit), modules of the task's
+    top-level package that were already imported from elsewhere are dropped from ``sys.modules`` so
+    the snapshot's copy is used, not the live working tree's.
+
+    Raises
+    ------
+    ConfigError
+        When the module cannot be imported or has no such attribute (message names ``task.fn``).
+    """
+    if ":" in spec:
+        mod_name, attr = spec.split(":", 1)
+    elif "." in spec:
+        mod_name, attr = spec.rsplit(".", 1)
+    else:
+        raise ConfigError(f"{spec!r} is not `module:function`", where="task.fn",
+                          fix="e.g. `task.fn=examples.digits.task:train`")
+    if code_root is not None:
+        root = str(code_root)
+        if root not in sys.path[:1]:
+            sys.path.insert(0, root)
+        top = mod_name.split(".")[0]
+        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+            f = getattr(sys.modules[name], "__file__", None) or ""
+            if not f.startswith(root):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {mod_name!r} ({exc})", where="task.fn",
+                          fix="check the module path; it is imported from the project root "
+                          "(the pinned commit's snapshot)") from exc
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"module {mod_name!r} has no attribute {part!r}", where="task.fn",
+                              fix=f"name a function defined in {mod_name}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ConfigError(f"{spec!r} is not callable", where="task.fn")
+    return obj
+
+
+class FnForm:
+    """The ``fn`` task form (see the module docstring)."""
+
+    name = "fn"
+
+    def check(self, plan: Any, cwd: str) -> None:
+        """Check that ``task.fn`` names a function that exists, without importing it."""
+        from ablate.trials.tasks.taskcheck import check_task_fn
+
+        check_task_fn(str((plan.control.config.get("task") or {})["fn"]), cwd)
+
+    def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
+            arm: Mapping[str, Any], code_root: Any = None) -> Any:
+        """Import ``task.fn`` from the code snapshot and call it with the trial's resolved config."""
+        from omegaconf import OmegaConf
+
+        fn = import_callable(str(cfg["task"]["fn"]), code_root)
+        return fn(OmegaConf.create(dict(cfg)))
+
+    def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
+        """A dry run of an ``fn`` task names the callable."""
+        return [f"  task: fn {(plan.control.config.get('task') or {}).get('fn')} (called in each trial's process)"]
+
+
+FORM = FnForm()

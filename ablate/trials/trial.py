@@ -1,0 +1,462 @@
+"""What runs inside one trial's process: verify pins -> seed -> run the task -> record.
+
+The trial reads everything it needs from the sweep dir (``ablation.yaml``), so the same function
+runs in-process (``launcher=inline``), in a child process (``launcher=local``: ``python -m
+ablate.trials.trial SWEEP_DIR ARM SEED``) or in a SLURM job. It writes, in ``trials/<arm>/seed=<k>/``:
+
+- ``manifest.json`` at start: what this process saw (commit of the code it imports, data hashes,
+  environment, determinism mode and flags, the config it resolved); rewritten at the end with the
+  torch determinism flags as the task left them (``determinism.flags_after``);
+- ``config.yaml``: the resolved config handed to the task;
+- ``result.json`` at the end: status, metrics (or the error), timings.
+
+A trial whose ``result.json`` says ``ok`` is never run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ablate.errors import AblateError, ConfigError, PinError, UserError
+from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
+from ablate.trials.tasks.base import TaskOutput, TrialTimeout
+from ablate.trials.tasks.fn import import_callable  # noqa: F401  (its old home; benchmarks import it from here)
+
+#: Environment variable through which the local launcher tells a trial its parent's pid.
+PARENT_ENV = "ABLATE_PARENT_PID"
+#: Statuses that mean the trial produced no usable metric.
+FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
+
+
+def load_plan(sd: SweepDir) -> dict[str, Any]:
+    """Read ``ablation.yaml`` of a sweep dir as a plain dict (validated, cached per process; do not mutate).
+
+    Raises
+    ------
+    SweepDirError
+        When ablation.yaml is missing or corrupted.
+    """
+    return sd.plan()
+
+
+def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
+    """The plan's record of ``arm`` (name, label, value, config ...)."""
+    for a in plan["arms"]:
+        if a["name"] == arm:
+            return a
+    raise ConfigError(f"no arm named {arm!r} in this ablation", where="arm",
+                      fix=f"one of {', '.join(a['name'] for a in plan['arms'])}")
+
+
+_resolved_cache: dict[int, dict[str, Any]] = {}
+
+
+def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """Resolve an arm's config for one seed: set ``seed``, evaluate interpolations, return a plain dict.
+
+    When no interpolation reads ``seed``, an arm is resolved once per process and copied per seed
+    (the resolvers of a planned config are stable: the plan refused any that were not).
+    """
+    import copy
+
+    key = id(arm_config)
+    hit = _resolved_cache.get(key)
+    if hit is not None and hit["arm"] is arm_config:
+        if hit["reusable"] is None:  # a second trial of this arm in this process: is reuse safe?
+            hit["reusable"] = "seed" not in _raw_refs(arm_config) and not _per_trial(arm_config)
+        if hit["reusable"]:
+            out = copy.deepcopy(hit["resolved"])
+            out["seed"] = int(seed)
+            _seed_app(out, seed)
+            return out
+    from ablate.plan.app_config import resolve_container
+
+    raw = {**arm_config, "seed": int(seed)}
+    if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
+        raw["task"] = copy.deepcopy(dict(raw["task"]))
+        _seed_app(raw, seed)
+    out = resolve_container(raw)
+    if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
+        _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
+    return out  # type: ignore[return-value]
+
+
+def _seed_app(resolved: dict[str, Any], seed: int) -> None:
+    """An ``app`` task receives the trial seed at its ``seed_key``: record it there too."""
+    task = resolved.get("task") or {}
+    key = task.get("seed_key", "seed") if isinstance(task, dict) else None
+    if isinstance(task, dict) and task.get("app") and key and isinstance(task.get("params"), dict):
+        node = task["params"]
+        for part in key.split(".")[:-1]:
+            node = node.setdefault(part, {})
+        node[key.split(".")[-1]] = int(seed)
+
+
+def _per_trial(arm_config: Mapping[str, Any]) -> bool:
+    from ablate.plan.hydra_semantics import per_trial_keys
+
+    return bool(per_trial_keys(dict(arm_config)))
+
+
+def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
+    from ablate.plan.arms import _references, flatten
+
+    refs: set[str] = set()
+    for path, v in flatten(dict(arm_config)).items():
+        if isinstance(v, str) and "${" in v:
+            refs |= _references(v, path)
+    return refs
+
+
+class TaskContractError(TypeError):
+    """The task broke its contract (returned a non-mapping or a non-number): a user error."""
+
+
+def _coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
+    if not isinstance(out, Mapping):
+        raise TaskContractError(
+            f"the task returned {type(out).__name__} ({str(out)[:80]!r}); a task must return a mapping "
+            "of metric name to number, e.g. {'val_acc': 0.97}"
+        )
+    metrics: dict[str, float] = {}
+    for k, v in out.items():
+        try:
+            metrics[str(k)] = float(v)
+        except (TypeError, ValueError):
+            raise TaskContractError(f"metric {k!r} is {v!r} ({type(v).__name__}), not a number") from None
+    return metrics
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise TrialTimeout after ``seconds`` (main thread only; used by in-process trials)."""
+    import threading
+
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise TrialTimeout(f"exceeded timeout_min ({seconds / 60:g} min)")
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def write_result(tp: TrialPaths, record: dict[str, Any]) -> dict[str, Any]:
+    """Write ``result.json`` atomically and return the record."""
+    tp.dir.mkdir(parents=True, exist_ok=True)
+    write_json(tp.result, record)
+    return record
+
+
+def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_process: bool = False,
+              attempt: int | None = None, trial_dir: str | os.PathLike[str] | None = None,
+              determinism: str | None = None) -> dict[str, Any]:
+    """Run one trial (``arm`` at ``seed``) of the ablation in ``sweep_root`` and record it.
+
+    Parameters
+    ----------
+    sweep_root : path-like
+        The sweep dir (holds ``ablation.yaml``).
+    arm : str
+        Arm name (``control`` or a treatment such as ``lr=0.1``).
+    seed : int
+        The trial seed.
+    in_process : bool
+        True when running inside the orchestrating process (``launcher=inline``): timeouts use
+        SIGALRM and process-level environment variables are restored afterwards.
+    attempt : int, optional
+        Attempt number recorded in the result (1 for the first run).
+    trial_dir : path-like, optional
+        Write this run's files here instead of ``trials/<arm>/seed=<k>/`` (``ablate repro`` re-runs a
+        trial into a scratch dir; the original trial is never touched).
+    determinism : {"off", "seeded", "strict"}, optional
+        The determinism mode; default :func:`ablate.trials.seeding.trial_mode` (the ablation's setting, or
+        the arm's value when ``determinism`` is the variable).
+
+    Returns
+    -------
+    dict
+        The record written to ``result.json``: ``arm``, ``seed``, ``status`` (``ok``, ``failed``,
+        ``diverged``, ``timeout``, ``pin_mismatch``), ``metrics``, ``error``, ``duration_s`` ...
+        Never raises for a failing task: failures are recorded.
+    """
+    from ablate.pin import pins as pins_mod
+
+    t0 = time.perf_counter()
+    sd = SweepDir(sweep_root)
+    tp = TrialPaths(Path(trial_dir).absolute()) if trial_dir is not None else sd.trial(arm, seed)
+    sd.mkdir(tp.dir)
+    previous = sd.read_result(arm, seed) if trial_dir is None else None
+    if previous is not None and previous.get("status") == "ok":
+        return previous
+    plan = load_plan(sd)
+    rec = arm_record(plan, arm)
+    task_cfg = (rec["config"].get("task") or {})
+    metric = plan.get("metric")
+    opts = plan.get("options", {})
+    base: dict[str, Any] = {
+        "arm": arm, "value": rec.get("value"), "seed": int(seed), "attempt": attempt or 1,
+        "started_at": _now(), "host": os.uname().nodename, "pid": os.getpid(),
+    }
+    manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
+                                "host": base["host"], "pid": os.getpid()}
+    if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
+        manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
+    saved_env = dict(os.environ) if in_process else None
+    from ablate.trials import isolation
+
+    stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
+    guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
+
+    def done(status: str, **fields: Any) -> dict[str, Any]:
+        """Write this trial's result.json with ``status`` and the common fields."""
+        rec_out = {**base, "status": status, "metrics": {}, **fields,
+                   "duration_s": time.perf_counter() - t0, "finished_at": _now()}
+        return write_result(tp, rec_out)
+
+    try:
+        code_root = pins_mod.trial_code_root(sd, plan)
+        manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
+        manifest["environment"] = pins_mod.capture_environment(light=True)
+        manifest["data"] = pins_mod.data_seen(plan)
+        from ablate.plan.hydra_semantics import trial_hydra
+        from ablate.trials.tasks.base import form_of, get_form
+
+        form = get_form(form_of(task_cfg))
+        if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
+            form.register_resolvers(task_cfg, code_root)
+        per_trial = _per_trial(rec["config"])
+        if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
+            (tp.dir / "run").mkdir(parents=True, exist_ok=True)
+        with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
+            cfg = resolve_config(rec["config"], seed)
+        manifest["config"] = cfg
+        from ablate.trials import seeding
+
+        mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
+        threads = opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
+        os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
+        manifest["determinism"] = {"mode": mode}
+        write_atomic(tp.config, dump_yaml(cfg))
+        mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
+        if mismatch:
+            write_json(tp.manifest, manifest)
+            return done("pin_mismatch", error="; ".join(mismatch))
+        hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
+        workdir = None
+        if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
+            from ablate.trials.workdir import task_workdir
+
+            workdir = task_workdir(sd, plan, cfg.get("task") or {})
+            manifest["cwd"] = str(workdir)
+        if form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
+            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
+                                       "via": "command overrides and environment"}
+            hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
+            if threads is not None:
+                manifest["determinism"]["threads"] = int(threads)
+        else:
+            manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
+        manifest["determinism"]["hash_seed"] = hash_seed
+        write_json(tp.manifest, manifest)
+        run_opts = {**opts, "determinism": mode}
+
+        def runner() -> Any:
+            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext():
+                return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
+
+        timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+        t_task = time.perf_counter()
+        from ablate.trials import fingerprint
+
+        # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
+        ckpt = os.environ.get("ABLATE_CHECKPOINT_DIR")
+        resumed = os.environ.get("ABLATE_REQUEUES", "0") not in ("", "0") and bool(ckpt) and \
+            Path(ckpt).is_dir() and any(Path(ckpt).iterdir())
+        with fingerprint.recording(tp.steps, resume=resumed), \
+                (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
+            out = runner()
+        if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
+            raise KeyboardInterrupt
+        task_s = time.perf_counter() - t_task
+        if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
+            manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
+            manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
+            manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
+            write_json(tp.manifest, manifest)
+        source = None
+        if isinstance(out, TaskOutput):
+            out, source = out.metrics, out.source
+        metrics = _coerce_metrics(out, metric)
+        changed = _pins_after(sd, plan, manifest, tp)
+        if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
+            return done("pin_mismatch", metrics=metrics, task_s=task_s,
+                        error="changed while the trial ran, so its metrics describe other inputs: "
+                        + "; ".join(changed))
+        status, error, contract = "ok", None, False
+        if metric and metric not in metrics:
+            status, contract = "failed", True
+            error = (f"`task.metric`: the task did not return the metric {metric!r}; it returned: "
+                     f"{', '.join(sorted(metrics)) or 'nothing'}. Fix: set `task.metric` to one of those.")
+        bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+        if status == "ok" and metric in bad:
+            status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
+        extra = {"metric_source": source} if source else {}
+        return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s, **extra)
+    except TrialTimeout as exc:
+        return done("timeout", error=str(exc))
+    except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
+        if guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
+            raise KeyboardInterrupt from None
+        if isinstance(exc, SystemExit) and not in_process and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+            raise  # submitit's preemption / time-limit handler requeued the job and ends it with sys.exit(-1)
+        import traceback
+
+        if isinstance(exc, KeyboardInterrupt) and not in_process:
+            error = "KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)"
+        else:
+            error = isolation.exit_cause(exc)
+            if in_process:
+                error += "; under launcher=inline it would have ended ablate, so it was recorded as a failed trial"
+        return done("failed", traceback=traceback.format_exc(limit=-8), error=error)
+    except TaskContractError as exc:
+        return done("failed", contract_error=True,
+                    error=f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.")
+    except PinError as exc:
+        return done("pin_mismatch", error=str(exc))
+    except Exception as exc:
+        import traceback
+
+        tb = traceback.format_exc(limit=-8)
+        msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
+        msg = _explain(exc, msg)
+        from ablate.pin.ignored import explain_missing
+
+        why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
+        msg = f"{msg}. {why}" if why else msg
+        return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
+    finally:
+        stack.close()
+        if saved_env is not None:
+            from ablate.trials.seeding import clear_import_hooks
+
+            clear_import_hooks()
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+
+def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any], tp: TrialPaths) -> list[str]:
+    """Check the data and code pins again once the task has returned (content digests, no DVC).
+
+    Records what was seen in the manifest (``data_after``, ``code_after``) and returns the
+    differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
+    as far as its start and end can show).
+    """
+    from ablate.pin import pins as pins_mod
+
+    pins = plan.get("pins") or {}
+    check: dict[str, Any] = {}
+    if pins.get("data"):
+        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan)
+    code = manifest.get("code") or {}
+    if (pins.get("code") or {}).get("snapshot") and code.get("root"):
+        manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))
+    if not check:
+        return []
+    write_json(tp.manifest, manifest)
+    return pins_mod.mismatches({k: pins[k] for k in check}, check)
+
+
+def _explain(exc: BaseException, msg: str) -> str:
+    """Add the way out to errors users hit often (a nondeterministic op under strict mode)."""
+    text = str(exc)
+    if "does not have a deterministic implementation" in text:
+        op = (text.split(" does not have")[0].strip().splitlines() or ["an op"])[-1]
+        return (f"`determinism=strict`: the op {op} has no deterministic implementation, so the trial stopped "
+                "instead of running it nondeterministically. Ways out: `determinism=seeded` (same final metrics "
+                "on the same hardware, not bitwise identical steps), or call "
+                "torch.use_deterministic_algorithms(True, warn_only=True) at the start of the task (every other "
+                f"op stays deterministic; this one warns and is not). Original error: {msg}")
+    if "CUBLAS_WORKSPACE_CONFIG" in text and "use_deterministic_algorithms" in text:
+        return ("`determinism=strict`: cuBLAS needs CUBLAS_WORKSPACE_CONFIG=:4096:8 (or :16:8) set before CUDA "
+                "initialises; ablate sets it for trials it starts (launcher=local or slurm), but this process "
+                "initialised CUDA first (launcher=inline after a CUDA trial, or a task that sets its own "
+                "environment). Fix: use launcher=local, or export CUBLAS_WORKSPACE_CONFIG=:4096:8 before running "
+                f"ablate. Original error: {msg}")
+    return msg
+
+
+def die_with_parent() -> None:
+    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
+    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
+    want = os.environ.get(PARENT_ENV)
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != want:
+        os._exit(1)
+
+
+def own_process_tree() -> None:
+    """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
+    stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
+    from ablate.trials import proctree
+
+    if not proctree.become_subreaper():
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        proctree.kill_descendants()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m ablate.trials.trial SWEEP_DIR ARM SEED [ATTEMPT]`` (used by the local launcher)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (3, 4):
+        print("usage: python -m ablate.trials.trial SWEEP_DIR ARM SEED [ATTEMPT]", file=sys.stderr)
+        return 2
+    die_with_parent()
+    own_process_tree()
+    sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
+    attempt = int(argv[3]) if len(argv) == 4 else None
+    try:
+        rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
+    finally:
+        from ablate.trials import proctree
+
+        proctree.kill_descendants()  # whatever the task started (setsid grandchildren too) ends with it
+    sys.stdout.flush()
+    return 0 if rec.get("status") in ("ok", "failed", "diverged", "pin_mismatch") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
