@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AblateError as exc:
         code = _fail(exc)
     except KeyboardInterrupt:
-        from ablate.orchestrate.pipeline import pipeline as orchestrate
+        from ablate.orchestrate import pipeline as orchestrate
 
         where = orchestrate.CURRENT_SWEEP_DIR or "DIR"
         print(f"ablate: interrupted; `ablate resume {where}` finishes the ablation (interrupted trials are "
@@ -113,7 +113,7 @@ def _hydra_main(argv: list[str]) -> int:
     else:
         # A single run: compose once here so user mistakes get ablate's one-line errors (exit 2).
         from ablate.errors import ConfigError
-        from ablate.orchestrate.pipeline import single
+        from ablate.orchestrate import single
         from ablate.plan.compose import compose
         from ablate.trials.tasks.app import split_cli
 
