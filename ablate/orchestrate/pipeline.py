@@ -69,27 +69,10 @@ SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it 
 
 def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
                  cwd: str | os.PathLike[str] | None) -> tuple[dict[str, Any], Any, Any]:
-    """Attach an app's composed config; freeze ``${now:}``; refuse ``???`` values (any task form)."""
-    from ablate.plan.hydra_semantics import freeze_now, missing_keys
-    from ablate.trials.tasks.base import form_of
+    """Attach the task's own config (an app's); freeze ``${now:}``; refuse ``???`` values (any task form)."""
+    from ablate.trials.tasks import attach
 
-    task = cfg.get("task")
-    if isinstance(task, Mapping) and task.get("app"):
-        form_of(task)  # one form only
-        from ablate.trials.tasks.app import attach
-
-        cfg, compose, choices = attach(cfg, compose, choices, cwd or os.getcwd())
-    else:
-        import copy
-
-        cfg = copy.deepcopy(cfg)
-        freeze_now(cfg)
-        missing = missing_keys(cfg)
-        if missing:
-            raise ConfigError(f"{', '.join(missing[:10])} {'is' if len(missing) == 1 else 'are'} ??? (a mandatory "
-                              "value, not set)", where=missing[0],
-                              fix=f"give it a value in its config file or as an override: `{missing[0]}=<value>`")
-    return cfg, compose, choices
+    return attach(cfg, compose, choices, cwd)
 
 
 def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
@@ -103,7 +86,7 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
     ConfigError
         An explicit seed list with 0.
     """
-    from ablate.trials.tasks.base import is_script_form
+    from ablate.trials.tasks import is_script_form
 
     task = cfg.get("task")
     if not isinstance(task, Mapping) or not is_script_form(task) or 0 not in seeds:
@@ -122,7 +105,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
     from ablate.orchestrate.suite import suite_record
     from ablate.plan.arms import resolve
     from ablate.plan.hydra_semantics import trial_hydra
-    from ablate.trials.tasks.base import is_script_form
+    from ablate.trials.tasks import is_script_form
 
     control_task = plan.control.config.get("task") or {}
     return {**suite_record(plan),
@@ -157,12 +140,9 @@ def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any
 
 def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
     """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
-    task = plan.control.config.get("task") or {}
-    if not task.get("app"):
-        return []
-    from ablate.trials.tasks.app import config_location, settings
+    from ablate.trials.tasks import config_dirs
 
-    return [str(config_location(settings(task), cwd)[0])]
+    return config_dirs(plan.control.config.get("task") or {}, cwd)
 
 
 def _per_trial_keys(plan: Plan) -> set[str]:
@@ -240,7 +220,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                                fix="fix the path in `task.data` (relative to the project root), or restore the file")
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(_describe(plan))
-        from ablate.trials.tasks.base import form_of, get_form
+        from ablate.trials.tasks import form_of, get_form
 
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
             out(line)
@@ -336,7 +316,7 @@ def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
 
 
 def _check_task(plan: Plan, cwd: str) -> None:
-    from ablate.trials.tasks.base import form_of, get_form
+    from ablate.trials.tasks import form_of, get_form
 
     get_form(form_of(plan.control.config.get("task") or {})).check(plan, cwd)
 

@@ -36,7 +36,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     from ablate.pin import pins
     from ablate.record.sweepdir import dump_yaml, write_atomic, write_json
     from ablate.trials import seeding
-    from ablate.trials.tasks.fn import import_callable
+    from ablate.trials.tasks import get_form, import_callable
     from ablate.trials.trial import _coerce_metrics
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -54,12 +54,13 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         metrics = _single_app(cfg, out_dir, opts, manifest)
     elif not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
         from ablate.record.sweepdir import TrialPaths
-        from ablate.trials.tasks.command import run_command_task
 
         manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
         write_json(out_dir / "manifest.json", manifest)
         run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
-        metrics = _coerce_metrics(run_command_task(container, TrialPaths(out_dir), run_opts), opts.metric)  # type: ignore[arg-type]
+        out = get_form("command").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
+                                      arm={"name": "control"})
+        metrics = _coerce_metrics(out, opts.metric)  # type: ignore[arg-type]
     else:
         fn = import_callable(str(cfg.task.fn), Path.cwd())
         manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
@@ -86,7 +87,7 @@ def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) ->
     from ablate.plan.app_config import resolve_container
     from ablate.plan.hydra_semantics import trial_hydra
     from ablate.record.sweepdir import TrialPaths, write_json
-    from ablate.trials.tasks.app import FORM, attach
+    from ablate.trials.tasks import attach, get_form
 
     seed = int(cfg.seed)
     if seed == 0:
@@ -102,6 +103,6 @@ def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) ->
     manifest["determinism"] = {"mode": opts.determinism, "seed": seed, "via": "app overrides"}
     write_json(out_dir / "manifest.json", manifest)
     run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
-    out = FORM.run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}}, arm={"name": "control"})
+    out = get_form("app").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}}, arm={"name": "control"})
     print(f"metric {opts.metric!r} from {out.source['kind']} ({out.source['path']})", file=sys.stderr)
     return out.metrics

@@ -398,7 +398,7 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
     """
     from ablate.orchestrate.pipeline import start
     from ablate.plan.compose import compose
-    from ablate.trials.tasks.app import with_cli_overrides
+    from ablate.trials.tasks import with_cli_overrides
 
     comps = [with_cli_overrides(compose([*overrides, f"variable={n}"], config_path=config_path,
                                         config_dirs=config_dirs, config_name=config_name), app_overrides)

@@ -127,7 +127,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
     from ablate.plan.compose import compose
     from ablate.plan.overrides import format_override
     from ablate.record.sweepdir import create_unique_dir, dump_yaml, write_atomic
-    from ablate.trials.tasks.app import with_cli_overrides
+    from ablate.trials.tasks import with_cli_overrides
 
     key, values = scale
     if composed.cfg.get("dry_run") is True:

@@ -27,8 +27,7 @@ from typing import Any
 
 from ablate.errors import AblateError, ConfigError, PinError, UserError
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
-from ablate.trials.tasks.base import TaskOutput, TrialTimeout
-from ablate.trials.tasks.fn import import_callable  # noqa: F401  (its old home; benchmarks import it from here)
+from ablate.trials.tasks import TaskOutput, TrialTimeout, import_callable  # noqa: F401  (benchmarks import it here)
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
@@ -239,7 +238,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         manifest["environment"] = pins_mod.capture_environment(light=True)
         manifest["data"] = pins_mod.data_seen(plan)
         from ablate.plan.hydra_semantics import trial_hydra
-        from ablate.trials.tasks.base import form_of, get_form
+        from ablate.trials.tasks import form_of, get_form
 
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported

@@ -19,9 +19,8 @@ from ablate.trials.launchers.slurm_pack import (
     pack,
     packed_timeout_min,
     per_trial_states,
-    unfinished,
 )
-from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
+from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial, unfinished
 from tests.helpers import ablate_cli, make_sweep
 
 

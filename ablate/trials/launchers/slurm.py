@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +31,7 @@ from typing import Any, ClassVar
 from ablate.errors import ConfigError, SchedulerError
 from ablate.record.sweepdir import SweepDir, read_json, write_json
 from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
+from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
 
 SLURM_DIR = "slurm"
 JOBS_FILE = "jobs.json"
@@ -52,10 +51,6 @@ UNREACHABLE_AFTER_S = 300.0
 #: Longest pause between two polls of SLURM while waiting (results are checked every second).
 MAX_POLL_S = 15.0
 _CMD_TIMEOUT_S = 60
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -142,46 +137,6 @@ def sbatch_parameters(*, job_name: str, timeout_min: int, cpus_per_task: int, me
     if sbatch:
         params["additional_parameters"] = {str(k): v for k, v in sbatch.items()}
     return params
-
-
-def setup_lines(seeds: Sequence[int], *, determinism: str | Sequence[str], cpus_per_task: int,
-                user_setup: Sequence[str] = (), threads: int | None = None, hash_seed: str | None = None) -> list[str]:
-    """Batch-script lines that give array task ``i`` the environment of the trial at ``seeds[i]``.
-
-    ``determinism`` is one mode for every task, or one per task (when ``determinism`` is the
-    ablation's variable, each arm runs under its own mode).
-
-    ``PYTHONHASHSEED`` is ``hash_seed``, the ablation's (:func:`ablate.trials.seeding.ablation_hash_seed`: the
-    same in every task and under every launcher); None sets none. Other variables that must be set
-    before Python starts (``CUBLAS_WORKSPACE_CONFIG`` under ``determinism=strict``) are picked from a
-    bash array by ``SLURM_ARRAY_TASK_ID``; thread counts are the plan's ``threads`` (for plans without
-    it: ``cpus_per_task``); the user's own ``setup`` lines come last.
-    """
-    from ablate.trials import seeding
-
-    modes = [determinism] * len(seeds) if isinstance(determinism, str) else list(determinism)
-    envs = [{k: v for k, v in seeding.environment_for(m, s).items() if k != "PYTHONHASHSEED"}
-            for m, s in zip(modes, seeds, strict=True)]
-    lines: list[str] = []
-    if hash_seed is not None:
-        lines.append(f"export PYTHONHASHSEED={shlex.quote(str(hash_seed))}")
-    for key in sorted({k for e in envs for k in e}):
-        values = " ".join(shlex.quote(e.get(key, "")) for e in envs)
-        lines.append(f'_ablate_v=({values}); export {key}="${{_ablate_v[${{SLURM_ARRAY_TASK_ID:-0}}]}}"')
-    for var in seeding.THREAD_ENV_VARS:
-        if threads is not None:  # the plan's thread count: the same as under every other launcher
-            lines.append(f"export {var}={int(threads)}")
-        else:
-            lines.append(f"export {var}=${{{var}:-{int(cpus_per_task)}}}")
-    lines.extend(str(line) for line in user_setup)
-    return lines
-
-
-def split_arrays(trials: Sequence[TrialRef], max_array_size: int) -> list[list[TrialRef]]:
-    """Cut ``trials`` into job arrays of at most ``max_array_size`` tasks (SLURM's ``MaxArraySize``:
-    task ids run from 0 to MaxArraySize - 1)."""
-    size = max(1, int(max_array_size))
-    return [list(trials[i:i + size]) for i in range(0, len(trials), size)]
 
 
 def refusal_fix(message: str, partitions: Iterable[str] = ()) -> str:
@@ -508,7 +463,7 @@ class SlurmLauncher(Launcher):
         found = slurm_intent.resolve(sd, SLURM_DIR, _run, write=write, read_jobs=lambda: self._read_jobs(sd),
                                      write_jobs=write_jobs)
         if found and write:
-            _log(f"ablate: found {len(found)} trial(s) already submitted as SLURM job "
+            log(f"ablate: found {len(found)} trial(s) already submitted as SLURM job "
                  f"{found[0]['job_id'].split('_')[0]} by an ablate process that stopped before recording them; "
                  "waiting for them instead of submitting again")
         return [] if write else found
@@ -582,7 +537,7 @@ class SlurmLauncher(Launcher):
             t0 = time.perf_counter()
             array_id = self.submit_recorded(sd, ex, job_name, fns, [[r] for r in chunk])
             array_ids.append(array_id)
-            _log(f"ablate: submitted {len(chunk)} trial(s) as SLURM job {array_id} "
+            log(f"ablate: submitted {len(chunk)} trial(s) as SLURM job {array_id} "
                  f"({time.perf_counter() - t0:.2f} s)")
         return array_ids
 

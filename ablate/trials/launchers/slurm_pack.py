@@ -16,8 +16,8 @@ thread count and seeding; ``launcher.warm=false`` runs each trial in a fresh Pyt
 Preemption and time limits: SLURM signals the job; submitit calls ``PackedSlurmTrial.checkpoint``,
 which requeues the job with the list of trials that had *finished* (their process ended) before the
 signal. The requeued job skips those and any trial whose ``result.json`` says ``ok``, so it re-runs
-exactly the unfinished trials (:func:`unfinished`). The trial that was running when the signal came is
-re-run, resuming from its ``ABLATE_CHECKPOINT_DIR`` when the task saves state there.
+exactly the unfinished trials (:func:`ablate.trials.launchers.slurm_pack_job.unfinished`). The trial that was
+running when the signal came is re-run, resuming from its ``ABLATE_CHECKPOINT_DIR`` when the task saves state there.
 
 Each trial is still one row of ``<sweep>/slurm/jobs.json`` (several rows share one array task id), so
 ``ablate status`` and ``ablate collect`` report per trial as without packing.
@@ -34,7 +34,6 @@ from ablate.trials.launchers.base import JobState, TrialRef
 
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
-    from ablate.trials.launchers.slurm import SlurmLauncher
 
 
 def check_trials_per_job(value: Any) -> int:
@@ -84,24 +83,6 @@ def packed_timeout_min(per_trial_min: int, n_trials: int, job_timeout_min: int |
     return math.ceil(per_trial_min) * max(1, int(n_trials))
 
 
-def unfinished(sd: SweepDir, group: Sequence[TrialRef], finished: set[tuple[str, int]]) -> list[TrialRef]:
-    """The trials of ``group`` a (re)started packed job still has to run.
-
-    A trial is done when its process ended in an earlier start of this job (``finished``: its result,
-    whatever its status, is final) or when its ``result.json`` for this attempt says ``ok``. Every other
-    trial, including the one that was running when the job was preempted, runs (again).
-    """
-    out = []
-    for ref in group:
-        if (ref.arm, ref.seed) in finished:
-            continue
-        rec = sd.read_result(ref.arm, ref.seed)
-        if rec is not None and rec.get("status") == "ok" and int(rec.get("attempt", 1)) >= ref.attempt:
-            continue
-        out.append(ref)
-    return out
-
-
 #: SLURM states of a job whose process is up (as ``ablate status`` counts running).
 _UP_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING"})
 #: Reason shown for a trial that waits inside its running packed job.
@@ -137,7 +118,7 @@ def per_trial_states(sd: SweepDir, states: Mapping[tuple[str, int], JobState]) -
     return out
 
 
-def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialRef]) -> list[str]:
+def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> list[str]:
     """Submit ``trials`` as job array(s) of ``launcher.trials_per_job`` trials per task and record each
     trial with its array task id in ``<sweep>/slurm/jobs.json`` (several trials share one id).
 
@@ -155,8 +136,8 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
 
     from ablate.trials import seeding
     from ablate.trials.launchers import slurm_intent
-    from ablate.trials.launchers.slurm import _log, setup_lines, split_arrays
     from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
+    from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
     from ablate.trials.trial import load_plan
 
     plan = load_plan(sd)
@@ -186,6 +167,6 @@ def submit_packed(launcher: SlurmLauncher, sd: SweepDir, trials: Sequence[TrialR
         array_id = launcher.submit_recorded(sd, ex, job_name, fns, chunk)
         array_ids.append(array_id)
         n = sum(len(g) for g in chunk)
-        _log(f"ablate: submitted {n} trial(s) in {len(chunk)} job(s) of up to {launcher.trials_per_job} as SLURM "
+        log(f"ablate: submitted {n} trial(s) in {len(chunk)} job(s) of up to {launcher.trials_per_job} as SLURM "
              f"job {array_id} ({time.perf_counter() - t0:.2f} s)")
     return array_ids

@@ -33,7 +33,6 @@ from ablate.trials.launchers.slurm_job import (
     job_info,
     job_log,
 )
-from ablate.trials.launchers.slurm_pack import unfinished
 from ablate.trials.trial import PARENT_ENV
 
 if TYPE_CHECKING:
@@ -42,6 +41,24 @@ if TYPE_CHECKING:
 #: Variables of a trial's environment that the packed job sets per trial (the rest is the job's;
 #: ``PYTHONHASHSEED`` is the ablation's, one for every trial).
 TRIAL_ENV_KEYS = ("CUBLAS_WORKSPACE_CONFIG",)
+
+
+def unfinished(sd: SweepDir, group: Sequence[TrialRef], finished: set[tuple[str, int]]) -> list[TrialRef]:
+    """The trials of ``group`` a (re)started packed job still has to run.
+
+    A trial is done when its process ended in an earlier start of this job (``finished``: its result,
+    whatever its status, is final) or when its ``result.json`` for this attempt says ``ok``. Every other
+    trial, including the one that was running when the job was preempted, runs (again).
+    """
+    out = []
+    for ref in group:
+        if (ref.arm, ref.seed) in finished:
+            continue
+        rec = sd.read_result(ref.arm, ref.seed)
+        if rec is not None and rec.get("status") == "ok" and int(rec.get("attempt", 1)) >= ref.attempt:
+            continue
+        out.append(ref)
+    return out
 
 
 def _no_usr2() -> None:  # pragma: no cover - runs in the child between fork and exec

@@ -71,8 +71,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
     from ablate.pin import pins
     from ablate.record.sweepdir import SweepDir
     from ablate.trials import trial
-    from ablate.trials.tasks import base  # noqa: F401
-    from ablate.trials.tasks.fn import import_callable
+    from ablate.trials.tasks import import_callable
 
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)

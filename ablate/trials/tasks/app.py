@@ -484,7 +484,7 @@ class AppForm:
             arm: Mapping[str, Any], code_root: Any = None) -> TaskOutput:
         """Run the app for one trial and read its metric from what it produced."""
         from ablate.trials import seeding
-        from ablate.trials.tasks.command import RUN_DIR_NAME, _read_from, _workdir, spawn
+        from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
         from ablate.trials.tasks.metrics import collect
 
         task = cfg["task"]
@@ -497,8 +497,8 @@ class AppForm:
         set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
-        record = spawn(argv, set_env, _workdir(tp, task), tp, opts, {**task, "seed_key": s["seed_key"]})
-        lines = _read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
+        record = spawn(argv, set_env, task_dir(tp, task), tp, opts, {**task, "seed_key": s["seed_key"]})
+        lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         metrics, source = collect(run_dir, lines, str(s["metric"]), source=s["metric_source"], reduce=s["reduce"],
                                   stdout_path=tp.stdout)
         return TaskOutput(metrics=metrics, source=source)

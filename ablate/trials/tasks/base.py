@@ -1,7 +1,8 @@
 """One interface for the three task forms (``fn``, ``command``, ``app``), and what they share.
 
 A task form knows how to check a task before launch, how to run one trial of it, and what a dry run
-shows of it. :func:`form_of` picks the form from the task config; :func:`get_form` returns it.
+shows of it. :func:`form_of` picks the form from the task config; :func:`ablate.trials.tasks.get_form` returns
+it. This module names no form: each form's module imports it.
 
 - ``fn`` (:mod:`ablate.trials.tasks.fn`): a Python callable ``module:function`` called in the trial process.
 - ``command`` (:mod:`ablate.trials.tasks.command`): any script, given ``task.params`` as overrides, that writes
@@ -76,19 +77,6 @@ def form_of(task: Mapping[str, Any]) -> str:
         raise ConfigError(f"the task declares {' and '.join(f'`{k}`' for k in named)}; a task has one form",
                           where=f"task.{named[1]}", fix=f"keep one of {', '.join(named)}")
     return named[0]
-
-
-def get_form(name: str) -> TaskForm:
-    """The task form called ``name`` (imported on demand)."""
-    if name == "fn":
-        from ablate.trials.tasks.fn import FORM
-    elif name == "command":
-        from ablate.trials.tasks.command import FORM
-    elif name == "app":
-        from ablate.trials.tasks.app import FORM
-    else:
-        raise ConfigError(f"unknown task form {name!r}", where="task", fix=f"one of {', '.join(FORM_KEYS)}")
-    return FORM
 
 
 def is_script_form(task: Mapping[str, Any]) -> bool:

@@ -228,7 +228,7 @@ def _find_sweep(tp: TrialPaths) -> SweepDir | None:
     return None
 
 
-def _workdir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
+def task_dir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
     """The code snapshot to run in, with ``task.data`` linked into it; the cwd outside a sweep dir."""
     from ablate.trials.workdir import task_workdir
 
@@ -268,7 +268,7 @@ def _kill(proc: subprocess.Popen[bytes], child_group: bool) -> None:
     proc.wait()
 
 
-def _read_from(path: Path, offset: int, max_bytes: int = 65536) -> str:
+def read_from(path: Path, offset: int, max_bytes: int = 65536) -> str:
     try:
         with open(path, "rb") as fh:
             fh.seek(max(offset, os.path.getsize(path) - max_bytes))
@@ -384,7 +384,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
                "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), METRICS_ENV: str(default_metrics),
                "PYTHONUNBUFFERED": "1"}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
-    cwd = _workdir(tp, task)
+    cwd = task_dir(tp, task)
     record: dict[str, Any] = {"metrics_file": str(metrics_path)}
     spawn(argv, set_env, cwd, tp, opts, task, record)
     return read_metrics(metrics_path)
@@ -456,14 +456,14 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
         record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0, timed_out=True)
         write_json(tp.dir / "command.json", record)
         raise TrialTimeout(f"exceeded timeout_min ({timeout_s / 60:g} min); the command was killed; log tail:\n"
-                           f"{_tail(_read_from(tp.stderr, err_start))}") from None
+                           f"{_tail(read_from(tp.stderr, err_start))}") from None
     except BaseException:  # SIGALRM timeout of an inline trial, Ctrl-C: never leave the script running
         _kill(proc, child_group)
         raise
     record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0)
     write_json(tp.dir / "command.json", record)
     if proc.returncode != 0:
-        stderr = _read_from(tp.stderr, err_start)
+        stderr = read_from(tp.stderr, err_start)
         bad_key = _unknown_key(stderr, task)
         if bad_key is not None:
             raise bad_key
