@@ -105,6 +105,11 @@ def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = Non
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
                config_dirs=composed.config_dirs, choices=composed.choices)
+    return _verdict_of(sd)
+
+
+def _verdict_of(sd: Any) -> Verdict | dict[str, Any] | None:
+    """The verdict of a sweep dir just run: None for a dry run (no sweep dir), the submitted dir for ``wait=false``."""
     if sd is None:
         return None
     if not sd.verdict_json.exists():  # wait=false: submitted, collected later with `ablate collect`
@@ -209,6 +214,6 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     if suite is not None:  # a suite: one ablation per variable, one shared control
         from ablate.orchestrate.suite import run_suite
 
-        return run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs)
+        return _verdict_of(run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs))
     composed = compose(ovs, config_path=cfg_path)
     return run_composed(with_cli_overrides(composed, app_ovs))

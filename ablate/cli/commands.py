@@ -85,10 +85,12 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
         return _verdict_while_running(sd, overrides, name)
     try:
+        from ablate.judge.verdict import reuse_call
         from ablate.record.verdict_key import TrialDigest, reusable
 
         later = False
-        if not recompute and args.against is None and reusable(sd, sd.plan(), overrides):
+        plan = sd.plan()
+        if not recompute and args.against is None and reusable(sd, plan, reuse_call(plan, overrides)):
             from ablate.record.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
 
             verdict = read_json(sd.verdict_json)

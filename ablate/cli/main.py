@@ -87,8 +87,9 @@ def _hydra_main(argv: list[str]) -> int:
     hydra_own = args.help or args.hydra_help or args.cfg or args.info or args.shell_completion
     if args.multirun and not hydra_own:
         from ablate.api import run_composed
-        from ablate.orchestrate.suite import run_suite, split_suite
+        from ablate.orchestrate.suite import run_suite
         from ablate.plan.compose import compose
+        from ablate.plan.suite import split_suite
         from ablate.trials.tasks import split_cli, with_cli_overrides
 
         ours, app_overrides = split_cli(args.overrides)

@@ -277,11 +277,11 @@ def _plots(v: Mapping[str, Any]) -> list[str]:
 
 
 def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
-    """The suite, ablation-table and --against sections (:mod:`ablate.orchestrate.suite`, :mod:`ablate.judge.table`,
+    """The suite, ablation-table and --against sections (:mod:`ablate.judge.suite`, :mod:`ablate.judge.table`,
     :mod:`ablate.judge.against`), placed after the verdict lines."""
     from ablate.judge.against import against_markdown
+    from ablate.judge.suite import suite_markdown
     from ablate.judge.table import markdown as table_markdown
-    from ablate.orchestrate.suite import suite_markdown
 
     L = suite_markdown(v)
     if v.get("table"):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
-from ablate.record.sweepdir import SweepDir, read_json, write_atomic, write_json
+from ablate.record.sweepdir import VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -49,7 +49,8 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     ConfigError
         When an option or override is invalid (names it and how to fix it).
     """
-    from ablate.orchestrate.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, _choice, _number, parse_margin
+    from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
+    from ablate.plan.checks import choice, number
 
     o = dict(plan.get("options") or {})
     for k, v in (overrides or {}).items():
@@ -57,13 +58,13 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
             o[k] = v
     looks = o.get("looks") or [5, 10, 15, 20]
     return VerdictOptions(
-        alpha=float(_number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
+        alpha=float(number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
         margin=parse_margin(o.get("margin")),
-        pairing=_choice(o.get("pairing", "auto"), PAIRING, "pairing"),
-        multiplicity=_choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
-        sequential=_choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
+        pairing=choice(o.get("pairing", "auto"), PAIRING, "pairing"),
+        multiplicity=choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
+        sequential=choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
         looks=[int(x) for x in looks],
-        family=_choice(o.get("family", "suite"), FAMILIES, "family"),
+        family=choice(o.get("family", "suite"), FAMILIES, "family"),
         against=None if o.get("against") is None else str(o["against"]),
     )
 
@@ -214,7 +215,7 @@ def _jsonable(obj: Any) -> Any:
 VERDICT_LIBRARIES = ("numpy", "scipy")
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     """ablate's, Python's and :data:`VERDICT_LIBRARIES`' versions, read from the installed distributions'
     metadata (``importlib.metadata``): nothing is imported to read them."""
     import platform
@@ -231,6 +232,16 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def reuse_call(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a verdict is computed from besides the sweep dir's files, for its reuse key
+    (:func:`ablate.record.verdict_key.context`): the options given, the config drift now (the pinned config
+    files' content, :func:`ablate.judge.confounds.config_drift`) and the libraries' versions."""
+    from ablate.judge.confounds import config_drift
+
+    drift = config_drift((plan.get("pins") or {}).get("config_files") or {})
+    return {"options": dict(overrides or {}), "drift": drift, "versions": versions()}
+
+
 def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOptions) -> dict[str, Any]:
     """The verdict's content (the future verdict.json) from the plan and the trial rows; no I/O.
 
@@ -243,7 +254,8 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     """
     import numpy as np
 
-    from ablate.orchestrate.suite import families, suite_summary
+    from ablate.judge.suite import suite_summary
+    from ablate.plan.suite import families
     from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
 
     metric, goal = plan["metric"], plan.get("goal", "maximize")
@@ -331,7 +343,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         "seed_note": plan.get("seed_note"),
         "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
         "arms": arms_out, "comparisons": comparisons,
-        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": _versions(),
+        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
         **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
     }
 
@@ -348,7 +360,6 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
 
 
 #: Where ``ablate verdict DIR --alpha ...`` remembers its options (those in VERDICT_OVERRIDES).
-VERDICT_OPTIONS = "verdict_options.json"
 
 
 def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: Mapping[str, Any]
@@ -451,7 +462,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
 
     write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
     reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
-    record(sd, combine(context(sd, plan, dict(overrides or {})), digest.hexdigest()) if reusable else None)
+    record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest()) if reusable else None)
     if plots and not plots_later:
         verdict = draw_plots(sd, verdict)
     return verdict
@@ -584,7 +595,7 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
-        from ablate.orchestrate.suite import suite_confounds
+        from ablate.judge.suite import suite_confounds
         from ablate.record.results import read_manifests
 
         manifests = read_manifests(sd, plan, digest)

@@ -2,78 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
 from ablate.plan.arms import parse_seeds
+from ablate.plan.checks import boolean, choice, number
 from ablate.trials.seeding import check_mode, check_variable_values
 
 ON_FAILURE = ("report", "retry", "abort")
-PAIRING = ("auto", "paired", "unpaired")
-MULTIPLICITY = ("holm", "dunnett", "bh", "none")
-SEQUENTIAL = ("off", "group")
-FAMILIES = ("suite", "variable")
 GOALS = ("maximize", "minimize")
 
 
-def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
-    if value is False and "off" in allowed:  # YAML 1.1 reads an unquoted `off` as false
-        value = "off"
-    if value not in allowed:
-        raise ConfigError(f"must be one of {', '.join(allowed)}, got {value!r}", where=where,
-                          fix=f"e.g. `{where}={allowed[0]}`")
-    return str(value)
-
-
-def _bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ConfigError(f"must be true or false, got {value!r}", where=where, fix=f"e.g. `{where}=true`")
-
-
-def _number(value: Any, where: str, *, lo: float | None = None, hi: float | None = None,
-            integer: bool = False, allow_none: bool = False) -> Any:
-    if value is None and allow_none:
-        return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if integer:
-        ok = ok and float(value).is_integer()
-    if ok and lo is not None and value < lo:
-        ok = False
-    if ok and hi is not None and value > hi:
-        ok = False
-    if not ok:
-        kind = "an integer" if integer else "a number"
-        rng = f" in [{lo}, {hi}]" if lo is not None and hi is not None else (f" >= {lo}" if lo is not None else "")
-        raise ConfigError(f"must be {kind}{rng}{' or null' if allow_none else ''}, got {value!r}", where=where)
-    return int(value) if integer else value
-
-
-#: Words that clear the margin (``--margin none``); 0 clears it too (a zero margin tests nothing).
-NO_MARGIN = ("none", "null", "off", "no", "0", "0%")
-
-
-def parse_margin(value: Any) -> float | str | None:
-    """``margin``: null, a number in metric units (also written as a string, as ``--margin 0.01`` gives
-    it), or a percentage of the control mean (``"2%"``). ``none``, ``null``, ``off``, ``0`` clear it."""
-    if value is None or value is False or (isinstance(value, int | float) and not isinstance(value, bool)
-                                           and value == 0):
-        return None
-    if isinstance(value, str) and value.strip().lower() in NO_MARGIN:
-        return None
-    if isinstance(value, str) and not value.strip().endswith("%"):
-        with contextlib.suppress(ValueError):
-            value = float(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*%\s*", value):
-        return value.strip()
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    raise ConfigError(f"must be a positive number (metric units), a percentage such as '2%', or none, got {value!r}",
-                      where="margin", fix="e.g. `margin=0.01`, `margin='2%'` or `--margin none` to clear it")
 
 
 @dataclass
@@ -129,7 +71,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     if not isinstance(metric, str) or not metric:
         raise ConfigError("the task declares no metric to compare arms on", where="task.metric",
                           fix="set `metric: val_acc` (a key the task returns) in conf/task/<name>.yaml")
-    goal = _choice(task.get("goal", "maximize"), GOALS, "task.goal")
+    goal = choice(task.get("goal", "maximize"), GOALS, "task.goal")
     mode_raw = cfg.get("sweep_dir_mode", "0700")
     try:
         mode = int(str(mode_raw), 8)
@@ -153,7 +95,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         raise ConfigError(f"must be an increasing list of seed counts >= 3, got {looks!r}", where="looks",
                           fix="e.g. `looks=[5,10,15,20]`")
     seeds = parse_seeds(cfg.get("seeds"))
-    sequential = _choice(cfg.get("sequential", "off"), SEQUENTIAL, "sequential")
+    sequential = choice(cfg.get("sequential", "off"), SEQUENTIAL, "sequential")
     if sequential == "group" and len(seeds) < looks[-1]:
         if not isinstance(cfg.get("seeds"), int):  # an explicit seed list too short for the last look
             raise ConfigError(f"lists {len(seeds)} seeds, but sequential=group runs up to {looks[-1]} per arm "
@@ -169,24 +111,24 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         metric=metric,
         goal=goal,
         determinism=check_mode(cfg.get("determinism", "seeded")),
-        dry_run=_bool(cfg.get("dry_run", False), "dry_run"),
-        allow_dirty=_bool(cfg.get("allow_dirty", False), "allow_dirty"),
-        wait=_bool(cfg.get("wait", True), "wait"),
-        on_failure=_choice(cfg.get("on_failure", "report"), ON_FAILURE, "on_failure"),
-        max_retries=_number(cfg.get("max_retries", 1), "max_retries", lo=0, integer=True),
-        timeout_min=_number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True),
-        progress=_choice(progress, ("auto", "off"), "progress"),
+        dry_run=boolean(cfg.get("dry_run", False), "dry_run"),
+        allow_dirty=boolean(cfg.get("allow_dirty", False), "allow_dirty"),
+        wait=boolean(cfg.get("wait", True), "wait"),
+        on_failure=choice(cfg.get("on_failure", "report"), ON_FAILURE, "on_failure"),
+        max_retries=number(cfg.get("max_retries", 1), "max_retries", lo=0, integer=True),
+        timeout_min=number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True),
+        progress=choice(progress, ("auto", "off"), "progress"),
         sweep_dir_mode=mode,
-        threads=_number(cfg.get("threads", 1), "threads", lo=1, integer=True),
-        alpha=_number(cfg.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5),
+        threads=number(cfg.get("threads", 1), "threads", lo=1, integer=True),
+        alpha=number(cfg.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5),
         margin=parse_margin(cfg.get("margin")),
-        pairing=_choice(cfg.get("pairing", "auto"), PAIRING, "pairing"),
-        multiplicity=_choice(cfg.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
+        pairing=choice(cfg.get("pairing", "auto"), PAIRING, "pairing"),
+        multiplicity=choice(cfg.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
         sequential=sequential,
         looks=list(looks),
         launcher=dict(launcher),
         tracker=_tracker(cfg.get("tracker")),
-        family=_choice(cfg.get("family", "suite"), FAMILIES, "family"),
+        family=choice(cfg.get("family", "suite"), FAMILIES, "family"),
         metrics=_metrics(cfg.get("metrics"), metric),
     )
 

@@ -102,9 +102,9 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
 def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """The content of ``ablation.yaml``."""
     from ablate import __version__
-    from ablate.orchestrate.suite import suite_record
     from ablate.plan.arms import resolve
     from ablate.plan.hydra_semantics import trial_hydra
+    from ablate.plan.suite import suite_record
     from ablate.trials.tasks import is_script_form
 
     control_task = plan.control.config.get("task") or {}
@@ -274,7 +274,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
 
 
 def _describe(plan: Plan) -> str:
-    from ablate.orchestrate.suite import SuitePlan, describe_suite
+    from ablate.plan.suite import SuitePlan, describe_suite
 
     return describe_suite(plan) if isinstance(plan, SuitePlan) else describe(plan)
 

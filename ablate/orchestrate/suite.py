@@ -1,4 +1,5 @@
-"""Suites: several one-variable ablations against one shared control, in one sweep dir.
+"""Suites (the entry point): plan and run several one-variable ablations against one shared control, in one sweep
+dir. The pure planning is :mod:`ablate.plan.suite`; the suite's part of the verdict is :mod:`ablate.judge.suite`.
 
 ``ablate -m variable=lr,dropout,warmup seeds=10`` (Hydra's choice syntax over the ``variable`` group)
 composes the config once per variable, checks that every composition gives the same control, plans
@@ -17,153 +18,15 @@ reads the merged plan from ``ablation.yaml`` like any other: the arms carry the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.plan.arms import Arm, Plan, Variable, change_lines, flatten, format_value
-
-SUITE_SEPARATOR = "+"
-
-
-@dataclass
-class SuitePlan(Plan):
-    """A :class:`~ablate.plan.arms.Plan` whose treatments come from several variables.
-
-    Attributes
-    ----------
-    variables : list of Variable
-        The suite's variables, in the order given on the command line. ``variable`` (inherited) is a
-        summary Variable named ``lr+dropout`` whose key lists every variable's key.
-    """
-
-    variables: list[Variable] = field(default_factory=list)
-
-
-def split_suite(overrides: Sequence[str]) -> tuple[list[str] | None, list[str]]:
-    """Take ``variable=a,b,c`` (or ``variable=choice(a,b,c)``) out of the overrides.
-
-    Parameters
-    ----------
-    overrides : sequence of str
-        The command line's overrides, in Hydra syntax.
-
-    Returns
-    -------
-    names : list of str or None
-        The variables of the suite, or None when ``variable`` is not a sweep.
-    rest : list of str
-        The other overrides, unchanged.
-
-    Raises
-    ------
-    ConfigError
-        For a ``variable`` sweep that is not a list of choices (``range``, ``glob``), repeats a
-        name, or names one variable only.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    names: list[str] | None = None
-    rest: list[str] = []
-    for ov in overrides:
-        try:
-            parsed = parser.parse_override(ov)
-        except HydraException:
-            rest.append(ov)  # reported by the composer with its own message
-            continue
-        if parsed.get_key_element() != "variable" or not parsed.is_sweep_override():
-            rest.append(ov)
-            continue
-        if not parsed.is_choice_sweep():
-            raise ConfigError(f"{ov!r} is not a list of variable names", where="variable",
-                              fix="name them: `variable=lr,dropout` (one ablation per variable, one shared control)")
-        got = [str(x) for x in parsed.sweep_string_iterator()]
-        dup = sorted({n for n in got if got.count(n) > 1})
-        if dup:
-            raise ConfigError(f"names {', '.join(dup)} twice", where="variable", fix="list each variable once")
-        if names is not None:
-            raise ConfigError("is given twice", where="variable", fix="give one `variable=a,b,c`")
-        names = got
-    if names is not None and len(names) < 2:
-        raise ConfigError(f"{names} is a suite of one variable", where="variable",
-                          fix=f"run it as an ablation: `variable={names[0] if names else '<name>'}`")
-    return names, rest
-
-
-def suite_variable(variables: Sequence[Variable]) -> Variable:
-    """The summary Variable of a suite: name ``lr+dropout``, key ``task.optim.lr, model.dropout``."""
-    return Variable(name=SUITE_SEPARATOR.join(v.name for v in variables),
-                    key=", ".join(v.key for v in variables),
-                    values=tuple(x for v in variables for x in v.values))
-
-
-def _without_variable(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cfg.items() if k not in ("variable", "hydra")}
-
-
-def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
-    """Merge one plan per variable (all from the same control config) into a suite plan.
-
-    Parameters
-    ----------
-    plans : sequence of Plan
-        From :func:`ablate.plan.arms.make_plan`, one per variable, with equal control configs and seeds.
-
-    Returns
-    -------
-    SuitePlan
-        Control first (once), then every variable's treatments in order. Each arm's ``variable`` is
-        the name of its variable; a treatment name shared by two variables is prefixed with its
-        variable's name (``lr2-lr=0.1``).
-
-    Raises
-    ------
-    ConfigError
-        When two variables give the same treatment (same key and value), the seeds differ, or the plans'
-        control configs differ.
-    """
-    control = plans[0].control
-    base = flatten(_without_variable(control.config))
-    for p in plans[1:]:
-        other = flatten(_without_variable(p.control.config))
-        diff = sorted(k for k in set(base) | set(other) if base.get(k, ...) != other.get(k, ...))
-        if diff:  # e.g. a value frozen at plan time (``${now:}``) that differs between the variables' plans
-            raise ConfigError(f"the control planned for variable {p.variable.name} differs from the one for "
-                              f"{plans[0].variable.name} in {', '.join(diff[:5])}, so the suite would have no "
-                              "single control", where="variable",
-                              fix="make those keys fixed values, or run the variables as separate ablations")
-    control.variable = None
-    # the shared control's value: every variable's control value, by key (the arm is the control of each)
-    control.value = {p.variable.key.replace("/", "."): p.control.value for p in plans}
-    control.label = "control"
-    arms: list[Arm] = [control]
-    taken = {control.name}
-    seen: dict[tuple[str, str], str] = {}
-    for p in plans:
-        if p.seeds != plans[0].seeds:
-            raise ConfigError("the suite's variables were planned with different seeds", where="seeds")
-        for arm in p.treatments:
-            ident = (p.variable.key, format_value(arm.value))
-            if ident in seen:
-                raise ConfigError(f"variables {seen[ident]} and {p.variable.name} both set `{p.variable.key}` to "
-                                  f"{format_value(arm.value)}: the same treatment twice", where="variable",
-                                  fix=f"drop that value from one of conf/variable/{p.variable.name}.yaml or "
-                                  f"conf/variable/{seen[ident]}.yaml")
-            seen[ident] = p.variable.name
-            name = arm.name
-            if name.casefold() in {t.casefold() for t in taken}:
-                from ablate.record.names import unique_name
-
-                name = unique_name(f"{p.variable.name}-{arm.name}", taken)
-            taken.add(name)
-            arm.name = name
-            arm.variable = p.variable.name
-            arms.append(arm)
-    variables = [p.variable for p in plans]
-    return SuitePlan(variable=suite_variable(variables), arms=arms, seeds=list(plans[0].seeds),
-                     variables=variables)
+from ablate.orchestrate.pipeline import prepare, start
+from ablate.plan.arms import Plan, flatten
+from ablate.plan.compose import compose
+from ablate.plan.suite import SuitePlan, merge_plans, suite_sweep_dir, without_variable
+from ablate.record.sweepdir import SweepDir
+from ablate.trials.tasks import with_cli_overrides
 
 
 def prepare_suite(compositions: Sequence[Any], names: Sequence[str], *, cwd: str | None = None
@@ -189,14 +52,12 @@ def prepare_suite(compositions: Sequence[Any], names: Sequence[str], *, cwd: str
         A variable's file changes the control config (it may set only ``variable.*``), or any error
         :func:`ablate.orchestrate.pipeline.prepare` raises for one variable.
     """
-    from ablate.orchestrate.pipeline import prepare
-
-    base = _without_variable(compositions[0].cfg)
+    base = without_variable(compositions[0].cfg)
     base_flat = flatten(base)
     plans: list[Plan] = []
     opts = None
     for comp, name in zip(compositions, names, strict=True):
-        other = flatten(_without_variable(comp.cfg))
+        other = flatten(without_variable(comp.cfg))
         diff = sorted(k for k in set(base_flat) | set(other) if base_flat.get(k, ...) != other.get(k, ...))
         if diff:
             raise ConfigError(f"choosing variable={name} changes the control config ({', '.join(diff[:5])}), so "
@@ -225,152 +86,11 @@ def _compose_without_variable(compose: Callable[[str], Mapping[str, Any]], node:
     return inner
 
 
-def suite_record(plan: Plan) -> dict[str, Any]:
-    """The ``suite`` entry of ``ablation.yaml`` (empty for a one-variable ablation)."""
-    if not isinstance(plan, SuitePlan):
-        return {}
-    return {"suite": {"variables": [
-        {"name": v.name, "key": v.key, "values": list(v.values), "is_group": v.is_group,
-         "arms": [a.name for a in plan.arms if getattr(a, "variable", None) == v.name]}
-        for v in plan.variables]}}
-
-
-def describe_suite(plan: SuitePlan) -> str:
-    """A human description of a suite plan (dry run, and the launch log)."""
-    from ablate.plan.arms import format_seeds
-
-    n_trials = len(plan.arms) * len(plan.seeds)
-    one_by_one = sum(len(v.values) + 1 for v in plan.variables) * len(plan.seeds)
-    lines = [f"Suite of {len(plan.variables)} ablations against one shared control: "
-             + ", ".join(f"{v.name} (`{v.key}`)" for v in plan.variables),
-             f"  arms ({len(plan.arms)}): " + ", ".join(a.name for a in plan.arms),
-             f"  seeds ({len(plan.seeds)} per arm): {format_seeds(plan.seeds)}",
-             f"  trials: {n_trials} (the control runs once; {one_by_one} if each variable ran alone)"]
-    for arm in plan.treatments:
-        lines.append(f"  {arm.name} ({arm.variable}) vs control:")
-        lines += change_lines(arm)  # `added (3)` / `removed (was 2)` for keys one side lacks, as single ablations
-    return "\n".join(lines)
-
-
-def suite_sweep_dir(sweep_dir: str, names: Sequence[str]) -> str:
-    """The default sweep dir ends in ``_<first variable>``; a suite's ends in ``_suite_lr+dropout``."""
-    suffix = f"_{names[0]}"
-    if sweep_dir.endswith(suffix):
-        return sweep_dir[: -len(suffix)] + "_suite_" + SUITE_SEPARATOR.join(names)
-    return sweep_dir
-
-
-def families(plan: Mapping[str, Any], family: str) -> list[list[str]]:
-    """The multiplicity families of a plan record's treatments.
-
-    Parameters
-    ----------
-    plan : mapping
-        The plan record (``ablation.yaml``).
-    family : {"suite", "variable"}
-        ``suite``: every treatment in one family; ``variable``: one family per variable of a suite (a
-        one-variable ablation is always one family).
-
-    Returns
-    -------
-    list of list of str
-        Treatment arm names per family, in plan order.
-    """
-    treatments = [a for a in plan["arms"][1:]]
-    if family != "variable" or not plan.get("suite"):
-        return [[a["name"] for a in treatments]] if treatments else []
-    out: dict[str, list[str]] = {}
-    for a in treatments:
-        out.setdefault(str(a.get("variable")), []).append(a["name"])
-    return list(out.values())
-
-
-def family_statement(plan: Mapping[str, Any], family: str, multiplicity: str) -> str | None:
-    """The sentence the verdict prints about the suite's multiplicity; None for a one-variable ablation."""
-    suite = plan.get("suite")
-    if not suite:
-        return None
-    fams = families(plan, family)
-    n = sum(len(f) for f in fams)
-    names = ", ".join(v["name"] for v in suite["variables"])
-    if family == "variable":
-        return (f"Suite of {len(suite['variables'])} variables ({names}) sharing one control; multiplicity "
-                f"({multiplicity}) is adjusted per variable (family=variable): "
-                + "; ".join(f"{v['name']}: {len(v['arms'])} treatment(s)" for v in suite["variables"])
-                + ". Across the suite the family-wise error is not controlled.")
-    return (f"Suite of {len(suite['variables'])} variables ({names}) sharing one control; multiplicity "
-            f"({multiplicity}) is adjusted over all {n} treatments of the suite (family=suite).")
-
-
-def suite_markdown(v: Mapping[str, Any]) -> list[str]:
-    """verdict.md lines for a suite: variables, their arms and the multiplicity statement."""
-    s = v.get("suite")
-    if not s:
-        return []
-    L = ["## Suite", "", s["statement"], "", "| variable | key | treatments |", "|---|---|---|"]
-    for var in s["variables"]:
-        L.append(f"| {var['name']} | `{var['key']}` | {', '.join(var['arms'])} |")
-    trials = s.get("trials") or {}
-    if trials:
-        L += ["", f"Trials: {trials['suite']} with the shared control; {trials['one_by_one']} if each variable had "
-              f"run alone with its own control ({trials['saved']} saved)."]
-    return [*L, ""]
-
-
-def suite_summary(plan: Mapping[str, Any], family: str, multiplicity: str) -> dict[str, Any] | None:
-    """The ``suite`` entry of verdict.json: variables with their arms, the family and its statement, and the
-    trial counts with the shared control against one ablation per variable."""
-    s = plan.get("suite")
-    if not s:
-        return None
-    n_seeds = len(plan["seeds"])
-    suite_trials = len(plan["arms"]) * n_seeds
-    one_by_one = sum(len(var["arms"]) + 1 for var in s["variables"]) * n_seeds
-    return {"variables": s["variables"], "family": family,
-            "statement": family_statement(plan, family, multiplicity),
-            "trials": {"suite": suite_trials, "one_by_one": one_by_one, "saved": one_by_one - suite_trials}}
-
-
-def suite_confounds(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[str, Any]],
-                    used: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
-    """Per-arm confound check of a suite: a treatment's trials may differ from the control only in the keys its
-    own variable changes.
-
-    The suite-wide check (:func:`ablate.judge.confounds.check`) exempts every variable's keys in every arm; this one
-    checks, for each treatment trial, the keys that *other* variables change against the control's
-    recorded value.
-
-    Returns
-    -------
-    list of dict
-        Findings in the form of :func:`ablate.judge.confounds.check` (severity ``invalid``).
-    """
-    if not plan.get("suite"):
-        return []
-    arms = {a["name"]: a for a in plan["arms"]}
-    control = plan["arms"][0]
-    c_flat = flatten(control.get("resolved") or {})
-    all_keys = {k for a in plan["arms"] for k in (a.get("changes") or {})}
-    findings = []
-    for arm_name, seed in used:
-        arm = arms.get(arm_name)
-        if arm is None or arm_name == control["name"] or (arm_name, seed) not in manifests:
-            continue
-        own = set(arm.get("changes") or {})
-        seen = flatten((manifests[(arm_name, seed)].get("config")) or {})
-        for k in sorted(all_keys - own):
-            if k in c_flat and k in seen and seen[k] != c_flat[k]:
-                findings.append({
-                    "kind": "config", "field": k, "severity": "invalid", "aligned": False,
-                    "split": {arm_name: {format_value(seen[k]): 1}},
-                    "message": f"config `{k}` is {format_value(seen[k])} in {arm_name}/seed={seed}, but that arm "
-                               f"ablates {arm.get('variable')} only (control: {format_value(c_flat[k])})"})
-    return findings
 
 
 def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: str | None,
               config_dirs: Sequence[str] = (), config_name: str | None = None,
-              cwd: str | None = None, app_overrides: Sequence[str] = ()) -> Any:
+              cwd: str | None = None, app_overrides: Sequence[str] = ()) -> SweepDir | None:
     """Compose, plan, pin and run a suite (``ablate -m variable=lr,dropout ...``).
 
     Parameters
@@ -388,18 +108,14 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
 
     Returns
     -------
-    Verdict or dict or None
-        As :func:`ablate.api.run_composed`: the verdict, None for a dry run, or the submitted sweep dir.
+    SweepDir or None
+        The suite's sweep dir (its verdict written unless ``wait=false`` submitted it), None for a dry run.
 
     Raises
     ------
     ConfigError, PlanError
         Before anything is written, for any variable's invalid input.
     """
-    from ablate.orchestrate.pipeline import start
-    from ablate.plan.compose import compose
-    from ablate.trials.tasks import with_cli_overrides
-
     comps = [with_cli_overrides(compose([*overrides, f"variable={n}"], config_path=config_path,
                                         config_dirs=config_dirs, config_name=config_name), app_overrides)
              for n in names]
@@ -409,10 +125,4 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
     prepared = prepare_suite(comps, names, cwd=cwd)
     sd = start(comps[0].cfg, sweep_dir=suite_sweep_dir(comps[0].sweep_dir, names), variable_name=None, cwd=cwd,
                config_dirs=comps[0].config_dirs, prepared=prepared)
-    if sd is None:
-        return None
-    from ablate.api import Verdict
-
-    if not sd.verdict_json.exists():
-        return {"sweep_dir": str(sd.root), "submitted": True}
-    return Verdict.open(sd.root)
+    return sd

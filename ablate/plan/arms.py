@@ -85,7 +85,7 @@ class Arm:
         Key -> ``"added"`` (only this arm has it) or ``"removed"`` (only control has it), for keys of
         ``changes`` that one side lacks (``changes`` writes the missing side as None).
     variable : str or None
-        In a suite (:mod:`ablate.orchestrate.suite`), the name of the variable this treatment ablates; None otherwise.
+        In a suite (:mod:`ablate.plan.suite`), the name of the variable this treatment ablates; None otherwise.
     """
 
     name: str

@@ -59,6 +59,8 @@ PER_SEED_FILE = "per_seed.csv"
 SUMMARY_FILE = "summary.json"
 VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
+#: The verdict options ``ablate verdict DIR --...`` last used, kept for the next recomputation.
+VERDICT_OPTIONS = "verdict_options.json"
 #: Plots written beside verdict.md: per-seed values per arm, and paired differences.
 PLOT_FILES = {"values": "verdict_values.png", "paired": "verdict_paired.png"}
 #: The stderr of ``ablate verdict``'s background plot drawing; left only when that process crashed.

@@ -5,10 +5,12 @@ The key is a digest of everything the verdict is computed from, by content, neve
 
 - every trial's ``result.json`` and ``manifest.json`` bytes (or their absence), in plan order;
 - ``ablation.yaml`` and ``verdict_options.json`` bytes;
-- the call: the options given, ``--reset``, whether plots are drawn;
-- the config drift (the pinned config files' content now, :func:`ablate.judge.confounds.config_drift`);
-- the versions of ablate, Python, numpy and scipy, and the bytes of ablate's own source files (an edited
-  checkout keeps its version number).
+- the call, as the judge gives it (:func:`ablate.judge.verdict.reuse_call`): the options given, ``--reset``,
+  whether plots are drawn, the config drift (the pinned config files' content now) and the versions of
+  ablate, Python, numpy and scipy;
+- the bytes of ablate's own source files (an edited checkout keeps its version number).
+
+This module is the record layer: it hashes what it is given and knows nothing of how a verdict is judged.
 
 ``write_verdict`` records it in ``.verdict_key.json`` with the digests of the files it wrote (verdict.json,
 verdict.md, the CSVs, the tables, the plots named in verdict.json). ``ablate verdict`` reuses the verdict
@@ -25,7 +27,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ablate.record.sweepdir import SweepDir, read_bytes, write_json
+from ablate.record.sweepdir import VERDICT_OPTIONS, SweepDir, read_bytes, write_json
 
 #: The key file beside verdict.json.
 KEY_FILE = ".verdict_key.json"
@@ -74,17 +76,13 @@ def _maybe(path: str | os.PathLike[str]) -> bytes | None:
 
 
 def context(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> str:
-    """The digest of everything but the trial records: plan and remembered options (bytes), the call's
-    options, the config drift now, the versions of ablate, Python, numpy and scipy, and ablate's source."""
-    from ablate.judge.confounds import config_drift
-    from ablate.judge.verdict import VERDICT_OPTIONS, _versions
-
+    """The digest of everything but the trial records: plan and remembered options (bytes), the call (the
+    options given, and what the judge adds: config drift, library versions) and ablate's source."""
     h = hashlib.blake2b(digest_size=32)
     for name in ("ablation.yaml", VERDICT_OPTIONS):
         data = _maybe(sd.root / name)
         h.update(name.encode() + (b"\0-\0" if data is None else b"\0+%d\0" % len(data) + data))
-    drift = config_drift((plan.get("pins") or {}).get("config_files") or {})
-    h.update(json.dumps({"call": call, "drift": drift, "versions": _versions(), "code": _code_digest()},
+    h.update(json.dumps({"call": call, "code": _code_digest()},
                         sort_keys=True, default=repr).encode())
     return h.hexdigest()
 

@@ -88,7 +88,7 @@ def test_group_diff_says_added_and_removed(tmp_path: Path, option: str, lines: l
     # a suite's dry run describes the same treatment with the same words
     import dataclasses
 
-    from ablate.orchestrate.suite import SuitePlan, describe_suite
+    from ablate.plan.suite import SuitePlan, describe_suite
 
     arms = [plan.control, *(dataclasses.replace(a, variable="model") for a in plan.treatments)]
     suite = SuitePlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)} | {"arms": arms},

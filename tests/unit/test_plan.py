@@ -200,14 +200,14 @@ def test_format_value() -> None:
 @pytest.mark.parametrize(("raw", "expected"), [(None, None), (0.01, 0.01), ("0.01", 0.01), ("2%", "2%"),
                                                 (" 2.5 % ", "2.5 %")])
 def test_parse_margin(raw: Any, expected: Any) -> None:
-    from ablate.orchestrate.options import parse_margin
+    from ablate.judge.options import parse_margin
 
     assert parse_margin(raw) == expected
 
 
 @pytest.mark.parametrize("raw", ["abc", -1, "2 percent", True])  # 0 clears the margin (issue 14)
 def test_parse_margin_refuses(raw: Any) -> None:
-    from ablate.orchestrate.options import parse_margin
+    from ablate.judge.options import parse_margin
 
     with pytest.raises(ConfigError, match="`margin`"):
         parse_margin(raw)

@@ -16,8 +16,8 @@ from statsmodels.stats.multitest import multipletests
 
 from ablate.errors import ConfigError
 from ablate.judge.table import build_table, latex, tex_escape, to_csv
-from ablate.orchestrate.suite import families, merge_plans, split_suite
 from ablate.plan.arms import Variable, make_plan
+from ablate.plan.suite import families, merge_plans, split_suite
 from ablate.stats.multiplicity import stage_levels
 from tests.helpers import make_sweep
 

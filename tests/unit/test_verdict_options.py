@@ -11,8 +11,8 @@ from scipy import stats
 
 from ablate.cli.commands import dispatch
 from ablate.errors import ConfigError
+from ablate.judge.options import parse_margin
 from ablate.judge.verdict import VERDICT_OPTIONS, write_verdict
-from ablate.orchestrate.options import parse_margin
 from ablate.record.sweepdir import SweepDir
 from tests.helpers import make_sweep
 

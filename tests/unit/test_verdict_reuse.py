@@ -85,7 +85,7 @@ def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
 
 
 def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
-    from ablate.judge.verdict import write_verdict
+    from ablate.judge.verdict import reuse_call, write_verdict
     from ablate.record.sweepdir import SweepDir
     from ablate.record.verdict_key import TrialDigest, reusable
 
@@ -96,11 +96,12 @@ def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
     digest = TrialDigest()
     write_verdict(sd, rows=write_results(sd, digest=digest), digest=digest, plots_later=True)
     assert (root / ".verdict_key.json").is_file()
-    assert not reusable(sd, sd.plan(), {})  # the plots are still marked pending
+    assert not reusable(sd, sd.plan(), reuse_call(sd.plan(), {}))  # the plots are still marked pending
     write_verdict(sd, rows=write_results(sd, digest=(d2 := TrialDigest())), digest=d2)
-    assert reusable(sd, sd.plan(), {}) and not reusable(sd, sd.plan(), {"alpha": 0.01})
+    assert reusable(sd, sd.plan(), reuse_call(sd.plan(), {}))
+    assert not reusable(sd, sd.plan(), reuse_call(sd.plan(), {"alpha": 0.01}))
     write_verdict(sd)  # no digest (a caller that did not collect one): the key is removed, nothing is reused
-    assert not (root / ".verdict_key.json").exists() and not reusable(sd, sd.plan(), {})
+    assert not (root / ".verdict_key.json").exists() and not reusable(sd, sd.plan(), reuse_call(sd.plan(), {}))
     other = make_sweep(tmp_path / "other", {"control": C, "lr=0.1": T})
     assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
     assert not (root / ".verdict_key.json").exists()
