@@ -37,7 +37,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     from ablate.record.sweepdir import dump_yaml, write_atomic, write_json
     from ablate.trials import seeding
     from ablate.trials.tasks import get_form, import_callable
-    from ablate.trials.trial import _coerce_metrics
+    from ablate.trials.trial import coerce_metrics
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     container = OmegaConf.to_container(cfg, resolve=not cfg.task.get("app"))
@@ -60,13 +60,13 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
         out = get_form("command").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
                                       arm={"name": "control"})
-        metrics = _coerce_metrics(out, opts.metric)  # type: ignore[arg-type]
+        metrics = coerce_metrics(out, opts.metric)  # type: ignore[arg-type]
     else:
         fn = import_callable(str(cfg.task.fn), Path.cwd())
         manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
         write_json(out_dir / "manifest.json", manifest)
         t0 = time.perf_counter()
-        metrics = _coerce_metrics(fn(cfg), opts.metric)
+        metrics = coerce_metrics(fn(cfg), opts.metric)
     write_json(out_dir / "result.json", {"status": "ok", "seed": int(cfg.seed), "metrics": metrics,
                                           "duration_s": time.perf_counter() - t0})
     shown = ", ".join(f"{k}={v:.6g}" for k, v in metrics.items())

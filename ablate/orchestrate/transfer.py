@@ -38,7 +38,7 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
         or the values are not a list of at least 2 distinct values of the key's type.
     """
     from ablate.errors import close_matches
-    from ablate.plan.arms import RESERVED_KEYS, _select, check_value_type, flatten, task_keys
+    from ablate.plan.arms import RESERVED_KEYS, select, check_value_type, flatten, task_keys
 
     node = cfg.get("scale") or {}
     key, values = node.get("key"), node.get("values")
@@ -63,7 +63,7 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
     if not isinstance(values, list | tuple) or len(values) < 2:
         raise ConfigError(f"must list at least 2 settings of {key}, got {values!r}", where="scale.values",
                           fix=f"e.g. `scale.values=[{leaves[key]},{leaves[key]}]` with two different values")
-    control_value = _select(cfg, key)
+    control_value = select(cfg, key)
     out = [check_value_type(key, control_value, v, i) for i, v in enumerate(values)]
     if len({repr(v) for v in out}) != len(out):
         raise ConfigError(f"repeats a value: {list(values)}", where="scale.values", fix="list each value once")

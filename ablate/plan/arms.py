@@ -32,7 +32,8 @@ ABLATE_KEYS = frozenset(
     }
 )
 MAX_SEED = 2**32 - 1
-_MISSING = object()
+#: What :func:`select` returns for a key the config does not have (None is a value).
+MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
 #: ablation itself), and the task keys that define what the verdict compares. ``determinism`` is allowed:
 #: ablating it measures the cost of strict mode.
@@ -319,7 +320,7 @@ _INTERP = re.compile(r"\$\{([^{}]*)\}")
 _TOKEN = re.compile(r"(\.*)([A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*|\[\d+\])*)")
 
 
-def _references(raw: str, node_path: str) -> set[str]:
+def references(raw: str, node_path: str) -> set[str]:
     """Absolute dotted paths an interpolation string may read (an over-approximation).
 
     Handles nested interpolations, resolver arguments (``${oc.select:a.b,1}``) and relative paths
@@ -361,7 +362,7 @@ def derived_keys(raw_flat: Mapping[str, Any], roots: set[str]) -> set[str]:
         Dotted keys that changed on purpose (the variable).
     """
     interps = {
-        p: _references(v, p) for p, v in raw_flat.items() if isinstance(v, str) and "${" in v
+        p: references(v, p) for p, v in raw_flat.items() if isinstance(v, str) and "${" in v
     }
     derived: set[str] = set()
     frontier = set(roots)
@@ -494,7 +495,7 @@ def make_plan(
     again = resolve(control)
     again_flat = flatten(again)
     unstable = sorted(k for k, v in flatten(control_resolved).items()
-                      if not _equal_leaf(again_flat.get(k, _MISSING), v))
+                      if not _equal_leaf(again_flat.get(k, MISSING), v))
     if unstable:
         raise PlanError(
             f"these keys resolve to a different value every time they are read: {', '.join(unstable)} "
@@ -507,8 +508,8 @@ def make_plan(
 
     key = variable.key
     _check_not_reserved(key, variable.name)
-    control_value = _select(control, key)
-    if control_value is _MISSING:
+    control_value = select(control, key)
+    if control_value is MISSING:
         cands = close_matches(key, task_keys(control))
         hint = f" Close matches: {', '.join(cands)}" if cands else ""
         raise ConfigError(
@@ -525,7 +526,7 @@ def make_plan(
             "`values: [<option>, ...]` in the variable file; to ablate one value, point `key` at a leaf such "
             f"as {', '.join(sorted(flatten(dict(control_value), key))[:3])}",
         )
-    control_value_resolved = _select(control_resolved, key)
+    control_value_resolved = select(control_resolved, key)
     arms = [Arm(name=CONTROL, label=f"{value_label(control_value_resolved)} (control)",
                 value=control_value_resolved, config=control)]
     taken: set[str] = set()
@@ -621,9 +622,9 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     t_resolved = resolve(treatment)
     cf, tf = flatten(control_resolved), flatten(t_resolved)
     changes = {
-        k: (cf.get(k, _MISSING), tf.get(k, _MISSING))
+        k: (cf.get(k, MISSING), tf.get(k, MISSING))
         for k in sorted(set(cf) | set(tf))
-        if not _equal_leaf(cf.get(k, _MISSING), tf.get(k, _MISSING))
+        if not _equal_leaf(cf.get(k, MISSING), tf.get(k, MISSING))
     }
     allowed = derived_keys(raw_flat, roots) | derived_keys(flatten(treatment), roots)
     allowed |= _app_derived(control, treatment, roots)
@@ -632,7 +633,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     if bad:
         shown = "; ".join(f"{k}: " + describe_change(
             changes[k][0], changes[k][1],
-            "added" if changes[k][0] is _MISSING else "removed" if changes[k][1] is _MISSING else None)
+            "added" if changes[k][0] is MISSING else "removed" if changes[k][1] is MISSING else None)
             for k in bad[:10])
         raise PlanError(
             f"the treatment differs from control in keys that do not derive from the variable: {shown}",
@@ -640,7 +641,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
             fix="make those keys fixed values, or interpolate them from the variable's key",
         )
     derived = sorted(k for k in changes if not under(k, roots))
-    return {k: (None if a is _MISSING else a, None if b is _MISSING else b) for k, (a, b) in changes.items()}, derived
+    return {k: (None if a is MISSING else a, None if b is MISSING else b) for k, (a, b) in changes.items()}, derived
 
 
 def presence(control_resolved: Mapping[str, Any], treatment: dict[str, Any],
@@ -692,7 +693,7 @@ def _app_derived(control: Mapping[str, Any], treatment: Mapping[str, Any], roots
 
 def _equal_leaf(a: Any, b: Any) -> bool:
     """Leaf equality for the plan proof: types kept apart, and nan equal to nan (also inside lists)."""
-    if a is _MISSING or b is _MISSING:
+    if a is MISSING or b is MISSING:
         return a is b
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_equal_leaf(x, y) for x, y in zip(a, b, strict=True))
@@ -701,7 +702,8 @@ def _equal_leaf(a: Any, b: Any) -> bool:
     return type(a) is type(b) and _same(a, b)
 
 
-def _select(cfg: Mapping[str, Any], key: str) -> Any:
+def select(cfg: Mapping[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` in a plain config (list items by index), or :data:`MISSING`."""
     node: Any = cfg
     for part in key.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -709,7 +711,7 @@ def _select(cfg: Mapping[str, Any], key: str) -> Any:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            return _MISSING
+            return MISSING
     return node
 
 

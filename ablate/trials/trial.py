@@ -106,12 +106,12 @@ def _per_trial(arm_config: Mapping[str, Any]) -> bool:
 
 
 def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
-    from ablate.plan.arms import _references, flatten
+    from ablate.plan.arms import references, flatten
 
     refs: set[str] = set()
     for path, v in flatten(dict(arm_config)).items():
         if isinstance(v, str) and "${" in v:
-            refs |= _references(v, path)
+            refs |= references(v, path)
     return refs
 
 
@@ -119,7 +119,8 @@ class TaskContractError(TypeError):
     """The task broke its contract (returned a non-mapping or a non-number): a user error."""
 
 
-def _coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
+def coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
+    """A task's return value as metric name -> float, with ``metric`` present (raises TaskContractError)."""
     if not isinstance(out, Mapping):
         raise TaskContractError(
             f"the task returned {type(out).__name__} ({str(out)[:80]!r}); a task must return a mapping "
@@ -305,7 +306,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         source = None
         if isinstance(out, TaskOutput):
             out, source = out.metrics, out.source
-        metrics = _coerce_metrics(out, metric)
+        metrics = coerce_metrics(out, metric)
         changed = _pins_after(sd, plan, manifest, tp)
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
             return done("pin_mismatch", metrics=metrics, task_s=task_s,

@@ -443,7 +443,7 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     run_dir : Path
         The app's output dir (``hydra.run.dir``).
     """
-    from ablate.plan.arms import _select
+    from ablate.plan.arms import select
     from ablate.plan.overrides import format_override
     from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
 
@@ -451,7 +451,7 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     params = task.get("params") or {}
     argv = [sys.executable, str(s["app"]), *s["overrides"], *arm_overrides]
     for key in task.get("frozen_now") or []:
-        argv.append(format_override(key, _select(params, key)))
+        argv.append(format_override(key, select(params, key)))
     if s["seed_key"]:
         present = _has(params, s["seed_key"])
         argv.append(format_override(s["seed_key"], int(seed), "" if present else "+"))
@@ -461,9 +461,9 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
 
 
 def _has(cfg: Mapping[str, Any], key: str) -> bool:
-    from ablate.plan.arms import _MISSING, _select
+    from ablate.plan.arms import MISSING, select
 
-    return _select(cfg, key) is not _MISSING
+    return select(cfg, key) is not MISSING
 
 
 class AppForm:
