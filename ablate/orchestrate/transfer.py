@@ -38,7 +38,7 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
         or the values are not a list of at least 2 distinct values of the key's type.
     """
     from ablate.errors import close_matches
-    from ablate.plan.arms import RESERVED_KEYS, select, check_value_type, flatten, task_keys
+    from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
 
     node = cfg.get("scale") or {}
     key, values = node.get("key"), node.get("values")

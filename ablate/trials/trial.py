@@ -106,7 +106,7 @@ def _per_trial(arm_config: Mapping[str, Any]) -> bool:
 
 
 def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
-    from ablate.plan.arms import references, flatten
+    from ablate.plan.arms import flatten, references
 
     refs: set[str] = set()
     for path, v in flatten(dict(arm_config)).items():
