@@ -208,7 +208,7 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
-    from ablate.trials.tasks import split_cli, with_cli_overrides
+    from ablate.trials.tasks.interface import split_cli, with_cli_overrides
 
     ovs, app_ovs = split_cli(ovs)
     if suite is not None:  # a suite: one ablation per variable, one shared control

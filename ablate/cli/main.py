@@ -90,7 +90,7 @@ def _hydra_main(argv: list[str]) -> int:
         from ablate.orchestrate.suite import run_suite
         from ablate.plan.compose import compose
         from ablate.plan.suite import split_suite
-        from ablate.trials.tasks import split_cli, with_cli_overrides
+        from ablate.trials.tasks.interface import split_cli, with_cli_overrides
 
         ours, app_overrides = split_cli(args.overrides)
         names, rest = split_suite(ours)
@@ -116,7 +116,7 @@ def _hydra_main(argv: list[str]) -> int:
         from ablate.errors import ConfigError
         from ablate.orchestrate import single
         from ablate.plan.compose import compose
-        from ablate.trials.tasks import split_cli
+        from ablate.trials.tasks.interface import split_cli
 
         args.overrides, single.APP_OVERRIDES[:] = split_cli(args.overrides)
         c = compose(args.overrides, config_path=config_path, config_dirs=config_dirs, multirun=False,

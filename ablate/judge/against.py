@@ -13,6 +13,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ablate.errors import SweepDirError
+from ablate.plan.arms import flatten, format_value
+from ablate.record.sweepdir import SweepDir
+from ablate.trials.trial import load_plan
+
 #: Control-config keys that belong to ablate, not to what was trained; left out of the config diff.
 _SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "progress", "wait", "dry_run",
                   "sweep_dir_mode", "timeout_min", "on_failure", "max_retries", "alpha", "margin", "pairing",
@@ -20,16 +25,11 @@ _SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "
 
 
 def _plan(path: str | os.PathLike[str]) -> tuple[str, Mapping[str, Any]]:
-    from ablate.record.sweepdir import SweepDir
-    from ablate.trials.trial import load_plan
-
     sd = SweepDir.open(path)
     return str(sd.root), load_plan(sd)
 
 
 def _short(v: Any) -> str:
-    from ablate.plan.arms import format_value
-
     s = format_value(v)
     return s if len(s) <= 60 else s[:57] + "..."
 
@@ -48,8 +48,6 @@ def compare_plans(this: Mapping[str, Any], target: Mapping[str, Any]) -> list[di
         ``{kind, field, this, target, message}`` per difference; ``kind`` is ``data``, ``code``, ``config`` or
         ``environment``. Empty when the pins agree.
     """
-    from ablate.plan.arms import flatten
-
     out: list[dict[str, Any]] = []
     p1, p2 = this.get("pins") or {}, target.get("pins") or {}
     d1, d2 = p1.get("data") or {}, p2.get("data") or {}
@@ -109,9 +107,6 @@ def compare_sweeps(sd: Any, other: str | os.PathLike[str], *, missing_ok: bool =
     SweepDirError
         When ``other`` is not an ablate sweep dir (the message names it and the fix) and not ``missing_ok``.
     """
-    from ablate.errors import SweepDirError
-    from ablate.trials.trial import load_plan
-
     try:
         root, target = _plan(other)
     except SweepDirError as exc:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import sys
 
+from ablate.judge.verdict import draw_plots
+from ablate.record.sweepdir import PLOTS_LOG, SweepDir, write_plots_holder
+
 
 def main(argv: list[str]) -> int:
     """Draw the plots of ``argv[0]`` holding the inherited lock ``argv[1]``; returns the exit code."""
-    from ablate.judge.verdict import draw_plots
-    from ablate.record.sweepdir import PLOTS_LOG, SweepDir, write_plots_holder
-
     root, fd = argv[0], int(argv[1])
     try:
         write_plots_holder(fd)  # this pid, still ending with the marker: waiters keep waiting

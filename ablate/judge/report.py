@@ -12,7 +12,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ablate.judge.against import against_markdown
+from ablate.judge.suite import suite_markdown
+from ablate.judge.table import markdown as table_markdown
 from ablate.record.names import value_label
+from ablate.stats.compare import level_text
 from ablate.stats.multiplicity import LABELS
 
 
@@ -172,8 +176,6 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
 
 
 def _level(level: Any) -> str:
-    from ablate.stats.compare import level_text
-
     return level_text(level) if isinstance(level, int | float) else "95%"
 
 
@@ -279,10 +281,6 @@ def _plots(v: Mapping[str, Any]) -> list[str]:
 def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
     """The suite, ablation-table and --against sections (:mod:`ablate.judge.suite`, :mod:`ablate.judge.table`,
     :mod:`ablate.judge.against`), placed after the verdict lines."""
-    from ablate.judge.against import against_markdown
-    from ablate.judge.suite import suite_markdown
-    from ablate.judge.table import markdown as table_markdown
-
     L = suite_markdown(v)
     if v.get("table"):
         L += table_markdown(v["table"], v)

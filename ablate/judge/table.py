@@ -21,6 +21,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ablate.judge.forest import forest_plot
+from ablate.plan.arms import format_value
+from ablate.record.sweepdir import write_atomic
+
 TEX_FILE = "ablation_table.tex"
 CSV_FILE = "ablation_table.csv"
 FOREST_FILE = "verdict_forest.png"
@@ -216,8 +220,6 @@ def _what(verdict: Mapping[str, Any]) -> str:
 
 def _label(row: Mapping[str, Any]) -> str:
     if row["verdict"] is None:
-        from ablate.plan.arms import format_value
-
         if row.get("value") is None or isinstance(row["value"], Mapping):  # a suite's control: one value per key
             return "control"
         return f"control ({format_value(row['value'])})"
@@ -308,8 +310,6 @@ def to_csv(table: Mapping[str, Any]) -> str:
     import csv
     import io
 
-    from ablate.plan.arms import format_value
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -347,8 +347,6 @@ def write_tables(sd: Any, plan: Mapping[str, Any], rows: Sequence[Mapping[str, A
     dict
         The table (as stored in ``verdict["table"]``).
     """
-    from ablate.record.sweepdir import write_atomic
-
     metrics = (plan.get("options") or {}).get("metrics") or None
     table = build_table(verdict, rows, metrics)
     verdict["table"] = table
@@ -361,11 +359,7 @@ def write_forest(sd: Any, verdict: dict[str, Any]) -> None:
     """Draw the forest plot ``verdict_forest.png`` of ``verdict["table"]`` beside verdict.md and name it in
     ``verdict["plots"]["forest"]``; a failure is recorded in ``verdict["plots"]["forest_error"]`` instead
     (it never costs the verdict)."""
-    from ablate.record.sweepdir import write_atomic
-
     try:
-        from ablate.judge.forest import forest_plot
-
         png = forest_plot(verdict)
         if png is not None:
             write_atomic(sd.root / FOREST_FILE, png)

@@ -14,7 +14,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
-from ablate.record.sweepdir import VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
+from ablate import __version__
+from ablate.errors import ConfigError, SweepDirError
+from ablate.judge.against import compare_sweeps
+from ablate.judge.confounds import check, config_drift
+from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
+from ablate.judge.plots import paired_plot, values_plot
+from ablate.judge.suite import suite_confounds, suite_summary
+from ablate.judge.table import build_table, write_forest, write_tables
+from ablate.plan.checks import choice, number
+from ablate.plan.suite import families
+from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
+from ablate.record.sweepdir import PLOTS_LOG, VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
+from ablate.record.verdict_key import combine, context, outputs_recorded, record
+from ablate.trials.trial import load_plan
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -49,9 +62,6 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     ConfigError
         When an option or override is invalid (names it and how to fix it).
     """
-    from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
-    from ablate.plan.checks import choice, number
-
     o = dict(plan.get("options") or {})
     for k, v in (overrides or {}).items():
         if v is not None and k in VERDICT_OVERRIDES:
@@ -175,8 +185,6 @@ def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[l
     its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
     while any treatment does. Never re-tests after every seed: only at the planned looks.
     """
-    from ablate.record.results import collect
-
     opts = resolve_options(plan)
     names = [a["name"] for a in plan["arms"]]
     active = names[1:]
@@ -221,8 +229,6 @@ def versions() -> dict[str, str]:
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    from ablate import __version__
-
     out = {"ablate": __version__, "python": platform.python_version()}
     for p in VERDICT_LIBRARIES:
         try:
@@ -236,8 +242,6 @@ def reuse_call(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> 
     """What a verdict is computed from besides the sweep dir's files, for its reuse key
     (:func:`ablate.record.verdict_key.context`): the options given, the config drift now (the pinned config
     files' content, :func:`ablate.judge.confounds.config_drift`) and the libraries' versions."""
-    from ablate.judge.confounds import config_drift
-
     drift = config_drift((plan.get("pins") or {}).get("config_files") or {})
     return {"options": dict(overrides or {}), "drift": drift, "versions": versions()}
 
@@ -254,8 +258,6 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     """
     import numpy as np
 
-    from ablate.judge.suite import suite_summary
-    from ablate.plan.suite import families
     from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
 
     metric, goal = plan["metric"], plan.get("goal", "maximize")
@@ -436,7 +438,6 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
         When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
     """
     from ablate.judge.report import render_markdown
-    from ablate.trials.trial import load_plan
 
     plan = load_plan(sd)
     saved_file = sd.root / VERDICT_OPTIONS
@@ -457,8 +458,6 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
-    from ablate.record.results import write_summary
-    from ablate.record.verdict_key import combine, context, record
 
     write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
     reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
@@ -486,8 +485,6 @@ def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str,
         The verdict with ``plots`` filled in, as now on disk.
     """
     from ablate.judge.report import render_markdown
-    from ablate.judge.table import write_forest
-    from ablate.record.verdict_key import outputs_recorded
 
     verdict = read_json(sd.verdict_json) if verdict is None else verdict
     verdict["plots"] = _write_plots(sd, verdict)
@@ -524,8 +521,6 @@ def draw_plots_in_background(sd: SweepDir) -> int | None:
     import subprocess
     import sys
 
-    from ablate.record.sweepdir import PLOTS_LOG
-
     fd = sd.hand_over_lock()
     # `sh -c 'python ... &'` detaches the child (new session, reparented to init when sh exits), so no
     # zombie is left in a long-lived caller and the child outlives `ablate verdict`
@@ -557,8 +552,6 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
         never ignored, since the remembered options change the verdict (an alpha of 0.01 silently
         becoming 0.05 can flip it). The message names the file and the way out.
     """
-    from ablate.errors import ConfigError, SweepDirError
-
     path = sd.root / VERDICT_OPTIONS
     fix = (f"restore it, or delete it (`rm {path}`) to use the ablation's own options, then set them again "
            f"with `ablate verdict {sd.root} --alpha A ...`")
@@ -588,15 +581,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
               plots: bool, write: bool = True, digest: TrialDigest | None = None) -> dict[str, Any]:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
-    from ablate.judge.confounds import check, config_drift
-    from ablate.record.results import collect, iter_manifests
-
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
-        from ablate.judge.suite import suite_confounds
-        from ablate.record.results import read_manifests
 
         manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
@@ -613,17 +601,13 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
                    confounds=confounds, config_drift=config_drift(pins.get("config_files") or {}))
     if write:
         verdict["plots"] = {"pending": True} if plots else {}  # drawn after the text: draw_plots
-        from ablate.judge.table import write_tables
 
         write_tables(sd, plan, rows, verdict)
     else:  # a reader without the lock: the table in the verdict, no file written
-        from ablate.judge.table import build_table
 
         verdict["plots"] = {}
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
-        from ablate.judge.against import compare_sweeps
-
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
     return verdict
 
@@ -631,8 +615,6 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
 def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
     """Write the PNG plots; returns name -> file name (relative to the sweep dir). Plot errors never fail the
     verdict: they are reported in its place."""
-    from ablate.judge.plots import paired_plot, values_plot
-
     out: dict[str, str] = {}
     try:
         png = values_plot(verdict)

@@ -10,6 +10,7 @@ from ablate.errors import ConfigError
 from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
 from ablate.plan.arms import parse_seeds
 from ablate.plan.checks import boolean, choice, number
+from ablate.trackers import check_tracker
 from ablate.trials.seeding import check_mode, check_variable_values
 
 ON_FAILURE = ("report", "retry", "abort")
@@ -147,6 +148,4 @@ def _metrics(value: Any, primary: str) -> list[str] | None:
 
 
 def _tracker(value: Any) -> dict[str, Any] | None:
-    from ablate.trackers import check_tracker
-
     return check_tracker(value)

@@ -14,11 +14,26 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate import __version__
 from ablate.errors import AblationFailed, ConfigError, PinError
+from ablate.judge.confounds import hash_config_files
+from ablate.judge.verdict import sequential_rounds, write_verdict
 from ablate.orchestrate.options import Options, parse_options
-from ablate.plan.arms import Plan, describe, make_plan, parse_variable
+from ablate.orchestrate.progress import Progress
+from ablate.pin import ignored
+from ablate.pin import pins as pins_mod
+from ablate.plan.app_config import APP_NODE, app_params
+from ablate.plan.arms import Plan, describe, make_plan, parse_variable, resolve
+from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
+from ablate.plan.suite import SuitePlan, describe_suite, suite_record
+from ablate.record.results import trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
+from ablate.record.verdict_key import TrialDigest
+from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
+from ablate.trials.launchers.base import Monitor
+from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form
+from ablate.trials.trial import load_plan
 
 Composer = Callable[[str], Mapping[str, Any]]
 #: The sweep dir this process is working on (for the Ctrl-C message); None before one exists.
@@ -51,7 +66,6 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
         raise ConfigError(f"launcher={launcher.name} runs trials in this process's children, so it cannot detach",
                           where="wait", fix="use `launcher=slurm` to submit and exit, or drop `wait=false`")
     variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
-    from ablate.plan.hydra_semantics import trial_hydra
 
     with trial_hydra(PLAN_RUN_DIR, cfg.get("task")):  # `${hydra:...}` as in a trial, its run dir a placeholder
         plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
@@ -70,8 +84,6 @@ SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it 
 def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
                  cwd: str | os.PathLike[str] | None) -> tuple[dict[str, Any], Any, Any]:
     """Attach the task's own config (an app's); freeze ``${now:}``; refuse ``???`` values (any task form)."""
-    from ablate.trials.tasks import attach
-
     return attach(cfg, compose, choices, cwd)
 
 
@@ -86,8 +98,6 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
     ConfigError
         An explicit seed list with 0.
     """
-    from ablate.trials.tasks import is_script_form
-
     task = cfg.get("task")
     if not isinstance(task, Mapping) or not is_script_form(task) or 0 not in seeds:
         return seeds
@@ -101,12 +111,6 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
 
 def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """The content of ``ablation.yaml``."""
-    from ablate import __version__
-    from ablate.plan.arms import resolve
-    from ablate.plan.hydra_semantics import trial_hydra
-    from ablate.plan.suite import suite_record
-    from ablate.trials.tasks import is_script_form
-
     control_task = plan.control.config.get("task") or {}
     return {**suite_record(plan),
         "ablate_version": __version__,
@@ -140,16 +144,11 @@ def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any
 
 def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
     """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
-    from ablate.trials.tasks import config_dirs
-
     return config_dirs(plan.control.config.get("task") or {}, cwd)
 
 
 def _per_trial_keys(plan: Plan) -> set[str]:
     """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
-    from ablate.plan.app_config import APP_NODE, app_params
-    from ablate.plan.hydra_semantics import per_trial_keys
-
     cfg = plan.control.config
     keys = per_trial_keys(cfg)
     params = app_params(cfg)
@@ -202,9 +201,6 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     UserError
         Invalid input, a dirty tree, unpinnable data: nothing is created.
     """
-    from ablate.judge.confounds import hash_config_files
-    from ablate.pin import pins as pins_mod
-
     cwd = str(Path(cwd or os.getcwd()).absolute())
     plan, opts = prepared or prepare(cfg, variable_name=variable_name, available_variables=available_variables,
                                      compose=compose, choices=choices, cwd=cwd)
@@ -220,7 +216,6 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                                fix="fix the path in `task.data` (relative to the project root), or restore the file")
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(_describe(plan))
-        from ablate.trials.tasks import form_of, get_form
 
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
             out(line)
@@ -231,7 +226,6 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
                       else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
-        from ablate.pin import ignored
 
         tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
         if unpinned:
@@ -256,7 +250,6 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if sd.root.name != target.name:
         _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
     _warn_if_tracked(sd, code)
-    from ablate.pin import ignored
 
     tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"], outputs=[sd.root])
     if unpinned:
@@ -274,8 +267,6 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
 
 
 def _describe(plan: Plan) -> str:
-    from ablate.plan.suite import SuitePlan, describe_suite
-
     return describe_suite(plan) if isinstance(plan, SuitePlan) else describe(plan)
 
 
@@ -292,8 +283,6 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwarg
     """
     sd = create(cfg, out=out, **kwargs)
     if sd is not None:
-        from ablate.trials.trial import load_plan
-
         execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True))
     return sd
 
@@ -316,8 +305,6 @@ def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
 
 
 def _check_task(plan: Plan, cwd: str) -> None:
-    from ablate.trials.tasks import form_of, get_form
-
     get_form(form_of(plan.control.config.get("task") or {})).check(plan, cwd)
 
 
@@ -340,8 +327,6 @@ def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool 
     preempted past its requeues, OOM) or timed out, and (with ``rerun_pin_mismatch``, once the pins
     were checked again) trials that refused to run because code or data differed from the pins.
     Outputs of interrupted or re-run attempts are moved to ``attempts/<n>/``."""
-    from ablate.record.results import trial_state
-
     opts = plan.get("options", {})
     max_attempts = 1 + int(opts.get("max_retries", 0))
     todo: list[TrialRef] = []
@@ -377,9 +362,6 @@ def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
     PinError
         Naming the data that changed and how to restore it; nothing is launched.
     """
-    from ablate.errors import PinError
-    from ablate.pin import pins as pins_mod
-
     pinned = (plan.get("pins") or {}).get("data") or {}
     if not pinned:
         return
@@ -400,9 +382,6 @@ def _check_code_snapshot(sd: SweepDir, plan: Mapping[str, Any]) -> None:
     PinError
         Naming what differs and how to recover; nothing is launched.
     """
-    from ablate.errors import PinError
-    from ablate.pin import pins as pins_mod
-
     code = (plan.get("pins") or {}).get("code") or {}
     if not code.get("commit"):
         return
@@ -448,11 +427,6 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     AblationFailed
         When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
     """
-    from ablate.judge.verdict import write_verdict
-    from ablate.orchestrate.progress import Progress
-    from ablate.record.results import write_results
-    from ablate.trials.trial import load_plan
-
     global CURRENT_SWEEP_DIR
     CURRENT_SWEEP_DIR = str(sd.root)
     with sd.locked():
@@ -463,8 +437,6 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         aborted = False
         launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
-            from ablate.trials.launchers.base import Monitor
-
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
@@ -490,13 +462,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                     break
         if not launched and not aborted:
             _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
-        from ablate.record.verdict_key import TrialDigest
 
         digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
         verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
         if opts.get("tracker"):
-            from ablate.trackers import log_after_ablation
-
             log_after_ablation(sd, opts["tracker"], _log)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
@@ -526,6 +495,5 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
     opts = plan.get("options", {})
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]
-    from ablate.judge.verdict import sequential_rounds
 
     return sequential_rounds(sd, plan)

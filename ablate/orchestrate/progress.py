@@ -14,6 +14,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any
 
+from ablate.record.results import trial_state
 from ablate.record.sweepdir import SweepDir
 from ablate.trials.launchers.base import TrialRef
 
@@ -31,8 +32,6 @@ class Progress:
     """
 
     def __init__(self, sd: SweepDir, plan: dict[str, Any], enabled: bool = True) -> None:
-        from ablate.record.results import trial_state
-
         self.arms = [a["name"] for a in plan["arms"]]
         self.total = {a: len(plan["seeds"]) for a in self.arms}
         #: latest outcome of each finished trial, "ok" or "failed" (a retried trial moves between them)

@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, PinError, SweepDirError, UserError
-from ablate.record.sweepdir import SweepDir, TrialPaths, read_json, write_json
+from ablate.judge.confounds import manifest_fields
+from ablate.record.results import trial_state
+from ablate.record.sweepdir import SweepDir, TrialPaths, open_log, read_json, write_json
+from ablate.trials import seeding
+from ablate.trials.launchers.local import tail
+from ablate.trials.trial import PARENT_ENV, die_with_parent, load_plan, run_trial
 
 #: Metric names that measure time or speed (compared by neither guarantee): a unit suffix.
 TIMING_METRIC = re.compile(r"(_s|_ms|_us|_ns|_sec|_secs|_seconds|_min|_time|_per_s|_per_sec|_per_second)$")
@@ -311,8 +316,6 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any]) 
         The two runs' ``manifest.json`` contents; the fields compared are those of the confound
         check (:func:`ablate.judge.confounds.manifest_fields`).
     """
-    from ablate.judge.confounds import manifest_fields
-
     a, b = manifest_fields(original), manifest_fields(repro)
     out = []
     for k in sorted(set(a) | set(b)):
@@ -355,8 +358,6 @@ def select_trial(sd: SweepDir, plan: Mapping[str, Any], spec: str | None) -> tup
         Malformed ``spec``, unknown arm or seed (the valid ones listed), a trial that never
         completed (its status shown), or no completed control trial.
     """
-    from ablate.record.results import trial_state
-
     arms = [a["name"] for a in plan["arms"]]
     seeds = [int(s) for s in plan["seeds"]]
     if spec is None:
@@ -410,9 +411,6 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int,
     dict
         The complete environment for the child process.
     """
-    from ablate.trials import seeding
-    from ablate.trials.trial import PARENT_ENV
-
     recorded = ((manifest.get("environment") or {}).get("env") or {})
     env = {k: v for k, v in os.environ.items() if k not in seeding.NUMERIC_ENV_VARS or k in NOT_REPLAYED}
     env.update(seeding.environment_for(mode, seed))
@@ -430,8 +428,6 @@ def _run_child(sd: SweepDir, plan: Mapping[str, Any], arm: str, seed: int, tp: T
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
     cmd = [sys.executable, "-m", "ablate.orchestrate.repro", str(sd.root), arm, str(seed), str(tp.dir), mode]
-    from ablate.record.sweepdir import open_log  # never through a symlink planted in the scratch dir
-    from ablate.trials import seeding
 
     with os.fdopen(open_log(tp.stdout), "ab") as out, os.fdopen(open_log(tp.stderr), "ab") as err:
         env = replay_environment(manifest, mode, seed, seeding.ablation_hash_seed(plan))
@@ -481,9 +477,6 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
     PinError
         The pinned data changed since the ablation ran, so the trial cannot be re-run from its pins.
     """
-    from ablate.trials import seeding
-    from ablate.trials.trial import load_plan
-
     sd = SweepDir.open(sweep_dir)
     plan = load_plan(sd)
     arm, seed = select_trial(sd, plan, trial)
@@ -512,8 +505,6 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
     try:
         new = read_json(tp.result)
     except (FileNotFoundError, json.JSONDecodeError):
-        from ablate.trials.launchers.local import tail
-
         new = {"status": "failed", "metrics": {},
                "error": f"the re-run's process left no result; log tail:\n{tail(tp.stderr) or tail(tp.stdout)}"}
     if new.get("status") == "pin_mismatch":
@@ -552,7 +543,6 @@ def _child_main(argv: list[str]) -> int:
     if len(argv) != 5:
         print("usage: python -m ablate.orchestrate.repro SWEEP_DIR ARM SEED OUT_DIR MODE", file=sys.stderr)
         return 2
-    from ablate.trials.trial import die_with_parent, run_trial
 
     die_with_parent()
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree

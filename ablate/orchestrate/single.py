@@ -12,14 +12,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ablate.errors import ConfigError, PinError, UserError
+from ablate.orchestrate.options import parse_options
+from ablate.pin import pins
+from ablate.plan.app_config import resolve_container
+from ablate.plan.hydra_semantics import trial_hydra
+from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_json
+from ablate.trials import seeding
+from ablate.trials.tasks.interface import attach, get_form, import_callable
+from ablate.trials.trial import coerce_metrics
+
 
 def single_trial(cfg: Any) -> dict[str, float]:
     """Hydra task function: run the control once at ``cfg.seed`` and record it in the run dir.
 
     A user mistake (bad task path, missing metric ...) prints one line and exits 2.
     """
-    from ablate.errors import UserError
-
     try:
         return _single_trial(cfg)
     except UserError as exc:
@@ -30,14 +38,6 @@ def single_trial(cfg: Any) -> dict[str, float]:
 def _single_trial(cfg: Any) -> dict[str, float]:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
-
-    from ablate.errors import PinError
-    from ablate.orchestrate.options import parse_options
-    from ablate.pin import pins
-    from ablate.record.sweepdir import dump_yaml, write_atomic, write_json
-    from ablate.trials import seeding
-    from ablate.trials.tasks import get_form, import_callable
-    from ablate.trials.trial import coerce_metrics
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     container = OmegaConf.to_container(cfg, resolve=not cfg.task.get("app"))
@@ -53,7 +53,6 @@ def _single_trial(cfg: Any) -> dict[str, float]:
     if cfg.task.get("app"):  # an existing @hydra.main app, run in the live tree with its own composed config
         metrics = _single_app(cfg, out_dir, opts, manifest)
     elif not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
-        from ablate.record.sweepdir import TrialPaths
 
         manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
         write_json(out_dir / "manifest.json", manifest)
@@ -82,12 +81,6 @@ APP_OVERRIDES: list[str] = []
 def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) -> dict[str, float]:
     """One control run of an ``app`` task: compose its config, run it like a trial, read its metric."""
     from omegaconf import OmegaConf
-
-    from ablate.errors import ConfigError
-    from ablate.plan.app_config import resolve_container
-    from ablate.plan.hydra_semantics import trial_hydra
-    from ablate.record.sweepdir import TrialPaths, write_json
-    from ablate.trials.tasks import attach, get_form
 
     seed = int(cfg.seed)
     if seed == 0:

@@ -9,6 +9,7 @@ from ablate.errors import SchedulerError
 from ablate.record.results import trial_state
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class
+from ablate.trials.launchers.local import tail
 
 #: Scheduler states shown as ``running`` (other active states, such as PENDING, show as ``pending``).
 _RUNNING_STATES = ("RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING")
@@ -75,8 +76,6 @@ def _has_jobs(sd: SweepDir) -> bool:
 
 def format_status(sd: SweepDir) -> str:
     """Plain-text status report: counts per arm, then each failed trial's error and log tail."""
-    from ablate.trials.launchers.local import tail
-
     notes: list[str] = []
     rows, failures = status_table(sd, notes)
     width = max(len(str(r["arm"])) for r in rows)

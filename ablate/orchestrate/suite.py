@@ -26,7 +26,7 @@ from ablate.plan.arms import Plan, flatten
 from ablate.plan.compose import compose
 from ablate.plan.suite import SuitePlan, merge_plans, suite_sweep_dir, without_variable
 from ablate.record.sweepdir import SweepDir
-from ablate.trials.tasks import with_cli_overrides
+from ablate.trials.tasks.interface import with_cli_overrides
 
 
 def prepare_suite(compositions: Sequence[Any], names: Sequence[str], *, cwd: str | None = None

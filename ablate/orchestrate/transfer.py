@@ -21,7 +21,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.errors import AblationFailed, ConfigError, close_matches
+from ablate.judge.table import MARKERS
+from ablate.judge.verdict import write_verdict
+from ablate.orchestrate.pipeline import prepare, start
+from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
+from ablate.plan.compose import compose
+from ablate.plan.overrides import format_override
+from ablate.record.names import arm_name
+from ablate.record.results import write_results
+from ablate.record.sweepdir import SweepDir, create_unique_dir, dump_yaml, read_json, write_atomic, write_json
+from ablate.trials.tasks.interface import with_cli_overrides
 
 TRANSFER_RECORD = "transfer.yaml"
 TRANSFER_JSON = "transfer.json"
@@ -37,9 +47,6 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
         The key is missing from the config (close matches listed), is reserved or the variable's own key,
         or the values are not a list of at least 2 distinct values of the key's type.
     """
-    from ablate.errors import close_matches
-    from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
-
     node = cfg.get("scale") or {}
     key, values = node.get("key"), node.get("values")
     if key is None and values is None:
@@ -86,8 +93,6 @@ def child_names(key: str, values: Sequence[Any]) -> list[str]:
         Named as treatment arms are (:func:`ablate.record.names.arm_name`): values whose text is not file-name safe
         (``a/b`` and ``a:b``) or that differ only in case get a hash of the value, so no two scales share a dir.
     """
-    from ablate.record.names import arm_name
-
     taken: set[str] = set()
     return [arm_name(key, v, taken) for v in values]
 
@@ -122,13 +127,6 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
     AblationFailed
         After the report is written, when a scale's ablation failed (its verdict is invalid).
     """
-    from ablate.errors import AblationFailed
-    from ablate.orchestrate.pipeline import prepare, start
-    from ablate.plan.compose import compose
-    from ablate.plan.overrides import format_override
-    from ablate.record.sweepdir import create_unique_dir, dump_yaml, write_atomic
-    from ablate.trials.tasks import with_cli_overrides
-
     key, values = scale
     if composed.cfg.get("dry_run") is True:
         raise ConfigError("a transfer check has no dry run yet", where="dry_run",
@@ -199,8 +197,6 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
     """
     import yaml
 
-    from ablate.record.sweepdir import SweepDir, read_json, write_atomic, write_json
-
     root = Path(parent)
     rec = yaml.safe_load((root / TRANSFER_RECORD).read_text())
     key, values, children = rec["scale"]["key"], rec["scale"]["values"], rec["children"]
@@ -208,9 +204,6 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
     for child in children:
         sd = SweepDir.open(root / child)
         if overrides is not None or not sd.verdict_json.is_file():
-            from ablate.judge.verdict import write_verdict
-            from ablate.record.results import write_results
-
             write_results(sd)
             write_verdict(sd, dict(overrides or {}))
         verdicts.append(read_json(sd.verdict_json))
@@ -266,8 +259,6 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
 
 def render_transfer(report: Mapping[str, Any]) -> str:
     """transfer.md: the effect per scale, the interaction test and flag per treatment, seeds per scale."""
-    from ablate.judge.table import MARKERS
-
     key = report["scale"]["key"]
     var = (report.get("variable") or {}).get("key", "?")
     L = [f"# Transfer check of `{var}` across `{key}`: {report['metric']} ({report['goal']})", ""]

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError, PlanError, close_matches, did_you_mean
+from ablate.plan.app_config import APP_NODE, app_params, resolve_container, to_app_key
+from ablate.plan.overrides import format_value as override_value
 from ablate.record.names import CONTROL, arm_name, format_value, value_label
 
 #: Top-level keys of the composed config that belong to ablate itself, not to the task.
@@ -137,8 +139,6 @@ class Plan:
 def _values_fix(values: Any) -> str:
     """The way out for a ``variable.values`` that is not a list: a quoted list loses its quotes, a scalar
     becomes a one-element list, both written as Hydra overrides that parse back to the intended values."""
-    from ablate.plan.overrides import format_value as override_value
-
     if isinstance(values, str):
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -439,8 +439,6 @@ def _arm_name(var: Variable, value: Any, taken: set[str]) -> str:
 # -- the plan --------------------------------------------------------------------------------------
 def resolve(cfg_container: dict[str, Any]) -> dict[str, Any]:
     """Resolve every interpolation of a plain config container; PlanError when one fails."""
-    from ablate.plan.app_config import resolve_container
-
     try:
         return resolve_container(cfg_container)
     except Exception as exc:  # omegaconf raises many types; report them all as a plan error
@@ -548,8 +546,6 @@ def make_plan(
 
 def _group_hint(control: Mapping[str, Any], key: str) -> str:
     """The ``group:`` a user writes for a mapping key: the app's own group name for an app's config."""
-    from ablate.plan.app_config import app_params, to_app_key
-
     app_key = to_app_key(key) if app_params(control) is not None else None
     return (app_key or key).replace(".", "/")
 
@@ -676,8 +672,6 @@ def describe_change(old: Any, new: Any, how: str | None = None) -> str:
     return f"{format_value(old)} -> {format_value(new)}"
 def _app_derived(control: Mapping[str, Any], treatment: Mapping[str, Any], roots: set[str]) -> set[str]:
     """Derived keys inside an app's config, whose interpolations are relative to the app's own root."""
-    from ablate.plan.app_config import APP_NODE, app_params, to_app_key
-
     app_roots = {a for a in (to_app_key(r) for r in roots) if a}
     if not app_roots:
         return set()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, close_matches
+from ablate.plan.arms import flatten
 
 CONFIG_NAME = "ablate"
 
@@ -236,8 +237,6 @@ def _groups(hydra: Any) -> list[str]:
 def _known_keys(hydra: Any, config_name: str = CONFIG_NAME, overrides: Sequence[str] = ()) -> list[str]:
     from hydra.types import RunMode
     from omegaconf import OmegaConf
-
-    from ablate.plan.arms import flatten
 
     try:
         cfg = hydra.compose_config(config_name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False)

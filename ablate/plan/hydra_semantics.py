@@ -17,13 +17,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.plan.arms import derived_keys, flatten
+
 _NOW = re.compile(r"\$\{now:([^{}]*)\}")
 _HYDRA = "${hydra:"
 
 
 def _flat(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    from ablate.plan.arms import flatten
-
     return flatten(cfg, prefix)
 
 
@@ -37,8 +37,6 @@ def per_trial_keys(raw_cfg: Mapping[str, Any]) -> set[str]:
     raw_cfg : mapping
         A config as a plain container, interpolations unresolved.
     """
-    from ablate.plan.arms import derived_keys
-
     raw_flat = {k: v for k, v in _flat({k: v for k, v in raw_cfg.items() if k != "hydra"}).items()}
     roots = {k for k, v in raw_flat.items() if isinstance(v, str) and _HYDRA in v}
     if not roots:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ablate.record.names import format_value
 from ablate.record.sweepdir import SweepDir, read_bytes, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
@@ -118,7 +119,6 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None, digest: Tria
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=base + metrics, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    from ablate.record.names import format_value
 
     for r in rows:
         cells = {k: ("" if r.get(k) is None else r.get(k)) for k in base + metrics}

@@ -27,6 +27,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import ablate
 from ablate.record.sweepdir import VERDICT_OPTIONS, SweepDir, read_bytes, write_json
 
 #: The key file beside verdict.json.
@@ -89,8 +90,6 @@ def context(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> s
 
 def _code_digest() -> str:
     """BLAKE2b of ablate's own source files: an edited checkout (same version number) is another ablate."""
-    import ablate
-
     h = hashlib.blake2b(digest_size=32)
     top = os.path.dirname(os.path.abspath(ablate.__file__))
     for dirpath, dirnames, filenames in os.walk(top):

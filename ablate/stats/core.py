@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ablate.stats import _iv
+from ablate.stats.shape import SKEW_GUARD_FACTOR, SKEW_GUARD_Z, skew_against
 
 #: Verdict words, indexed by the integer codes in :attr:`BatchResult.verdict`.
 VERDICTS = ("insufficient data", "better", "worse", "equivalent", "inconclusive")
@@ -216,8 +217,6 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     normal data (it fires on 1-3% of normal ablations); below 20 seeds the skew is not visible (known limit).
     """
     from scipy import special, stats
-
-    from ablate.stats.shape import SKEW_GUARD_FACTOR, SKEW_GUARD_Z, skew_against
 
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)

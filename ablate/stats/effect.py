@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ablate.stats import _iv
+from ablate.stats.pi_interval import MIN_N_COVERED, clopper_pearson_interval, newcombe_interval
 
 
 def _two_arms_iv(treatment: Any, control: Any, *, paired: bool = False, min_n: int = 2
@@ -208,8 +209,6 @@ def prob_improvement(treatment: Any, control: Any, *, paired: bool = False, conf
     :func:`ablate.stats.pi_interval.clopper_pearson_interval` (Clopper & Pearson 1934); coverage >= 0.93 at
     N >= 5 per arm (tests/unit/test_stats_robust.py).
     """
-    from ablate.stats.pi_interval import MIN_N_COVERED, clopper_pearson_interval, newcombe_interval
-
     t, c = _two_arms_iv(treatment, control, paired=paired)
     if isinstance(confidence_level, bool) or not isinstance(confidence_level, int | float) \
             or not 0 < confidence_level < 1:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ablate.stats import _iv
 from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch
+from ablate.stats.pairing import auto_pairs
 
 SPENDING = ("obf", "pocock")
 
@@ -196,8 +197,6 @@ def look_pairing(looks: Sequence[int], *, alpha: float = 0.05, kind: str = "obf"
     StatsInputError
         When ``looks`` or ``alpha`` break their rule.
     """
-    from ablate.stats.pairing import auto_pairs
-
     lk = [_iv.positive_int(x, "looks", lo=1) for x in looks]
     if not lk or lk != sorted(set(lk)):
         raise _iv.fail("looks", "must be increasing seed counts", looks)

@@ -17,7 +17,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from ablate.errors import ConfigError
+from ablate.errors import AblateError, ConfigError, TrackerError
 from ablate.trackers.base import AblationRecord, Tracker, TrialRecord, read_ablation
 
 #: Tracker name -> (module in this package, class name, the library it needs, the pip extra).
@@ -99,8 +99,6 @@ def log_ablation(sd: Any, cfg: Mapping[str, Any]) -> str:
     TrackerError
         When the tracker library fails (unreachable server, bad credentials, a refused name ...), in one line.
     """
-    from ablate.errors import AblateError, TrackerError
-
     tracker = get_tracker(cfg)
     record = read_ablation(sd)
     try:
@@ -125,7 +123,6 @@ def log_after_ablation(sd: Any, cfg: Mapping[str, Any], warn: Any) -> bool:
         warn(f"ablate: {log_ablation(sd, cfg)}")
         return True
     except Exception as exc:  # the ablation is done and on disk; a tracker error must not lose it
-        from ablate.errors import TrackerError
 
         if isinstance(exc, TrackerError) and exc.__cause__ is not None:
             exc = exc.__cause__  # type: ignore[assignment]  # name the library's own error

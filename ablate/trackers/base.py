@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ablate.plan.arms import flatten
 from ablate.record.results import to_number
-from ablate.record.sweepdir import SweepDir, load_yaml, read_json
+from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,6 @@ class TrialRecord:
     @property
     def params(self) -> dict[str, Any]:
         """The resolved config flattened to dotted keys (``task.optim.lr``)."""
-        from ablate.plan.arms import flatten
-
         return flatten(self.config)
 
 
@@ -129,8 +128,6 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
     SweepDirError
         When ``sd`` is not an ablate sweep dir.
     """
-    from ablate.record.sweepdir import VERDICT_JSON
-
     sd = sd if isinstance(sd, SweepDir) else SweepDir.open(sd)
     plan = sd.plan()
     digest = hashlib.sha256(sd.plan_file.read_bytes()).hexdigest()[:8]

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ablate.record.sweepdir import open_log
+
 _sink: Path | None = None
 
 
@@ -85,7 +87,6 @@ def log_step(step: int, *, loss: float | None = None, params: Any = None, **valu
         rec[k] = float(v).hex()
     if params is not None:
         rec["params"] = params_digest(params)
-    from ablate.record.sweepdir import open_log  # never through a symlink planted in the trial dir
 
     with os.fdopen(open_log(_sink), "a", encoding="utf-8") as fh:
         fh.write(json.dumps(rec) + "\n")

@@ -26,8 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblateError, ConfigError, PinError, UserError
+from ablate.pin import pins as pins_mod
+from ablate.pin.ignored import explain_missing
+from ablate.plan.app_config import resolve_container
+from ablate.plan.arms import flatten, references
+from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
-from ablate.trials.tasks import TaskOutput, TrialTimeout, import_callable  # noqa: F401  (benchmarks import it here)
+from ablate.trials import fingerprint, isolation, proctree, seeding
+from ablate.trials.seeding import clear_import_hooks
+from ablate.trials.tasks.interface import TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
+from ablate.trials.workdir import task_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
@@ -76,7 +84,6 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
             out["seed"] = int(seed)
             _seed_app(out, seed)
             return out
-    from ablate.plan.app_config import resolve_container
 
     raw = {**arm_config, "seed": int(seed)}
     if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
@@ -100,14 +107,10 @@ def _seed_app(resolved: dict[str, Any], seed: int) -> None:
 
 
 def _per_trial(arm_config: Mapping[str, Any]) -> bool:
-    from ablate.plan.hydra_semantics import per_trial_keys
-
     return bool(per_trial_keys(dict(arm_config)))
 
 
 def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
-    from ablate.plan.arms import flatten, references
-
     refs: set[str] = set()
     for path, v in flatten(dict(arm_config)).items():
         if isinstance(v, str) and "${" in v:
@@ -199,8 +202,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         ``diverged``, ``timeout``, ``pin_mismatch``), ``metrics``, ``error``, ``duration_s`` ...
         Never raises for a failing task: failures are recorded.
     """
-    from ablate.pin import pins as pins_mod
-
     t0 = time.perf_counter()
     sd = SweepDir(sweep_root)
     tp = TrialPaths(Path(trial_dir).absolute()) if trial_dir is not None else sd.trial(arm, seed)
@@ -222,7 +223,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
     saved_env = dict(os.environ) if in_process else None
-    from ablate.trials import isolation
 
     stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
     guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
@@ -238,8 +238,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
         manifest["environment"] = pins_mod.capture_environment(light=True)
         manifest["data"] = pins_mod.data_seen(plan)
-        from ablate.plan.hydra_semantics import trial_hydra
-        from ablate.trials.tasks import form_of, get_form
 
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
@@ -250,7 +248,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
             cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
-        from ablate.trials import seeding
 
         mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
         threads = opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
@@ -264,7 +261,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
         workdir = None
         if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
-            from ablate.trials.workdir import task_workdir
 
             workdir = task_workdir(sd, plan, cfg.get("task") or {})
             manifest["cwd"] = str(workdir)
@@ -286,7 +282,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
         t_task = time.perf_counter()
-        from ablate.trials import fingerprint
 
         # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
         ckpt = os.environ.get("ABLATE_CHECKPOINT_DIR")
@@ -349,7 +344,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         tb = traceback.format_exc(limit=-8)
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
-        from ablate.pin.ignored import explain_missing
 
         why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
         msg = f"{msg}. {why}" if why else msg
@@ -357,8 +351,6 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     finally:
         stack.close()
         if saved_env is not None:
-            from ablate.trials.seeding import clear_import_hooks
-
             clear_import_hooks()
             os.environ.clear()
             os.environ.update(saved_env)
@@ -371,8 +363,6 @@ def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any],
     differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
     as far as its start and end can show).
     """
-    from ablate.pin import pins as pins_mod
-
     pins = plan.get("pins") or {}
     check: dict[str, Any] = {}
     if pins.get("data"):
@@ -425,8 +415,6 @@ def die_with_parent() -> None:
 def own_process_tree() -> None:
     """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
     stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
-    from ablate.trials import proctree
-
     if not proctree.become_subreaper():
         return
 
@@ -451,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
     finally:
-        from ablate.trials import proctree
-
         proctree.kill_descendants()  # whatever the task started (setsid grandchildren too) ends with it
     sys.stdout.flush()
     return 0 if rec.get("status") in ("ok", "failed", "diverged", "pin_mismatch") else 1

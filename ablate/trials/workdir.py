@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir
 
 
@@ -33,8 +34,6 @@ def task_workdir(sd: SweepDir, plan: Mapping[str, Any], task: Mapping[str, Any])
     Path
         ``<sweep>/code/<project subdir>``; the project directory when the plan has no code snapshot.
     """
-    from ablate.pin import pins
-
     root = pins.trial_code_root(sd, plan)
     project = Path((plan.get("project") or {}).get("cwd") or os.getcwd())
     if root is None or not root.is_dir():

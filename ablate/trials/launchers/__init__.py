@@ -17,6 +17,9 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
+from ablate.trials.launchers.inline import InlineLauncher
+from ablate.trials.launchers.local import LocalLauncher
+from ablate.trials.launchers.slurm import SlurmLauncher
 
 LAUNCHERS = ("inline", "local", "slurm")
 
@@ -30,16 +33,10 @@ def launcher_class(name: Any) -> type[Launcher]:
         For an unknown launcher name (the valid ones are listed).
     """
     if name == "inline":
-        from ablate.trials.launchers.inline import InlineLauncher
-
         return InlineLauncher
     if name == "local":
-        from ablate.trials.launchers.local import LocalLauncher
-
         return LocalLauncher
     if name == "slurm":
-        from ablate.trials.launchers.slurm import SlurmLauncher
-
         return SlurmLauncher
     raise ConfigError(f"unknown launcher {name!r}", where="launcher",
                       fix=f"use one of: {', '.join(f'launcher={n}' for n in LAUNCHERS)}")

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ablate.record.sweepdir import SweepDir
+from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
+from ablate.trials.trial import arm_record, run_trial
 
 
 class InlineLauncher(Launcher):
@@ -23,9 +25,6 @@ class InlineLauncher(Launcher):
 
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
         import sys
-
-        from ablate.trials import proctree, seeding
-        from ablate.trials.trial import arm_record, run_trial
 
         plan = sd.plan()
         warning = seeding.inline_hash_warning(

@@ -39,7 +39,10 @@ from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
 from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
+from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
+from ablate.trials.launchers.warm import WarmParent
+from ablate.trials.trial import PARENT_ENV, load_plan, write_result
 
 
 def visible_gpus() -> list[str]:
@@ -126,8 +129,6 @@ class LocalLauncher(Launcher):
 
     # -- running -----------------------------------------------------------------------------------
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
-        from ablate.trials.trial import load_plan
-
         plan = load_plan(sd)
         opts = plan.get("options", {})
         cwd = (plan.get("project") or {}).get("cwd") or os.getcwd()
@@ -138,8 +139,6 @@ class LocalLauncher(Launcher):
         n_slots = min(self.max_parallel, len(trials))
         threads_per_trial = opts.get("threads")  # the plan's: the same in every launcher, resume and repro
         errors: list[BaseException] = []
-
-        from ablate.trials import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
         self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
@@ -185,9 +184,6 @@ class LocalLauncher(Launcher):
 
     def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str) -> Any:
         """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
-        from ablate.trials.launchers.warm import WarmParent
-        from ablate.trials.trial import PARENT_ENV
-
         env = dict(os.environ)
         env["PYTHONHASHSEED"] = hash_seed
         env["PYTHONUNBUFFERED"] = "1"
@@ -205,9 +201,6 @@ class LocalLauncher(Launcher):
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
                  timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any]:
-        from ablate.trials import seeding
-        from ablate.trials.trial import PARENT_ENV, write_result
-
         tp = sd.trial(ref.arm, ref.seed)
         sd.mkdir(tp.dir)
         env = dict(os.environ)
@@ -296,8 +289,6 @@ def _kill_group(proc: Any, grace_s: float = 5.0) -> None:
     (the trial, a subreaper, then kills every descendant itself), SIGKILL after ``grace_s``; processes
     that left the group (``setsid``) are found below the trial in ``/proc`` and killed too (see
     :mod:`ablate.trials.proctree`)."""
-    from ablate.trials import proctree
-
     if proc.poll() is not None or proc.pid is None:
         return
     tree = proctree.descendants(proc.pid)  # before the trial dies and its orphans go to init

@@ -30,8 +30,13 @@ from typing import Any, ClassVar
 
 from ablate.errors import ConfigError, SchedulerError
 from ablate.record.sweepdir import SweepDir, read_json, write_json
+from ablate.trials import seeding
+from ablate.trials.launchers import slurm_intent
 from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
+from ablate.trials.launchers.local import tail
+from ablate.trials.launchers.slurm_pack import check_trials_per_job, per_trial_states, submit_packed
 from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
+from ablate.trials.trial import load_plan, write_result
 
 SLURM_DIR = "slurm"
 JOBS_FILE = "jobs.json"
@@ -361,7 +366,6 @@ class SlurmLauncher(Launcher):
                               fix="e.g. `launcher.setup=['module load cuda']`")
         self.setup = list(setup)
         self.python = _opt_str(python, "launcher.python")
-        from ablate.trials.launchers.slurm_pack import check_trials_per_job
 
         self.trials_per_job = check_trials_per_job(trials_per_job)
         if not isinstance(warm, bool):
@@ -452,8 +456,6 @@ class SlurmLauncher(Launcher):
 
     def _adopt_orphans(self, sd: SweepDir, *, write: bool) -> list[dict[str, Any]]:
         """Arrays submitted by a process that died before recording them (see :mod:`.slurm_intent`)."""
-        from ablate.trials.launchers import slurm_intent
-
         if not slurm_intent.pending(sd, SLURM_DIR):
             return []
 
@@ -505,22 +507,17 @@ class SlurmLauncher(Launcher):
         import submitit
 
         from ablate.trials.launchers.slurm_job import SlurmTrial
-        from ablate.trials.trial import load_plan
 
         if not trials:
             return []
         if self.trials_per_job > 1:
-            from ablate.trials.launchers.slurm_pack import submit_packed
-
             return submit_packed(self, sd, trials)
         plan = load_plan(sd)
         opts = plan.get("options", {})
         timeout_min = self._job_timeout(opts.get("timeout_min"))
-        from ablate.trials import seeding
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # the variable can be the mode
         hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, as under launcher=local
-        from ablate.trials.launchers import slurm_intent
 
         self._adopt_orphans(sd, write=True)  # never submit trials a dead submitter already submitted
         ex = submitit.SlurmExecutor(folder=sd.root / SLURM_DIR / "%j", max_num_timeout=self.max_requeues + 1,
@@ -559,8 +556,6 @@ class SlurmLauncher(Launcher):
         SchedulerError
             When SLURM refuses the submission (the intent stays: the next run asks SLURM about it).
         """
-        from ablate.trials.launchers import slurm_intent
-
         slurm_intent.record(sd, SLURM_DIR, job_name, [r for g in tasks for r in g],
                             tasks=[i for i, g in enumerate(tasks) for _ in g])
         try:
@@ -596,7 +591,6 @@ class SlurmLauncher(Launcher):
         if states is None:
             raise SchedulerError("SLURM does not answer (squeue failed)", where="launcher=slurm",
                                  fix="check that slurmctld is up (`scontrol ping`)")
-        from ablate.trials.launchers.slurm_pack import per_trial_states
 
         return per_trial_states(sd, {key: self._job_state(sd, t, states.get(t.job_id)) for key, t in tracked.items()})
 
@@ -684,9 +678,6 @@ class SlurmLauncher(Launcher):
 
     def _record_lost(self, sd: SweepDir, t: _Tracked, monitor: Monitor, js: JobState) -> None:
         """Write result.json for a trial whose job ended without writing one."""
-        from ablate.trials.launchers.local import tail
-        from ablate.trials.trial import write_result
-
         err, out = self._log_paths(sd, t.job_id)
         log_tail = tail(err) or tail(out)
         status = "timeout" if js.state == "TIMEOUT" else "killed" if js.state in KILLED_STATES else "failed"

@@ -26,6 +26,10 @@ from typing import Any
 
 import submitit
 
+from ablate.record.sweepdir import SweepDir
+from ablate.trials import proctree
+from ablate.trials.trial import run_trial, write_result
+
 #: Environment variable naming the trial's checkpoint directory (kept across requeues).
 CHECKPOINT_ENV = "ABLATE_CHECKPOINT_DIR"
 #: Environment variable with the number of times this attempt was requeued so far.
@@ -103,9 +107,6 @@ class SlurmTrial(submitit.helpers.Checkpointable):
 
     def __call__(self) -> dict[str, Any]:
         """Run the trial; returns ``{"status": ...}`` (the full record is in ``result.json``)."""
-        from ablate.record.sweepdir import SweepDir
-        from ablate.trials.trial import run_trial, write_result
-
         self._started = time.time()
         self._final = None
         # The job starts in the submission directory: never import the task from the live tree.
@@ -119,7 +120,6 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         ckpt = sd.mkdir(tp.dir / "checkpoint")
         os.environ[CHECKPOINT_ENV] = str(ckpt)
         os.environ[REQUEUES_ENV] = str(self.requeues)
-        from ablate.trials import proctree
 
         proctree.become_subreaper()  # what the task leaves behind (setsid too) ends with the trial
         try:
@@ -141,9 +141,6 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         timed_out = elapsed >= self.timeout_min * 60 - self.signal_delay_s - SIGNAL_SLACK_S
         why = "reached its time limit" if timed_out else "was preempted"
         if self.requeues >= self.max_requeues:
-            from ablate.record.sweepdir import SweepDir
-            from ablate.trials.trial import write_result
-
             tp = SweepDir(self.sweep_root).trial(self.arm, self.seed)
             fix = ("raise `launcher.timeout_min`, or save state in $ABLATE_CHECKPOINT_DIR so requeues resume"
                    if timed_out else "`ablate collect DIR --resubmit` runs it again")

@@ -30,7 +30,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ablate.errors import ConfigError
+from ablate.trials import seeding
+from ablate.trials.launchers import slurm_intent
 from ablate.trials.launchers.base import JobState, TrialRef
+from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
+from ablate.trials.trial import load_plan
 
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
@@ -44,8 +49,6 @@ def check_trials_per_job(value: Any) -> int:
     ConfigError
         When it is not an integer >= 1 (a bool, a string, a float, 0 or less).
     """
-    from ablate.errors import ConfigError
-
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"must be an integer >= 1, got {value!r}", where="launcher.trials_per_job",
                           fix="e.g. `launcher.trials_per_job=4` runs 4 trials one after another in each job; "
@@ -134,11 +137,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
     """
     import submitit
 
-    from ablate.trials import seeding
-    from ablate.trials.launchers import slurm_intent
     from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
-    from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
-    from ablate.trials.trial import load_plan
 
     plan = load_plan(sd)
     opts = plan.get("options", {})

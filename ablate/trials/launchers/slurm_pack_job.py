@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import submitit
 from submitit.core.utils import UncompletedJobError
 
+from ablate.record.sweepdir import SweepDir
+from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import TrialRef
 from ablate.trials.launchers.slurm_job import (
     CHECKPOINT_ENV,
@@ -33,7 +35,8 @@ from ablate.trials.launchers.slurm_job import (
     job_info,
     job_log,
 )
-from ablate.trials.trial import PARENT_ENV
+from ablate.trials.launchers.warm import WarmParent
+from ablate.trials.trial import PARENT_ENV, die_with_parent, own_process_tree, run_trial, write_result
 
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
@@ -121,8 +124,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
     def __call__(self) -> dict[str, Any]:
         """Run the unfinished trials; returns ``{"statuses": {"arm/seed": status}}`` (records are in
         each trial's ``result.json``)."""
-        from ablate.record.sweepdir import SweepDir
-
         self._started = time.time()
         sd = SweepDir(self.sweep_root)
         _use_safe_requeue()
@@ -168,9 +169,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             When the task cannot be forked safely (CUDA initialised or a thread started at import);
             every unfinished trial is then recorded as failed with that message.
         """
-        from ablate.trials import seeding
-        from ablate.trials.launchers.warm import WarmParent
-
         env = self._job_env()
         env.update({var: "1" for var in seeding.THREAD_ENV_VARS})  # no pool before the fork
         print(f"ablate: packed job starts a warm parent for {len(self.trials)} trial(s)", file=sys.stderr, flush=True)
@@ -186,7 +184,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         print(f"ablate: packed job runs trial {ref.arm} seed={ref.seed}", file=sys.stderr, flush=True)
         self._current = ref
         if warm is not None:  # a fork of the warm parent: the job's thread counts, the trial's own variables
-            from ablate.trials import seeding
 
             threads = {var: os.environ[var] for var in seeding.THREAD_ENV_VARS if var in os.environ}
             omp = threads.get("OMP_NUM_THREADS", "")
@@ -202,8 +199,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         self._current = None
         rec = sd.read_result(ref.arm, ref.seed)
         if rec is None or int(rec.get("attempt", 1)) < ref.attempt:
-            from ablate.trials.trial import write_result
-
             how = ("the warm parent it was forked from died" if code is None else
                    f"it was killed by signal {-code}" if code < 0 else f"it exited with code {code}")
             write_result(tp, {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "status": "failed",
@@ -226,8 +221,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
     def _record_rest(self, sd: SweepDir, log: str | None, error: BaseException | None = None) -> None:
         """On giving up after ``max_requeues`` (``error`` None) or a fault of this job's own process
         (``error``): record every unfinished trial, so none is lost; a trial already ``ok`` is kept."""
-        from ablate.trials.trial import write_result
-
         elapsed = time.time() - self._started
         timed_out = error is None and elapsed >= self.timeout_min * 60 - self.signal_delay_s - SIGNAL_SLACK_S
         why = "reached its time limit" if timed_out else "was preempted"
@@ -279,10 +272,6 @@ def main(argv: list[str] | None = None) -> int:
     packed job, recorded with the SLURM job it ran in (in a fresh process, or in a fork of the warm
     parent, which calls this with the same arguments). Whatever the task started (``setsid``
     grandchildren too) ends with the trial."""
-    from ablate.record.sweepdir import SweepDir
-    from ablate.trials import proctree
-    from ablate.trials.trial import die_with_parent, own_process_tree, run_trial, write_result
-
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 6:
         print("usage: python -m ablate.trials.launchers.slurm_pack_job SWEEP_DIR ARM SEED ATTEMPT REQUEUES LOG",

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from ablate.errors import UserError
+from ablate.record.sweepdir import open_log
 
 
 class WarmTrial:
@@ -77,8 +78,6 @@ class WarmParent:
 
     def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
                  entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None) -> None:
-        from ablate.record.sweepdir import open_log
-
         cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
         out_fd = log_fd = None
         if log is None:

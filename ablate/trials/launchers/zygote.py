@@ -37,6 +37,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.pin import pins
+from ablate.record.sweepdir import SweepDir, open_log
+from ablate.trials import trial
+from ablate.trials.tasks.interface import import_callable
+from ablate.trials.trial import PARENT_ENV, die_with_parent
+
 #: Environment variable holding the warm parent's pid in each trial it forked (recorded in the manifest).
 WARM_ENV = "ABLATE_WARM_PARENT"
 #: Modules a fork may run (``MODULE.main(argv)``): a trial of ``launcher=local``, one of a packed SLURM job.
@@ -68,11 +74,6 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
         ``import_errors`` (spec -> message; those trials fail on their own with the full error),
         ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
     """
-    from ablate.pin import pins
-    from ablate.record.sweepdir import SweepDir
-    from ablate.trials import trial
-    from ablate.trials.tasks import import_callable
-
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)
     plan = trial.load_plan(sd)
@@ -119,7 +120,6 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in close_fds:
             os.close(fd)
-        from ablate.record.sweepdir import open_log
 
         for target, key in ((1, "stdout"), (2, "stderr")):
             if req.get(key):  # else the warm parent's own (a packed SLURM job's logs)
@@ -130,7 +130,6 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
         env.pop("PYTHONHASHSEED", None)  # fixed when this interpreter started: one per ablation
         os.environ.update(env)
         os.environ[WARM_ENV] = str(os.getppid())
-        from ablate.trials.trial import PARENT_ENV
 
         os.environ[PARENT_ENV] = str(os.getppid())  # trial.main: die with the warm parent
         _fresh_process_state(int(req.get("threads") or 0))
@@ -241,7 +240,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
     ap.add_argument("--stdout-fd", type=int, default=None)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    from ablate.trials.trial import die_with_parent
 
     die_with_parent()
     req_fd, out_fd = os.dup(0), os.dup(1)  # the protocol; fds 0 and 1 are left to what the task prints

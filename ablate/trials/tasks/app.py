@@ -41,7 +41,15 @@ from typing import Any
 
 from ablate.errors import ConfigError, close_matches
 from ablate.plan.app_config import APP_NODE, to_app_key
+from ablate.plan.arms import MISSING, flatten, resolve, select
+from ablate.plan.compose import reject_sweeps
+from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
+from ablate.plan.overrides import format_override
+from ablate.trials import seeding
 from ablate.trials.tasks.base import TaskOutput
+from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
+from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
+from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).
 APP_TASK_KEYS: dict[str, Any] = {
@@ -109,8 +117,6 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
     ConfigError
         An unknown key (close matches listed), ``params`` set by hand, or a setting of the wrong type.
     """
-    from ablate.trials.tasks.metrics import REDUCE, SOURCES
-
     unknown = sorted(set(task) - set(APP_TASK_KEYS) - set(FILLED_KEYS))
     if unknown:
         near = close_matches(unknown[0], list(APP_TASK_KEYS))
@@ -178,8 +184,6 @@ def compose_app(cdir: Path, name: str, version_base: str | None,
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from ablate.plan.compose import reject_sweeps
-
     reject_sweeps(overrides)
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
@@ -201,8 +205,6 @@ def compose_app(cdir: Path, name: str, version_base: str | None,
 
 def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
              overrides: Sequence[str]) -> ConfigError:
-    from ablate.plan.arms import flatten
-
     msg = str(exc).strip()
     first = msg.splitlines()[0] if msg else type(exc).__name__
     m = re.search(r"Could not override '([^']+)'", msg) or re.search(r"Key '([^']+)' is not in struct", msg)
@@ -234,8 +236,6 @@ def unregistered_resolvers(cfg: Any) -> list[str]:
     from hydra.core.utils import setup_globals
     from omegaconf import OmegaConf
 
-    from ablate.plan.arms import flatten
-
     setup_globals()
     names = {m for v in flatten(cfg).values() if isinstance(v, str) for m in _RESOLVER.findall(v)}
     return sorted(n for n in names if not OmegaConf.has_resolver(n))
@@ -246,8 +246,6 @@ _IMPORTED: set[str] = set()
 
 def _resolves(cfg: Any) -> bool:
     from omegaconf import OmegaConf
-
-    from ablate.plan.hydra_semantics import trial_hydra
 
     try:
         with trial_hydra("<trial dir>/run"):
@@ -362,8 +360,6 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
     ConfigError
         Bad settings, an override the app's config refuses, ``???`` values, unknown resolvers.
     """
-    from ablate.plan.hydra_semantics import freeze_now, missing_keys
-
     when = when or _dt.datetime.now()
     out = copy.deepcopy(dict(cfg))
     task = dict(out["task"])
@@ -417,8 +413,6 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
 # -- the trial's argv -------------------------------------------------------------------------------
 def arm_override(variable: Mapping[str, Any], arm: Mapping[str, Any]) -> list[str]:
     """The override that makes an arm of the app: none for control, ``key=value`` or ``group=option``."""
-    from ablate.plan.overrides import format_override
-
     if not variable or arm.get("name") == "control":
         return []
     key = str(variable.get("key", ""))
@@ -443,10 +437,6 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     run_dir : Path
         The app's output dir (``hydra.run.dir``).
     """
-    from ablate.plan.arms import select
-    from ablate.plan.overrides import format_override
-    from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
-
     s = settings(task)
     params = task.get("params") or {}
     argv = [sys.executable, str(s["app"]), *s["overrides"], *arm_overrides]
@@ -461,8 +451,6 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
 
 
 def _has(cfg: Mapping[str, Any], key: str) -> bool:
-    from ablate.plan.arms import MISSING, select
-
     return select(cfg, key) is not MISSING
 
 
@@ -483,10 +471,6 @@ class AppForm:
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> TaskOutput:
         """Run the app for one trial and read its metric from what it produced."""
-        from ablate.trials import seeding
-        from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
-        from ablate.trials.tasks.metrics import collect
-
         task = cfg["task"]
         s = settings(task)
         seed = int(cfg["seed"])
@@ -505,9 +489,6 @@ class AppForm:
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
-        from ablate.plan.arms import resolve
-        from ablate.plan.hydra_semantics import trial_hydra
-
         var = {"key": plan.variable.key, "is_group": plan.variable.is_group}
         lines = []
         seed = plan.seeds[0]

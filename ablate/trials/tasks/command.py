@@ -56,7 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, read_json, write_json
+from ablate.plan.arms import resolve
+from ablate.plan.overrides import flatten_params, format_override
+from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
+from ablate.trials import seeding
+from ablate.trials.tasks.base import TrialTimeout
+from ablate.trials.workdir import task_workdir
 
 #: Keys a command-form task config may have (anything else is refused: it would not reach the script).
 COMMAND_TASK_KEYS = {
@@ -146,8 +151,6 @@ def build_argv(task: Mapping[str, Any], *, seed: int, determinism: str, run_dir:
     metrics_path : Path
         Where the script writes its metrics when ``metrics_file`` is null, passed via ``metrics_key``.
     """
-    from ablate.plan.overrides import flatten_params, format_override
-
     s = task_settings(task)
     argv = split_command(s["command"])
     if argv[0] in _PYTHONS:
@@ -188,8 +191,6 @@ def check_command_task(plan: Any, cwd: str | os.PathLike[str]) -> None:
         that changes nothing the script receives (no key under ``task.params``, ``task.env`` or
         ``task.command`` changes, so the script would run the control's config in every arm).
     """
-    from ablate.plan.arms import resolve
-
     task = resolve(plan.control.config).get("task") or {}
     s = task_settings(task)
     argv = split_command(s["command"])
@@ -230,8 +231,6 @@ def _find_sweep(tp: TrialPaths) -> SweepDir | None:
 
 def task_dir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
     """The code snapshot to run in, with ``task.data`` linked into it; the cwd outside a sweep dir."""
-    from ablate.trials.workdir import task_workdir
-
     sd = _find_sweep(tp)
     return Path.cwd() if sd is None else task_workdir(sd, sd.plan(), task)
 
@@ -318,8 +317,6 @@ def read_metrics(path: Path) -> dict[str, Any]:
     ConfigError
         When the file is missing, is not JSON, or is not a JSON object.
     """
-    from ablate.plan.overrides import flatten_params
-
     try:
         data = read_json(path)
     except FileNotFoundError:
@@ -365,8 +362,6 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     TrialTimeout
         The script ran past ``timeout_min`` and was killed.
     """
-    from ablate.trials import seeding
-
     task = cfg.get("task") or {}
     if not task.get("command"):
         raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
@@ -426,14 +421,11 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
     TrialTimeout
         The script ran past ``timeout_min`` and was killed.
     """
-    from ablate.trials.tasks.base import TrialTimeout
-
     # A trial process that leads its process group (launcher=local) keeps the script in it, so the launcher's
     # group kill reaches the script; otherwise (inline, SLURM) the script gets its own group, killed on timeout.
     child_group = os.getpgrp() != os.getpid()
     timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
     record = {"argv": argv, "cwd": str(cwd), "env": dict(set_env), **(record or {})}
-    from ablate.record.sweepdir import open_log  # never through a symlink planted in the trial dir
 
     out_fd, err_fd = open_log(tp.stdout), open_log(tp.stderr)
     err_start = os.fstat(err_fd).st_size
@@ -493,8 +485,6 @@ class CommandForm:
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for its first seed (the run dir and metrics path are the trial's)."""
-        from ablate.plan.arms import resolve
-
         lines = []
         seed = plan.seeds[0]
         for arm in plan.arms:

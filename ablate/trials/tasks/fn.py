@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.trials.tasks.taskcheck import check_task_fn
 
 
 def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
@@ -67,8 +68,6 @@ class FnForm:
 
     def check(self, plan: Any, cwd: str) -> None:
         """Check that ``task.fn`` names a function that exists, without importing it."""
-        from ablate.trials.tasks.taskcheck import check_task_fn
-
         check_task_fn(str((plan.control.config.get("task") or {})["fn"]), cwd)
 
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],

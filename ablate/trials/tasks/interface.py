@@ -1,0 +1,85 @@
+"""The task-form interface: what the orchestrator, the trial process, the warm parent and the command line use
+of the task forms (``fn``, ``command``, ``app``). Nothing outside :mod:`ablate.trials.tasks` imports one form's
+module (an import-linter contract checks it):
+
+- :func:`form_of` / :func:`get_form`: the form of a task config, and its :class:`~ablate.trials.tasks.base.TaskForm`
+  (``check`` before launch, ``run`` one trial, ``dry_run_lines``);
+- :func:`attach`: the task's own config attached to ablate's (an app's composed config at ``task.params``;
+  ``${now:}`` frozen and ``???`` refused for every form);
+- :func:`split_cli` / :func:`with_cli_overrides`: the command line's ``app.`` overrides, for an app;
+- :func:`config_dirs`: a task's own config dirs, hashed with ablate's config files;
+- :func:`import_callable`: an ``fn`` task's function, from the code snapshot.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ablate.errors import ConfigError
+from ablate.plan.hydra_semantics import freeze_now, missing_keys
+from ablate.trials.tasks import app, command, fn
+from ablate.trials.tasks.app import split_cli, with_cli_overrides
+from ablate.trials.tasks.base import FORM_KEYS, TaskForm, TaskOutput, TrialTimeout, form_of, is_script_form
+from ablate.trials.tasks.fn import import_callable
+
+_FORMS: dict[str, TaskForm] = {"fn": fn.FORM, "command": command.FORM, "app": app.FORM}
+
+
+def get_form(name: str) -> TaskForm:
+    """The task form called ``name`` (``fn``, ``command`` or ``app``).
+
+    Raises
+    ------
+    ConfigError
+        For any other name.
+    """
+    try:
+        return _FORMS[name]
+    except KeyError:
+        raise ConfigError(f"unknown task form {name!r}", where="task", fix=f"one of {', '.join(FORM_KEYS)}") from None
+
+
+def attach(cfg: dict[str, Any], compose: Callable[[str], Mapping[str, Any]] | None,
+           choices: Mapping[str, Any] | None, cwd: str | os.PathLike[str] | None
+           ) -> tuple[dict[str, Any], Any, Any]:
+    """Attach the task's own config to ablate's composed config; freeze ``${now:}``; refuse ``???`` values.
+
+    An ``app`` task's composed config goes to ``task.params`` (:func:`ablate.trials.tasks.app.attach`, which
+    also maps the variable onto the app's keys and groups); ``fn`` and ``command`` tasks' configs are ablate's.
+
+    Returns
+    -------
+    cfg, compose, choices
+        As given for ``fn`` and ``command``; for an app, with its config and config groups added.
+
+    Raises
+    ------
+    ConfigError
+        A task with more than one form, a ``???`` value, or anything the app's composition refuses.
+    """
+    task = cfg.get("task")
+    if isinstance(task, Mapping) and task.get("app"):
+        form_of(task)  # one form only
+        return app.attach(cfg, compose, choices, cwd or os.getcwd())
+    cfg = copy.deepcopy(cfg)
+    freeze_now(cfg)
+    missing = missing_keys(cfg)
+    if missing:
+        raise ConfigError(f"{', '.join(missing[:10])} {'is' if len(missing) == 1 else 'are'} ??? (a mandatory "
+                          "value, not set)", where=missing[0],
+                          fix=f"give it a value in its config file or as an override: `{missing[0]}=<value>`")
+    return cfg, compose, choices
+
+
+def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[str]:
+    """The task's own config dirs (an app's; none for ``fn`` and ``command``), as absolute paths."""
+    if not task.get("app"):
+        return []
+    return [str(app.config_location(app.settings(task), cwd)[0])]
+
+
+__all__ = ["FORM_KEYS", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
+           "form_of", "get_form", "import_callable", "is_script_form", "split_cli", "with_cli_overrides"]
