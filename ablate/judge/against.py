@@ -16,7 +16,6 @@ from typing import Any
 from ablate.errors import SweepDirError
 from ablate.plan.arms import flatten, format_value
 from ablate.record.sweepdir import SweepDir
-from ablate.trials.trial import load_plan
 
 #: Control-config keys that belong to ablate, not to what was trained; left out of the config diff.
 _SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "progress", "wait", "dry_run",
@@ -26,7 +25,7 @@ _SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "
 
 def _plan(path: str | os.PathLike[str]) -> tuple[str, Mapping[str, Any]]:
     sd = SweepDir.open(path)
-    return str(sd.root), load_plan(sd)
+    return str(sd.root), sd.plan()
 
 
 def _short(v: Any) -> str:
@@ -113,7 +112,7 @@ def compare_sweeps(sd: Any, other: str | os.PathLike[str], *, missing_ok: bool =
         if not missing_ok:
             raise
         return {"target": str(other), "error": str(exc), "differences": [], "same": False}
-    diffs = compare_plans(load_plan(sd), target)
+    diffs = compare_plans(sd.plan(), target)
     return {"target": root, "differences": diffs, "same": not diffs}
 
 

@@ -27,7 +27,6 @@ from ablate.plan.suite import families
 from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
 from ablate.record.sweepdir import PLOTS_LOG, VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
 from ablate.record.verdict_key import combine, context, outputs_recorded, record
-from ablate.trials.trial import load_plan
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -439,7 +438,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     """
     from ablate.judge.report import render_markdown
 
-    plan = load_plan(sd)
+    plan = sd.plan()
     saved_file = sd.root / VERDICT_OPTIONS
     reset = bool((overrides or {}).get("reset"))
     saved = {} if reset else read_saved_options(sd, plan)  # --reset clears even a corrupt file

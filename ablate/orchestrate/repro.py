@@ -36,6 +36,7 @@ from typing import Any
 
 from ablate.errors import ConfigError, PinError, SweepDirError, UserError
 from ablate.judge.confounds import manifest_fields
+from ablate.pin import pins
 from ablate.record.results import trial_state
 from ablate.record.sweepdir import SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
@@ -412,7 +413,7 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int,
         The complete environment for the child process.
     """
     recorded = ((manifest.get("environment") or {}).get("env") or {})
-    env = {k: v for k, v in os.environ.items() if k not in seeding.NUMERIC_ENV_VARS or k in NOT_REPLAYED}
+    env = {k: v for k, v in os.environ.items() if k not in pins.NUMERIC_ENV_VARS or k in NOT_REPLAYED}
     env.update(seeding.environment_for(mode, seed))
     if hash_seed is not None:
         env["PYTHONHASHSEED"] = str(hash_seed)

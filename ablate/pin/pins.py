@@ -32,8 +32,14 @@ from typing import Any
 from ablate.errors import PinError
 from ablate.pin import digest
 from ablate.record.sweepdir import SweepDir, write_atomic
-from ablate.trials.seeding import NUMERIC_ENV_VARS
 
+#: Environment variables that change numerics; recorded in every manifest.
+NUMERIC_ENV_VARS = (
+    "CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING",
+    "XLA_FLAGS", "TF_DETERMINISTIC_OPS", "KMP_DETERMINISTIC_REDUCTION",
+)
 COMMIT_FILE = ".ablate_commit"
 #: The code snapshot's files as listed at launch (one path per line, beside ``code/``): what its digest covers.
 CODE_FILES = "code_files.txt"

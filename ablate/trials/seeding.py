@@ -41,13 +41,6 @@ from typing import Any
 from ablate.errors import ConfigError
 
 MODES = ("off", "seeded", "strict")
-#: Environment variables that change numerics; recorded in every manifest.
-NUMERIC_ENV_VARS = (
-    "CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING",
-    "XLA_FLAGS", "TF_DETERMINISTIC_OPS", "KMP_DETERMINISTIC_REDUCTION",
-)
 #: The config key of the determinism mode (a top-level ablate setting; it can be the variable).
 MODE_KEY = "determinism"
 STRICT_CUBLAS = ":4096:8"
