@@ -180,7 +180,8 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     >>> verdict.words                                                            # doctest: +SKIP
     {'lr=0.1': 'inconclusive', 'lr=0.01': 'worse'}
     """
-    from ablate.plan.compose import compose, default_config_path
+    from ablate.plan.compose import compose
+    from ablate.plan.project import default_config_path
 
     ovs: list[str] = []
     suite = list(variable) if isinstance(variable, list | tuple) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablate.plan.compose import default_config_path  # light: no Hydra import at module level
+from ablate.plan.project import default_config_path
 
 
 def builtin_conf_dir() -> Path:

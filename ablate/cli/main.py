@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _hydra_main(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
-    from ablate.plan.compose import default_config_path
+    from ablate.plan.project import default_config_path
 
     parser = get_args_parser()
     parser.prog = "ablate"
@@ -78,7 +78,7 @@ def _hydra_main(argv: list[str]) -> int:
     config_dirs = [args.config_dir] if args.config_dir else []
     if config_path is None and not config_dirs:
         from ablate.errors import ConfigError
-        from ablate.plan.compose import conf_above
+        from ablate.plan.project import conf_above
 
         root = conf_above()
         if root is not None:

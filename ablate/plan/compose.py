@@ -22,22 +22,6 @@ from ablate.plan.arms import flatten
 CONFIG_NAME = "ablate"
 
 
-def default_config_path(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    """``./conf`` (absolute) when it exists in ``cwd``, else None (only the built-in configs)."""
-    p = Path(cwd or os.getcwd()) / "conf"
-    return str(p.absolute()) if p.is_dir() else None
-
-
-def conf_above(cwd: str | os.PathLike[str] | None = None) -> Path | None:
-    """The nearest parent directory of ``cwd`` holding a ``conf/`` dir (a project root the user is
-    below), or None. Used to explain a missing ``./conf``, never to pick a config dir silently."""
-    here = Path(cwd or os.getcwd()).absolute()
-    for parent in here.parents:
-        if (parent / "conf").is_dir() and ((parent / "conf" / "ablate.yaml").is_file()
-                                           or (parent / "conf" / "task").is_dir()):
-            return parent
-    return None
-
 
 @dataclass
 class Composed:
