@@ -110,8 +110,3 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 5) -> list[str]
             found.append(c)
     return found
 
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """Format close matches as ``" Did you mean: a, b?"``, or ``""`` when there are none."""
-    m = close_matches(word, candidates)
-    return f" Close matches: {', '.join(m)}." if m else ""

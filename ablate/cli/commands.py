@@ -122,8 +122,9 @@ def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str
     import sys
 
     from ablate.errors import SweepDirError
+    from ablate.judge.options import VERDICT_OVERRIDES
     from ablate.judge.report import render_markdown
-    from ablate.judge.verdict import VERDICT_OVERRIDES, write_verdict
+    from ablate.judge.verdict import write_verdict
 
     holder = sd.lock_holder()
     if any(k in VERDICT_OVERRIDES or k == "reset" for k in overrides):

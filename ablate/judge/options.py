@@ -1,16 +1,20 @@
-"""The verdict's own settings: the allowed pairing, multiplicity, sequential and family words, and the margin.
+"""The verdict's own settings, their defaults (:data:`DEFAULTS`, the one place they are stated in code; ablate's
+``ablate_base.yaml`` states them for users and a test holds the two equal), the allowed words, and the margin.
 
 They are read at plan time (:mod:`ablate.orchestrate.options`) and again when ``ablate verdict DIR --...``
-recomputes a verdict with other options (:func:`ablate.judge.verdict.resolve_options`).
+recomputes a verdict with other options (:func:`resolve_options`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.plan.checks import choice, number
 
 PAIRING = ("auto", "paired", "unpaired")
 
@@ -45,3 +49,51 @@ def parse_margin(value: Any) -> float | str | None:
         return float(value)
     raise ConfigError(f"must be a positive number (metric units), a percentage such as '2%', or none, got {value!r}",
                       where="margin", fix="e.g. `margin=0.01`, `margin='2%'` or `--margin none` to clear it")
+
+
+#: Plan options that ``ablate verdict DIR --...`` may override.
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """The verdict's settings: ``plan["options"]`` overridden by ``ablate verdict DIR --...``."""
+
+    alpha: float = 0.05
+    margin: float | str | None = None
+    pairing: str = "auto"
+    multiplicity: str = "holm"
+    sequential: str = "off"
+    looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])  # seeds per arm at each look
+    family: str = "suite"
+    against: str | None = None
+
+
+def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
+    """Validated verdict options from the plan and the overrides.
+
+    Raises
+    ------
+    ConfigError
+        When an option or override is invalid (names it and how to fix it).
+    """
+    o = dict(plan.get("options") or {})
+    for k, v in (overrides or {}).items():
+        if v is not None and k in VERDICT_OVERRIDES:
+            o[k] = v
+    d = DEFAULTS
+    looks = o.get("looks") or d.looks
+    return VerdictOptions(
+        alpha=float(number(o.get("alpha", d.alpha), "alpha", lo=1e-6, hi=0.5)),
+        margin=parse_margin(o.get("margin", d.margin)),
+        pairing=choice(o.get("pairing", d.pairing), PAIRING, "pairing"),
+        multiplicity=choice(o.get("multiplicity", d.multiplicity), MULTIPLICITY, "multiplicity"),
+        sequential=choice(o.get("sequential", d.sequential), SEQUENTIAL, "sequential"),
+        looks=[int(x) for x in looks],
+        family=choice(o.get("family", d.family), FAMILIES, "family"),
+        against=None if o.get("against") is None else str(o["against"]),
+    )
+
+
+#: The verdict's defaults.
+DEFAULTS = VerdictOptions()

@@ -11,18 +11,17 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
-from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
+from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
-from ablate.plan.checks import choice, number
 from ablate.plan.suite import families
 from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
 from ablate.record.sweepdir import PLOTS_LOG, VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
@@ -35,48 +34,6 @@ if TYPE_CHECKING:
 UNFINISHED = ("pending", "running", "interrupted")
 #: Seed for Dunnett's quasi-Monte-Carlo integration, so a recomputed verdict is identical.
 VERDICT_RNG_SEED = 20240917
-#: Plan options that ``ablate verdict DIR --...`` may override.
-VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
-
-
-@dataclass(frozen=True)
-class VerdictOptions:
-    """The verdict's settings: ``plan["options"]`` overridden by ``ablate verdict DIR --...``."""
-
-    alpha: float = 0.05
-    margin: float | str | None = None
-    pairing: str = "auto"
-    multiplicity: str = "holm"
-    sequential: str = "off"
-    looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
-    family: str = "suite"
-    against: str | None = None
-
-
-def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
-    """Validated verdict options from the plan and the overrides.
-
-    Raises
-    ------
-    ConfigError
-        When an option or override is invalid (names it and how to fix it).
-    """
-    o = dict(plan.get("options") or {})
-    for k, v in (overrides or {}).items():
-        if v is not None and k in VERDICT_OVERRIDES:
-            o[k] = v
-    looks = o.get("looks") or [5, 10, 15, 20]
-    return VerdictOptions(
-        alpha=float(number(o.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5)),
-        margin=parse_margin(o.get("margin")),
-        pairing=choice(o.get("pairing", "auto"), PAIRING, "pairing"),
-        multiplicity=choice(o.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
-        sequential=choice(o.get("sequential", "off"), SEQUENTIAL, "sequential"),
-        looks=[int(x) for x in looks],
-        family=choice(o.get("family", "suite"), FAMILIES, "family"),
-        against=None if o.get("against") is None else str(o["against"]),
-    )
-
 
 @dataclass
 class ArmData:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.judge.options import FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
+from ablate.judge.options import DEFAULTS, FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
 from ablate.plan.arms import parse_seeds
 from ablate.plan.checks import boolean, choice, number
 from ablate.trackers import check_tracker
@@ -36,15 +36,15 @@ class Options:
     progress: str = "auto"
     sweep_dir_mode: int = 0o700
     threads: int = 1
-    alpha: float = 0.05
-    margin: float | str | None = None
-    pairing: str = "auto"
-    multiplicity: str = "holm"
-    sequential: str = "off"
-    looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])
+    alpha: float = DEFAULTS.alpha
+    margin: float | str | None = DEFAULTS.margin
+    pairing: str = DEFAULTS.pairing
+    multiplicity: str = DEFAULTS.multiplicity
+    sequential: str = DEFAULTS.sequential
+    looks: list[int] = field(default_factory=lambda: list(DEFAULTS.looks))
     launcher: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
     tracker: dict[str, Any] | None = None
-    family: str = "suite"
+    family: str = DEFAULTS.family
     metrics: list[str] | None = None
 
     def record(self) -> dict[str, Any]:
@@ -89,14 +89,14 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     launcher = cfg.get("launcher")
     if not isinstance(launcher, Mapping) or "name" not in launcher:
         raise ConfigError("no launcher selected", where="launcher", fix="use launcher=local, inline or slurm")
-    looks = cfg.get("looks", [5, 10, 15, 20])
+    looks = cfg.get("looks", DEFAULTS.looks)
     if not isinstance(looks, list | tuple) or not looks or any(
         not isinstance(x, int) or isinstance(x, bool) or x < 3 for x in looks
     ) or list(looks) != sorted(set(looks)):
         raise ConfigError(f"must be an increasing list of seed counts >= 3, got {looks!r}", where="looks",
                           fix="e.g. `looks=[5,10,15,20]`")
     seeds = parse_seeds(cfg.get("seeds"))
-    sequential = choice(cfg.get("sequential", "off"), SEQUENTIAL, "sequential")
+    sequential = choice(cfg.get("sequential", DEFAULTS.sequential), SEQUENTIAL, "sequential")
     if sequential == "group" and len(seeds) < looks[-1]:
         if not isinstance(cfg.get("seeds"), int):  # an explicit seed list too short for the last look
             raise ConfigError(f"lists {len(seeds)} seeds, but sequential=group runs up to {looks[-1]} per arm "
@@ -121,15 +121,15 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         progress=choice(progress, ("auto", "off"), "progress"),
         sweep_dir_mode=mode,
         threads=number(cfg.get("threads", 1), "threads", lo=1, integer=True),
-        alpha=number(cfg.get("alpha", 0.05), "alpha", lo=1e-6, hi=0.5),
-        margin=parse_margin(cfg.get("margin")),
-        pairing=choice(cfg.get("pairing", "auto"), PAIRING, "pairing"),
-        multiplicity=choice(cfg.get("multiplicity", "holm"), MULTIPLICITY, "multiplicity"),
+        alpha=number(cfg.get("alpha", DEFAULTS.alpha), "alpha", lo=1e-6, hi=0.5),
+        margin=parse_margin(cfg.get("margin", DEFAULTS.margin)),
+        pairing=choice(cfg.get("pairing", DEFAULTS.pairing), PAIRING, "pairing"),
+        multiplicity=choice(cfg.get("multiplicity", DEFAULTS.multiplicity), MULTIPLICITY, "multiplicity"),
         sequential=sequential,
         looks=list(looks),
         launcher=dict(launcher),
         tracker=_tracker(cfg.get("tracker")),
-        family=choice(cfg.get("family", "suite"), FAMILIES, "family"),
+        family=choice(cfg.get("family", DEFAULTS.family), FAMILIES, "family"),
         metrics=_metrics(cfg.get("metrics"), metric),
     )
 

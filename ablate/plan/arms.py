@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablate.errors import ConfigError, PlanError, close_matches, did_you_mean
+from ablate.errors import ConfigError, PlanError, close_matches
 from ablate.plan.app_config import APP_NODE, app_params, resolve_container, to_app_key
 from ablate.plan.overrides import format_value as override_value
 from ablate.record.names import CONTROL, arm_name, format_value, value_label
@@ -99,10 +99,6 @@ class Arm:
     derived: list[str] = field(default_factory=list)
     presence: dict[str, str] = field(default_factory=dict)
     variable: str | None = None
-
-    @property
-    def is_control(self) -> bool:
-        return self.name == CONTROL
 
 
 @dataclass
@@ -751,6 +747,6 @@ def change_lines(arm: Arm, indent: str = "    ") -> list[str]:
 
 
 __all__ = [
-    "CONTROL", "MIN_SEEDS", "Arm", "Plan", "Variable", "check_value_type", "derived_keys", "describe", "did_you_mean",
+    "CONTROL", "MIN_SEEDS", "Arm", "Plan", "Variable", "check_value_type", "derived_keys", "describe",
     "flatten", "format_value", "make_plan", "parse_seeds", "parse_variable", "prove", "task_keys",
 ]

@@ -27,7 +27,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import ablate
 from ablate.record.sweepdir import VERDICT_OPTIONS, SweepDir, read_bytes, write_json
 
 #: The key file beside verdict.json.
@@ -91,7 +90,7 @@ def context(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> s
 def _code_digest() -> str:
     """BLAKE2b of ablate's own source files: an edited checkout (same version number) is another ablate."""
     h = hashlib.blake2b(digest_size=32)
-    top = os.path.dirname(os.path.abspath(ablate.__file__))
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the ablate package (this file: record/)
     for dirpath, dirnames, filenames in os.walk(top):
         dirnames.sort()
         for name in sorted(filenames):

@@ -226,3 +226,20 @@ def test_sequential_looks_pair_by_their_own_planned_level(tmp_path: Path) -> Non
                                          f"test's level {level:.3g}, where pairing=auto pairs (pairing costs at most "
                                          "2.5 points of power there, and gains whenever the arms' seeds are "
                                          "correlated)")
+
+
+def test_verdict_defaults_are_stated_once_and_match_the_shipped_config() -> None:
+    """The verdict's defaults live in ablate.judge.options.DEFAULTS; the plan-time options and the shipped
+    ablate_base.yaml (what users read and override) say the same."""
+    from dataclasses import asdict
+
+    import yaml
+
+    from ablate.judge.options import DEFAULTS
+    from ablate.orchestrate.options import Options
+
+    base = yaml.safe_load((Path(__file__).parents[2] / "ablate" / "conf" / "ablate_base.yaml").read_text())
+    shipped = {k: base[k] for k in ("alpha", "margin", "pairing", "multiplicity", "sequential", "looks", "family")}
+    assert shipped == {k: v for k, v in asdict(DEFAULTS).items() if k != "against"}
+    plan_time = asdict(Options(seeds=[0, 1, 2], metric="val_acc"))
+    assert {k: plan_time[k] for k in shipped} == shipped
