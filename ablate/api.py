@@ -8,7 +8,8 @@
     verdict.words                  # {"lr=0.005": "worse", "lr=0.2": "inconclusive"}
     df = ablate.load(verdict)      # one row per trial: arm, value, seed, status, ..., duration_s, metrics
 
-See docs/api.md for a notebook walk-through.
+See docs/api.md for a notebook walk-through. ``import ablate`` loads this module on first use of a public name, and
+this module loads the pipeline (Hydra, OmegaConf, numpy ...) inside the functions that run it.
 """
 
 from __future__ import annotations

@@ -125,6 +125,7 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
     ax.set_ylabel(f"Δ {verdict['metric']} (positive = better)")
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats.compare import level_text
 
     levels = sorted({level_text(c["ci_level"]) for c in comps if c.get("ci_level")})

@@ -105,6 +105,7 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     ``scipy.stats.ttest_rel(...).confidence_interval`` when the primary comparison is paired, else
     ``scipy.stats.ttest_ind(..., equal_var=False).confidence_interval`` (Welch).
     """
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import summarize
 
     primary, goal = verdict["metric"], verdict.get("goal", "maximize")

@@ -81,6 +81,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
         treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
         "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
     """
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
     from ablate.stats.core import BETTER, EQUIVALENT, WORSE
 
@@ -127,6 +128,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
     """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
     data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries
 
     return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
@@ -214,6 +216,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     """
     import numpy as np
 
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
 
     metric, goal = plan["metric"], plan.get("goal", "maximize")
@@ -393,6 +396,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     SweepDirError
         When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
     """
+    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
     from ablate.judge.report import render_markdown
 
     plan = sd.plan()
@@ -440,6 +444,7 @@ def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str,
     dict
         The verdict with ``plots`` filled in, as now on disk.
     """
+    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
     from ablate.judge.report import render_markdown
 
     verdict = read_json(sd.verdict_json) if verdict is None else verdict

@@ -226,6 +226,7 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
     """
     from dataclasses import asdict
 
+    # lazy: the transfer statistics load numpy, kept off the command line's start
     from ablate.judge.transfer import ScaleEffect, check_transfer, finish
 
     first = verdicts[0]

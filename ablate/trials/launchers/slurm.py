@@ -506,6 +506,7 @@ class SlurmLauncher(Launcher):
         """
         import submitit
 
+        # lazy: submitit loads only when SLURM jobs are submitted
         from ablate.trials.launchers.slurm_job import SlurmTrial
 
         if not trials:

@@ -137,6 +137,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
     """
     import submitit
 
+    # lazy: submitit loads only when SLURM jobs are submitted
     from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
 
     plan = load_plan(sd)
