@@ -43,7 +43,10 @@ NUMERIC_ENV_VARS = (
 COMMIT_FILE = ".ablate_commit"
 #: The code snapshot's files as listed at launch (one path per line, beside ``code/``): what its digest covers.
 CODE_FILES = "code_files.txt"
-#: Packages whose versions are pinned (when installed).
+#: Recorded name -> distribution name, where they differ: ablate's distribution is ``hydra-ablate`` (the
+#: index's ``ablate`` is an unrelated project, whose version must never be pinned as ablate's).
+DISTRIBUTIONS = {"ablate": "hydra-ablate"}
+#: Packages whose versions are pinned (when installed), by the name they are recorded under.
 PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydra-core", "omegaconf",
             "submitit", "dvc", "jax", "tensorflow", "transformers", "lightning", "pytorch-lightning")
 
@@ -653,7 +656,7 @@ def _static_environment() -> dict[str, Any]:
     return {
         "python": ".".join(map(str, sys.version_info[:3])),
         "implementation": sys.implementation.name,
-        "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
+        "packages": {p: v for p in PACKAGES if (v := _pkg_version(DISTRIBUTIONS.get(p, p))) is not None},
         "cuda": _torch_build_cuda(),
         "host": os.uname().nodename,
         "cpu": _cpu_model(),
