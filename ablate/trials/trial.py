@@ -345,7 +345,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
 
-        why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
+        code_pin = (plan.get("pins") or {}).get("code") or {}
+        why = explain_missing(exc, code_pin.get("ignored_files") or []) or pins_mod.untracked_import(exc, code_pin)
         msg = f"{msg}. {why}" if why else msg
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
