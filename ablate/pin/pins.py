@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import PinError
-from ablate.pin import digest
+from ablate.pin import digest, ignored
 from ablate.record.sweepdir import SweepDir, write_atomic
 
 #: Environment variables that change numerics; recorded in every manifest.
@@ -145,9 +145,11 @@ def _porcelain_path(line: str) -> str:
 
 def untracked_files(root: str | os.PathLike[str]) -> list[str]:
     """Files and folders under ``root`` that git neither tracks nor ignores (a wholly untracked folder is
-    one entry ending in ``/``), without DVC's working files: outside the code snapshot."""
+    one entry ending in ``/``), without DVC's working files and caches (``__pycache__/``,
+    ``.ipynb_checkpoints/`` ...: :func:`ablate.pin.ignored.noise`): outside the code snapshot."""
     out = _git(["ls-files", "-z", "--others", "--exclude-standard", "--directory", "--no-empty-directory"], root)
-    return sorted(rel for rel in out.split("\0") if rel and not dvc_working_file(root, rel))
+    return sorted(rel for rel in out.split("\0")
+                  if rel and not dvc_working_file(root, rel) and not ignored.noise(rel))
 
 
 def stat_hidden_edits(root: str | os.PathLike[str], listed: Collection[str] = ()) -> list[str]:

@@ -33,6 +33,8 @@ def only_sweep(project: Path) -> Path:
 
 def test_an_untracked_notebook_does_not_stop_ablate_run(project: Path) -> None:
     (project / "analysis.ipynb").write_text('{"cells": [], "nbformat": 4, "nbformat_minor": 5}')
+    (project / ".ipynb_checkpoints").mkdir()  # Jupyter's cache: not even listed
+    (project / ".ipynb_checkpoints" / "analysis-checkpoint.ipynb").write_text("{}")
     (project / "scratch").mkdir()
     (project / "scratch" / "notes.txt").write_text("ideas")
     verdict = ablate.run(project / "conf", variable="lr", values=[0.2], seeds=3, launcher="inline",
