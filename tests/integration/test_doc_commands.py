@@ -17,7 +17,6 @@ A doc whose command drifts from the code (a renamed setting, a removed option) f
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
