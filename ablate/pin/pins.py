@@ -315,9 +315,11 @@ def untracked_import(exc: BaseException, code: Mapping[str, Any]) -> str | None:
     """Why a trial's ModuleNotFoundError happened, when the missing module is a file or folder that was
     untracked at launch (``code["untracked_files"]``, relative to the git root; the task's modules are
     imported relative to ``code["subdir"]``); None otherwise."""
-    while exc is not None and not isinstance(exc, ModuleNotFoundError):  # the task's import: ConfigError from it
+    for _ in range(8):  # the task's import raises a ConfigError from the ModuleNotFoundError
+        if exc is None or isinstance(exc, ModuleNotFoundError):
+            break
         exc = exc.__cause__  # type: ignore[assignment]
-    name = getattr(exc, "name", None)
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
     if not name:
         return None
     untracked = code.get("untracked_files") or []
@@ -328,7 +330,7 @@ def untracked_import(exc: BaseException, code: Mapping[str, Any]) -> str | None:
         shown = _under_untracked(c, untracked)
         if shown:
             return (f"{shown} is not tracked by git, so the code snapshot the trial runs from lacks it (untracked "
-                    f"files never reach a trial). Fix: `git add {shown} && git commit`, then run again")
+                    f"files never reach a trial). Fix: `git add {shown} && git commit`, then run again.")
     return None
 
 

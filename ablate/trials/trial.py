@@ -346,8 +346,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         msg = _explain(exc, msg)
 
         code_pin = (plan.get("pins") or {}).get("code") or {}
-        why = explain_missing(exc, code_pin.get("ignored_files") or []) or pins_mod.untracked_import(exc, code_pin)
-        msg = f"{msg}. {why}" if why else msg
+        untracked = pins_mod.untracked_import(exc, code_pin)
+        if untracked and isinstance(exc, UserError):  # the task's import: its cause replaces the generic fix
+            msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
+        elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
+            msg = f"{msg.rstrip('.')}. {why}"
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
         stack.close()

@@ -18,6 +18,12 @@ FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable.values=[0.2]"]
 
 #: A task that imports a helper module only when asked to (the helper is left untracked by the test).
 TASK = '''
+import os
+
+if os.environ.get("IMPORT_HELPER_AT_TOP"):
+    import helper_untracked  # noqa: F401
+
+
 def train(cfg):
     if cfg.task.get("use_helper"):
         import helper_untracked
@@ -69,25 +75,35 @@ def test_dry_run_lists_untracked_files_and_tracked_edits_are_still_refused(proje
     assert not list(project.glob("outputs/ablate/*/*"))
 
 
-def test_a_task_importing_an_untracked_module_fails_naming_it(project: Path) -> None:
+@pytest.mark.parametrize(("launcher", "at_top"), [("inline", False), ("local", True)])
+def test_a_task_importing_an_untracked_module_fails_naming_it(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             launcher: str, at_top: bool) -> None:
+    if at_top:  # the task module's own import fails (in the warm parent, then in each trial)
+        monkeypatch.setenv("IMPORT_HELPER_AT_TOP", "1")
     (project / "utask.py").write_text(TASK)
     (project / "conf" / "task" / "utask.yaml").write_text(
         "fn: utask:train\nmetric: val_acc\ngoal: maximize\noptim: {lr: 0.05}\n")
     (project / "conf" / "variable" / "ulr.yaml").write_text("key: task.optim.lr\nvalues: [0.2]\n")
     commit_all(project, "a task")
     (project / "helper_untracked.py").write_text("VALUE = 0.25\n")  # importable from the live tree only
-    res = ablate_cli(project, "-m", "variable=ulr", "task=utask", "+task.use_helper=true", "launcher=inline",
+    res = ablate_cli(project, "-m", "variable=ulr", "task=utask", "+task.use_helper=true", f"launcher={launcher}",
                      "seeds=3")
-    assert res.returncode == 1, res.stderr
+    # an import error of the task module itself is the task's contract: the ablation stops (exit 2) at once
+    assert res.returncode == (2 if at_top else 1), res.stderr
     sd = only_sweep(project)
     rec = json.loads((sd / "trials" / "control" / "seed=0" / "result.json").read_text())
     assert rec["status"] == "failed"
-    assert "ModuleNotFoundError" in rec["error"]
-    assert ("helper_untracked.py is not tracked by git, so the code snapshot the trial runs from lacks it "
-            "(untracked files never reach a trial). Fix: `git add helper_untracked.py && git commit`") in rec["error"]
+    why = ("helper_untracked.py is not tracked by git, so the code snapshot the trial runs from lacks it "
+           "(untracked files never reach a trial). Fix: `git add helper_untracked.py && git commit`, then run again.")
+    if at_top:
+        assert rec["error"] == f"`task.fn`: cannot import module 'utask' (No module named 'helper_untracked'): {why}"
+        assert why in res.stderr and "Traceback" not in res.stderr
+    else:
+        assert rec["error"].startswith("ModuleNotFoundError: No module named 'helper_untracked'")
+        assert why in rec["error"]
     # committed, it reaches the trials
     commit_all(project, "the helper")
-    res = ablate_cli(project, "-m", "variable=ulr", "task=utask", "+task.use_helper=true", "launcher=inline",
+    res = ablate_cli(project, "-m", "variable=ulr", "task=utask", "+task.use_helper=true", f"launcher={launcher}",
                      "seeds=3", "hydra.sweep.dir=outputs/second")
     assert res.returncode == 0, res.stderr
     rec = json.loads((project / "outputs" / "second" / "trials" / "control" / "seed=1" / "result.json").read_text())
