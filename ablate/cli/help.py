@@ -44,6 +44,18 @@ def _settings_text(base: Path) -> str:
     return "\n".join(lines).strip()
 
 
+def _launcher_text(launcher_dir: Path) -> str:
+    """Each built-in launcher's settings as ``launcher.<key>: default  # comment`` lines, under its opening
+    comment (``launcher=slurm launcher.partition=gpu`` overrides them)."""
+    out = []
+    for f in sorted(launcher_dir.glob("*.yaml"), key=lambda f: (f.stem != "local", f.stem)):  # the default first
+        lines = f.read_text(encoding="utf-8").splitlines()
+        about = " ".join(ln.lstrip("# ").strip() for ln in lines if ln.startswith("#"))
+        out.append(f"launcher={f.stem}{' (default)' if f.stem == 'local' else ''}: {about}")
+        out += [f"  launcher.{ln}" for ln in lines if ln.strip() and not ln.startswith(("#", "name:", " "))]
+    return "\n".join(out)
+
+
 def render_help(cwd: Path | None = None) -> str:
     """The help text for the project in ``cwd`` (its ``./conf`` plus ablate's built-in configs)."""
     import yaml
@@ -59,7 +71,9 @@ def render_help(cwd: Path | None = None) -> str:
            "Compose your configuration from those groups (group=option)", ""]
     out += [f"{g}: {', '.join(opts)}" for g, opts in groups.items()]
     out += ["", "== Settings ==", "Override any of them (key=value); `ablate --cfg job` prints the composed config",
-            "", _settings_text(base), "", "== An app task (`app: src/train.py`) ==",
+            "", _settings_text(base), "", "== Launcher settings ==",
+            "Choose a launcher (launcher=slurm), then override its settings (launcher.partition=gpu)", "",
+            _launcher_text(builtin_conf_dir() / "launcher"), "", "== An app task (`app: src/train.py`) ==",
             "The app's own overrides take the `app.` prefix: app.trainer.max_epochs=1, app.model=wide "
             "(docs/howto.md)", "", str(hydra_help.get("footer", "")).rstrip()]
     return "\n".join(out) + "\n"

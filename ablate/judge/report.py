@@ -15,6 +15,7 @@ from typing import Any
 from ablate.judge.against import against_markdown
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
+from ablate.pin.pins import untracked_summary
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.multiplicity import LABELS
@@ -99,8 +100,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
         L += ["> **INVALID ABLATION.** " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
               + " The verdicts below are shown for inspection only.", ""]
     if v.get("dirty"):
-        L += ["> **Dirty**: the trials ran uncommitted changes (the diff is in `dirty.patch`; untracked files, if "
-              "any, in `dirty_untracked/`).", ""]
+        L += ["> **Dirty**: the trials ran uncommitted changes to tracked files (the diff is in `dirty.patch`).", ""]
     L += _bottom_line(v, dec)
     L += _verdict_lines(v)
     L += _suite_table_against(v)
@@ -459,6 +459,10 @@ def _provenance(v: Mapping[str, Any]) -> list[str]:
         L.append("- DVC: " + ", ".join(f"{k} `{exp[k]}`" for k in ("stage", "name", "baseline") if exp.get(k)))
     for rel in code.get("ignored_files") or []:
         L.append(f"- unpinned: `{rel}` is git-ignored and not tracked by DVC (not in the code snapshot)")
+    untracked = code.get("untracked_files") or []
+    if untracked:
+        L.append(f"- untracked: {untracked_summary(untracked, code.get('untracked_count'))} (git does not track "
+                 "them: outside the code snapshot, so no trial saw them)")
     for path, d in (pins.get("data") or {}).items():
         L.append(f"- data: `{path}` {(d or {}).get('hash', '?')}")
     env = pins.get("environment") or {}

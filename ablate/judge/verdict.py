@@ -419,7 +419,7 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
 
-    write_summary(sd)  # summary.json: the same numbers without lists, for `dvc metrics show`
+    write_summary(sd)  # summary.json: the main numbers, numbers only, for `dvc metrics show`
     reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
     record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest()) if reusable else None)
     if plots and not plots_later:

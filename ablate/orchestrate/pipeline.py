@@ -215,6 +215,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                 raise PinError(f"{path} does not exist under {cwd}", where="task.data",
                                fix="fix the path in `task.data` (relative to the project root), or restore the file")
         code = pins_mod.pin_code(cwd, allow_dirty=True)
+        _refuse_untracked_task(plan, cwd, code)
         out(_describe(plan))
 
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
@@ -226,6 +227,9 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             dirty += ("; recorded, allow_dirty=true)" if opts.allow_dirty
                       else "; the run will refuse: commit, or allow_dirty=true)")
         out(f"  code: commit {code['commit'][:12]}{dirty}")
+        if code.get("untracked_files"):
+            out(f"  untracked: {pins_mod.untracked_summary(code['untracked_files'], code.get('untracked_count'))} "
+                "(git does not track them: outside the code snapshot, so no trial sees them)")
 
         tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
         if unpinned:
@@ -241,6 +245,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                           fix="give a directory, e.g. `hydra.sweep.dir=outputs/run1`")
     launcher.check(opts.record())
     code = pins_mod.pin_code(cwd, allow_dirty=opts.allow_dirty)
+    _refuse_untracked_task(plan, cwd, code)
     data = pins_mod.pin_data(data_paths, cwd)
     target = Path(sweep_dir)
     if target.exists() and not target.is_dir():
@@ -306,6 +311,15 @@ def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
 
 def _check_task(plan: Plan, cwd: str) -> None:
     get_form(form_of(plan.control.config.get("task") or {})).check(plan, cwd)
+
+
+def _refuse_untracked_task(plan: Plan, cwd: str, code: Mapping[str, Any]) -> None:
+    """Refuse a task whose own file git does not track: the code snapshot lacks it, so no trial could start."""
+    found = pins_mod.untracked_task_file(plan.control.config.get("task") or {}, cwd, code)
+    if found:
+        setting, rel = found
+        raise PinError(f"{rel} is not tracked by git, so the code snapshot the trials run from lacks it",
+                       where=setting, fix=f"`git add {rel} && git commit`, then run again")
 
 
 def _data_paths(plan: Plan) -> list[str]:

@@ -44,7 +44,8 @@ def task_tree(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> Path:
     return cwd
 
 
-def _noise(rel: str) -> bool:
+def noise(rel: str) -> bool:
+    """Whether ``rel`` is a cache, an environment, an editor or OS file: never a task input."""
     parts = Path(rel.rstrip("/")).parts
     return any(p in _NOISE_PARTS for p in parts) or rel.endswith(_NOISE_SUFFIXES) or \
         any(p.endswith(".egg-info") for p in parts)
@@ -88,7 +89,7 @@ def ignored_files(root: str | os.PathLike[str], tree: str | os.PathLike[str],
     found = []
     for rel in filter(None, proc.stdout.split("\0")):
         path = (root / rel).resolve()
-        if _noise(rel):
+        if noise(rel):
             continue
         if any(path == k or k in path.parents or path in k.parents for k in keep_out):
             continue

@@ -3,9 +3,13 @@
 Before any trial starts, the launching process records (in ``ablation.yaml``):
 
 - **code**: the git commit of the project (the git work tree holding the current directory). A dirty
-  tree is refused unless ``allow_dirty=true``; then the patch and the untracked files are stored in
-  the sweep dir and the verdict is marked dirty. The code is snapshotted into ``<sweep>/code/`` and
-  every trial imports the task from there, so edits made after launch never reach a trial.
+  tree (a tracked file modified, staged, added or deleted) is refused unless ``allow_dirty=true``; then
+  the patch is stored in the sweep dir and the verdict is marked dirty. The code is snapshotted into
+  ``<sweep>/code/`` (tracked files only) and every trial imports the task from there, so edits made
+  after launch never reach a trial. Files git does not track (a notebook, scratch notes) are outside
+  the snapshot and cannot reach a trial, so they do not make the tree dirty: they are listed in the
+  plan (``untracked_files``), and a trial that imports one fails naming it and ``git add`` as the fix.
+  DVC's own working files (``dvc_plots/``, ``.dvc/tmp/``) never count as changes.
 - **data**: for each path the task declares (``task.data``), its DVC hash, computed with DVC's own
   hashing (its state database caches hashes by inode, mtime and size, so unchanged large
   directories are not re-read), and proof that it matches what ``dvc.lock`` / the ``.dvc`` file
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import PinError
-from ablate.pin import digest
+from ablate.pin import digest, ignored
 from ablate.record.sweepdir import SweepDir, write_atomic
 
 #: Environment variables that change numerics; recorded in every manifest.
@@ -43,7 +47,10 @@ NUMERIC_ENV_VARS = (
 COMMIT_FILE = ".ablate_commit"
 #: The code snapshot's files as listed at launch (one path per line, beside ``code/``): what its digest covers.
 CODE_FILES = "code_files.txt"
-#: Packages whose versions are pinned (when installed).
+#: Recorded name -> distribution name, where they differ: ablate's distribution is ``hydra-ablate`` (the
+#: index's ``ablate`` is an unrelated project, whose version must never be pinned as ablate's).
+DISTRIBUTIONS = {"ablate": "hydra-ablate"}
+#: Packages whose versions are pinned (when installed), by the name they are recorded under.
 PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydra-core", "omegaconf",
             "submitit", "dvc", "jax", "tensorflow", "transformers", "lightning", "pytorch-lightning")
 
@@ -102,12 +109,47 @@ def head_commit(root: str | os.PathLike[str]) -> str:
         ) from None
 
 
+#: DVC's own working files, relative to a DVC repo's root (a folder holding ``.dvc/``): what ``dvc plots
+#: show`` writes and DVC's temp dir. They never make the tree dirty, tracked or not.
+DVC_WORKING = ("dvc_plots", ".dvc/tmp")
+#: At most this many untracked entries are recorded in the plan (a wholly untracked folder is one entry).
+UNTRACKED_RECORDED = 200
+
+
+def dvc_working_file(root: str | os.PathLike[str], rel: str) -> bool:
+    """Whether ``rel`` (relative to the git work tree ``root``) lies in DVC's own working files
+    (:data:`DVC_WORKING`) of a DVC repo at ``root`` or below it."""
+    parts = rel.rstrip("/").split("/")
+    for i, part in enumerate(parts):
+        for w in DVC_WORKING:
+            wp = w.split("/")
+            if parts[i:i + len(wp)] == wp and (part == ".dvc" or Path(root, *parts[:i], ".dvc").is_dir()):
+                return True
+    return False
+
+
 def dirty_files(root: str | os.PathLike[str]) -> list[str]:
-    """Modified, staged, deleted and untracked-but-not-ignored files (submodules included), as
-    ``git status --porcelain`` lines such as ``" M src/train.py"`` or ``"?? notes.txt"``."""
-    out = _git(["status", "--porcelain=v1", "--untracked-files=all", "--ignore-submodules=none"], root)
+    """Tracked files modified, staged, added or deleted (submodules included), as ``git status --porcelain``
+    lines such as ``" M src/train.py"``. Untracked files are not changes to the code a trial runs (the
+    snapshot holds tracked files only: :func:`untracked_files`), nor are DVC's working files."""
+    out = _git(["status", "--porcelain=v1", "--untracked-files=no", "--ignore-submodules=none"], root)
     lines = [line for line in out.splitlines() if line.strip()]
-    return lines + [f" M {path}" for path in stat_hidden_edits(root, {line[3:] for line in lines})]
+    lines += [f" M {path}" for path in stat_hidden_edits(root, {line[3:] for line in lines})]
+    return [line for line in lines if not dvc_working_file(root, _porcelain_path(line))]
+
+
+def _porcelain_path(line: str) -> str:
+    path = line[3:]
+    return path.split(" -> ", 1)[1] if " -> " in path else path  # a rename: the new path
+
+
+def untracked_files(root: str | os.PathLike[str]) -> list[str]:
+    """Files and folders under ``root`` that git neither tracks nor ignores (a wholly untracked folder is
+    one entry ending in ``/``), without DVC's working files and caches (``__pycache__/``,
+    ``.ipynb_checkpoints/`` ...: :func:`ablate.pin.ignored.noise`): outside the code snapshot."""
+    out = _git(["ls-files", "-z", "--others", "--exclude-standard", "--directory", "--no-empty-directory"], root)
+    return sorted(rel for rel in out.split("\0")
+                  if rel and not dvc_working_file(root, rel) and not ignored.noise(rel))
 
 
 def stat_hidden_edits(root: str | os.PathLike[str], listed: Collection[str] = ()) -> list[str]:
@@ -214,7 +256,82 @@ def pin_code(cwd: str | os.PathLike[str], *, allow_dirty: bool) -> dict[str, Any
             "sweep dir and the verdict is marked dirty)",
         )
     pin["dirty_files"] = [line[3:] for line in dirty]
+    untracked = untracked_files(root)
+    if untracked:
+        pin["untracked_files"] = untracked[:UNTRACKED_RECORDED]
+        pin["untracked_count"] = len(untracked)
     return pin
+
+
+def untracked_summary(files: Sequence[str], count: int | None = None, shown: int = 5) -> str:
+    """``a.ipynb, notes/ and 3 more``: the first ``shown`` of ``files`` (``count`` in all)."""
+    count = len(files) if count is None else int(count)
+    head = ", ".join(f"`{f}`" for f in files[:shown])
+    return head + (f" and {count - min(shown, len(files))} more" if count > shown else "")
+
+
+def _under_untracked(rel: str, untracked: Iterable[str]) -> str | None:
+    """The entry of ``untracked`` that is ``rel`` or a folder holding it; None when there is none."""
+    for entry in untracked:
+        if rel == entry or (entry.endswith("/") and rel.startswith(entry)):
+            return entry.rstrip("/")
+    return None
+
+
+def untracked_task_file(task: Mapping[str, Any], cwd: str | os.PathLike[str], code: Mapping[str, Any]
+                        ) -> tuple[str, str] | None:
+    """The task's own file when git does not track it (``task.fn``'s module, ``task.app``, a ``.py`` of
+    ``task.command``): ``(setting, path relative to the git root)``, or None. Trials run from the code
+    snapshot, which holds tracked files only, so such a task could not start in any trial."""
+    untracked = code.get("untracked_files") or []
+    if not untracked:
+        return None
+    root = Path(code["root"]).resolve()
+    cands: list[tuple[str, Path]] = []
+    fn = str(task.get("fn") or "")
+    if fn:
+        mod = fn.split(":", 1)[0] if ":" in fn else fn.rsplit(".", 1)[0]
+        base = Path(cwd, *mod.split("."))
+        cands += [("task.fn", base.with_suffix(".py")), ("task.fn", base / "__init__.py")]
+    if task.get("app"):
+        cands.append(("task.app", Path(cwd, str(task["app"]))))
+    command = task.get("command")
+    words = command if isinstance(command, list) else str(command or "").split()
+    cands += [("task.command", Path(cwd, str(w))) for w in words if str(w).endswith(".py")]
+    for setting, path in cands:
+        if not path.is_file():
+            continue
+        try:
+            rel = path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            continue
+        entry = _under_untracked(rel, untracked)
+        if entry:
+            return setting, entry
+    return None
+
+
+def untracked_import(exc: BaseException, code: Mapping[str, Any]) -> str | None:
+    """Why a trial's ModuleNotFoundError happened, when the missing module is a file or folder that was
+    untracked at launch (``code["untracked_files"]``, relative to the git root; the task's modules are
+    imported relative to ``code["subdir"]``); None otherwise."""
+    for _ in range(8):  # the task's import raises a ConfigError from the ModuleNotFoundError
+        if exc is None or isinstance(exc, ModuleNotFoundError):
+            break
+        exc = exc.__cause__  # type: ignore[assignment]
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if not name:
+        return None
+    untracked = code.get("untracked_files") or []
+    subdir = str(code.get("subdir") or "")
+    base = "/".join([p for p in (subdir, name.replace(".", "/")) if p])
+    candidates = (f"{base}.py", f"{base}/", f"{base}/__init__.py")
+    for c in candidates:
+        shown = _under_untracked(c, untracked)
+        if shown:
+            return (f"{shown} is not tracked by git, so the code snapshot the trial runs from lacks it (untracked "
+                    f"files never reach a trial). Fix: `git add {shown} && git commit`, then run again.")
+    return None
 
 
 def snapshot_skip(pin: Mapping[str, Any]) -> frozenset[str]:
@@ -273,9 +390,9 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
     """Copy the pinned code into ``<sweep>/code`` so trials never import the live working tree.
 
     A clean tree is extracted from the commit itself (``git archive``, submodules at their pinned
-    commits). A dirty one (``allow_dirty``) is copied from the working tree (tracked and
-    untracked-not-ignored files, so .gitignore is respected), and ``dirty.patch`` (``git diff HEAD``)
-    plus ``dirty_untracked/`` keep a record of the changes.
+    commits). A dirty one (``allow_dirty``) is copied from the working tree (the tracked files, staged
+    new ones included; untracked files are never in a snapshot), and ``dirty.patch`` (``git diff HEAD``)
+    keeps a record of the changes.
 
     data : iterable of str
         The task's data paths (``task.data``), left out of the digest (see :func:`snapshot_skip`).
@@ -306,17 +423,11 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
         patch = _git(["diff", "HEAD", "--binary", "--submodule=diff"], root, binary=True)
         write_atomic(sd.root / "dirty.patch", patch)
         pin["patch_sha256"] = hashlib.sha256(patch).hexdigest()
-        files = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root).split("\0")
-        untracked = set(_git(["ls-files", "-z", "--others", "--exclude-standard"], root).split("\0")) - {""}
-        for rel in filter(None, files):
+        for rel in filter(None, _git(["ls-files", "-z", "--cached"], root).split("\0")):
             src = root / rel
             if src.is_file() or src.is_symlink():
                 (dest / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest / rel, follow_symlinks=False)
-                if rel in untracked:
-                    keep = sd.root / "dirty_untracked" / rel
-                    keep.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(src, keep, follow_symlinks=False)
         for sub in pin.get("submodules") or {}:
             for rel in filter(None, _git(["ls-files", "-z"], root / sub).split("\0")):
                 src = root / sub / rel
@@ -334,9 +445,7 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
                                fix="do not edit the params file while ablate starts; run it again")
             write_atomic(dest / rel, content)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
-    for tree in (dest, sd.root / "dirty_untracked"):
-        if tree.is_dir():
-            sd.restrict_tree(tree)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
+    sd.restrict_tree(dest)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
     pin["snapshot_skip"] = sorted(os.path.normpath(os.path.join(pin.get("subdir") or "", rel)) for rel in data)
     files = digest.list_files(dest, skip=snapshot_skip(pin))
     write_atomic(sd.root / CODE_FILES, "".join(f"{rel}\n" for rel in files))
@@ -653,7 +762,7 @@ def _static_environment() -> dict[str, Any]:
     return {
         "python": ".".join(map(str, sys.version_info[:3])),
         "implementation": sys.implementation.name,
-        "packages": {p: v for p in PACKAGES if (v := _pkg_version(p)) is not None},
+        "packages": {p: v for p in PACKAGES if (v := _pkg_version(DISTRIBUTIONS.get(p, p))) is not None},
         "cuda": _torch_build_cuda(),
         "host": os.uname().nodename,
         "cpu": _cpu_model(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ablate.record.names import format_value
@@ -148,29 +148,37 @@ def write_per_seed(sd: SweepDir, plan: dict[str, Any], rows: list[dict[str, Any]
     write_atomic(sd.per_seed_file, buf.getvalue())
 
 
-def write_summary(sd: SweepDir) -> dict[str, Any]:
-    """Write ``summary.json``: the numbers of verdict.json as nested objects keyed by arm, no lists, so
-    ``dvc metrics show`` / ``dvc metrics diff`` (which skip lists) show them. Returns what was written.
+#: The numbers summary.json keeps per arm and, for a treatment, of its comparison with the control
+#: (verdict.json keeps everything): what ``dvc metrics show`` / ``diff`` and ``dvc exp show`` print, one
+#: column each, so the table stays short (3 for the control, 7 per treatment: 17 for the example).
+SUMMARY_ARM = ("n", "mean", "sd")
+SUMMARY_COMPARISON = ("diff", "ci_low", "ci_high", "p_adj")
 
-    ``{"metric", "goal", "invalid", "dirty", "arms": {arm: {mean, sd, n, failed}},
-    "comparisons": {arm: {verdict, diff, ci_low, ci_high, pvalue, ...}}}``; fields verdict.json lacks
-    are left out.
+
+def write_summary(sd: SweepDir) -> dict[str, Any]:
+    """Write ``summary.json``: the DVC metrics of the ablation, numbers only (no strings, booleans or lists),
+    one flat object of numbers per arm, so ``dvc metrics show`` / ``dvc metrics diff`` / ``dvc exp show``
+    print a short table of numbers (columns ``control.mean``, ``lr=0.2.diff`` ...). Returns what was written.
+
+    ``{arm: {n, mean, sd}}`` (:data:`SUMMARY_ARM`), a treatment's object also holding its comparison with
+    the control: ``diff``, ``ci_low``, ``ci_high`` (the CI of the difference at the level its decision used)
+    and ``p_adj`` (the family-adjusted p) (:data:`SUMMARY_COMPARISON`). A field with no finite number (NaN,
+    missing) is left out. The verdict words, the levels and the pins are in verdict.json, a plain output.
     """
     verdict = read_json(sd.verdict_json)
-    def flat(entry: Mapping[str, Any]) -> dict[str, Any]:
-        row: dict[str, Any] = {}
-        for k, v in entry.items():
-            if k in ("arm", "label", "reason"):
-                continue
-            if isinstance(v, int | float | str | bool):
-                row[k] = v
-            elif isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
-                row[f"{k}_low"], row[f"{k}_high"] = v  # an interval such as ci
-        return row
 
-    out: dict[str, Any] = {k: verdict[k] for k in ("metric", "goal", "invalid", "dirty") if k in verdict}
-    out["arms"] = {str(a.get("arm")): flat(a) for a in verdict.get("arms") or []}
-    out["comparisons"] = {str(c.get("arm")): flat(c) for c in verdict.get("comparisons") or []}
+    def numbers(entry: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float | int]:
+        row = {**entry, "p_adj": entry.get("pvalue_adjusted")}
+        ci = row.get("ci")
+        if isinstance(ci, list | tuple) and len(ci) == 2:  # an interval: its two ends
+            row.setdefault("ci_low", ci[0])
+            row.setdefault("ci_high", ci[1])
+        return {k: row[k] for k in keys if isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)
+                and math.isfinite(row[k])}
+
+    out: dict[str, Any] = {str(a.get("arm")): numbers(a, SUMMARY_ARM) for a in verdict.get("arms") or []}
+    for c in verdict.get("comparisons") or []:
+        out.setdefault(str(c.get("arm")), {}).update(numbers(c, SUMMARY_COMPARISON))
     write_json(sd.summary_file, out)
     return out
 

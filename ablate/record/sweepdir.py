@@ -18,7 +18,7 @@
       per_seed.csv                the verdict metric, one row per seed, one column per arm
       verdict.json  verdict.md  *.png
       plots.log                   stderr of a background plot drawing that crashed (removed when it succeeds)
-      summary.json                verdict.json's numbers without lists (per arm, per treatment): `dvc metrics`
+      summary.json                the verdict's main numbers, numbers only (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
 
 Every file is written atomically (temp file in the same directory, fsync, rename), so a crash at any
@@ -423,7 +423,7 @@ class SweepDir:
 
     @property
     def summary_file(self) -> Path:
-        """verdict.json's numbers as a flat object (per arm, per treatment) for ``dvc metrics``."""
+        """The verdict's main numbers, one flat object per arm (numbers only), for ``dvc metrics``."""
         return self.root / SUMMARY_FILE
 
     @property

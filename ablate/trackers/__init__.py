@@ -5,7 +5,7 @@ makes the orchestrating process log the ablation after its trials finished and i
 written, reading everything from the sweep dir: trials never talk to the tracker, so a tracker
 that is down, slow or misconfigured cannot fail or slow a trial. ``ablate track DIR`` logs (or
 re-logs) an existing sweep dir. The libraries are optional extras, imported only here and only
-when used: ``pip install 'ablate[mlflow]'`` / ``'ablate[wandb]'``.
+when used: ``pip install 'hydra-ablate[mlflow]'`` / ``'hydra-ablate[wandb]'``.
 
 One module per tracker behind :class:`~ablate.trackers.base.Tracker`; what they log comes from one
 reader, :func:`~ablate.trackers.base.read_ablation`, so both trackers carry the same tags.
@@ -64,7 +64,7 @@ def check_tracker(cfg: Mapping[str, Any] | None) -> dict[str, Any] | None:
                           where=f"tracker.{unknown[0]}", fix=f"valid options: {listing}")
     if importlib.util.find_spec(library) is None:
         raise ConfigError(f"tracker={name} needs the {library} library, which is not installed", where="tracker",
-                          fix=f"pip install 'ablate[{extra}]' (or pip install {library})")
+                          fix=f"pip install 'hydra-ablate[{extra}]' (or pip install {library})")
     _class(name)(**opts)  # validates the option values (the library is imported only when logging)
     return {"name": name, **opts}
 

@@ -102,7 +102,7 @@ class MlflowTracker(Tracker):
             from mlflow.tracking import MlflowClient
         except ImportError as exc:
             raise ConfigError(f"tracker=mlflow needs the mlflow library ({exc})", where="tracker",
-                              fix="pip install 'ablate[mlflow]'") from None
+                              fix="pip install 'hydra-ablate[mlflow]'") from None
         try:
             from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH as max_param
         except ImportError:  # pragma: no cover - older MLflow

@@ -94,7 +94,7 @@ class WandbTracker(Tracker):
             import wandb
         except ImportError as exc:
             raise ConfigError(f"tracker=wandb needs the wandb library ({exc})", where="tracker",
-                              fix="pip install 'ablate[wandb]'") from None
+                              fix="pip install 'hydra-ablate[wandb]'") from None
         fields = getattr(wandb.Settings, "model_fields", {})
         settings = wandb.Settings(**{k: v for k, v in _QUIET.items() if k in fields})
         run_dir = self.dir or os.environ.get("WANDB_DIR") or str(ablation.sweep_dir)

@@ -225,7 +225,8 @@ def inline_hash_warning(modes: Any) -> str | None:
     return ("ablate: warning: launcher=inline runs every trial in this process, whose string hashing is "
             "randomised (PYTHONHASHSEED is not set), so a task whose result depends on the order of a set of "
             "strings can give different metrics at the same seed (recorded as determinism.hash_seed: random). "
-            "Fix: `PYTHONHASHSEED=0 ablate ...`, or launcher=local (each trial's process gets PYTHONHASHSEED=<seed>)")
+            "Fix: `PYTHONHASHSEED=0 ablate ...`, or launcher=local (every trial's process starts with the "
+            "ablation's one PYTHONHASHSEED, the plan's first seed)")
 
 
 def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None) -> dict[str, Any]:

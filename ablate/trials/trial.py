@@ -345,8 +345,12 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
 
-        why = explain_missing(exc, ((plan.get("pins") or {}).get("code") or {}).get("ignored_files") or [])
-        msg = f"{msg}. {why}" if why else msg
+        code_pin = (plan.get("pins") or {}).get("code") or {}
+        untracked = pins_mod.untracked_import(exc, code_pin)
+        if untracked and isinstance(exc, UserError):  # the task's import: its cause replaces the generic fix
+            msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
+        elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
+            msg = f"{msg.rstrip('.')}. {why}"
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
         stack.close()

@@ -33,6 +33,8 @@ def test_run_returns_verdict_and_load_gives_one_row_per_trial(project: Path) -> 
     assert len(df) == 6
     assert list(df.columns[:7]) == ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
     assert {"val_acc", "val_loss"} <= set(df.columns)
+    example = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text().split("df.head()\n", 1)[1]
+    assert example.splitlines()[0].lstrip("# ").split() == list(df.columns)  # docs/api.md shows every column
     assert df.groupby("arm")["seed"].apply(list).to_dict() == {"control": [0, 1, 2], "lr=0.5": [0, 1, 2]}
     assert (df["status"] == "ok").all() and (df["duration_s"] > 0).all()
     assert df["val_acc"].between(0, 1).all()

@@ -15,7 +15,7 @@ CASES = [
     # (id, extra args, substrings the message must contain)
     ("unknown-variable", ["variable=lrr"], ["`variable`", "no variable named 'lrr'", "Close matches: lr"]),
     ("no-variable", [], ["`variable`", "no variable chosen", "variable=<name>",
-                         "available: determinism, hidden, lr, momentum"]),
+                         "available: determinism, hidden, lr, lr_hi, momentum"]),
     ("key-missing", ["variable=lr", "variable.key=task.optim.lrr"], ["'task.optim.lrr' is not in the composed config",
                                                                     "Close matches: task.optim.lr"]),
     ("empty-values", ["variable=lr", "variable.values=[]"], ["`variable.values`", "is empty"]),

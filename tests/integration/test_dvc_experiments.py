@@ -56,6 +56,12 @@ def test_dvc_exp_run_writes_a_verdict_that_exp_show_lists(project: Path) -> None
     assert "data" in metrics.get(str(Path("outputs/dvc/lr/summary.json")), {}), metrics
     summary = metrics[str(Path("outputs/dvc/lr/summary.json"))]["data"]
     assert summary == json.loads((sd / "summary.json").read_text())
+    assert sum(len(row) for row in summary.values()) == 17  # 3 numbers for the control, 7 per treatment
+    # `dvc exp show`'s table: the metrics are those 17 numbers, no string or list among them
+    header = dvc(project, "exp", "show", "--csv").stdout.splitlines()[0].split(",")
+    metric_cols = [h for h in header if h.startswith(("control.", "lr=0.005.", "lr=0.2."))]
+    assert len(metric_cols) == 17 and "lr=0.2.p_adj" in metric_cols, header
+    assert not [h for h in header if h.startswith(("arms.", "comparisons.", "metric", "pins", "goal"))]
     assert rev["data"]["params"]["params.yaml"]["data"]["ablate_lr"]["seeds"] == 3
 
 

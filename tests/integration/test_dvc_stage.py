@@ -1,17 +1,19 @@
-"""The example ablation as a DVC pipeline stage: `dvc repro ablate_lr` runs it, `dvc metrics show` and
-`dvc plots show` read its verdict and per-seed values, and it leaves the git tree clean but for dvc.lock."""
+"""The example ablation as a DVC pipeline stage: `dvc repro ablate_lr` runs it, `dvc metrics show` prints its
+numbers (summary.json, the one metrics file) as a short table and `dvc plots show` its per-seed values, and it
+leaves the git tree clean but for dvc.lock; DVC's dvc_plots/ never makes the tree dirty for ablate."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import commit_all, git, run
+from tests.helpers import ablate_cli, commit_all, git, run
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +39,29 @@ def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Pa
 
     (workspace,) = json.loads(dvc(project, "metrics", "show", "--json")).values()  # keyed "" or "workspace"
     metrics = workspace["data"]
-    assert metrics[str(Path("outputs/dvc/lr/verdict.json"))]["data"]["metric"] == "val_acc"
+    assert list(metrics) == [str(Path("outputs/dvc/lr/summary.json"))]  # verdict.json is an output, not a metric
     summary = metrics[str(Path("outputs/dvc/lr/summary.json"))]["data"]
-    assert summary["arms"]["control"]["n"] == 3
-    assert summary["comparisons"]["lr=0.2"]["verdict"] == verdict["comparisons"][1]["verdict"]
-    assert summary["arms"]["lr=0.005"]["mean"] == pytest.approx(verdict["arms"][1]["mean"])
+    assert summary == json.loads((sd / "summary.json").read_text())
+    assert summary["control"] == {"n": 3, "mean": pytest.approx(verdict["arms"][0]["mean"]),
+                                  "sd": pytest.approx(verdict["arms"][0]["sd"])}
+    c = verdict["comparisons"][1]
+    assert summary["lr=0.2"] == {"n": 3, "mean": pytest.approx(verdict["arms"][2]["mean"]),
+                                 "sd": pytest.approx(verdict["arms"][2]["sd"]), "diff": pytest.approx(c["diff"]),
+                                 "ci_low": pytest.approx(c["ci"][0]), "ci_high": pytest.approx(c["ci"][1]),
+                                 "p_adj": pytest.approx(c["pvalue_adjusted"])}
+    leaves = [v for row in summary.values() for v in row.values()]
+    assert len(leaves) == 3 + 2 * 7 and all(type(v) in (int, float) for v in leaves)  # numbers only
+    # the table a person reads: Path and one column per number (3 for the control, 7 per treatment), one row
+    table = [ln for ln in dvc(project, "metrics", "show").splitlines() if ln.strip()]
+    assert len(table) == 2, table
+    header, row = (re.split(r"\s{2,}", ln.strip()) for ln in table)
+    assert header[0] == "Path" and len(header) == 1 + 17 == len(row), table
+    assert "control.mean" in header and "lr=0.2.p_adj" in header
+    assert row[header.index("control.n")] == "3" and float(row[header.index("lr=0.2.diff")]) == pytest.approx(
+        c["diff"], abs=1e-4)
 
+    dvc(project, "plots", "show")  # writes dvc_plots/index.html: DVC's working file, never a change for ablate
+    assert (project / "dvc_plots" / "index.html").is_file()
     plots = json.loads(dvc(project, "plots", "show", "--json"))["data"]["per-seed val_acc"][0]["content"]
     points = {(p["field"], p["seed"]): float(p["dvc_inferred_y_value"]) for p in plots["data"]["values"]}
     for arm in ("control", "lr=0.005", "lr=0.2"):
@@ -50,8 +69,23 @@ def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Pa
             result = json.loads((sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())
             assert points[arm, str(seed)] == pytest.approx(result["metrics"]["val_acc"])
 
-    commit_all(project, "ablate_lr results")  # as after any `dvc repro`
+    git(project, "add", "dvc.lock")
+    git(project, "commit", "-q", "-m", "ablate_lr results")  # as after any `dvc repro`
+    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    assert "dirty" not in res.stdout and "dvc_plots" not in res.stdout  # neither a change nor an untracked file
     assert "up to date" in dvc(project, "status", "ablate_lr")
+    # `dvc metrics diff`: one row per number, the committed run against a new one
+    params["ablate_lr"].update(epochs=2)
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    commit_all(project, "two epochs")
+    dvc(project, "repro", "ablate_lr")
+    diff = [re.split(r"\s{2,}", ln.strip()) for ln in dvc(project, "metrics", "diff", "--all").splitlines()
+            if ln.strip()]
+    assert diff[0] == ["Path", "Metric", "HEAD", "workspace", "Change"]
+    assert sorted(r[1] for r in diff[1:]) == sorted(f"{arm}.{k}" for arm, row in summary.items() for k in row)
+    assert all(len(r) == 5 for r in diff[1:]), diff
+    commit_all(project, "ablate_lr at two epochs")
     task = project / "examples" / "digits" / "task.py"
     task.write_text(task.read_text() + "\n# a code change\n")
     commit_all(project, "edit the task")

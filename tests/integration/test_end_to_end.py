@@ -39,7 +39,7 @@ def test_override_value_types_reach_the_plan(project: Path, override: str, expec
     assert c.cfg["variable"]["values"] == expected
     assert [type(v) for v in c.cfg["variable"]["values"]] == [type(v) for v in expected]
     assert c.variable_name == "lr"
-    assert c.variables == ["determinism", "hidden", "lr", "momentum"]
+    assert c.variables == ["determinism", "hidden", "lr", "lr_hi", "momentum"]
 
 
 def test_inline_ablation_writes_sweep_dir(project: Path) -> None:
@@ -135,7 +135,7 @@ def test_cfg_job_and_help_are_hydras(project: Path) -> None:
     res = ablate_cli(project, "--help")  # fast path, no Hydra start
     assert res.returncode == 0
     assert "ablate -m variable=<name> seeds=<N>" in res.stdout
-    assert "variable: determinism, hidden, lr, momentum" in res.stdout
+    assert "variable: determinism, hidden, lr, lr_hi, momentum" in res.stdout
     assert "launcher: inline, local, slurm" in res.stdout
     assert "seeds: 5" in res.stdout and "# seeds per arm" in res.stdout
     res = ablate_cli(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config

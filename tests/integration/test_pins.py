@@ -60,17 +60,17 @@ def results(sd: Path) -> dict[tuple[str, int], dict]:
 def test_dirty_tree_refused_naming_files(project: Path) -> None:
     (project / "conf" / "task" / "digits_mlp.yaml").write_text(
         (project / "conf" / "task" / "digits_mlp.yaml").read_text() + "\n# edited\n")
-    (project / "notes.txt").write_text("scratch")
+    (project / "notes.txt").write_text("scratch")  # untracked: outside the snapshot, not a change (issue 23)
     res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
     assert res.returncode == 2
-    assert "uncommitted changes" in res.stderr
-    assert "conf/task/digits_mlp.yaml" in res.stderr and "notes.txt" in res.stderr
+    assert "uncommitted changes (conf/task/digits_mlp.yaml)" in res.stderr
+    assert "notes.txt" not in res.stderr
     assert "allow_dirty=true" in res.stderr
     assert "Traceback" not in res.stderr
     assert not list(project.glob("outputs/ablate/*/*"))
 
 
-def test_allow_dirty_records_patch_and_untracked(project: Path) -> None:
+def test_allow_dirty_records_patch_and_leaves_untracked_out(project: Path) -> None:
     task = project / "conf" / "task" / "digits_mlp.yaml"
     task.write_text(task.read_text().replace("epochs: 15", "epochs: 1"))
     (project / "notes.txt").write_text("scratch notes")
@@ -80,11 +80,13 @@ def test_allow_dirty_records_patch_and_untracked(project: Path) -> None:
     sd = only_sweep(project)
     patch = (sd / "dirty.patch").read_text()
     assert "-epochs: 15" in patch and "+epochs: 1" in patch
-    assert (sd / "dirty_untracked" / "notes.txt").read_text() == "scratch notes"
-    assert (sd / "code" / "notes.txt").read_text() == "scratch notes"
+    snap = (sd / "code" / "conf" / "task" / "digits_mlp.yaml").read_text()
+    assert "epochs: 1\n" in snap and "epochs: 15" not in snap  # the working tree's content
+    assert not (sd / "code" / "notes.txt").exists() and not (sd / "dirty_untracked").exists()  # untracked: never
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     assert plan["pins"]["code"]["dirty"] is True
-    assert set(plan["pins"]["code"]["dirty_files"]) == {"conf/task/digits_mlp.yaml", "notes.txt"}
+    assert plan["pins"]["code"]["dirty_files"] == ["conf/task/digits_mlp.yaml"]
+    assert plan["pins"]["code"]["untracked_files"] == ["notes.txt"]
     verdict = json.loads((sd / "verdict.json").read_text())
     assert verdict["dirty"] is True
     assert "dirty" in (sd / "verdict.md").read_text().lower()

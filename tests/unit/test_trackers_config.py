@@ -35,7 +35,7 @@ def test_bad_tracker_settings(cfg: dict, message: str) -> None:
 def test_missing_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(trackers.TRACKERS, "mlflow", ("ablate.trackers.mlflow", "MlflowTracker",
                                                       "mlflow_is_not_installed_here", "mlflow"))
-    with pytest.raises(ConfigError, match=re.escape("Fix: pip install 'ablate[mlflow]'")):
+    with pytest.raises(ConfigError, match=re.escape("Fix: pip install 'hydra-ablate[mlflow]'")):
         check_tracker({"name": "mlflow"})
 
 

@@ -6,7 +6,7 @@ Sources, looked for in this order unless ``task.metric_source`` names one:
    ``task.metric``), saved by :mod:`ablate.trials.tasks.hydra_callback`;
 2. ``csv``: a Lightning ``CSVLogger`` ``metrics.csv`` (one column per metric, a ``step`` column);
 3. ``tensorboard``: TensorBoard event files, read with TensorBoard's own ``EventAccumulator``
-   (the ``tensorboard`` package: ``pip install 'ablate[tensorboard]'``);
+   (the ``tensorboard`` package: ``pip install 'hydra-ablate[tensorboard]'``);
 4. ``json``: ``*.json`` (an object of numbers) or ``*.jsonl`` (one object per line) files;
 5. ``stdout``: ``key: value`` or ``key=value`` lines the app printed (as Guild AI captures output scalars).
 
@@ -132,7 +132,8 @@ def read_tensorboard(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
     except ImportError:
         raise ConfigError(f"the app wrote TensorBoard event files ({files[-1]}), but the `tensorboard` package that "
                           "reads them is not installed", where="task.metric_source",
-                          fix="pip install 'ablate[tensorboard]', or set `metric_source` to another source") from None
+                          fix="pip install 'hydra-ablate[tensorboard]' (or tensorboard), or set `metric_source` to "
+                          "another source") from None
     logdir = files[-1].parent
     acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     acc.Reload()

@@ -1,0 +1,126 @@
+"""Every `ablate` command the docs show runs on the example, or is named below as not runnable here (issue 23).
+
+The command lines of every shell block of README.md and docs/*.md (fenced, or indented by four spaces) are
+extracted; each is checked one way:
+
+- ``ablate -m ...`` on the digits example: run as a dry run (``dry_run=true`` added), which composes the
+  config, validates every setting and override, proves the arms and checks the task, data and tree, and
+  launches nothing (a transfer check has no dry run: its first scale is dry-run instead);
+- ``ablate status|verdict|resume|collect|repro|track DIR ...``: run for real on one small ablation of the
+  example (``DIR`` and ``outputs/ablate/<date>/<time>_lr`` stand for its sweep dir);
+- commands for the reader's own project (``task=my_task``, ``task=train``: files this repository does not
+  have) and synopsis lines (``[--trial ARM/SEED]``): listed in :data:`NOT_RUN`, so a new command in the docs
+  is run or consciously listed.
+
+A doc whose command drifts from the code (a renamed setting, a removed option) fails here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track")
+#: Commands that are not run here, and why (the docs' own words for the reader's project).
+NOT_RUN = {
+    "ablate -m variable=lr seeds=10 task=my_task": "the reader's own task (conf/task/my_task.yaml)",
+    "ablate -m task=train variable=lr seeds=5 dry_run=true": "the reader's existing Hydra app (src/train.py)",
+    "ablate -m task=train variable=lr seeds=5": "the reader's existing Hydra app (src/train.py)",
+    "ablate repro DIR [--trial ARM/SEED] [--strong]": "a synopsis; `ablate repro DIR --trial control/1` runs",
+}
+#: Exit codes other than 0 that a command must give here, and the message that must explain it.
+EXPECTED_FAIL = {
+    "ablate track DIR": (2, "the ablation was run without a tracker and none was given"),
+}
+
+
+def doc_commands() -> list[tuple[str, int, str]]:
+    """(file, line, command) for every `ablate` command line of a shell block, comments and prompts removed,
+    backslash continuations joined."""
+    out = []
+    for path in DOCS:
+        fence: str | None = None
+        pending = ""
+        start = 0
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                fence = None if fence is not None else line[3:].strip()
+                continue
+            in_shell = fence in ("", "bash", "sh", "shell", "console") if fence is not None else \
+                line.startswith("    ") and not line.startswith("     ")
+            if pending:
+                pending += " " + line.strip().rstrip("\\")
+                if not line.rstrip().endswith("\\"):
+                    out.append((path.name, start, pending))
+                    pending = ""
+                continue
+            if not in_shell:
+                continue
+            text = line.strip().removeprefix("$ ")
+            words = text.split()
+            if len(words) < 2 or words[0] != "ablate" or not (words[1].startswith("-") or words[1] in SUBCOMMANDS
+                                                              or "=" in words[1]):
+                continue  # a layout line (`ablate/  the package`) or an output line (`ablate repro: ...`)
+            if text.endswith("\\"):
+                pending, start = text.rstrip("\\"), i
+                continue
+            out.append((path.name, i, text))
+    return [(f, i, " ".join(shlex.split(c, comments=True))) for f, i, c in out]
+
+
+COMMANDS = doc_commands()
+
+
+def test_the_docs_show_commands_of_every_kind() -> None:
+    cmds = {c for _, _, c in COMMANDS}
+    assert len(cmds) >= 25
+    assert set(NOT_RUN) | set(EXPECTED_FAIL) <= cmds  # no stale entry
+    assert {c.split()[1] for c in cmds if c.split()[1] in SUBCOMMANDS} == set(SUBCOMMANDS)
+
+
+def test_every_ablation_command_of_the_docs_passes_a_dry_run(project: Path) -> None:
+    checked, failures = [], []
+    for name, line, cmd in COMMANDS:
+        argv = shlex.split(cmd)[1:]
+        if cmd in NOT_RUN or argv[0] != "-m" or cmd in [c for _, _, c in checked]:
+            continue
+        scale = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("scale.")}
+        if scale:  # a transfer check has no dry run: dry-run its first scale
+            first = scale["scale.values"].strip("[]").split(",")[0]
+            argv = [a for a in argv if not a.startswith("scale.")] + [f"{scale['scale.key']}={first}"]
+        res = ablate_cli(project, *argv, "dry_run=true")
+        checked.append((name, line, cmd))
+        if res.returncode != 0 or "dry run: nothing launched" not in res.stdout:
+            failures.append(f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}")
+    assert not failures, "\n".join(failures)
+    assert len(checked) >= 15
+    assert not (project / "outputs").exists()
+
+
+def test_every_sweep_dir_command_of_the_docs_runs_on_a_real_sweep_dir(project: Path) -> None:
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
+                     "hydra.sweep.dir=outputs/docs")
+    assert res.returncode == 0, res.stderr
+    sd = str(project / "outputs" / "docs")
+    done, failures = set(), []
+    for name, line, cmd in COMMANDS:
+        argv = shlex.split(cmd)[1:]
+        if cmd in NOT_RUN or argv[0] not in SUBCOMMANDS or cmd in done:
+            continue
+        done.add(cmd)
+        argv = [sd if a == "DIR" or a.startswith("outputs/ablate/<") else a for a in argv]
+        res = ablate_cli(project, *argv)
+        want_rc, want_msg = EXPECTED_FAIL.get(cmd, (0, ""))
+        if res.returncode != want_rc or want_msg not in res.stderr or "Traceback" in res.stderr:
+            failures.append(f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}")
+    assert not failures, "\n".join(failures)
+    assert {c.split()[1] for c in done} == set(SUBCOMMANDS)
+    assert (project / "outputs" / "docs" / "verdict.md").is_file()
