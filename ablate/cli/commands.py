@@ -7,7 +7,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, SweepDirError
+from ablate.record.results import nothing_finished
 from ablate.record.sweepdir import SweepDir
 
 
@@ -77,6 +78,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
         print(Path(args.dir) / TRANSFER_MD)
         return 0
     sd = SweepDir.open(args.dir)
+    _require_a_result(sd, name)
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     wait_plots, recompute = args.wait_plots, args.recompute
@@ -116,12 +118,21 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     return 0
 
 
+def _require_a_result(sd: SweepDir, name: str) -> None:
+    """Refuse a verdict on a sweep dir where no trial has a result yet: one line naming how many are pending,
+    and what to run (exit 2): there is no number to compute a verdict from."""
+    empty = nothing_finished(sd)
+    if empty is None:
+        return
+    running = sd.is_locked() and not sd.drawing_plots()
+    fix = (f"wait for the running ablation (`ablate status {sd.root}` shows its progress), then run `ablate {name}` "
+           "again" if running else f"run them with `ablate resume {sd.root}`, which writes the verdict")
+    raise SweepDirError(f"{empty} in {sd.root}, so there is no verdict to compute", where=f"ablate {name}", fix=fix)
+
+
 def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str) -> int:
     """``ablate verdict DIR`` while another process holds the sweep dir: print the verdict so far, write
     nothing (a late write would replace the running ablation's final verdict with a stale one)."""
-    import sys
-
-    from ablate.errors import SweepDirError
     from ablate.judge.options import VERDICT_OVERRIDES
     from ablate.judge.report import render_markdown
     from ablate.judge.verdict import write_verdict

@@ -460,8 +460,13 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                 if monitor.should_stop():
                     aborted = True
                     break
+        stopped = _stopped_from_outside(sd, plan) if not resubmit else 0
+        rerun = f"`ablate resume {sd.root} --resubmit` re-runs them"
         if not launched and not aborted:
-            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
+            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)"
+                 + (f"; {stopped} of them were killed or timed out: {rerun}" if stopped else ""))
+        elif stopped and monitor.halted is None:
+            _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
         digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
         verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
@@ -475,6 +480,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             where="task",
         )
     out(str(sd.verdict_md))
+    if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
+        raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")
     if aborted:
         raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
                              f"see {sd.verdict_md} and `ablate status {sd.root}`")
@@ -486,6 +493,12 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
                              + f" ({sd.verdict_md})")
     return verdict
+
+
+def _stopped_from_outside(sd: SweepDir, plan: Mapping[str, Any]) -> int:
+    """How many trials are recorded ``killed`` or ``timeout`` (what ``ablate resume --resubmit`` re-runs)."""
+    return sum(trial_state(sd, a["name"], seed)[0] in ("killed", "timeout")
+               for a in plan["arms"] for seed in plan["seeds"])
 
 
 def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], list[str] | None]]:

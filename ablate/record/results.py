@@ -58,6 +58,22 @@ def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = 
     return "pending", None
 
 
+def without_result(sd: SweepDir, plan: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(trials with a result.json, trials without one: pending, running or interrupted) of the plan."""
+    plan = plan if plan is not None else sd.plan()
+    total = len(plan["arms"]) * len(plan["seeds"])
+    done = sum(os.path.exists(sd.trial_file(a["name"], seed, "result.json"))
+               for a in plan["arms"] for seed in plan["seeds"])
+    return done, total - done
+
+
+def nothing_finished(sd: SweepDir, plan: dict[str, Any] | None = None) -> str | None:
+    """``"no trial has finished yet: N pending"`` when no trial of the plan has a result, else None: every
+    command on such a sweep dir says this line (a verdict has no number to compute from)."""
+    done, left = without_result(sd, plan)
+    return None if done else f"no trial has finished yet: {left} pending"
+
+
 def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
             ) -> list[dict[str, Any]]:
     """One row per planned trial (arm x seed), in plan order, with its status and metrics.

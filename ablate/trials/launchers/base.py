@@ -72,11 +72,27 @@ class Monitor:
         self.finished: dict[TrialRef, dict[str, Any]] = {}
         #: The first record of a trial that broke the task contract (a user error: stop at once).
         self.contract_error: dict[str, Any] | None = None
+        #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
+        self.halted: str | None = None
 
     def started(self, ref: TrialRef) -> None:
         if self._on_event:
             with self._lock:
                 self._on_event("started", ref, None)
+
+    def not_started(self, ref: TrialRef) -> None:
+        """A trial reported :meth:`started` that never ran after all (no process was made for it): it keeps
+        no result and stays pending."""
+        if self._on_event:
+            with self._lock:
+                self._on_event("not_started", ref, None)
+
+    def halt(self, reason: str) -> None:
+        """The launcher cannot run any further trial (``reason`` says why and what to run): stop."""
+        with self._lock:
+            if self.halted is None:
+                self.halted = reason
+        self._stop.set()
 
     def finished_trial(self, ref: TrialRef, record: dict[str, Any]) -> None:
         with self._lock:

@@ -1,0 +1,169 @@
+"""Reliability, third round (issue 26): verdicts before the first result, the warm parent's death, metric
+values, data-path typos on a real run. Real processes, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli, commit_all, make_sweep
+
+pytestmark = pytest.mark.slow
+
+TASK = '''
+import os
+import time
+from pathlib import Path
+
+print("slowtask imported", flush=True)  # at import: into the warm parent's log
+
+
+def train(cfg):
+    with open(cfg.task.log, "a") as fh:
+        fh.write(f"start {cfg.task.mode} {cfg.seed} {os.getpid()}\\n")
+    t0 = time.time()
+    while Path(cfg.task.hold).exists() and time.time() - t0 < 60:  # the test holds trials mid-run
+        time.sleep(0.05)
+    return {"val_acc": 0.5 + cfg.seed * 0.01 + (0.02 if cfg.task.mode == "b" else 0.0)}
+'''
+
+
+@pytest.fixture
+def slow_project(project: Path) -> Path:
+    (project / "slowtask.py").write_text(TASK)
+    (project / "conf" / "task" / "slow.yaml").write_text(  # the task runs in the code snapshot: absolute log
+        f"fn: slowtask:train\nmetric: val_acc\ngoal: maximize\nmode: a\nlog: {project.parent}/starts.log\n"
+        f"hold: {project.parent}/hold\n")  # outside the project: the test's own files, never pinned
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
+    commit_all(project, "slow task")
+    return project
+
+
+def _sweeps(project: Path) -> list[Path]:
+    return sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+
+
+def _starts(project: Path) -> list[tuple[str, int]]:
+    log = project.parent / "starts.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(parts[1], int(parts[2])) for parts in (line.split() for line in lines)]
+
+
+# -- item 1: no result yet -------------------------------------------------------------------------------------
+
+def test_status_and_verdict_before_any_result_say_so_in_one_line(tmp_path: Path) -> None:
+    sd = make_sweep(tmp_path / "sweep", {"control": ["pending"] * 3, "lr=0.1": ["pending"] * 3})
+    status = ablate_cli(tmp_path, "status", str(sd))
+    assert status.returncode == 0, status.stderr
+    assert "no trial has finished yet: 6 pending" in status.stdout.splitlines()
+    verdict = ablate_cli(tmp_path, "verdict", str(sd))
+    assert verdict.returncode == 2
+    assert "Traceback" not in verdict.stderr
+    (line,) = verdict.stderr.strip().splitlines()  # one line: what, where, the fix
+    assert "no trial has finished yet: 6 pending" in line
+    assert f"ablate resume {sd}" in line
+    assert not (sd / "verdict.json").exists() and not (sd / "results.csv").exists()
+
+
+@pytest.mark.parametrize("shape", ["all_failed", "one_arm_only", "one_seed_each"])
+def test_verdict_on_thin_data_is_written_without_traceback(tmp_path: Path, shape: str) -> None:
+    values = {"all_failed": {"control": [None] * 3, "lr=0.1": [None] * 3},
+              "one_arm_only": {"control": [0.9, 0.91, 0.92], "lr=0.1": ["pending"] * 3},
+              "one_seed_each": {"control": [0.9, "pending", "pending"], "lr=0.1": [0.8, "pending", "pending"]}}[shape]
+    sd = make_sweep(tmp_path / "sweep", values, options={"multiplicity": "dunnett"})
+    res = ablate_cli(tmp_path, "verdict", str(sd), "--no-plots")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "Warning" not in res.stderr
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert [c["verdict"] for c in verdict["comparisons"]] == ["insufficient data"]
+    assert verdict["invalid"] is (shape == "all_failed")
+    status = ablate_cli(tmp_path, "status", str(sd))
+    assert status.returncode == 0 and "no trial has finished yet" not in status.stdout
+
+
+def test_verdict_during_a_run_before_the_first_result(slow_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    (slow_project.parent / "hold").write_text("")
+    proc = subprocess.Popen([exe, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local",
+                             "launcher.max_parallel=1"],
+                            cwd=slow_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(slow_project.glob("outputs/ablate/*/*/trials/*/*/manifest.json")):
+            time.sleep(0.05)
+        (sd,) = _sweeps(slow_project)
+        verdict = ablate_cli(slow_project, "verdict", str(sd))
+        assert verdict.returncode == 2, verdict.stderr
+        assert "Traceback" not in verdict.stderr
+        (line,) = verdict.stderr.strip().splitlines()
+        assert "no trial has finished yet: 6 pending" in line and f"ablate status {sd}" in line
+        status = ablate_cli(slow_project, "status", str(sd))
+        assert status.returncode == 0 and "no trial has finished yet: 6 pending" in status.stdout
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# -- item 2: the warm parent dies mid-run ------------------------------------------------------------------------
+
+def test_sigkill_of_the_warm_parent_keeps_unstarted_trials_pending_and_resume_runs_them(slow_project: Path) -> None:
+    exe = str(Path(sys.executable).with_name("ablate"))
+    (slow_project.parent / "hold").write_text("")
+    proc = subprocess.Popen([exe, "-m", "variable=mode", "task=slow", "seeds=4", "launcher=local",
+                             "launcher.max_parallel=2"],
+                            cwd=slow_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    running: list[Path] = []
+    while time.time() < deadline and len(running) < 2:  # both slots busy: two trials mid-run
+        running = [m.parent for m in slow_project.glob("outputs/ablate/*/*/trials/*/seed=*/manifest.json")]
+        time.sleep(0.05)
+    assert len(running) == 2, proc.communicate(timeout=60)
+    warm_pid = json.loads((running[0] / "manifest.json").read_text())["warm_parent"]
+    assert json.loads((running[1] / "manifest.json").read_text())["warm_parent"] == warm_pid
+    os.kill(warm_pid, signal.SIGKILL)  # the warm parent alone, as the OOM killer would
+    _, err = proc.communicate(timeout=120)
+    (slow_project.parent / "hold").unlink()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    (sd,) = _sweeps(slow_project)
+    (final,) = [line for line in err.splitlines() if line.startswith("ablate: error:")]
+    assert f"warm parent (pid {warm_pid})" in final and "killed by SIGKILL" in err
+    assert "2 trial(s) running then died with it" in err and "6 trial(s) had not started" in err
+    assert f"`ablate resume {sd}` runs the pending ones" in err
+    assert f"its output: {sd / 'warm-parent.log'}" in err  # the file it names exists and holds its output
+    assert "slowtask imported" in (sd / "warm-parent.log").read_text()
+    results = {p.parent: json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")}
+    assert set(results) == set(running)  # only the trials that ran have a result
+    for rec in results.values():
+        assert rec["status"] == "killed"
+        assert f"warm parent (pid {warm_pid})" in rec["error"] and "killed by SIGKILL" in rec["error"]
+        assert "--resubmit" in rec["error"]
+        named = [w.strip(";,.()`") for w in (rec["error"] + " " + final).split() if w.strip("`(").startswith("/")]
+        assert named and [p for p in named if not Path(p).exists()] == [], named  # every file a message names exists
+    status = ablate_cli(slow_project, "status", str(sd))
+    assert "killed" in status.stdout and "unfinished: `ablate resume" in status.stdout
+    before = _starts(slow_project)
+    assert len(before) == 2
+    res = ablate_cli(slow_project, "resume", str(sd))
+    assert res.returncode == 0, res.stderr  # the 2 killed trials are kept (at most 1 of 4 per arm)
+    assert "Traceback" not in res.stderr
+    ran = _starts(slow_project)[len(before):]
+    assert sorted(ran) == sorted({(m, s) for m in ("a", "b") for s in range(4)} - set(before))  # each once
+    for arm in ("control", "mode=b"):
+        for seed in range(4):
+            rec = json.loads((sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())
+            assert rec["status"] == ("killed" if sd / "trials" / arm / f"seed={seed}" in running else "ok")
+    assert f"2 trial(s) were killed or timed out (not the task's own failure): `ablate resume {sd} --resubmit`" \
+        in res.stderr
+    res = ablate_cli(slow_project, "resume", str(sd), "--resubmit")
+    assert res.returncode == 0, res.stderr
+    assert sorted(_starts(slow_project)[len(before) + len(ran):]) == sorted(before)  # the killed ones, once each
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert {a["arm"]: a["n"] for a in verdict["arms"]} == {"control": 4, "mode=b": 4}
