@@ -212,8 +212,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         _check_task(plan, cwd)
         for path in data_paths:
             if not (Path(cwd) / path).exists():
-                raise PinError(f"{path} does not exist under {cwd}", where="task.data",
-                               fix="fix the path in `task.data` (relative to the project root), or restore the file")
+                raise pins_mod.missing_data(path, cwd)
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         out(_describe(plan))
 

@@ -40,7 +40,7 @@ def slow_project(project: Path) -> Path:
     (project / "slowtask.py").write_text(TASK)
     (project / "conf" / "task" / "slow.yaml").write_text(  # the task runs in the code snapshot: absolute log
         f"fn: slowtask:train\nmetric: val_acc\ngoal: maximize\nmode: a\nlog: {project.parent}/starts.log\n"
-        f"hold: {project.parent}/hold\n")  # outside the project: the test's own files, never pinned
+        f"hold: {project.parent}/hold\ndata: []\n")  # outside the project: the test's own files, never pinned
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
     commit_all(project, "slow task")
     return project
@@ -167,3 +167,33 @@ def test_sigkill_of_the_warm_parent_keeps_unstarted_trials_pending_and_resume_ru
     assert sorted(_starts(slow_project)[len(before) + len(ran):]) == sorted(before)  # the killed ones, once each
     verdict = json.loads((sd / "verdict.json").read_text())
     assert {a["arm"]: a["n"] for a in verdict["arms"]} == {"control": 4, "mode=b": 4}
+
+
+# -- item 9: a typo in a task.data path -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("typo", ["assets/tabel.txt", "data/digts.npz"])
+def test_data_path_typo_gives_the_dry_runs_message_on_a_real_run(slow_project: Path, typo: str) -> None:
+    assets = slow_project / "assets"  # a DVC-tracked folder (data/ holds a tracked file)
+    assets.mkdir()
+    (assets / "table.txt").write_text("1 2 3\n")
+    (assets / "other.txt").write_text("4 5 6\n")
+    run_dvc = [sys.executable, "-m", "dvc", "add", "-q", "assets"]
+    subprocess.run(run_dvc, cwd=slow_project, check=True, capture_output=True)
+    commit_all(slow_project, "track assets")
+    args = ["-m", "variable=mode", "task=slow", "seeds=3", "launcher=inline", f"task.data=[{typo}]"]
+    dry = ablate_cli(slow_project, *args, "dry_run=true")
+    real = ablate_cli(slow_project, *args)
+    for res in (dry, real):
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr
+    (dry_line,) = [line for line in dry.stderr.splitlines() if line.startswith("ablate: error:")]
+    (real_line,) = [line for line in real.stderr.splitlines() if line.startswith("ablate: error:")]
+    assert real_line == dry_line
+    right = typo.replace("tabel", "table").replace("digts", "digits")
+    assert f"`task.data`: {typo} does not exist under {slow_project} (did you mean {right}?)" in real_line
+    assert "fix the path in `task.data`" in real_line
+    assert _sweeps(slow_project) == []  # nothing was created
+    fixed = ablate_cli(slow_project, *args[:-1], f"task.data=[{right}]")  # the fix the message names
+    assert fixed.returncode == 0, fixed.stderr
+    (sd,) = _sweeps(slow_project)
+    assert right in json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())["data"]
