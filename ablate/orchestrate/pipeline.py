@@ -31,7 +31,7 @@ from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
-from ablate.trials.launchers.base import Monitor
+from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form
 from ablate.trials.trial import load_plan
 
@@ -473,6 +473,13 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             log_after_ablation(sd, opts["tracker"], _log)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
+        if rec.get("metric_missing"):  # several trials, and none returned it: task.metric names the wrong key
+            err = str(rec.get("error", ""))
+            returned = err.split("it returned: ", 1)[-1].split(". Fix:", 1)[0] if "it returned: " in err else "?"
+            raise ConfigError(f"no trial returned the metric {plan.get('metric')!r} (the first {MISSING_METRIC_STOP} "
+                              f"to finish lacked it; {rec.get('arm')}/seed={rec.get('seed')} returned: {returned}), "
+                              f"so the ablation stopped (the sweep dir {sd.root} keeps what ran)", where="task.metric",
+                              fix="set `task.metric` to a key the task returns, then start the ablation again")
         raise ConfigError(
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
             f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",

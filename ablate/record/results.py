@@ -18,11 +18,19 @@ if TYPE_CHECKING:
 
 #: Columns that come before the metric columns, in this order.
 BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
+#: Columns of results.csv (and of :func:`load`'s frame) that are not metrics: a declared metric may not be
+#: named so (refused at plan time); a returned extra one so named becomes ``metric:<name>`` (never overwrites).
+RESERVED_COLUMNS = (*BASE_COLUMNS, "variable")
+
+
+def metric_column(name: str) -> str:
+    """The results column of metric ``name``: itself, or ``metric:<name>`` when it is a reserved column."""
+    return f"metric:{name}" if name in RESERVED_COLUMNS else name
 
 
 def to_number(v: Any) -> float:
     """A metric value from a record as a float: numbers as they are, "nan"/"inf"/"-inf" strings (how JSON
-    records hold them) as those floats, anything else NaN."""
+    records hold them) as those floats, anything else NaN (a string such as "0.7" too: trials refuse them)."""
     if isinstance(v, str):
         return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
     try:
@@ -97,7 +105,7 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDiges
                 row["duration_s"] = rec.get("duration_s")
                 row["error"] = rec.get("error")
                 for k, v in (rec.get("metrics") or {}).items():
-                    row[k] = to_number(v)
+                    row[metric_column(k)] = to_number(v)
             rows.append(row)
     return rows
 

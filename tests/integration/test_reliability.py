@@ -197,3 +197,105 @@ def test_data_path_typo_gives_the_dry_runs_message_on_a_real_run(slow_project: P
     assert fixed.returncode == 0, fixed.stderr
     (sd,) = _sweeps(slow_project)
     assert right in json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())["data"]
+
+
+# -- item 7: metric values are checked ----------------------------------------------------------------------------
+
+VALUES_TASK = '''
+def train(cfg):
+    kind, seed, b = cfg.task.kind, cfg.seed, cfg.task.mode == "b"
+    acc = 0.5 + 0.01 * seed + (0.05 if b else 0.0)
+    if kind == "string":
+        return {"val_acc": "0.7" if seed == 1 else acc}
+    if kind == "bool":
+        return {"val_acc": acc, "solved": bool(b or seed % 2 == 0)}
+    if kind == "missing":
+        return {"loss": 1.0 - acc} if seed == 1 else {"val_acc": acc, "loss": 1.0 - acc}
+    if kind == "extra":
+        return {"val_acc": acc, "seed": 1234, "error": 0.25}
+    return {"val_acc": acc}
+'''
+
+
+@pytest.fixture
+def values_project(project: Path) -> Path:
+    (project / "valuestask.py").write_text(VALUES_TASK)
+    (project / "conf" / "task" / "values.yaml").write_text(
+        "fn: valuestask:train\nmetric: val_acc\ngoal: maximize\nmode: a\nkind: plain\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
+    commit_all(project, "values task")
+    return project
+
+
+def _run_values(project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return ablate_cli(project, "-m", "variable=mode", "task=values", "launcher=local", "launcher.max_parallel=1",
+                      *extra)
+
+
+def test_a_string_metric_is_refused_naming_the_trial_and_value(values_project: Path) -> None:
+    res = _run_values(values_project, "seeds=3", "task.kind=string")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    err = res.stderr.strip().splitlines()[-1]
+    assert err.startswith("ablate: error: ") and "trial control/seed=1" in err
+    assert "metric 'val_acc' is the string '0.7', not a number" in err
+    (sd,) = _sweeps(values_project)
+    rec = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
+    assert rec["status"] == "failed" and rec["metrics"] == {} and "'0.7'" in rec["error"]
+
+
+def test_a_bool_metric_is_counted_as_0_1_and_named_so(values_project: Path) -> None:
+    res = _run_values(values_project, "seeds=4", "task.kind=bool", "task.metric=solved")
+    assert res.returncode == 0, res.stderr
+    (sd,) = _sweeps(values_project)
+    for arm, want in (("control", [1.0, 0.0, 1.0, 0.0]), ("mode=b", [1.0] * 4)):
+        recs = [json.loads((sd / "trials" / arm / f"seed={s}" / "result.json").read_text()) for s in range(4)]
+        assert [r["metrics"]["solved"] for r in recs] == want
+        assert all(r["bool_metrics"] == ["solved"] for r in recs)
+        assert all("'solved' was returned as a bool: counted as 1 (True) / 0 (False)" in r["notes"][0] for r in recs)
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert {a["arm"]: a["mean"] for a in verdict["arms"]} == {"control": 0.5, "mode=b": 1.0}
+    assert "0/1 metric" in (sd / "verdict.md").read_text()
+
+
+@pytest.mark.parametrize(("setting", "name"), [("task.metric=seed", "seed"), ("metrics=[val_acc,status]", "status")])
+def test_a_metric_named_like_a_results_column_is_refused_at_plan_time(values_project: Path, setting: str,
+                                                                      name: str) -> None:
+    res = _run_values(values_project, "seeds=3", setting)
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    where = setting.split("=", 1)[0]
+    assert line.startswith(f"ablate: error: `{where}`: the metric {name!r} has the name of a column results.csv")
+    assert "Fix: have the task return it under another name" in line
+    assert not (values_project / "outputs").exists()  # refused before anything was created
+
+
+def test_an_extra_metric_named_like_a_column_never_overwrites_it(values_project: Path) -> None:
+    import csv
+    import io
+
+    res = _run_values(values_project, "seeds=3", "task.kind=extra")
+    assert res.returncode == 0, res.stderr
+    (sd,) = _sweeps(values_project)
+    rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
+    assert sorted(int(r["seed"]) for r in rows) == [0, 0, 1, 1, 2, 2]  # the seeds, not the metric's 1234
+    assert {r["metric:seed"] for r in rows} == {"1234.0"} and {r["metric:error"] for r in rows} == {"0.25"}
+    assert {r["error"] for r in rows} == {""} and {r["status"] for r in rows} == {"ok"}
+
+
+def test_a_metric_missing_in_one_seed_fails_those_trials_only(values_project: Path) -> None:
+    res = _run_values(values_project, "seeds=4", "task.kind=missing")
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    (sd,) = _sweeps(values_project)
+    for arm in ("control", "mode=b"):
+        for seed in range(4):
+            rec = json.loads((sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())
+            if seed == 1:
+                assert rec["status"] == "failed"
+                assert f"did not return the metric 'val_acc' in this trial (arm {arm}, seed 1)" in rec["error"]
+                assert "it returned: loss" in rec["error"]
+            else:
+                assert rec["status"] == "ok", rec
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert {a["arm"]: (a["n"], a["n_failed"]) for a in verdict["arms"]} == {"control": (3, 1), "mode=b": (3, 1)}
