@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ablate.errors import ConfigError, SweepDirError
-from ablate.record.results import nothing_finished
+from ablate.record.results import nothing_finished, without_result
 from ablate.record.sweepdir import SweepDir
 
 
@@ -69,6 +69,16 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
 
     if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
         from pathlib import Path
+
+        from ablate.orchestrate.transfer import scale_dirs
+
+        scales = [SweepDir.open(child) for child in scale_dirs(args.dir)]
+        if all(nothing_finished(child) for child in scales):
+            left = sum(without_result(child)[1] for child in scales)
+            raise SweepDirError(f"no trial has finished yet: {left} pending in the {len(scales)} scales of "
+                                f"{args.dir}, so there is no verdict to compute", where=f"ablate {name}",
+                                fix=f"run them with `ablate resume` on each scale's sweep dir "
+                                f"(`ablate status {args.dir}` lists them)")
 
         if args.against is not None:
             raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
@@ -217,6 +227,10 @@ def cmd_track(argv: list[str], name: str = "track") -> int:
     from ablate.trackers import TRACKERS, log_ablation
 
     sd = SweepDir.open(args.dir)
+    empty = nothing_finished(sd)
+    if empty:
+        raise SweepDirError(f"{empty} in {sd.root}, so there is nothing to log", where=f"ablate {name}",
+                            fix=f"run them first with `ablate resume {sd.root}`")
     cfg = dict((sd.plan().get("options") or {}).get("tracker") or {})
     for item in args.settings:
         key, sep, value = item.partition("=")

@@ -131,6 +131,9 @@ def coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
         )
     metrics: dict[str, float] = {}
     for k, v in out.items():
+        if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf"):  # JSON's only spelling of those
+            metrics[str(k)] = float(v)
+            continue
         if isinstance(v, str | bytes):  # "0.7" is not 0.7: a task that formats its numbers has a bug to fix
             raise TaskContractError(f"metric {k!r} is the string {v!r}, not a number (return the number itself, "
                                     "e.g. a float)")

@@ -70,6 +70,11 @@ def test_status_and_verdict_before_any_result_say_so_in_one_line(tmp_path: Path)
     assert "no trial has finished yet: 6 pending" in line
     assert f"ablate resume {sd}" in line
     assert not (sd / "verdict.json").exists() and not (sd / "results.csv").exists()
+    for cmd in (["repro", str(sd)], ["track", str(sd), "tracker=mlflow"]):  # the other read-only commands
+        res = ablate_cli(tmp_path, *cmd)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        (line,) = res.stderr.strip().splitlines()
+        assert "no trial has finished yet: 6 pending" in line and f"ablate resume {sd}" in line
 
 
 @pytest.mark.parametrize("shape", ["all_failed", "one_arm_only", "one_seed_each"])

@@ -164,7 +164,12 @@ class WarmParent:
                 handle._started.set()
                 handle._ended.set()
                 return handle
-        handle._started.wait()
+        while not handle._started.wait(1.0):  # the reader ends every handle when the parent's pipe closes ...
+            if not self._reader.is_alive():  # ... and one asked for after that is never forked
+                with self._lock:
+                    self._trials.pop(rid, None)
+                handle._started.set()
+                handle._ended.set()
         return handle
 
     def _read(self) -> None:
