@@ -437,6 +437,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
+            if "ok" in progress.outcome.values():  # a resume: the task has returned the metric before
+                monitor.metric_seen()
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
                 _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts

@@ -88,6 +88,12 @@ class Monitor:
             with self._lock:
                 self._on_event("started", ref, None)
 
+    def metric_seen(self) -> None:
+        """A trial already finished ``ok`` before this launch (a resume): the task does return the metric, so
+        a trial without it fails alone."""
+        with self._lock:
+            self._metric_seen = True
+
     def not_started(self, ref: TrialRef) -> None:
         """A trial reported :meth:`started` that never ran after all (no process was made for it): it keeps
         no result and stays pending."""
