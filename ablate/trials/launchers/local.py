@@ -18,7 +18,9 @@ own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and m
 that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is one per ablation
 (:func:`ablate.trials.seeding.ablation_hash_seed`, recorded in every manifest), warm or not, and the same
 under ``launcher=slurm``. ``launcher.warm=false`` starts a fresh ``python -m ablate.trials.trial`` per trial,
-for tasks that cannot be forked (the launcher says when).
+for tasks that cannot be forked (the launcher says when). If the warm parent dies mid-run, the trials
+it was running are recorded ``killed`` with that cause, the ones it had not forked get no result (they
+stay pending: ``ablate resume`` runs them), and the launch stops forking and says so (:meth:`Monitor.halt`).
 
 A trial's log files are removed when it wrote nothing to them.
 """
