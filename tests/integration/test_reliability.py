@@ -93,7 +93,7 @@ def test_verdict_on_thin_data_is_written_without_traceback(tmp_path: Path, shape
     assert status.returncode == 0 and "no trial has finished yet" not in status.stdout
 
 
-def test_verdict_during_a_run_before_the_first_result(slow_project: Path) -> None:
+def test_verdict_during_a_run_and_on_a_killed_dir_before_the_first_result(slow_project: Path) -> None:
     exe = str(Path(sys.executable).with_name("ablate"))
     (slow_project.parent / "hold").write_text("")
     proc = subprocess.Popen([exe, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local",
@@ -112,8 +112,20 @@ def test_verdict_during_a_run_before_the_first_result(slow_project: Path) -> Non
         status = ablate_cli(slow_project, "status", str(sd))
         assert status.returncode == 0 and "no trial has finished yet: 6 pending" in status.stdout
     finally:
-        proc.kill()
+        proc.kill()  # SIGKILL of the orchestrator: a killed dir with no result
         proc.communicate()
+    (slow_project.parent / "hold").unlink()
+    time.sleep(0.5)  # PR_SET_PDEATHSIG ends the trial it was running
+    status = ablate_cli(slow_project, "status", str(sd))
+    assert status.returncode == 0 and "no trial has finished yet: 6 pending" in status.stdout.splitlines()
+    assert "interrupted" in status.stdout
+    verdict = ablate_cli(slow_project, "verdict", str(sd))
+    assert verdict.returncode == 2 and "Traceback" not in verdict.stderr
+    (line,) = verdict.stderr.strip().splitlines()
+    assert "no trial has finished yet: 6 pending" in line and f"run them with `ablate resume {sd}`" in line
+    res = ablate_cli(slow_project, "resume", str(sd))  # the fix it names
+    assert res.returncode == 0, res.stderr
+    assert json.loads((sd / "verdict.json").read_text())["comparisons"][0]["arm"] == "mode=b"
 
 
 # -- item 2: the warm parent dies mid-run ------------------------------------------------------------------------
