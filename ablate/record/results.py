@@ -217,7 +217,8 @@ def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
         the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
         ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
         ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN
-        where a trial has no value (an extra metric named like a column above is ``metric:<name>``). Plan order: arms, then seeds.
+        where a trial has no value (an extra metric named like a column above is ``metric:<name>``).
+        Plan order: arms, then seeds.
 
     Raises
     ------
