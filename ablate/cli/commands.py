@@ -7,7 +7,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ablate.errors import ConfigError
+from ablate.errors import ConfigError, SweepDirError
+from ablate.record.results import nothing_finished, without_result
 from ablate.record.sweepdir import SweepDir
 
 
@@ -69,6 +70,16 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
         from pathlib import Path
 
+        from ablate.orchestrate.transfer import scale_dirs
+
+        scales = [SweepDir.open(child) for child in scale_dirs(args.dir)]
+        if all(nothing_finished(child) for child in scales):
+            left = sum(without_result(child)[1] for child in scales)
+            raise SweepDirError(f"no trial has finished yet: {left} pending in the {len(scales)} scales of "
+                                f"{args.dir}, so there is no verdict to compute", where=f"ablate {name}",
+                                fix=f"run them with `ablate resume` on each scale's sweep dir "
+                                f"(`ablate status {args.dir}` lists them)")
+
         if args.against is not None:
             raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
                               fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
@@ -77,6 +88,7 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
         print(Path(args.dir) / TRANSFER_MD)
         return 0
     sd = SweepDir.open(args.dir)
+    _require_a_result(sd, name)
     if args.against is not None:
         args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
     wait_plots, recompute = args.wait_plots, args.recompute
@@ -116,12 +128,21 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     return 0
 
 
+def _require_a_result(sd: SweepDir, name: str) -> None:
+    """Refuse a verdict on a sweep dir where no trial has a result yet: one line naming how many are pending,
+    and what to run (exit 2): there is no number to compute a verdict from."""
+    empty = nothing_finished(sd)
+    if empty is None:
+        return
+    running = sd.is_locked() and not sd.drawing_plots()
+    fix = (f"wait for the running ablation (`ablate status {sd.root}` shows its progress), then run `ablate {name}` "
+           "again" if running else f"run them with `ablate resume {sd.root}`, which writes the verdict")
+    raise SweepDirError(f"{empty} in {sd.root}, so there is no verdict to compute", where=f"ablate {name}", fix=fix)
+
+
 def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str) -> int:
     """``ablate verdict DIR`` while another process holds the sweep dir: print the verdict so far, write
     nothing (a late write would replace the running ablation's final verdict with a stale one)."""
-    import sys
-
-    from ablate.errors import SweepDirError
     from ablate.judge.options import VERDICT_OVERRIDES
     from ablate.judge.report import render_markdown
     from ablate.judge.verdict import write_verdict
@@ -206,6 +227,10 @@ def cmd_track(argv: list[str], name: str = "track") -> int:
     from ablate.trackers import TRACKERS, log_ablation
 
     sd = SweepDir.open(args.dir)
+    empty = nothing_finished(sd)
+    if empty:
+        raise SweepDirError(f"{empty} in {sd.root}, so there is nothing to log", where=f"ablate {name}",
+                            fix=f"run them first with `ablate resume {sd.root}`")
     cfg = dict((sd.plan().get("options") or {}).get("tracker") or {})
     for item in args.settings:
         key, sep, value = item.partition("=")

@@ -10,6 +10,7 @@ from ablate.errors import ConfigError
 from ablate.judge.options import DEFAULTS, FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
 from ablate.plan.arms import parse_seeds
 from ablate.plan.checks import boolean, choice, number
+from ablate.record.results import RESERVED_COLUMNS
 from ablate.trackers import check_tracker
 from ablate.trials.seeding import check_mode, check_variable_values
 
@@ -72,6 +73,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     if not isinstance(metric, str) or not metric:
         raise ConfigError("the task declares no metric to compare arms on", where="task.metric",
                           fix="set `metric: val_acc` (a key the task returns) in conf/task/<name>.yaml")
+    check_metric_name(metric, "task.metric")
     goal = choice(task.get("goal", "maximize"), GOALS, "task.goal")
     mode_raw = cfg.get("sweep_dir_mode", "0700")
     try:
@@ -143,8 +145,20 @@ def _metrics(value: Any, primary: str) -> list[str] | None:
     if not isinstance(value, list | tuple) or not value or not all(isinstance(m, str) and m for m in value):
         raise ConfigError(f"must be a list of metric names, got {value!r}", where="metrics",
                           fix=f"e.g. `metrics=[{primary},val_loss]`")
+    for m in value:
+        check_metric_name(m, "metrics")
     out = [primary, *[m for m in value if m != primary]]
     return list(dict.fromkeys(out))
+
+
+def check_metric_name(name: str, where: str) -> None:
+    """Refuse a metric named like a results.csv column (``seed``, ``arm``, ``status`` ...): its values would be
+    taken for that column's."""
+    if name in RESERVED_COLUMNS:
+        raise ConfigError(f"the metric {name!r} has the name of a column results.csv gives every trial "
+                          f"({', '.join(RESERVED_COLUMNS)}), so its values could not be told from that column's",
+                          where=where, fix=f"have the task return it under another name (e.g. {name}_metric) "
+                          "and name that here")
 
 
 def _tracker(value: Any) -> dict[str, Any] | None:

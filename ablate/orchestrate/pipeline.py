@@ -31,7 +31,7 @@ from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
-from ablate.trials.launchers.base import Monitor
+from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form
 from ablate.trials.trial import load_plan
 
@@ -212,8 +212,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         _check_task(plan, cwd)
         for path in data_paths:
             if not (Path(cwd) / path).exists():
-                raise PinError(f"{path} does not exist under {cwd}", where="task.data",
-                               fix="fix the path in `task.data` (relative to the project root), or restore the file")
+                raise pins_mod.missing_data(path, cwd)
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         _refuse_untracked_task(plan, cwd, code)
         out(_describe(plan))
@@ -452,6 +451,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
+            if "ok" in progress.outcome.values():  # a resume: the task has returned the metric before
+                monitor.metric_seen()
             for seeds, arms in _rounds(sd, plan):
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
                 _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
@@ -474,8 +475,13 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                 if monitor.should_stop():
                     aborted = True
                     break
+        stopped = _stopped_from_outside(sd, plan) if not resubmit else 0
+        rerun = f"`ablate resume {sd.root} --resubmit` re-runs them"
         if not launched and not aborted:
-            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)")
+            _log("ablate: every trial already has a result; nothing to run (the verdict is rewritten)"
+                 + (f"; {stopped} of them were killed or timed out: {rerun}" if stopped else ""))
+        elif stopped and monitor.halted is None:
+            _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
         digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
         verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
@@ -483,12 +489,21 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             log_after_ablation(sd, opts["tracker"], _log)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
+        if rec.get("metric_missing"):  # several trials, and none returned it: task.metric names the wrong key
+            err = str(rec.get("error", ""))
+            returned = err.split("it returned: ", 1)[-1].split(". Fix:", 1)[0] if "it returned: " in err else "?"
+            raise ConfigError(f"no trial returned the metric {plan.get('metric')!r} (the first {MISSING_METRIC_STOP} "
+                              f"to finish lacked it; {rec.get('arm')}/seed={rec.get('seed')} returned: {returned}), "
+                              f"so the ablation stopped (the sweep dir {sd.root} keeps what ran)", where="task.metric",
+                              fix="set `task.metric` to a key the task returns, then start the ablation again")
         raise ConfigError(
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
             f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
             where="task",
         )
     out(str(sd.verdict_md))
+    if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
+        raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")
     if aborted:
         raise AblationFailed(f"the ablation was aborted after a failed trial (on_failure=abort); "
                              f"see {sd.verdict_md} and `ablate status {sd.root}`")
@@ -500,6 +515,12 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
                              + f" ({sd.verdict_md})")
     return verdict
+
+
+def _stopped_from_outside(sd: SweepDir, plan: Mapping[str, Any]) -> int:
+    """How many trials are recorded ``killed`` or ``timeout`` (what ``ablate resume --resubmit`` re-runs)."""
+    return sum(trial_state(sd, a["name"], seed)[0] in ("killed", "timeout")
+               for a in plan["arms"] for seed in plan["seeds"])
 
 
 def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], list[str] | None]]:

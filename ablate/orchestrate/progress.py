@@ -68,11 +68,13 @@ class Progress:
             self._live = None
 
     def event(self, kind: str, ref: TrialRef, record: dict[str, Any] | None) -> None:
-        """Launcher callback: ``kind`` is ``started`` or ``finished``."""
+        """Launcher callback: ``kind`` is ``started``, ``not_started`` (announced, never run) or ``finished``."""
         with self._lock:
             if kind == "started":
                 self.running[ref.arm] += 1
                 self.outcome.pop((ref.arm, ref.seed), None)  # a re-run of a failed trial is running, not done
+            elif kind == "not_started":  # announced, then never run (its warm parent had died): pending
+                self.running[ref.arm] = max(0, self.running[ref.arm] - 1)
             else:
                 self.running[ref.arm] = max(0, self.running[ref.arm] - 1)
                 status = (record or {}).get("status", "failed")

@@ -37,7 +37,7 @@ from typing import Any
 from ablate.errors import ConfigError, PinError, SweepDirError, UserError
 from ablate.judge.confounds import manifest_fields
 from ablate.pin import pins
-from ablate.record.results import trial_state
+from ablate.record.results import nothing_finished, trial_state
 from ablate.record.sweepdir import SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
 from ablate.trials.launchers.local import tail
@@ -361,6 +361,11 @@ def select_trial(sd: SweepDir, plan: Mapping[str, Any], spec: str | None) -> tup
     """
     arms = [a["name"] for a in plan["arms"]]
     seeds = [int(s) for s in plan["seeds"]]
+    empty = nothing_finished(sd, plan)
+    if empty:  # nothing to re-run yet, whatever the trial asked for
+        raise SweepDirError(f"{empty} in {sd.root}, so there is no trial to re-run", where="ablate repro",
+                            fix=f"run them first with `ablate resume {sd.root}` (`ablate status {sd.root}` shows "
+                            "progress)")
     if spec is None:
         for seed in seeds:
             if trial_state(sd, arms[0], seed)[0] == "ok":

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ablate.errors import SchedulerError
-from ablate.record.results import trial_state
+from ablate.record.results import nothing_finished, trial_state
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class
 from ablate.trials.launchers.local import tail
@@ -92,10 +92,13 @@ def format_status(sd: SweepDir) -> str:
     for r in rows:
         lines.append(f"{r['arm']!s:<{width}}  {r['pending']:>7}  {r['running']:>7}  {r['done']:>4}  {r['failed']:>6}"
                      f"  {r['interrupted']:>11}")
+    empty = nothing_finished(sd)  # one line, before any verdict can exist
+    lines += ["", empty] if empty else []
+    gap = [] if empty else [""]
     if any(r["interrupted"] for r in rows) or (state == "not running" and any(r["pending"] for r in rows)):
-        lines += ["", f"unfinished: `ablate resume {sd.root}` runs what is left"]
+        lines += [*gap, f"unfinished: `ablate resume {sd.root}` runs what is left"]
     elif state == "jobs in the scheduler":
-        lines += ["", f"`ablate collect {sd.root}` waits for them and writes the verdict"]
+        lines += [*gap, f"`ablate collect {sd.root}` waits for them and writes the verdict"]
     if failures:
         lines.append("")
         lines.append("failed trials:")

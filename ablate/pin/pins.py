@@ -24,6 +24,7 @@ differ from the pins (status ``pin_mismatch``).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib.util
 import os
@@ -557,6 +558,21 @@ def _hash_without_state(out: Any) -> Any:
             o.state = st
 
 
+def missing_data(rel: str, cwd: str | os.PathLike[str]) -> PinError:
+    """The error for a ``task.data`` path that does not exist (a typo, a file not restored): the same from a
+    dry run and a real run, naming the nearest existing paths beside it."""
+    head, name = os.path.split(rel)
+    try:
+        siblings = os.listdir(Path(cwd) / head)
+    except OSError:
+        siblings = []
+    # by name, beside it; a high cutoff, since sibling files share extensions (tabel.txt vs other.txt: 0.67)
+    near = [os.path.join(head, n) for n in difflib.get_close_matches(name, siblings, n=3, cutoff=0.75)]
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    return PinError(f"{rel} does not exist under {cwd}{hint}", where="task.data",
+                    fix="fix the path in `task.data` (relative to the project root), or restore the file")
+
+
 def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Hash each declared data path with DVC and prove the workspace matches what DVC recorded.
 
@@ -593,6 +609,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
         for rel in paths:
             abspath = (cwd / rel).absolute()
             out = _find_output(repo, abspath)
+            if out is None and not os.path.lexists(abspath):  # a typo: what the dry run says
+                raise missing_data(rel, cwd)
             if out is None:
                 tracked = sorted(os.path.relpath(o.fs_path, cwd) for o in repo.index.outs)
                 fix = (f"track it with `dvc add {rel}` or as the output of a dvc.yaml stage, then commit the "
@@ -613,6 +631,8 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     where="task.data",
                     fix=f"restore it with `dvc checkout {out_rel}` (or `dvc pull`, or `dvc repro` for a stage output)",
                 )
+            if not abspath.exists():  # inside a tracked dir that is there: a typo, or a file not restored
+                raise missing_data(rel, cwd)
             if recorded is None:
                 raise PinError(f"{out_rel} has no hash recorded in {src} yet (dvc status: new)", where="task.data",
                                fix="run `dvc repro` or `dvc commit`, then commit the lock file")

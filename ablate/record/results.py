@@ -18,11 +18,19 @@ if TYPE_CHECKING:
 
 #: Columns that come before the metric columns, in this order.
 BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
+#: Columns of results.csv (and of :func:`load`'s frame) that are not metrics: a declared metric may not be
+#: named so (refused at plan time); a returned extra one so named becomes ``metric:<name>`` (never overwrites).
+RESERVED_COLUMNS = (*BASE_COLUMNS, "variable")
+
+
+def metric_column(name: str) -> str:
+    """The results column of metric ``name``: itself, or ``metric:<name>`` when it is a reserved column."""
+    return f"metric:{name}" if name in RESERVED_COLUMNS else name
 
 
 def to_number(v: Any) -> float:
     """A metric value from a record as a float: numbers as they are, "nan"/"inf"/"-inf" strings (how JSON
-    records hold them) as those floats, anything else NaN."""
+    records hold them) as those floats, anything else NaN (a string such as "0.7" too: trials refuse them)."""
     if isinstance(v, str):
         return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
     try:
@@ -58,6 +66,22 @@ def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = 
     return "pending", None
 
 
+def without_result(sd: SweepDir, plan: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(trials with a result.json, trials without one: pending, running or interrupted) of the plan."""
+    plan = plan if plan is not None else sd.plan()
+    total = len(plan["arms"]) * len(plan["seeds"])
+    done = sum(os.path.exists(sd.trial_file(a["name"], seed, "result.json"))
+               for a in plan["arms"] for seed in plan["seeds"])
+    return done, total - done
+
+
+def nothing_finished(sd: SweepDir, plan: dict[str, Any] | None = None) -> str | None:
+    """``"no trial has finished yet: N pending"`` when no trial of the plan has a result, else None: every
+    command on such a sweep dir says this line (a verdict has no number to compute from)."""
+    done, left = without_result(sd, plan)
+    return None if done else f"no trial has finished yet: {left} pending"
+
+
 def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None
             ) -> list[dict[str, Any]]:
     """One row per planned trial (arm x seed), in plan order, with its status and metrics.
@@ -81,7 +105,7 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDiges
                 row["duration_s"] = rec.get("duration_s")
                 row["error"] = rec.get("error")
                 for k, v in (rec.get("metrics") or {}).items():
-                    row[k] = to_number(v)
+                    row[metric_column(k)] = to_number(v)
             rows.append(row)
     return rows
 
@@ -201,7 +225,8 @@ def load(path: str | os.PathLike[str] | Mapping[str, Any]) -> pd.DataFrame:
         the control's reads ``0.05 (control)``), ``seed``, ``status`` (``ok``, ``failed``, ``diverged``,
         ``timeout``, ``killed``, ``pin_mismatch``, or ``pending``/``running`` before the result), ``attempt``,
         ``duration_s`` (seconds the trial took), ``error``, then one float column per metric, NaN
-        where a trial has no value. Plan order: arms, then seeds.
+        where a trial has no value (an extra metric named like a column above is ``metric:<name>``).
+        Plan order: arms, then seeds.
 
     Raises
     ------

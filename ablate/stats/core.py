@@ -144,8 +144,9 @@ def _standardizer(t: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray,
         empty or constant); ``tol``: :data:`RESOLUTION` x the row's largest |value|, in standardised units.
     """
     both = np.concatenate([t, c], axis=1)
-    lo = np.fmin.reduce(both, axis=1)  # fmin/fmax skip NaN (failed trials); NaN only for an all-NaN row
-    hi = np.fmax.reduce(both, axis=1)
+    # fmin/fmax skip NaN (failed trials); NaN only for an all-NaN or empty row (no trial finished yet)
+    lo = np.fmin.reduce(both, axis=1, initial=np.nan)
+    hi = np.fmax.reduce(both, axis=1, initial=np.nan)
     center = np.where(np.isnan(lo), 0.0, (lo / 2 + hi / 2))
     scale = np.where(np.isnan(lo), 1.0, hi / 2 - lo / 2)
     mag = np.where(np.isnan(lo), 0.0, np.maximum(np.abs(lo), np.abs(hi)))

@@ -66,7 +66,8 @@ def adjust_comparisons(comparisons: Sequence[Comparison], method: str = "holm", 
                            treatments)
         ok = [i for i, c in enumerate(comps) if c.pvalue is not None]
         sds = [float(np.std(np.asarray(treatments[i], float), ddof=1)) for i in ok]
-        sds.append(float(np.std(np.asarray(control, float), ddof=1)))
+        if ok:  # no comparison to adjust (none has a p-value yet): no SD to take of the control either
+            sds.append(float(np.std(np.asarray(control, float), ddof=1)))
         ratio = max(sds) / min(sds) if ok and min(sds) > 0 else np.inf
         guarded = any(c.guard_factor > 1 for c in comps)
         if any(c.paired for c in comps) or ratio > DUNNETT_SD_RATIO or guarded:

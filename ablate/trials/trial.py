@@ -131,11 +131,27 @@ def coerce_metrics(out: Any, metric: str | None) -> dict[str, float]:
         )
     metrics: dict[str, float] = {}
     for k, v in out.items():
+        if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf"):  # JSON's only spelling of those
+            metrics[str(k)] = float(v)
+            continue
+        if isinstance(v, str | bytes):  # "0.7" is not 0.7: a task that formats its numbers has a bug to fix
+            raise TaskContractError(f"metric {k!r} is the string {v!r}, not a number (return the number itself, "
+                                    "e.g. a float)")
         try:
             metrics[str(k)] = float(v)
         except (TypeError, ValueError):
             raise TaskContractError(f"metric {k!r} is {v!r} ({type(v).__name__}), not a number") from None
     return metrics
+
+
+def bool_metrics(out: Any) -> list[str]:
+    """Names of the metrics a task returned as booleans (Python, numpy or torch bools): they are counted
+    as 1 (True) and 0 (False), a 0/1 metric (the verdict then uses its tests and intervals for proportions,
+    :mod:`ablate.stats.binary`), and the trial's record names them so."""
+    if not isinstance(out, Mapping):
+        return []
+    return sorted(str(k) for k, v in out.items()
+                  if isinstance(v, bool) or str(getattr(v, "dtype", "")) in ("bool", "torch.bool"))
 
 
 @contextlib.contextmanager
@@ -302,21 +318,30 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if isinstance(out, TaskOutput):
             out, source = out.metrics, out.source
         metrics = coerce_metrics(out, metric)
+        as_bool = bool_metrics(out)
         changed = _pins_after(sd, plan, manifest, tp)
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
             return done("pin_mismatch", metrics=metrics, task_s=task_s,
                         error="changed while the trial ran, so its metrics describe other inputs: "
                         + "; ".join(changed))
-        status, error, contract = "ok", None, False
-        if metric and metric not in metrics:
-            status, contract = "failed", True
-            error = (f"`task.metric`: the task did not return the metric {metric!r}; it returned: "
-                     f"{', '.join(sorted(metrics)) or 'nothing'}. Fix: set `task.metric` to one of those.")
+        status, error, missing = "ok", None, False
+        if metric and metric not in metrics:  # this trial only: the monitor stops when no trial returns it
+            status, missing = "failed", True
+            error = (f"`task.metric`: the task did not return the metric {metric!r} in this trial (arm {arm}, seed "
+                     f"{seed}); it returned: {', '.join(sorted(metrics)) or 'nothing'}. Fix: if no trial returns "
+                     f"it, set `task.metric` to one of those; if only some do, the task skips {metric!r} on some "
+                     "path (this trial failed alone, the others ran)")
         bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
         if status == "ok" and metric in bad:
             status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
-        extra = {"metric_source": source} if source else {}
-        return done(status, metrics=metrics, error=error, contract_error=contract, task_s=task_s, **extra)
+        extra: dict[str, Any] = {"metric_source": source} if source else {}
+        if missing:
+            extra["metric_missing"] = True
+        if as_bool:
+            extra["bool_metrics"] = as_bool
+            extra["notes"] = [f"metric {k!r} was returned as a bool: counted as 1 (True) / 0 (False), a 0/1 metric"
+                              for k in as_bool]
+        return done(status, metrics=metrics, error=error, task_s=task_s, **extra)
     except TrialTimeout as exc:
         return done("timeout", error=str(exc))
     except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:

@@ -98,3 +98,15 @@ def test_reduce_skips_nan_for_min_and_max_but_last_keeps_it() -> None:
     series = [(1, 0.2), (2, math.nan), (3, 0.1)]
     assert reduce_series(series, "max") == (0.2, 1)
     assert reduce_series([*series, (4, math.nan)], "last")[1] == 4
+
+
+def test_a_bool_in_a_metrics_json_stays_a_bool_and_a_string_is_skipped(tmp_path: Path) -> None:
+    """Issue 26: a bool an app writes is a 0/1 metric (the trial names it), never dropped; "0.7" is no number."""
+    from ablate.trials.trial import bool_metrics, coerce_metrics
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"solved": True, "val_acc": 0.9, "note": "0.7"}))
+    metrics, rec = collect(tmp_path, [], "val_acc")
+    assert metrics == {"solved": True, "val_acc": 0.9} and type(metrics["solved"]) is bool
+    assert rec["kind"] == "json"
+    assert coerce_metrics(metrics, "val_acc") == {"solved": 1.0, "val_acc": 0.9}
+    assert bool_metrics(metrics) == ["solved"]

@@ -469,3 +469,30 @@ def test_sequential_ci_is_at_the_boundary_level(threshold: float) -> None:
     assert r.ci_level == pytest.approx(1 - threshold)
     assert r.ci == pytest.approx((ref.low, ref.high), rel=1e-9)
     assert (r.ci[0] > 0) == (r.verdict == "better") == (r.pvalue < threshold)
+
+
+# -- issue 26: what the verdict gets before the first result, or when everything failed ---------------------------
+
+@pytest.mark.parametrize(("treatment", "control"), [
+    (np.empty((2, 0)), np.empty((2, 0))),  # no trial finished yet: zero-size arms
+    (np.full((2, 3), np.nan), np.full((2, 3), np.nan)),  # every trial failed
+    (np.array([[0.9, 0.91, 0.92]] * 2), np.empty((2, 0))),  # one arm only
+])
+def test_decide_batch_on_empty_or_failed_arms_is_insufficient_data_without_warnings(
+        treatment: np.ndarray, control: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = decide_batch(treatment, control, margin=0.01)
+    assert [VERDICTS[v] for v in res.verdict] == ["insufficient data"] * 2
+    assert np.isnan(res.pvalue).all() and np.isnan(res.diff).all()
+    assert res.n_treatment.tolist() == [int(np.isfinite(treatment[0]).sum())] * 2
+    assert res.n_control.tolist() == [0, 0]
+
+
+def test_dunnett_family_without_any_p_value_adjusts_nothing_without_warnings() -> None:
+    comps = [compare([], [], alpha=0.05), compare([1.0], [], alpha=0.05)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = adjust_comparisons(comps, "dunnett", treatments=[[], [1.0]], control=[])
+    assert [c.verdict for c in out] == ["insufficient data", "insufficient data"]
+    assert all(c.pvalue_adjusted is None for c in out)

@@ -49,6 +49,11 @@ class TrialRef:
     attempt: int = 1
 
 
+#: Trials without the verdict's metric, and none with it yet, that stop an ablation (``task.metric`` names a
+#: key the task never returns); fewer, or any trial that returned it, and each such trial only fails alone.
+MISSING_METRIC_STOP = 2
+
+
 class Monitor:
     """Receives trial start/finish events from a launcher (thread-safe) and can ask it to stop.
 
@@ -59,8 +64,9 @@ class Monitor:
         (record is the result dict for finished trials); used by the progress display.
     abort_on_failure : bool
         When True, the first trial that does not finish ``ok`` makes :meth:`should_stop` true.
-        A trial that breaks the task contract (bad ``task.fn``, a non-mapping result, a missing
-        metric) always stops the ablation: every other trial would fail the same way.
+        A trial that breaks the task contract (bad ``task.fn``, a non-mapping result, a metric that is not a
+        number) always stops the ablation: every other trial would fail the same way. A trial without the
+        verdict's metric fails alone, unless :data:`MISSING_METRIC_STOP` trials lack it and none returned it.
     """
 
     def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
@@ -72,17 +78,48 @@ class Monitor:
         self.finished: dict[TrialRef, dict[str, Any]] = {}
         #: The first record of a trial that broke the task contract (a user error: stop at once).
         self.contract_error: dict[str, Any] | None = None
+        self._missing: list[dict[str, Any]] = []  # records of trials that did not return the metric
+        self._metric_seen = False  # a trial of this launch finished ok (so it returned the metric)
+        #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
+        self.halted: str | None = None
 
     def started(self, ref: TrialRef) -> None:
         if self._on_event:
             with self._lock:
                 self._on_event("started", ref, None)
 
+    def metric_seen(self) -> None:
+        """A trial already finished ``ok`` before this launch (a resume): the task does return the metric, so
+        a trial without it fails alone."""
+        with self._lock:
+            self._metric_seen = True
+
+    def not_started(self, ref: TrialRef) -> None:
+        """A trial reported :meth:`started` that never ran after all (no process was made for it): it keeps
+        no result and stays pending."""
+        if self._on_event:
+            with self._lock:
+                self._on_event("not_started", ref, None)
+
+    def halt(self, reason: str) -> None:
+        """The launcher cannot run any further trial (``reason`` says why and what to run): stop."""
+        with self._lock:
+            if self.halted is None:
+                self.halted = reason
+        self._stop.set()
+
     def finished_trial(self, ref: TrialRef, record: dict[str, Any]) -> None:
         with self._lock:
             self.finished[ref] = record
             if self._abort_on_failure and record.get("status") != "ok":
                 self._stop.set()
+            if record.get("status") == "ok":
+                self._metric_seen = True
+            elif record.get("metric_missing"):  # one trial without the metric fails alone; the rest run ...
+                self._missing.append(record)
+                if len(self._missing) >= MISSING_METRIC_STOP and not self._metric_seen and self.contract_error is None:
+                    self.contract_error = self._missing[0]  # ... unless no trial returns it: a wrong task.metric
+                    self._stop.set()
             if record.get("contract_error") and self.contract_error is None:
                 self.contract_error = record
                 self._stop.set()

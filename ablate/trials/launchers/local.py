@@ -18,7 +18,9 @@ own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and m
 that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is one per ablation
 (:func:`ablate.trials.seeding.ablation_hash_seed`, recorded in every manifest), warm or not, and the same
 under ``launcher=slurm``. ``launcher.warm=false`` starts a fresh ``python -m ablate.trials.trial`` per trial,
-for tasks that cannot be forked (the launcher says when).
+for tasks that cannot be forked (the launcher says when). If the warm parent dies mid-run, the trials
+it was running are recorded ``killed`` with that cause, the ones it had not forked get no result (they
+stay pending: ``ablate resume`` runs them), and the launch stops forking and says so (:meth:`Monitor.halt`).
 
 A trial's log files are removed when it wrote nothing to them.
 """
@@ -120,6 +122,7 @@ class LocalLauncher(Launcher):
         self._procs_lock = threading.Lock()
         self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
         self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
+        self._died_with_parent: set[TrialRef] = set()  # trials of this launch that died with their warm parent
         self._hash_seed = "0"  # this launch's PYTHONHASHSEED (seeding.ablation_hash_seed), set by launch
 
     def describe(self) -> str:
@@ -144,15 +147,24 @@ class LocalLauncher(Launcher):
         self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
         self._warm = self._start_warm(sd, cwd, self._hash_seed) if self.warm and trials else None
 
+        unstarted: list[TrialRef] = []  # taken from the queue, then never forked: the warm parent had died
+        killed: list[TrialRef] = []  # running when the warm parent died, and died with it
+
         def slot(i: int) -> None:
             try:
-                while not monitor.should_stop():
+                while not monitor.should_stop() and not (self._warm is not None and self._warm.death):
                     try:
                         ref = work.get_nowait()
                     except queue.Empty:
                         return
                     monitor.started(ref)
                     rec = self._run_one(sd, ref, i, cwd, opts, timeout_s, threads_per_trial, modes[ref.arm])
+                    if rec is None:  # never forked: no result, it stays pending
+                        unstarted.append(ref)
+                        monitor.not_started(ref)
+                        continue
+                    if ref in self._died_with_parent:
+                        killed.append(ref)
                     monitor.finished_trial(ref, rec)
             except BaseException as exc:  # surfaced in the main thread
                 errors.append(exc)
@@ -175,12 +187,15 @@ class LocalLauncher(Launcher):
                 t.join(timeout=10)
             raise
         finally:
-            if self._warm is not None:
-                self._warm.close()
-                _drop_if_empty(self._warm.log)
-                self._warm = None
+            warm, self._warm = self._warm, None
+            if warm is not None:
+                warm.close()
+                _drop_if_empty(warm.log)
         if errors:
             raise errors[0]
+        if warm is not None and warm.death:
+            left = len(unstarted) + work.qsize()
+            monitor.halt(warm_death_message(sd, warm, len(killed), left))
 
     def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str) -> Any:
         """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
@@ -200,7 +215,8 @@ class LocalLauncher(Launcher):
             _kill_group(p)
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
-                 timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any]:
+                 timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any] | None:
+        """Run one trial and return its record; None when it never ran (its warm parent died first)."""
         tp = sd.trial(ref.arm, ref.seed)
         sd.mkdir(tp.dir)
         env = dict(os.environ)
@@ -258,8 +274,17 @@ class LocalLauncher(Launcher):
                                      "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
                                      "`ablate resume` re-runs it"})
         rc = proc.returncode
-        if rc is None:  # a warm trial whose warm parent died under it
-            status, msg = "killed", "the warm parent this trial was forked from died (see warm-parent.log)"
+        if rc is None and self._warm is not None:  # a warm trial whose warm parent died
+            if not proc.forked:
+                return None  # it was never forked: it did not run, so it gets no result (it stays pending)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # it dies with its parent (PR_SET_PDEATHSIG); make sure
+            self._died_with_parent.add(ref)
+            return write_result(tp, {**base, "status": "killed",
+                                     "error": f"{self._warm.death_note()} while the trial ran, and the trial "
+                                     f"died with it; `ablate resume {sd.root} --resubmit` re-runs it; {text_tail}"})
+        if rc is None:
+            status, msg = "killed", "the trial process ended without an exit status"
         elif rc < 0:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
             hint = " (SIGKILL: often the out-of-memory killer)" if -rc == signal.SIGKILL else ""
@@ -267,6 +292,22 @@ class LocalLauncher(Launcher):
         else:
             status, msg = "failed", f"the trial process exited with code {rc} without recording a result"
         return write_result(tp, {**base, "status": status, "error": f"{msg}; {text_tail}"})
+
+
+def warm_death_message(sd: SweepDir, warm: WarmParent, n_killed: int, n_unstarted: int) -> str:
+    """What to tell the user when the warm parent died during a launch: how it died, what became of the
+    running trials (recorded ``killed``) and of the ones not started yet (no result, pending), and the
+    commands that run them."""
+    what = warm.death_note().replace(" it was forked from", " every trial is forked from")
+    parts = [f"{what} during the run"]
+    if n_killed:
+        parts.append(f"{n_killed} trial(s) running then died with it and are recorded `killed`")
+    if n_unstarted:
+        parts.append(f"{n_unstarted} trial(s) had not started and stay pending (no result)")
+    fix = (f"`ablate resume {sd.root}` runs the pending ones" if n_unstarted else "")
+    if n_killed:
+        fix += ("; " if fix else "") + f"`ablate resume {sd.root} --resubmit` also re-runs the killed ones"
+    return "; ".join(parts) + (f". Fix: {fix}" if fix else "")
 
 
 def log_tail(tp: Any) -> str:

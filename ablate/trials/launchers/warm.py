@@ -48,6 +48,12 @@ class WarmTrial:
         """The return code when the trial has ended, else None."""
         return self.returncode if self._ended.is_set() else None
 
+    @property
+    def forked(self) -> bool:
+        """True once the warm parent reported the trial's pid: a process was made for it. False for a
+        trial whose warm parent died (or was gone) before it forked it: it never ran."""
+        return self.pid is not None
+
 
 class WarmParent:
     """A warm parent for the trials of one sweep dir.
@@ -94,7 +100,11 @@ class WarmParent:
                 if fd is not None:
                     os.close(fd)
         self.log = log or "the job's stderr"
+        self._log_file = log
         self.env = dict(env)
+        #: How the warm parent died, once it has (None while it serves forks): see :meth:`death_note`.
+        self.death: str | None = None
+        self._closing = False
         self._lock = threading.Lock()
         self._next_id = 0
         self._trials: dict[int, WarmTrial] = {}
@@ -154,7 +164,12 @@ class WarmParent:
                 handle._started.set()
                 handle._ended.set()
                 return handle
-        handle._started.wait()
+        while not handle._started.wait(1.0):  # the reader ends every handle when the parent's pipe closes ...
+            if not self._reader.is_alive():  # ... and one asked for after that is never forked
+                with self._lock:
+                    self._trials.pop(rid, None)
+                handle._started.set()
+                handle._ended.set()
         return handle
 
     def _read(self) -> None:
@@ -172,6 +187,8 @@ class WarmParent:
                 handle._ended.set()
                 with self._lock:
                     self._trials.pop(msg["id"], None)
+        if not self._closing:
+            self.death = self._how_it_died()
         with self._lock:  # the warm parent is gone: whatever it ran is gone with it
             left = list(self._trials.values())
             self._trials.clear()
@@ -179,8 +196,30 @@ class WarmParent:
             handle._started.set()
             handle._ended.set()
 
+    def _how_it_died(self) -> str:
+        """``killed by SIGKILL`` / ``exited with code N``: the warm parent's end, read once its pipe closed."""
+        try:
+            rc = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # its pipe closed, yet it runs: it is of no use any more
+            return "closed its pipe to ablate"
+        if rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else f"signal {-rc}"
+            return f"killed by {name}" + (", often the out-of-memory killer" if -rc == signal.SIGKILL else "")
+        return f"exited with code {rc}"
+
+    def death_note(self) -> str:
+        """One clause on the warm parent's death for a trial's record: its pid, how it died, and its log when
+        that holds anything (a log it wrote nothing to is removed, so it is never named)."""
+        note = f"the warm parent (pid {self.pid}) it was forked from died ({self.death or 'it is gone'})"
+        try:
+            wrote = self._log_file is not None and os.path.getsize(self._log_file) > 0
+        except OSError:
+            wrote = False
+        return note + (f"; its output: {self._log_file}" if wrote else "")
+
     def close(self, timeout_s: float = 10.0) -> None:
         """End the warm parent (it kills any trial still running) and wait for it."""
+        self._closing = True
         with contextlib.suppress(OSError):
             self._in.close()
         try:

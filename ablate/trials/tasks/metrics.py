@@ -57,13 +57,15 @@ def reduce_series(series: Series, rule: str) -> tuple[float, int | None]:
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
+    """A metric value read from an app's output as a number; a bool stays a bool (a 0/1 metric, which the
+    trial counts as 1/0 and names in its record, as for a function task), anything else None (skipped)."""
     if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
         try:
             v = v.item()
         except (TypeError, ValueError):
             return None
+    if isinstance(v, bool):
+        return v
     if isinstance(v, int | float):
         return float(v)
     if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf"):  # how the callback stores them (JSON has none)
