@@ -155,6 +155,8 @@ def test_howto_dvc_steps_run_as_written_in_a_new_project(tmp_path: Path) -> None
     (proj / "data" / "train.npz").write_bytes(b"\x00" * 1024)
     (proj / "conf").mkdir()
     (proj / "conf" / "ablate.yaml").write_text("defaults:\n  - ablate_base\n  - _self_\n")
+    (proj / "my_project").mkdir()
+    (proj / "my_project" / "train.py").write_text("def main(cfg):\n    return {'val_acc': 0.5}\n")
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -164,5 +166,7 @@ def test_howto_dvc_steps_run_as_written_in_a_new_project(tmp_path: Path) -> None
     assert subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=proj, capture_output=True,
                           text=True, check=True).stdout == ""
     assert (proj / "data.dvc").is_file() and "/data" in (proj / ".gitignore").read_text()
+    tracked = subprocess.run(["git", "ls-files"], cwd=proj, capture_output=True, text=True, check=True).stdout.split()
+    assert "my_project/train.py" in tracked and "conf/ablate.yaml" in tracked and "data/train.npz" not in tracked
     code = pin_code(proj, allow_dirty=False)
     assert code["dirty"] is False
