@@ -90,7 +90,10 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     sd = SweepDir.open(args.dir)
     _require_a_result(sd, name)
     if args.against is not None:
-        args.against = str(SweepDir.open(args.against).root.absolute())  # checked before anything is written
+        try:  # checked before anything is written; the error names the option, not this command's DIR
+            args.against = str(SweepDir.open(args.against).root.absolute())
+        except SweepDirError as exc:
+            raise SweepDirError(exc.what, where="--against", fix=exc.fix) from None
     wait_plots, recompute = args.wait_plots, args.recompute
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("dir", "wait_plots", "recompute") and v is not None}

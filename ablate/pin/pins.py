@@ -635,7 +635,7 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                 raise missing_data(rel, cwd)
             if recorded is None:
                 raise PinError(f"{out_rel} has no hash recorded in {src} yet (dvc status: new)", where="task.data",
-                               fix="run `dvc repro` or `dvc commit`, then commit the lock file")
+                               fix=f"run `dvc repro` or `dvc commit`, then `git add {src}` and commit it")
             actual = _hash_without_state(out).value
             if actual != recorded:
                 raise PinError(
@@ -644,7 +644,7 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     where="task.data",
                     fix=f"restore it with `dvc checkout --force {out_rel}` (DVC will not overwrite a modified "
                     "file without --force), or if the change is intended, `dvc commit` "
-                    "(or `dvc repro`) and commit the lock file",
+                    f"(or `dvc repro`), then `git add {src}` and commit it",
                 )
             pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src,
                          "content": digest.digest(abspath)["digest"]}

@@ -111,6 +111,7 @@ def test_data_edit_keeping_size_inode_mtime_refused_at_launch(project: Path, tmp
     assert res.returncode == 2, res.stderr
     assert "data/digits.npz differs from what dvc.lock records" in res.stderr
     assert "dvc checkout --force data/digits.npz" in res.stderr and "Traceback" not in res.stderr
+    assert "`git add dvc.lock` and commit it" in res.stderr
     assert not list(project.glob("outputs/ablate/*/*/trials"))
 
 
@@ -241,8 +242,9 @@ def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: st
     assert seen["shards"]["hash"] is None
     (problem,) = pins.mismatches(plan["pins"], {"data": seen})
     assert "shards changed since launch" in problem and "dvc checkout --force shards" in problem
-    with pytest.raises(PinError, match=re.escape("shards differs from what shards.dvc records")):
+    with pytest.raises(PinError, match=re.escape("shards differs from what shards.dvc records")) as err:
         pins.pin_data(["shards"], project)
+    assert "`git add shards.dvc` and commit it" in str(err.value)  # the file DVC records it in, by name
 
 
 def test_trial_processes_check_data_without_importing_dvc(probe_project: Path) -> None:

@@ -118,3 +118,16 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     res = ablate_cli(project, "verdict", str(proxy))
     assert res.returncode == 0, res.stderr
     assert "Not compared: the target cannot be read" in (proxy / "verdict.md").read_text()
+
+
+def test_against_a_dir_that_is_no_sweep_dir_names_the_option(tmp_path: Path) -> None:
+    """`ablate verdict DIR --against OTHER` with OTHER not a sweep dir: the one-line error names `--against`
+    (not DIR, which is fine), exit 2, and DIR's verdict is not touched."""
+    from tests.helpers import ablate_cli, make_sweep
+
+    root = make_sweep(tmp_path / "sw", {"control": [0.71, 0.70, 0.73], "lr=0.1": [0.73, 0.74, 0.72]})
+    (tmp_path / "other").mkdir()
+    res = ablate_cli(tmp_path, "verdict", str(root), "--against", str(tmp_path / "other"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("ablate: error: `--against`: ") and "not an ablate sweep dir" in res.stderr
+    assert not (root / "verdict.md").exists()
