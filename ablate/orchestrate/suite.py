@@ -1,18 +1,8 @@
-"""Suites (the entry point): plan and run several one-variable ablations against one shared control, in one sweep
-dir. The pure planning is :mod:`ablate.plan.suite`; the suite's part of the verdict is :mod:`ablate.judge.suite`.
+"""Suites (the entry point): compose once per variable, plan each against the shared control and run the
+merged plan in one sweep dir (``ablate -m variable=lr,dropout seeds=10``, or ``ablate.run(variable=[...])``).
 
-``ablate -m variable=lr,dropout,warmup seeds=10`` (Hydra's choice syntax over the ``variable`` group)
-composes the config once per variable, checks that every composition gives the same control, plans
-each variable against that control (each treatment proved to differ from the control in its own key
-only, :func:`ablate.plan.arms.make_plan`), and merges the plans: the control arm runs once, so 3 variables
-x 1 treatment x 10 seeds is 10 control trials + 30 treatment trials = 40 trials, not 60.
-
-Multiplicity is declared over the whole suite (``family=suite``, the default: Holm over every treatment
-of every variable) or per variable (``family=variable``: one Holm family per variable). The verdict
-says which.
-
-Everything downstream (trials, ``status``, ``resume``, ``collect``, SLURM, trackers, ``ablate.load``)
-reads the merged plan from ``ablation.yaml`` like any other: the arms carry the name of their variable.
+What a suite is, and how its plans merge, is :mod:`ablate.plan.suite` (the pure part); the suite's part of the
+verdict (multiplicity statement, per-arm confounds) is :mod:`ablate.judge.suite`.
 """
 
 from __future__ import annotations
