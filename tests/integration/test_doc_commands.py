@@ -17,6 +17,7 @@ A doc whose command drifts from the code (a renamed setting, a removed option) f
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -65,6 +66,8 @@ def doc_commands() -> list[tuple[str, int, str]]:
             if not in_shell:
                 continue
             text = line.strip().removeprefix("$ ")
+            while re.match(r"[A-Z_][A-Z0-9_]*=\S* ", text):  # `WANDB_MODE=offline ablate ...`: the env is the doc's
+                text = text.split(" ", 1)[1].lstrip()
             words = text.split()
             if len(words) < 2 or words[0] != "ablate" or not (words[1].startswith("-") or words[1] in SUBCOMMANDS
                                                               or "=" in words[1]):
@@ -170,3 +173,33 @@ def test_howto_dvc_steps_run_as_written_in_a_new_project(tmp_path: Path) -> None
     assert "my_project/train.py" in tracked and "conf/ablate.yaml" in tracked and "data/train.npz" not in tracked
     code = pin_code(proj, allow_dirty=False)
     assert code["dirty"] is False
+
+
+def _benchmark_commands() -> list[tuple[str, str]]:
+    """(doc, command) for every ``python benchmarks/NAME.py [--flags]`` a doc shows, in a block or inline."""
+    out = []
+    for path in DOCS:
+        for m in re.finditer(r"python (benchmarks/\w+\.py(?: [^`\n#]*)?)", path.read_text()):
+            out.append((path.name, m.group(1).strip()))
+    return out
+
+
+def test_every_benchmark_command_of_the_docs_names_a_script_and_flags_it_takes() -> None:
+    """The benchmarks take minutes to an hour, so the docs test does not run them: each one a doc names exists,
+    starts (``--help``, exit 0), and takes every ``--flag`` the doc gives it."""
+    import subprocess
+    import sys
+
+    cmds = _benchmark_commands()
+    assert len(cmds) >= 12
+    helps: dict[str, str] = {}
+    for doc, cmd in cmds:
+        script, *args = shlex.split(cmd)
+        assert (REPO / script).is_file(), f"{doc}: {script} does not exist"
+        if script not in helps:
+            res = subprocess.run([sys.executable, script, "--help"], cwd=REPO, capture_output=True, text=True,
+                                 timeout=300)
+            assert res.returncode == 0, f"{doc}: {script} --help: {res.stderr[-400:]}"
+            helps[script] = res.stdout
+        for flag in (a for a in args if a.startswith("--")):
+            assert flag in helps[script], f"{doc}: {script} does not take {flag}"
