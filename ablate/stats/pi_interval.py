@@ -42,14 +42,18 @@ def newcombe_interval(estimate: Any, n_t: int, n_c: int, confidence_level: float
     Returns
     -------
     (low, high) : numpy.ndarray
-        The θ solving (θ̂ - θ)² = z² V(θ) below and above θ̂; always inside [0, 1].
+        Shaped like ``estimate`` (0-d for a scalar): the θ solving (θ̂ - θ)² = z² V(θ) below and above θ̂;
+        always inside [0, 1].
 
     Notes
     -----
     Newcombe, R. G. (2006), "Confidence intervals for an effect size measure based on the Mann-Whitney
     statistic. Part 2: asymptotic methods and evaluation", Stat. Med. 25:559-573; Hanley, J. A. & McNeil,
-    B. J. (1982), Radiology 143:29-36. z from ``scipy.special.ndtri`` (the normal quantile); a scalar
-    estimate is solved with ``scipy.optimize.brentq``, a batch by bisection.
+    B. J. (1982), Radiology 143:29-36. z from ``scipy.special.ndtri`` (the normal quantile). A scalar and a
+    batch run the same bisection (a scalar is a 0-d batch), so :func:`ablate.stats.prob_improvement`, which
+    passes one estimate, gets the interval the coverage tests measure; at θ̂ = 0 the interval is [0, θ_U]
+    with θ_U > 0, and at θ̂ = 1 it is [θ_L, 1] with θ_L < 1 (V(θ) > 0 inside (0, 1), so the score equation
+    has a root away from the edge), never [0, 0] or [1, 1].
     """
     from scipy.special import ndtri
 
@@ -58,18 +62,6 @@ def newcombe_interval(estimate: Any, n_t: int, n_c: int, confidence_level: float
 
     def f(theta: np.ndarray) -> np.ndarray:
         return (est - theta) ** 2 - z2 * _hanley_mcneil_var(theta, n_t, n_c)
-
-    if est.ndim == 0:
-        from scipy.optimize import brentq
-
-        e = float(est)
-
-        def g(theta: float) -> float:
-            return (e - theta) ** 2 - z2 * float(_hanley_mcneil_var(np.float64(theta), n_t, n_c))
-
-        lo = 0.0 if e <= 0 or g(0.0) <= 0 else brentq(g, 0.0, e, xtol=1e-14)
-        hi = 1.0 if e >= 1 or g(1.0) <= 0 else brentq(g, e, 1.0, xtol=1e-14)
-        return np.asarray(lo), np.asarray(hi)
 
     # f(0) = est² >= 0, f(1) = (1 - est)² >= 0 and f(est) <= 0: one root on each side of est.
     lo_a, lo_b = np.zeros_like(est), est.copy()
