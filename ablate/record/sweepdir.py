@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,8 @@ PLOTS_LOG = "plots.log"
 PLOTS_HOLDER = "drawing the verdict's plots"
 #: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy.
 PLOTS_WAIT_S = 120.0
+#: Longest wait, in seconds, for a process that just took the lock to write its line (a refusal names it).
+HOLDER_WAIT_S = 2.0
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
@@ -569,19 +572,38 @@ class SweepDir:
         """
         if not self.try_acquire():
             raise SweepDirError(
-                f"another ablate process is working on {self.root} ({self.lock_holder()})",
+                f"another ablate process is working on {self.root} ({self.live_holder()})",
                 where="DIR",
                 fix="wait for it to finish, or stop it; `ablate status DIR` shows progress meanwhile",
             )
 
     def lock_holder(self) -> str:
-        """Who holds the lock, as the holder wrote it (``pid N on HOST since TIME``)."""
+        """Who holds the lock, as the holder wrote it (``pid N (COMMAND) on HOST since TIME``)."""
         try:
             fd = os.open(self.root / LOCK_FILE, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return "unknown process"
         with os.fdopen(fd, "rb") as fh:
-            return fh.read(200).decode(errors="replace").strip() or "unknown process"
+            return fh.read(1000).decode(errors="replace").strip() or "unknown process"
+
+    def live_holder(self, wait_s: float = HOLDER_WAIT_S) -> str:
+        """The lock holder's line once it names a live process, for a refusal (call it after the lock was
+        found taken).
+
+        A process that just took the lock writes its line right after the ``flock`` succeeds: until then
+        the file still holds the line of the previous holder (a process that died, say by SIGKILL) or
+        nothing. So this waits, up to ``wait_s``, for a line whose pid is alive on this host (another host's
+        line is taken as written), and falls back to the line as it is, marked as possibly stale.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            line = self.lock_holder()
+            m = re.match(r"pid (\d+)(?: \(.*\))? on (\S+) ", line)
+            if m and (m.group(2) != os.uname().nodename or _alive(int(m.group(1)))):
+                return line
+            if time.monotonic() > deadline:
+                return f"{line}; it may have just ended" if m else "a process that has not written its pid yet"
+            time.sleep(0.01)
 
     def try_acquire(self, *, clean: bool = True) -> bool:
         """Take the sweep dir's lock if no live process holds it; False when one does.
@@ -616,8 +638,7 @@ class SweepDir:
                     os.close(fd)
                     return False
                 time.sleep(0.02)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
+        write_holder(fd, holder_line())
         self._lock_fd = fd
         if clean:
             self.clean_debris()
@@ -716,11 +737,29 @@ def write_plots_holder(fd: int) -> None:
     process waiting for the drawing (:meth:`SweepDir.try_acquire`) never reads an empty line or one that
     does not end with the marker, which would make it refuse instead of wait.
     """
-    head = f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}"
+    head = holder_line()
     line = f"{head}: {PLOTS_HOLDER}"
     line = f"{head}{' ' * max(0, os.fstat(fd).st_size - len(line.encode()))}: {PLOTS_HOLDER}".encode()
     os.pwrite(fd, line, 0)
     os.ftruncate(fd, len(line))
+
+
+def holder_line() -> str:
+    """This process as the lock's holder: ``pid N (ablate resume DIR) on HOST since TIME``."""
+    argv = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
+    cmd = " ".join(argv)
+    if len(cmd) > 300:
+        cmd = cmd[:297] + "..."
+    return f"pid {os.getpid()} ({cmd}) on {os.uname().nodename} since {time.ctime()}"
+
+
+def write_holder(fd: int, line: str) -> None:
+    """Write ``line`` as the held lock file's content in one ``pwrite`` and only then cut the file to
+    size: a process reading it meanwhile sees the old line or the new one, never an empty file."""
+    data = f"{line}\n".encode()
+    data = data[:-1] + b" " * max(0, os.fstat(fd).st_size - len(data)) + b"\n"  # covers all of the old line
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))
 
 
 def _alive(pid: int) -> bool:
