@@ -302,7 +302,51 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
     raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir")
 
 
-def check_safe_mode(path: Path, st: os.stat_result | None = None) -> None:
+def check_safe_tree(root: Path) -> None:
+    """Refuse a sweep dir whose inner directories other users could write, or another user owns, as
+    :func:`check_safe_mode` does for the top one: ``code/`` and every directory in it (but ``__pycache__``,
+    which Python writes with the user's umask), ``trials/``, ``trials/<arm>/``, each trial's dir, and the
+    other directories at the top (about one ``lstat`` per trial). Symlinks are not followed (the writers
+    refuse to write through them).
+
+    Raises
+    ------
+    SweepDirError
+        Naming the first such directory, its mode or owner, and the ``chmod -R`` of the sweep dir that fixes it.
+    """
+    def check(path: str, depth: int) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        check_safe_mode(Path(path), st, top=root)
+        if depth == 0:
+            return
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for name in names:
+            if name != "__pycache__":  # written later by Python itself, with the user's umask
+                check(os.path.join(path, name), depth - 1)
+
+    try:
+        tops = os.listdir(root)
+    except OSError:
+        return
+    for name in tops:
+        p = os.path.join(root, name)
+        if name == "code":  # the snapshot trials import: every directory in it
+            check(p, 10_000)
+        elif name == "trials":  # trials/<arm>/<seed>/: what ablate makes with the sweep dir's mode (not what a
+            check(p, 2)  # task makes inside its trial dir, with the user's umask)
+        else:
+            check(p, 0)
+
+
+def check_safe_mode(path: Path, st: os.stat_result | None = None, *, top: Path | None = None) -> None:
     """Refuse a sweep dir that other users could write, or that another user owns.
 
     A group- or world-writable sweep dir lets anyone replace the code snapshot trials import, or the
@@ -321,7 +365,8 @@ def check_safe_mode(path: Path, st: os.stat_result | None = None) -> None:
     if st.st_mode & 0o022:
         raise SweepDirError(f"{path} has mode {stat.filemode(st.st_mode)}: other users can write into it and "
                             "replace the code or records trials and the verdict trust", where="DIR",
-                            fix=f"`chmod -R go-w {path}`, check nothing in it was changed, then run the command again")
+                            fix=f"`chmod -R go-w {top or path}`, check nothing in it was changed, then run the command "
+                            "again")
 
 
 @dataclass(frozen=True)
@@ -408,6 +453,7 @@ class SweepDir:
             )
         st = os.stat(p)
         check_safe_mode(p, st)
+        check_safe_tree(p.absolute())
         return cls(p, stat.S_IMODE(st.st_mode))  # inner dirs made later follow the sweep dir's own mode
 
     # -- paths ----------------------------------------------------------------------------------
