@@ -112,6 +112,35 @@ def to_json(obj: Any) -> str:
     return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
+#: The field of result.json holding the digest of the rest of the record (:func:`record_digest`).
+DIGEST_FIELD = "digest"
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of a trial record without its :data:`DIGEST_FIELD`, as it reads back from JSON
+    (keys sorted, compact): written into result.json at the end of the trial, so an accidental edit of
+    the record later shows (:func:`digest_mismatch`). Not a defence against a same-user adversary, who
+    can recompute it."""
+    import hashlib
+
+    data = json.loads(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+
+
+def with_digest(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with its :func:`record_digest` as the last field."""
+    rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
+    return {**rec, DIGEST_FIELD: record_digest(rec)}
+
+
+def digest_mismatch(record: Mapping[str, Any]) -> bool:
+    """True when a record carries a digest its content no longer matches (records older than the digest,
+    without one, are not flagged)."""
+    want = record.get(DIGEST_FIELD)
+    return isinstance(want, str) and want != record_digest(record)
+
+
 def os_error(exc: OSError, path: str | os.PathLike[str], doing: str = "write") -> SweepDirError:
     """The one-line error for an OS error on a sweep-dir file: what failed, where, and the fix.
 
