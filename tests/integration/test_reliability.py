@@ -377,3 +377,27 @@ def test_two_resumes_at_once_after_a_sigkill_one_runs_the_other_names_it(slow_pr
             assert rec["status"] == "ok", (rep, rec)
             mode = "a" if rec["arm"] == "control" else "b"
             assert rec["pid"] in ran[(mode, rec["seed"])], (rep, rec, ran)
+
+
+def test_a_trial_that_finds_an_ok_result_is_not_recorded_failed_over_it(slow_project: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local trial forked for a trial whose `ok` result is already there (run_trial never runs an ok trial
+    again: it exits 0 at once) leaves that result as it is: it is not recorded `failed` ("exited with code 0
+    without recording a result") by a process that ran nothing."""
+    from ablate.record.sweepdir import SweepDir
+    from ablate.trials.launchers.base import Monitor, TrialRef
+    from ablate.trials.launchers.local import LocalLauncher
+
+    res = ablate_cli(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
+    assert res.returncode == 0, res.stderr
+    (sd,) = _sweeps(slow_project)
+    path = sd / "trials" / "control" / "seed=0" / "result.json"
+    before = path.read_bytes()
+    assert json.loads(before)["status"] == "ok"
+    n_starts = len(_starts(slow_project))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    finished: list[dict] = []
+    monitor = Monitor(on_event=lambda kind, ref, rec: finished.append(rec) if kind == "finished" and rec else None)
+    LocalLauncher(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", 0, 2)], monitor)
+    assert path.read_bytes() == before  # the record its trial wrote, untouched
+    assert len(_starts(slow_project)) == n_starts  # the task did not run again
