@@ -24,7 +24,15 @@ from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
 from ablate.plan.suite import families
 from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
-from ablate.record.sweepdir import PLOTS_LOG, VERDICT_OPTIONS, SweepDir, read_json, write_atomic, write_json
+from ablate.record.sweepdir import (
+    PLOTS_LOG,
+    VERDICT_OPTIONS,
+    SweepDir,
+    digest_mismatch,
+    read_json,
+    write_atomic,
+    write_json,
+)
 from ablate.record.verdict_key import combine, context, outputs_recorded, record
 
 if TYPE_CHECKING:
@@ -538,6 +546,20 @@ def read_saved_options(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, Any]:
     return saved
 
 
+def edited_records(sd: SweepDir, plan: Mapping[str, Any]) -> list[str]:
+    """``arm/seed=k`` of each trial whose result.json no longer matches its digest (an accidental edit)."""
+    out = []
+    for arm in plan.get("arms") or []:
+        for seed in plan.get("seeds") or []:
+            try:
+                rec = sd.read_result(arm["name"], seed)
+            except SweepDirError:
+                continue
+            if isinstance(rec, dict) and digest_mismatch(rec):
+                out.append(f"{arm['name']}/seed={seed}")
+    return out
+
+
 def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows: list[dict[str, Any]] | None, *,
               plots: bool, write: bool = True, digest: TrialDigest | None = None) -> dict[str, Any]:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
@@ -554,6 +576,16 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:
         confounds = check(plan, iter_manifests(sd, plan, digest), used)  # one manifest in memory at a time
+    edited = edited_records(sd, plan)
+    if edited:
+        n = len(edited)
+        confounds["findings"] = [*confounds["findings"], {
+            "kind": "record", "field": "result.json", "severity": "warning", "aligned": False, "split": {},
+            "trials": edited,
+            "message": f"{n} trial record(s) no longer match the digest written when the trial ended (edited "
+                       f"since): {', '.join(edited[:10])}{' ...' if n > 10 else ''}; the verdict uses them as "
+                       "they are now. Fix: restore the original result.json, or re-run the trial "
+                       f"(move its dir aside, then `ablate resume {sd.root}`)"}]
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")

@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,8 @@ PLOTS_LOG = "plots.log"
 PLOTS_HOLDER = "drawing the verdict's plots"
 #: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy.
 PLOTS_WAIT_S = 120.0
+#: Longest wait, in seconds, for a process that just took the lock to write its line (a refusal names it).
+HOLDER_WAIT_S = 2.0
 LOCK_FILE = ".lock"
 CODE_DIR = "code"
 TRIALS_DIR = "trials"
@@ -107,6 +110,35 @@ def _sanitize_floats(obj: Any) -> Any:
 def to_json(obj: Any) -> str:
     """Serialise ``obj`` as standard JSON (NaN and inf become strings), indented, keys in given order."""
     return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+#: The field of result.json holding the digest of the rest of the record (:func:`record_digest`).
+DIGEST_FIELD = "digest"
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of a trial record without its :data:`DIGEST_FIELD`, as it reads back from JSON
+    (keys sorted, compact): written into result.json at the end of the trial, so an accidental edit of
+    the record later shows (:func:`digest_mismatch`). Not a defence against a same-user adversary, who
+    can recompute it."""
+    import hashlib
+
+    data = json.loads(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+
+
+def with_digest(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with its :func:`record_digest` as the last field."""
+    rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
+    return {**rec, DIGEST_FIELD: record_digest(rec)}
+
+
+def digest_mismatch(record: Mapping[str, Any]) -> bool:
+    """True when a record carries a digest its content no longer matches (records older than the digest,
+    without one, are not flagged)."""
+    want = record.get(DIGEST_FIELD)
+    return isinstance(want, str) and want != record_digest(record)
 
 
 def os_error(exc: OSError, path: str | os.PathLike[str], doing: str = "write") -> SweepDirError:
@@ -299,7 +331,51 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
     raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir")
 
 
-def check_safe_mode(path: Path, st: os.stat_result | None = None) -> None:
+def check_safe_tree(root: Path) -> None:
+    """Refuse a sweep dir whose inner directories other users could write, or another user owns, as
+    :func:`check_safe_mode` does for the top one: ``code/`` and every directory in it (but ``__pycache__``,
+    which Python writes with the user's umask), ``trials/``, ``trials/<arm>/``, each trial's dir, and the
+    other directories at the top (about one ``lstat`` per trial). Symlinks are not followed (the writers
+    refuse to write through them).
+
+    Raises
+    ------
+    SweepDirError
+        Naming the first such directory, its mode or owner, and the ``chmod -R`` of the sweep dir that fixes it.
+    """
+    def check(path: str, depth: int) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        check_safe_mode(Path(path), st, top=root)
+        if depth == 0:
+            return
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for name in names:
+            if name != "__pycache__":  # written later by Python itself, with the user's umask
+                check(os.path.join(path, name), depth - 1)
+
+    try:
+        tops = os.listdir(root)
+    except OSError:
+        return
+    for name in tops:
+        p = os.path.join(root, name)
+        if name == "code":  # the snapshot trials import: every directory in it
+            check(p, 10_000)
+        elif name == "trials":  # trials/<arm>/<seed>/: what ablate makes with the sweep dir's mode (not what a
+            check(p, 2)  # task makes inside its trial dir, with the user's umask)
+        else:
+            check(p, 0)
+
+
+def check_safe_mode(path: Path, st: os.stat_result | None = None, *, top: Path | None = None) -> None:
     """Refuse a sweep dir that other users could write, or that another user owns.
 
     A group- or world-writable sweep dir lets anyone replace the code snapshot trials import, or the
@@ -318,7 +394,8 @@ def check_safe_mode(path: Path, st: os.stat_result | None = None) -> None:
     if st.st_mode & 0o022:
         raise SweepDirError(f"{path} has mode {stat.filemode(st.st_mode)}: other users can write into it and "
                             "replace the code or records trials and the verdict trust", where="DIR",
-                            fix=f"`chmod -R go-w {path}`, check nothing in it was changed, then run the command again")
+                            fix=f"`chmod -R go-w {top or path}`, check nothing in it was changed, then run the command "
+                            "again")
 
 
 @dataclass(frozen=True)
@@ -405,6 +482,7 @@ class SweepDir:
             )
         st = os.stat(p)
         check_safe_mode(p, st)
+        check_safe_tree(p.absolute())
         return cls(p, stat.S_IMODE(st.st_mode))  # inner dirs made later follow the sweep dir's own mode
 
     # -- paths ----------------------------------------------------------------------------------
@@ -569,19 +647,38 @@ class SweepDir:
         """
         if not self.try_acquire():
             raise SweepDirError(
-                f"another ablate process is working on {self.root} ({self.lock_holder()})",
+                f"another ablate process is working on {self.root} ({self.live_holder()})",
                 where="DIR",
                 fix="wait for it to finish, or stop it; `ablate status DIR` shows progress meanwhile",
             )
 
     def lock_holder(self) -> str:
-        """Who holds the lock, as the holder wrote it (``pid N on HOST since TIME``)."""
+        """Who holds the lock, as the holder wrote it (``pid N (COMMAND) on HOST since TIME``)."""
         try:
             fd = os.open(self.root / LOCK_FILE, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return "unknown process"
         with os.fdopen(fd, "rb") as fh:
-            return fh.read(200).decode(errors="replace").strip() or "unknown process"
+            return fh.read(1000).decode(errors="replace").strip() or "unknown process"
+
+    def live_holder(self, wait_s: float = HOLDER_WAIT_S) -> str:
+        """The lock holder's line once it names a live process, for a refusal (call it after the lock was
+        found taken).
+
+        A process that just took the lock writes its line right after the ``flock`` succeeds: until then
+        the file still holds the line of the previous holder (a process that died, say by SIGKILL) or
+        nothing. So this waits, up to ``wait_s``, for a line whose pid is alive on this host (another host's
+        line is taken as written), and falls back to the line as it is, marked as possibly stale.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            line = self.lock_holder()
+            m = re.match(r"pid (\d+)(?: \(.*\))? on (\S+) ", line)
+            if m and (m.group(2) != os.uname().nodename or _alive(int(m.group(1)))):
+                return line
+            if time.monotonic() > deadline:
+                return f"{line}; it may have just ended" if m else "a process that has not written its pid yet"
+            time.sleep(0.01)
 
     def try_acquire(self, *, clean: bool = True) -> bool:
         """Take the sweep dir's lock if no live process holds it; False when one does.
@@ -616,8 +713,7 @@ class SweepDir:
                     os.close(fd)
                     return False
                 time.sleep(0.02)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}\n".encode())
+        write_holder(fd, holder_line())
         self._lock_fd = fd
         if clean:
             self.clean_debris()
@@ -716,11 +812,29 @@ def write_plots_holder(fd: int) -> None:
     process waiting for the drawing (:meth:`SweepDir.try_acquire`) never reads an empty line or one that
     does not end with the marker, which would make it refuse instead of wait.
     """
-    head = f"pid {os.getpid()} on {os.uname().nodename} since {time.ctime()}"
+    head = holder_line()
     line = f"{head}: {PLOTS_HOLDER}"
     line = f"{head}{' ' * max(0, os.fstat(fd).st_size - len(line.encode()))}: {PLOTS_HOLDER}".encode()
     os.pwrite(fd, line, 0)
     os.ftruncate(fd, len(line))
+
+
+def holder_line() -> str:
+    """This process as the lock's holder: ``pid N (ablate resume DIR) on HOST since TIME``."""
+    argv = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
+    cmd = " ".join(argv)
+    if len(cmd) > 300:
+        cmd = cmd[:297] + "..."
+    return f"pid {os.getpid()} ({cmd}) on {os.uname().nodename} since {time.ctime()}"
+
+
+def write_holder(fd: int, line: str) -> None:
+    """Write ``line`` as the held lock file's content in one ``pwrite`` and only then cut the file to
+    size: a process reading it meanwhile sees the old line or the new one, never an empty file."""
+    data = f"{line}\n".encode()
+    data = data[:-1] + b" " * max(0, os.fstat(fd).st_size - len(data)) + b"\n"  # covers all of the old line
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))
 
 
 def _alive(pid: int) -> bool:

@@ -31,7 +31,7 @@ from ablate.pin.ignored import explain_missing
 from ablate.plan.app_config import resolve_container
 from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
-from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, write_atomic, write_json
+from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
@@ -180,8 +180,10 @@ def _now() -> str:
 
 
 def write_result(tp: TrialPaths, record: dict[str, Any]) -> dict[str, Any]:
-    """Write ``result.json`` atomically and return the record."""
+    """Write ``result.json`` atomically, with its digest (:func:`ablate.record.sweepdir.record_digest`), and
+    return the record."""
     tp.dir.mkdir(parents=True, exist_ok=True)
+    record = with_digest(record)
     write_json(tp.result, record)
     return record
 

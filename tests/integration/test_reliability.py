@@ -316,3 +316,88 @@ def test_a_metric_missing_in_one_seed_fails_those_trials_only(values_project: Pa
                 assert rec["status"] == "ok", rec
     verdict = json.loads((sd / "verdict.json").read_text())
     assert {a["arm"]: (a["n"], a["n_failed"]) for a in verdict["arms"]} == {"control": (3, 1), "mode=b": (3, 1)}
+
+
+# -- item 4: two resumes at once ---------------------------------------------------------------------------------
+
+RACE_REPS = 20
+
+
+def test_two_resumes_at_once_after_a_sigkill_one_runs_the_other_names_it(slow_project: Path) -> None:
+    """Repeated: a run (launcher=local, 3 seeds) SIGKILLed as a process group mid-run, then two `ablate
+    resume DIR` started back to back. Exactly one proceeds; the other refuses in one line naming the winner's
+    pid and command; every trial ends `ok`, recorded by the process that ran the task (its pid in the task's
+    own start log), never `failed` by a process that did not run it. The first killed run is the ablation's
+    start; then, to keep the loop short, its trials are removed and a held `ablate resume` is the killed run."""
+    import shutil
+
+    exe = str(Path(sys.executable).with_name("ablate"))
+    hold = slow_project.parent / "hold"
+    log = slow_project.parent / "starts.log"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    first = [exe, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local", "launcher.max_parallel=2",
+             "progress=off"]
+    sd: Path | None = None
+    for rep in range(RACE_REPS):
+        hold.write_text("")
+        log.unlink(missing_ok=True)
+        if sd is not None:  # everything pending again, as before a start
+            shutil.rmtree(sd / "trials")
+            for name in ("verdict.json", "verdict.md", "results.csv"):
+                (sd / name).unlink(missing_ok=True)
+        run = subprocess.Popen(first if sd is None else [exe, "resume", str(sd)], cwd=slow_project, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and not list(slow_project.glob("outputs/ablate/*/*/trials/*/*/manifest.json")):
+            time.sleep(0.01)
+        (sd,) = _sweeps(slow_project)
+        os.killpg(run.pid, signal.SIGKILL)  # the whole process group, mid-run
+        run.wait()
+        hold.unlink()  # the resumed trials return at once
+        a, b = (subprocess.Popen([exe, "resume", str(sd)], cwd=slow_project, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(2))
+        outs = {p.pid: (p, *p.communicate(timeout=120)) for p in (a, b)}
+        codes = sorted(p.returncode for p, _, _ in outs.values())
+        assert codes == [0, 2], (rep, [(p.returncode, err) for p, _, err in outs.values()])
+        (winner,) = [p for p, _, _ in outs.values() if p.returncode == 0]
+        (loser,) = [p for p, _, _ in outs.values() if p.returncode == 2]
+        err = outs[loser.pid][2]
+        assert "Traceback" not in err, err
+        (line,) = err.strip().splitlines()
+        assert f"pid {winner.pid} (ablate resume {sd}) on " in line, (rep, line)
+        assert "unknown process" not in line
+        ran: dict[tuple[str, int], set[int]] = {}  # (mode, seed) -> pids that ran the task, from its own log
+        for entry in log.read_text().splitlines():
+            _, mode, seed, pid = entry.split()
+            ran.setdefault((mode, int(seed)), set()).add(int(pid))
+        results = sorted(sd.glob("trials/*/seed=*/result.json"))
+        assert len(results) == 6, (rep, results)
+        for res in results:
+            rec = json.loads(res.read_text())
+            assert rec["status"] == "ok", (rep, rec)
+            mode = "a" if rec["arm"] == "control" else "b"
+            assert rec["pid"] in ran[(mode, rec["seed"])], (rep, rec, ran)
+
+
+def test_a_trial_that_finds_an_ok_result_is_not_recorded_failed_over_it(slow_project: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local trial forked for a trial whose `ok` result is already there (run_trial never runs an ok trial
+    again: it exits 0 at once) leaves that result as it is: it is not recorded `failed` ("exited with code 0
+    without recording a result") by a process that ran nothing."""
+    from ablate.record.sweepdir import SweepDir
+    from ablate.trials.launchers.base import Monitor, TrialRef
+    from ablate.trials.launchers.local import LocalLauncher
+
+    res = ablate_cli(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
+    assert res.returncode == 0, res.stderr
+    (sd,) = _sweeps(slow_project)
+    path = sd / "trials" / "control" / "seed=0" / "result.json"
+    before = path.read_bytes()
+    assert json.loads(before)["status"] == "ok"
+    n_starts = len(_starts(slow_project))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    finished: list[dict] = []
+    monitor = Monitor(on_event=lambda kind, ref, rec: finished.append(rec) if kind == "finished" and rec else None)
+    LocalLauncher(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", 0, 2)], monitor)
+    assert path.read_bytes() == before  # the record its trial wrote, untouched
+    assert len(_starts(slow_project)) == n_starts  # the task did not run again

@@ -102,6 +102,27 @@ def test_group_writable_sweep_dir_refused_and_inner_modes_follow(project: Path) 
     assert ablate(project, "status", str(sd)).returncode == 0
 
 
+def test_group_writable_inner_dirs_refused_like_the_top_one(project: Path) -> None:
+    """Issue 26 item 8: an inner dir others can write (code/ or a dir in the snapshot, trials/, trials/<arm>/,
+    a trial's dir) is refused as the top one is, naming that dir; the fix given (`chmod -R go-w DIR`) works."""
+    res = ablate_cli(project, *ONE, "launcher=inline", 'sweep_dir_mode="0750"')
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    snapshot_dir = next(p for p in (sd / "code").rglob("*") if p.is_dir() and not p.is_symlink())
+    inner = [sd / "code", snapshot_dir, sd / "trials", sd / "trials" / "lr=0.5", sd / "trials" / "control" / "seed=1"]
+    for d in inner:
+        os.chmod(d, 0o770)
+        for cmd in ("status", "verdict", "resume"):
+            r = ablate(project, cmd, str(sd))
+            assert r.returncode == 2, (d, cmd, r.stderr)
+            assert "Traceback" not in r.stderr
+            (line,) = r.stderr.strip().splitlines()
+            assert f"{d} has mode drwxrwx---: other users can write into it" in line, line
+            assert f"chmod -R go-w {sd}`" in line
+        subprocess.run(["chmod", "-R", "go-w", str(sd)], check=True)  # the fix the message gives
+        assert ablate(project, "status", str(sd)).returncode == 0
+
+
 def _hold_lock(sd: Path) -> subprocess.Popen[str]:
     code = ("import sys, time; from ablate.record.sweepdir import SweepDir; SweepDir(sys.argv[1]).acquire(); "
             "print('held', flush=True); time.sleep(600)")
@@ -252,3 +273,31 @@ def test_trial_process_tree_ends_with_the_trial(project: Path, tmp_path: Path, l
         for p in pids:
             if not _gone(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_a_record_edited_after_its_trial_is_reported_by_the_verdict(project: Path) -> None:
+    """Issue 26 item 8: each result.json carries a digest written when its trial ended; `ablate verdict`
+    reports (verdict.json finding, verdict.md) a record whose content no longer matches it."""
+    import json
+
+    from ablate.record.sweepdir import record_digest
+
+    res = ablate_cli(project, *ONE, "launcher=inline")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    for p in sd.glob("trials/*/seed=*/result.json"):  # every record, as written at the end of its trial
+        rec = json.loads(p.read_text())
+        assert rec["digest"] == record_digest(rec), p
+    clean = json.loads((sd / "verdict.json").read_text())
+    assert not [f for f in clean["confounds"]["findings"] if f["kind"] == "record"]
+    path = sd / "trials" / "lr=0.5" / "seed=1" / "result.json"
+    rec = json.loads(path.read_text())
+    rec["metrics"] = {k: v + 0.25 for k, v in rec["metrics"].items()}  # an accidental edit
+    path.write_text(json.dumps(rec, indent=2))
+    r = ablate(project, "verdict", str(sd), "--no-plots")
+    assert r.returncode == 0, r.stderr
+    verdict = json.loads((sd / "verdict.json").read_text())
+    (finding,) = [f for f in verdict["confounds"]["findings"] if f["kind"] == "record"]
+    assert finding["trials"] == ["lr=0.5/seed=1"]
+    assert "no longer match the digest" in finding["message"]
+    assert "lr=0.5/seed=1" in (sd / "verdict.md").read_text()

@@ -140,4 +140,25 @@ def test_the_holder_line_always_ends_with_the_marker(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     line = path.read_text()
-    assert line.endswith(f": {PLOTS_HOLDER}") and len(line) == 300 and line.startswith(f"pid {os.getpid()} on ")
+    assert line.endswith(f": {PLOTS_HOLDER}") and len(line) == 300 and line.startswith(f"pid {os.getpid()} (")
+    assert f") on {os.uname().nodename} since " in line  # the holder's command, then its host and start
+
+
+def test_a_holder_line_replaces_a_longer_one_with_no_old_tail_and_a_refusal_skips_a_dead_pid(tmp_path: Path) -> None:
+    """The lock holder's line is written over the previous holder's in one write (never an empty file), padded
+    to its length; a refusal names a live holder, not the dead one whose line is still there."""
+    from ablate.record.sweepdir import write_holder
+
+    sd = SweepDir(tmp_path)
+    path = tmp_path / ".lock"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path.write_text(f"pid {dead.pid} (ablate resume {tmp_path}/with/a/long/name) on {os.uname().nodename} since x\n")
+    assert sd.live_holder(wait_s=0.2).endswith("it may have just ended")  # the dead pid: said so, after the wait
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_holder(fd, f"pid {os.getpid()} (ablate resume d) on {os.uname().nodename} since now")
+    finally:
+        os.close(fd)
+    assert sd.lock_holder() == f"pid {os.getpid()} (ablate resume d) on {os.uname().nodename} since now"
+    assert sd.live_holder(wait_s=0.0) == sd.lock_holder()

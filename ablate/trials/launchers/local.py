@@ -269,6 +269,10 @@ class LocalLauncher(Launcher):
                                      f"{text_tail}"})
         if fresh:
             return rec  # type: ignore[return-value]
+        if rec is not None and rec.get("status") == "ok" and proc.returncode == 0:
+            # the trial found a finished result already there (run_trial never runs an `ok` trial again):
+            # it ran nothing, so nothing is recorded in its name; the result stays as its writer left it
+            return rec
         if self._stopping.is_set():  # we stopped it (Ctrl-C or on_failure=abort): not the trial's fault
             return write_result(tp, {**base, "status": "interrupted",
                                      "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
