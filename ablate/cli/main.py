@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ablate.errors import AblateError, UserError
 
@@ -74,6 +75,9 @@ def _hydra_main(argv: list[str]) -> int:
     parser = get_args_parser()
     parser.prog = "ablate"
     args = parser.parse_intermixed_args(argv)  # options may come after overrides, as users type them
+    if args.config_path is not None:  # absolute first: the project's root may become the working dir
+        args.config_path = os.path.abspath(args.config_path)
+        _enter_project(args.config_path)
     config_path = args.config_path if args.config_path is not None else default_config_path()
     config_dirs = [args.config_dir] if args.config_dir else []
     if config_path is None and not config_dirs:
@@ -126,6 +130,25 @@ def _hydra_main(argv: list[str]) -> int:
             raise ConfigError(f"{what} without -m: a run without -m trains the control once", where="-m",
                               fix=f"add -m to plan or run the ablation: `ablate -m {' '.join(argv)}`")
     return _delegate_to_hydra(args, parser, config_path)
+
+
+def _enter_project(config_path: str) -> None:
+    """Run from the root of the project that ``--config-path`` names (the directory holding the config dir).
+
+    A project's paths (``task.data``, the task's module, the git repo its code is pinned to, the sweep dir)
+    are relative to its root, the directory holding the config dir. Run from elsewhere, ablate would pin
+    the wrong repo and look for the data in the wrong place; it changes to that root and says so once.
+    """
+    conf = Path(config_path).absolute()
+    if not conf.is_dir():
+        return  # Hydra's own error names the missing directory
+    root = conf.parent
+    here = Path.cwd().absolute()
+    if here == root:
+        return
+    os.chdir(root)
+    print(f"ablate: running in {root}, the project of --config-path {config_path} (its paths are relative to it)",
+          file=sys.stderr)
 
 
 def _delegate_to_hydra(args: object, parser: object, config_path: str | None) -> int:

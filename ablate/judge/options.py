@@ -84,7 +84,7 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     d = DEFAULTS
     looks = o.get("looks") or d.looks
     return VerdictOptions(
-        alpha=float(number(o.get("alpha", d.alpha), "alpha", lo=1e-6, hi=0.5)),
+        alpha=float(number(o.get("alpha", d.alpha), "alpha", lo=1e-6, hi=0.5, example=d.alpha)),
         margin=parse_margin(o.get("margin", d.margin)),
         pairing=choice(o.get("pairing", d.pairing), PAIRING, "pairing"),
         multiplicity=choice(o.get("multiplicity", d.multiplicity), MULTIPLICITY, "multiplicity"),

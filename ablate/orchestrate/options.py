@@ -68,7 +68,8 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     """
     task = cfg.get("task") or {}
     if not isinstance(task, Mapping):
-        raise ConfigError("must be a config node (conf/task/<name>.yaml)", where="task")
+        raise ConfigError("must be a config node (conf/task/<name>.yaml)", where="task",
+                          fix="choose a task option by name (`task=<name>`), not a value")
     metric = task.get("metric")
     if not isinstance(metric, str) or not metric:
         raise ConfigError("the task declares no metric to compare arms on", where="task.metric",
@@ -82,7 +83,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
             raise ValueError
     except ValueError:
         raise ConfigError(f"must be octal permission bits giving the owner rwx (e.g. \"0700\" or \"0750\"), "
-                          f"got {mode_raw!r}", where="sweep_dir_mode") from None
+                          f"got {mode_raw!r}", where="sweep_dir_mode", fix="e.g. `sweep_dir_mode='0700'`") from None
     if mode & 0o022:
         raise ConfigError(f"{oct(mode)[2:].zfill(4)} lets other users write into the sweep dir (they could replace "
                           "the code snapshot trials import, or the records the verdict reads)",
@@ -118,12 +119,12 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         allow_dirty=boolean(cfg.get("allow_dirty", False), "allow_dirty"),
         wait=boolean(cfg.get("wait", True), "wait"),
         on_failure=choice(cfg.get("on_failure", "report"), ON_FAILURE, "on_failure"),
-        max_retries=number(cfg.get("max_retries", 1), "max_retries", lo=0, integer=True),
-        timeout_min=number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True),
+        max_retries=number(cfg.get("max_retries", 1), "max_retries", lo=0, integer=True, example=1),
+        timeout_min=number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True, example=60),
         progress=choice(progress, ("auto", "off"), "progress"),
         sweep_dir_mode=mode,
         threads=number(cfg.get("threads", 1), "threads", lo=1, integer=True),
-        alpha=number(cfg.get("alpha", DEFAULTS.alpha), "alpha", lo=1e-6, hi=0.5),
+        alpha=number(cfg.get("alpha", DEFAULTS.alpha), "alpha", lo=1e-6, hi=0.5, example=DEFAULTS.alpha),
         margin=parse_margin(cfg.get("margin", DEFAULTS.margin)),
         pairing=choice(cfg.get("pairing", DEFAULTS.pairing), PAIRING, "pairing"),
         multiplicity=choice(cfg.get("multiplicity", DEFAULTS.multiplicity), MULTIPLICITY, "multiplicity"),

@@ -500,6 +500,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
             f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
             where="task",
+            fix="fix the task (the trial's log is in its dir), then start the ablation again",
         )
     out(str(sd.verdict_md))
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left

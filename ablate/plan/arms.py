@@ -264,6 +264,8 @@ def parse_variable(var_cfg: Any, name: str | None, available: Sequence[str] = ()
             f"conf/variable/{name}.yaml must set exactly one of `key` (a dotted config path, e.g. "
             "task.optim.lr) or `group` (a config group to swap, e.g. task/optim)",
             where=f"variable={name}",
+            fix=f"add `key: <dotted.path>` or `group: <group>` to conf/variable/{name}.yaml (`ablate --cfg job` "
+            "lists the keys)",
         )
     values = var_cfg.get("values")
     where = "variable.values"
@@ -564,7 +566,8 @@ def _check_not_reserved(key: str, name: str) -> None:
 def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], variable: Variable,
                 seeds: list[int], compose: Callable[[str], Mapping[str, Any]] | None, chosen: Any) -> Plan:
     if compose is None:
-        raise PlanError("a group variable needs the config composer", where=f"variable={variable.name}")
+        raise PlanError("a group variable needs the config composer", where=f"variable={variable.name}",
+                        fix="run the ablation from the CLI (`ablate -m variable=...`), which composes each option")
     group = variable.key
     root = group.replace("/", ".")
     arms = [Arm(name=CONTROL, label=f"{chosen} (control)" if chosen else "(control)", value=chosen, config=control)]
@@ -576,7 +579,9 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
                               where=f"variable.values[{i}]", fix="drop it from the values; the control arm always runs")
         if not isinstance(option, str):
             raise ConfigError(f"must be the name of an option of config group {group}, got {format_value(option)}",
-                              where=f"variable.values[{i}]")
+                              where=f"variable.values[{i}]",
+                              fix=f"list option names of {group} (its files conf/{group}/<name>.yaml), quoted if "
+                              "YAML would read them as numbers")
         treat = {k: v for k, v in dict(compose(f"{group}={option}")).items() if k != "hydra"}
         changes, derived = prove(control, control_resolved, treat, {root}, raw_flat | flatten(treat))
         touched = sorted({r for r in RESERVED_KEYS for k in changes if k == r or k.startswith(r + ".")})

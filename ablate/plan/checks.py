@@ -27,8 +27,10 @@ def boolean(value: Any, where: str) -> bool:
 
 
 def number(value: Any, where: str, *, lo: float | None = None, hi: float | None = None,
-            integer: bool = False, allow_none: bool = False) -> Any:
-    """``value`` if it is a number (not a bool) in [lo, hi]; an int when ``integer``; None when ``allow_none``."""
+            integer: bool = False, allow_none: bool = False, example: Any = None) -> Any:
+    """``value`` if it is a number (not a bool) in [lo, hi]; an int when ``integer``; None when ``allow_none``.
+
+    The error's fix shows ``example`` (the setting's default, where the caller has one), else ``lo``."""
     if value is None and allow_none:
         return None
     ok = isinstance(value, int | float) and not isinstance(value, bool)
@@ -41,5 +43,9 @@ def number(value: Any, where: str, *, lo: float | None = None, hi: float | None 
     if not ok:
         kind = "an integer" if integer else "a number"
         rng = f" in [{lo}, {hi}]" if lo is not None and hi is not None else (f" >= {lo}" if lo is not None else "")
-        raise ConfigError(f"must be {kind}{rng}{' or null' if allow_none else ''}, got {value!r}", where=where)
+        shown = example if example is not None else (lo if lo is not None else (hi if hi is not None else 1))
+        if integer and isinstance(shown, float) and shown.is_integer():
+            shown = int(shown)
+        raise ConfigError(f"must be {kind}{rng}{' or null' if allow_none else ''}, got {value!r}", where=where,
+                          fix=f"e.g. `{where}={shown}`")
     return int(value) if integer else value

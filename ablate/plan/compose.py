@@ -65,7 +65,8 @@ def _search_path(config_path: str | None, config_dirs: Sequence[str]) -> Any:
     sp = create_config_search_path(str(Path(config_path).absolute()) if config_path else None)
     for d in config_dirs:
         if not os.path.isdir(d):
-            raise ConfigError(f"config directory {os.path.abspath(d)} does not exist", where="--config-dir")
+            raise ConfigError(f"config directory {os.path.abspath(d)} does not exist", where="--config-dir",
+                              fix="check the path (relative paths are from the current directory)")
         sp.prepend(provider="command-line", path=f"file://{os.path.abspath(d)}",
                    anchor=SearchPathQuery(provider="schema"))
     return sp
@@ -133,6 +134,15 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
 
     try:
         cfg = load()
+    except ConfigError as exc:
+        if config_path or config_dirs:
+            raise
+        # No project config at all: the user's key is unknown because only ablate's built-in configs were
+        # searched, not because it is misspelt. Say that, instead of suggesting `+key=`.
+        raise ConfigError(f"{exc.what.rstrip('.')} (there is no conf/ in {os.getcwd()}, so only ablate's built-in "
+                          "configs were searched)", where=exc.where,
+                          fix="run ablate from your project's root (the directory holding conf/), or pass "
+                          "`--config-path /path/to/project/conf`") from None
     finally:
         GlobalHydra.instance().clear()  # the loader keeps working; `@hydra.main` may initialise again
     HydraConfig.instance().set_config(cfg)

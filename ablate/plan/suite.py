@@ -145,7 +145,8 @@ def merge_plans(plans: Sequence[Plan]) -> SuitePlan:
     seen: dict[tuple[str, str], str] = {}
     for p in plans:
         if p.seeds != plans[0].seeds:
-            raise ConfigError("the suite's variables were planned with different seeds", where="seeds")
+            raise ConfigError("the suite's variables were planned with different seeds", where="seeds",
+                              fix="give the suite one seed plan (`seeds=N` on the command line)")
         for arm in p.treatments:
             ident = (p.variable.key, format_value(arm.value))
             if ident in seen:

@@ -328,7 +328,8 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
                 where="hydra.sweep.dir",
                 fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`",
             ) from exc
-    raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir")
+    raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir",
+                        fix="remove old ones, or choose another name with `hydra.sweep.dir=...`")
 
 
 def check_safe_tree(root: Path) -> None:
@@ -734,7 +735,8 @@ class SweepDir:
             When this object does not hold the lock.
         """
         if self._lock_fd is None:
-            raise SweepDirError("the lock is not held by this process", where=str(self.root / LOCK_FILE))
+            raise SweepDirError("the lock is not held by this process", where=str(self.root / LOCK_FILE),
+                                fix="this is a bug in ablate's caller: take the lock first")
         write_plots_holder(self._lock_fd)
         return self._lock_fd
 

@@ -84,14 +84,16 @@ class MlflowTracker(Tracker):
                  artifact_location: str | None = None) -> None:
         for k, v in (("tracking_uri", tracking_uri), ("artifact_location", artifact_location)):
             if v is not None and not isinstance(v, str):
-                raise ConfigError(f"must be a string or null, got {v!r}", where=f"tracker.{k}")
+                raise ConfigError(f"must be a string or null, got {v!r}", where=f"tracker.{k}",
+                                  fix=f"quote the value (`tracker.{k}='...'`), or remove it")
         if tracking_uri and re.search(r"://[^/@]*:[^/@]*@", tracking_uri):
             raise ConfigError("holds a password, and ablate records its settings in ablation.yaml",
                               where="tracker.tracking_uri",
                               fix="drop it from the URI and set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD "
                               "(or MLFLOW_TRACKING_TOKEN) in the environment, where MLflow reads them")
         if not isinstance(experiment, str) or not experiment:
-            raise ConfigError(f"must be a non-empty string, got {experiment!r}", where="tracker.experiment")
+            raise ConfigError(f"must be a non-empty string, got {experiment!r}", where="tracker.experiment",
+                              fix="e.g. `tracker.experiment=ablate`")
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.artifact_location = artifact_location

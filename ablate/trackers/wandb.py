@@ -81,12 +81,15 @@ class WandbTracker(Tracker):
     def __init__(self, project: str = "ablate", entity: str | None = None, mode: str | None = None,
                  dir: str | None = None) -> None:
         if not isinstance(project, str) or not project:
-            raise ConfigError(f"must be a non-empty string, got {project!r}", where="tracker.project")
+            raise ConfigError(f"must be a non-empty string, got {project!r}", where="tracker.project",
+                              fix="e.g. `tracker.project=ablate`")
         if mode is not None and mode not in MODES:
-            raise ConfigError(f"must be one of {', '.join(MODES)} or null, got {mode!r}", where="tracker.mode")
+            raise ConfigError(f"must be one of {', '.join(MODES)} or null, got {mode!r}", where="tracker.mode",
+                              fix="e.g. `tracker.mode=offline`")
         for k, v in (("entity", entity), ("dir", dir)):
             if v is not None and not isinstance(v, str):
-                raise ConfigError(f"must be a string or null, got {v!r}", where=f"tracker.{k}")
+                raise ConfigError(f"must be a string or null, got {v!r}", where=f"tracker.{k}",
+                                  fix=f"quote the value (`tracker.{k}='...'`), or remove it")
         self.project, self.entity, self.mode, self.dir = project, entity, mode, dir
 
     def log(self, ablation: AblationRecord) -> str:

@@ -267,7 +267,7 @@ def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None)
     """
     mode = check_mode(mode)
     if not (0 <= int(seed) <= MAX_SEED):
-        raise ConfigError(f"must be in [0, {MAX_SEED}], got {seed}", where="seed")
+        raise ConfigError(f"must be in [0, {MAX_SEED}], got {seed}", where="seed", fix="e.g. `seed=0`")
     seed = int(seed)
     applied: dict[str, Any] = {"mode": mode, "seed": seed, "seeded": [], "on_import": []}
     if threads is not None:

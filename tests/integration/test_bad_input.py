@@ -169,7 +169,35 @@ def test_ablation_settings_without_multirun(project: Path, args: list[str], expe
 def test_from_a_subdirectory_names_the_project_root(project: Path) -> None:
     res = ablate_cli(project / "examples", "-m", "variable=lr", "dry_run=true")
     assert res.returncode == 2
-    assert f"the project root looks like {project}" in res.stderr and "--config-path" in res.stderr
+    assert f"the project root looks like {project}" in res.stderr
+    assert f"pass --config-path {project}/conf" in res.stderr
+    # The fix it names works from where the user is: ablate runs in the project of --config-path.
+    fixed = ablate_cli(project / "examples", "-m", "variable=lr", "dry_run=true", "--config-path", f"{project}/conf")
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"ablate: running in {project}, the project of --config-path" in fixed.stderr
+    assert "data: data/digits.npz (present" in fixed.stdout
+
+
+def test_relative_config_path_from_outside_the_project(project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    rel = Path("..") / project.relative_to(tmp_path) / "conf"
+    res = ablate_cli(elsewhere, "-m", "variable=lr", "dry_run=true", "--config-path", str(rel))
+    assert res.returncode == 0, res.stderr
+    assert f"running in {project}" in res.stderr and "dry run: nothing launched" in res.stdout
+    assert not list(elsewhere.iterdir()), "nothing is written where the user stood"
+
+
+def test_outside_any_project_says_no_conf_was_found(tmp_path: Path, project: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = ablate_cli(empty, "-m", "variable=lr", "seeds=3")
+    assert res.returncode == 2
+    assert f"there is no conf/ in {empty}, so only ablate's built-in configs were searched" in res.stderr
+    assert "+variable=" not in res.stderr, "the key is not misspelt: no project config was searched"
+    assert "--config-path /path/to/project/conf" in res.stderr
+    fixed = ablate_cli(empty, "-m", "variable=lr", "seeds=3", "dry_run=true", "--config-path", f"{project}/conf")
+    assert fixed.returncode == 0, fixed.stderr
 
 
 def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:

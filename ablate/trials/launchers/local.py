@@ -100,7 +100,7 @@ class LocalLauncher(Launcher):
                               where="launcher.max_parallel", fix="e.g. `launcher.max_parallel=2`")
         if not isinstance(gpus_per_trial, int) or gpus_per_trial < 0:
             raise ConfigError(f"must be a non-negative integer, got {gpus_per_trial!r}",
-                              where="launcher.gpus_per_trial")
+                              where="launcher.gpus_per_trial", fix="e.g. `launcher.gpus_per_trial=1` (0: CPU only)")
         if not isinstance(warm, bool):
             raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
                               fix="`launcher.warm=false` starts a fresh process per trial")

@@ -67,7 +67,7 @@ def _opt_str(value: Any, where: str, *, allow_list: bool = False) -> str | None:
     if isinstance(value, str) and value.strip():
         return value.strip()
     kind = "a string or a list of strings" if allow_list else "a string"
-    raise ConfigError(f"must be {kind} or null, got {value!r}", where=where)
+    raise ConfigError(f"must be {kind} or null, got {value!r}", where=where, fix=f"e.g. `{where}=null`")
 
 
 def _opt_int(value: Any, where: str, lo: int, *, allow_none: bool = False) -> int | None:
@@ -75,7 +75,7 @@ def _opt_int(value: Any, where: str, lo: int, *, allow_none: bool = False) -> in
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ConfigError(f"must be an integer >= {lo}{' or null' if allow_none else ''}, got {value!r}",
-                          where=where)
+                          where=where, fix=f"e.g. `{where}={max(lo, 1)}`")
     return value
 
 
@@ -84,7 +84,7 @@ def _opt_number(value: Any, where: str, *, allow_none: bool = True) -> float | N
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigError(f"must be a positive number{' or null' if allow_none else ''}, got {value!r}",
-                          where=where)
+                          where=where, fix=f"e.g. `{where}=4`")
     return float(value)
 
 

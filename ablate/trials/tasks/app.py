@@ -85,7 +85,8 @@ def read_decorator(script: Path) -> dict[str, Any]:
     try:
         tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
     except SyntaxError as exc:
-        raise ConfigError(f"{script} has a syntax error at line {exc.lineno}: {exc.msg}", where="task.app") from None
+        raise ConfigError(f"{script} has a syntax error at line {exc.lineno}: {exc.msg}", where="task.app",
+                          fix=f"fix the script (`python -m py_compile {script}` shows the error)") from None
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
             continue
@@ -402,7 +403,8 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
             treat["task"] = {**treat["task"], "params": p, "frozen_now": fz}
             return treat
         if compose is None:
-            raise ConfigError(f"cannot compose {extra}", where="variable")
+            raise ConfigError(f"cannot compose {extra}", where="variable",
+                              fix="run the ablation from the CLI (`ablate -m ...`), which composes each arm")
         base = dict(compose(extra))
         base["task"] = {**dict(base.get("task") or {}), "params": params, "frozen_now": frozen}
         return base

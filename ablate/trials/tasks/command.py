@@ -128,10 +128,12 @@ def task_settings(task: Mapping[str, Any]) -> dict[str, Any]:
                           fix="e.g. `params: {lr: 0.1, epochs: 5}`")
     s["env"] = s["env"] or {}
     if not isinstance(s["env"], Mapping):
-        raise ConfigError(f"must be a mapping of variable names to values, got {s['env']!r}", where="task.env")
+        raise ConfigError(f"must be a mapping of variable names to values, got {s['env']!r}", where="task.env",
+                          fix="e.g. `task.env: {OMP_NUM_THREADS: '1'}` in the task's YAML")
     for k in ("seed_key", "determinism_key", "output_dir_key", "metrics_file", "metrics_key"):
         if s[k] is not None and (not isinstance(s[k], str) or not s[k].strip()):
-            raise ConfigError(f"must be a non-empty string or null, got {s[k]!r}", where=f"task.{k}")
+            raise ConfigError(f"must be a non-empty string or null, got {s[k]!r}", where=f"task.{k}",
+                              fix=f"set `task.{k}` to a name, or remove it")
     return s
 
 

@@ -57,7 +57,8 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
                               fix=f"name a function defined in {mod_name}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ConfigError(f"{spec!r} is not callable", where="task.fn")
+        raise ConfigError(f"{spec!r} is not callable", where="task.fn",
+                          fix="name a function, as `task.fn: package.module:function`")
     return obj
 
 
