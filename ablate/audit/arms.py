@@ -1,0 +1,184 @@
+"""Runs grouped into arms, and every difference between the two arms classified.
+
+Runs whose config differs only in the seed key are replicates of one arm. Between the two arms, each
+difference is one of: the variable under test (``--variable``, or proposed when exactly one config key
+differs), a derived change (a key whose recorded value interpolates the variable), or a confound: another
+config key, the code commit (with the files it changed, when the repo is at hand), data versions, library
+versions, hardware, determinism settings. A field recorded for some runs and not others is reported as
+missing, never assumed equal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ablate.audit.runs import Run, git_out
+from ablate.errors import ConfigError
+
+#: Context fields compared between arms (:attr:`ablate.audit.runs.Run.context`), and what each is called.
+CONTEXT = {"data": "data version", "libraries": "library version", "python": "Python version",
+           "hardware": "hardware", "host": "host", "platform": "platform", "determinism": "determinism setting"}
+#: What a missing context field is called in the "not recorded" lines.
+MISSING = {"commit": "commit", "data": "data version", "libraries": "library versions", "hardware": "hardware",
+           "determinism": "determinism setting"}
+
+
+@dataclass
+class Arm:
+    """One arm: the config its replicates share (seed key left out) and its runs."""
+
+    name: str
+    config: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+
+
+def _key(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def group(runs: Sequence[Run], seed_key: str) -> list[Arm]:
+    """Runs grouped by their config without ``seed_key``; arms ordered by their first run's start (the
+    earlier side first: the control of the audit)."""
+    by: dict[str, Arm] = {}
+    for r in runs:
+        cfg = {k: v for k, v in r.config.items() if k != seed_key}
+        k = _key(cfg)
+        by.setdefault(k, Arm(name="", config=cfg)).runs.append(r)
+    arms = sorted(by.values(), key=lambda a: min((r.started or 0.0) for r in a.runs))
+    for i, a in enumerate(arms):
+        a.name = "A" if i == 0 else chr(ord("A") + i)
+    return arms
+
+
+def _show(v: Any) -> str:
+    return "(not set)" if v is _UNSET else json.dumps(v, default=str) if not isinstance(v, str) else v
+
+
+_UNSET = object()
+
+
+def config_differences(a: Arm, b: Arm) -> dict[str, tuple[Any, Any]]:
+    """Config keys whose values differ between the arms: key -> (value in ``a``, value in ``b``)."""
+    keys = sorted(set(a.config) | set(b.config))
+    return {k: (a.config.get(k, _UNSET), b.config.get(k, _UNSET)) for k in keys
+            if _key(a.config.get(k, _UNSET) if k in a.config else "\0unset") !=
+            _key(b.config.get(k, _UNSET) if k in b.config else "\0unset")}
+
+
+def _values(runs: Sequence[Run], get: Any) -> tuple[list[Any], int]:
+    vals, missing = [], 0
+    for r in runs:
+        v = get(r)
+        if v in (None, "", {}, []):
+            missing += 1
+        else:
+            vals.append(v)
+    return vals, missing
+
+
+def _distinct(vals: list[Any]) -> list[Any]:
+    seen, out = set(), []
+    for v in vals:
+        k = _key(v)
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+    return out
+
+
+def changed_files(repo: str | None, old: str, new: str) -> list[str] | None:
+    """Files the commits ``old..new`` changed (``git diff --name-status``), or None without the repo."""
+    if not repo:
+        return None
+    out = git_out(repo, "diff", "--name-status", old, new)
+    if out is None:
+        return None
+    return [" ".join(line.split("\t")) for line in out.splitlines() if line.strip()]
+
+
+def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> dict[str, Any]:
+    """Every difference between arms ``a`` (control) and ``b``, classified.
+
+    Returns
+    -------
+    dict
+        ``variable`` (key, control and treatment values, ``how``: declared / proposed / none), ``derived``,
+        ``confounds`` (each: ``kind``, ``field``, ``a``, ``b``, ``message``; code ones carry ``files``),
+        ``missing`` (one line per field some runs lack), ``within`` (fields that differ inside one arm).
+
+    Raises
+    ------
+    ConfigError
+        When ``variable`` is given and the arms do not differ in it.
+    """
+    diffs = config_differences(a, b)
+    if variable is not None and variable not in diffs:
+        keys = ", ".join(diffs) or "none"
+        raise ConfigError(f"the arms do not differ in {variable!r} (they differ in: {keys})", where="--variable",
+                          fix="name a key that differs between the runs" + (f", e.g. --variable {next(iter(diffs))}"
+                                                                            if diffs else ""))
+    how = "declared" if variable else "proposed" if len(diffs) == 1 else "none"
+    if variable is None and len(diffs) == 1:
+        variable = next(iter(diffs))
+    derived, confounds = [], []
+    for k, (va, vb) in diffs.items():
+        if k == variable:
+            continue
+        raw = [v for v in (va, vb) if isinstance(v, str)]
+        if variable and any("${" in v and variable in v for v in raw):
+            derived.append({"key": k, "a": _show(va), "b": _show(vb)})
+            continue
+        confounds.append({"kind": "config", "field": k, "a": _show(va), "b": _show(vb),
+                          "message": f"config `{k}`: {_show(va)} in A, {_show(vb)} in B"})
+    missing, within = [], []
+    runs = a.runs + b.runs
+    ca, ma = _values(a.runs, lambda r: r.commit)
+    cb, mb = _values(b.runs, lambda r: r.commit)
+    if ma + mb:
+        missing.append(f"no commit recorded for {ma + mb} of {len(runs)} runs"
+                       + (" (Hydra records no commit)" if all(r.source == "hydra" for r in runs) else ""))
+    for arm, vals in ((a, ca), (b, cb)):
+        if len(_distinct(vals)) > 1:
+            within.append(f"arm {arm.name}'s runs ran at {len(_distinct(vals))} commits: "
+                          + ", ".join(str(v)[:10] for v in _distinct(vals)))
+    da, db = _distinct(ca), _distinct(cb)
+    if da and db and set(da) != set(db):
+        old, new = str(da[0]), str(db[0])
+        inferred = any(r.commit_how.startswith("inferred") for r in runs)
+        files = changed_files(repo or next((r.repo for r in runs if r.repo), None), old, new)
+        shown = (f"; changed files: {', '.join(files)}" if files else "; the repo is not at hand (--repo DIR lists "
+                 "the files changed)" if files is None else "")
+        confounds.append({"kind": "code", "field": "commit", "a": old, "b": new, "files": files,
+                          "inferred": inferred,
+                          "message": f"code commit: {old[:10]} in A, {new[:10]} in B"
+                          + (" (inferred from the git history at the runs' start times, not recorded)"
+                             if inferred else "") + shown})
+    for fld, what in CONTEXT.items():
+        va, na = _values(a.runs, lambda r, f=fld: r.context.get(f))
+        vb, nb = _values(b.runs, lambda r, f=fld: r.context.get(f))
+        if fld in MISSING and na + nb:
+            missing.append(f"no {MISSING[fld]} recorded for {na + nb} of {len(runs)} runs")
+        if not va or not vb:
+            continue
+        if isinstance(va[0], dict):
+            keys = sorted(set().union(*va, *vb))
+            for k in keys:
+                xa = _distinct([d.get(k) for d in va])
+                xb = _distinct([d.get(k) for d in vb])
+                if _key(xa) != _key(xb):
+                    sa, sb = "/".join(map(str, xa)), "/".join(map(str, xb))
+                    confounds.append({"kind": fld, "field": k, "a": sa, "b": sb,
+                                      "message": f"{what} `{k}`: {sa} in A, {sb} in B"})
+        elif _key(_distinct(va)) != _key(_distinct(vb)):
+            sa, sb = "/".join(map(str, _distinct(va))), "/".join(map(str, _distinct(vb)))
+            confounds.append({"kind": fld, "field": fld, "a": sa, "b": sb, "message": f"{what}: {sa} in A, {sb} in B"})
+    var = None
+    if variable is not None:
+        va, vb = diffs[variable]
+        var = {"key": variable, "a": va if va is not _UNSET else None, "b": vb if vb is not _UNSET else None,
+               "how": how}
+    return {"variable": var, "how": how, "config_differences": list(diffs), "derived": derived,
+            "confounds": confounds, "missing": missing, "within": within}
