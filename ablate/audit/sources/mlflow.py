@@ -53,6 +53,8 @@ def read(source: str) -> list[Run]:
         raise ConfigError(f"{source} could not be read as an MLflow store ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:200]})", where="ablate audit SOURCE",
                           fix="give the store the runs were logged to (the MLFLOW_TRACKING_URI they used)") from None
+    here = None if "://" in source or source.startswith("file:") else Path(source).absolute()
+    store_repo = git_toplevel(here if here.is_dir() else here.parent) if here else None  # a store kept in the repo
     runs = []
     for r in found:
         if r.info.status != "FINISHED":
@@ -71,6 +73,7 @@ def read(source: str) -> list[Run]:
             context["program"] = tags["mlflow.source.name"]
         source_name = tags.get("mlflow.source.name")
         repo = git_toplevel(os.path.dirname(source_name)) if source_name and os.path.isabs(source_name) else None
+        repo = repo or store_repo
         commit = tags.get("mlflow.source.git.commit")
         runs.append(Run(source="mlflow", id=r.info.run_id, config={k: _value(v) for k, v in r.data.params.items()},
                         metrics=metrics, commit=commit, commit_how="recorded by MLflow" if commit else "",

@@ -23,8 +23,8 @@ def read(source: str) -> list[Run]:
                 continue
             code = man.get("code") or {}
             env = man.get("environment") or {}
-            context: dict[str, Any] = {"data": {k: (v or {}).get("md5") if isinstance(v, dict) else v
-                                                for k, v in (man.get("data") or {}).items()},
+            data = {k: (v or {}).get("md5") if isinstance(v, dict) else v for k, v in (man.get("data") or {}).items()}
+            context: dict[str, Any] = {"goal": plan.get("goal", "maximize"), "data": data,
                                        "determinism": (man.get("determinism") or {}).get("mode")}
             if env:
                 context["libraries"] = dict(env.get("packages") or {})
