@@ -2,10 +2,11 @@
 
 Runs whose config differs only in the seed key are replicates of one arm. Between the two arms, each
 difference is one of: the variable under test (``--variable``, or proposed when exactly one config key
-differs), a derived change (a key whose recorded value interpolates the variable), or a confound: another
-config key, the code commit (with the files it changed, when the repo is at hand), data versions, library
-versions, hardware, determinism settings. A field recorded for some runs and not others is reported as
-missing, never assumed equal.
+differs but for changes derived from it), a derived change (a key whose recorded interpolation names the
+variable, or, in a resolved config as trackers log it, whose value is the control's with the variable's value
+replaced by the treatment's), or a confound: another config key, the code commit (with the files it changed,
+when the repo is at hand), data versions, library versions, hardware, determinism settings. A field recorded
+for some runs and not others is reported as missing, never assumed equal.
 """
 
 from __future__ import annotations
@@ -99,6 +100,23 @@ def changed_files(repo: str | None, old: str, new: str) -> list[str] | None:
     return [" ".join(line.split("\t")) for line in out.splitlines() if line.strip()]
 
 
+def _derived(key: str, va: Any, vb: Any, variable: str | None, var_values: tuple[Any, Any] | None,
+             runs: Sequence[Run]) -> str | None:
+    """Why ``key`` is a derived change of ``variable`` (None when it is not): its recorded interpolation names
+    the variable, or (a resolved config, as trackers log it) its value is the control's with the variable's
+    value replaced by the treatment's."""
+    if variable is None or var_values is None:
+        return None
+    for r in runs:
+        text = r.interpolations.get(key)
+        if text and "${" + variable in text:
+            return f"interpolates the variable: {text}"
+    xa, xb = (str(v) for v in var_values)
+    if isinstance(va, str) and isinstance(vb, str) and xa and xa in va and va.replace(xa, xb) == vb:
+        return f"follows the variable's value ({xa} -> {xb} in it)"
+    return None
+
+
 def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> dict[str, Any]:
     """Every difference between arms ``a`` (control) and ``b``, classified.
 
@@ -120,16 +138,19 @@ def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> d
         raise ConfigError(f"the arms do not differ in {variable!r} (they differ in: {keys})", where="--variable",
                           fix="name a key that differs between the runs" + (f", e.g. --variable {next(iter(diffs))}"
                                                                             if diffs else ""))
-    how = "declared" if variable else "proposed" if len(diffs) == 1 else "none"
-    if variable is None and len(diffs) == 1:
-        variable = next(iter(diffs))
+    how = "declared" if variable else "none"
+    if variable is None:  # proposed: the one key every other difference derives from
+        runs_ab = a.runs + b.runs
+        fits = [k for k in diffs if all(o == k or _derived(o, *diffs[o], k, diffs[k], runs_ab) for o in diffs)]
+        if len(fits) == 1:
+            variable, how = fits[0], "proposed"
     derived, confounds = [], []
     for k, (va, vb) in diffs.items():
         if k == variable:
             continue
-        raw = [v for v in (va, vb) if isinstance(v, str)]
-        if variable and any("${" in v and variable in v for v in raw):
-            derived.append({"key": k, "a": _show(va), "b": _show(vb)})
+        why = _derived(k, va, vb, variable, diffs.get(variable) if variable else None, a.runs + b.runs)
+        if why:
+            derived.append({"key": k, "a": _show(va), "b": _show(vb), "why": why})
             continue
         confounds.append({"kind": "config", "field": k, "a": _show(va), "b": _show(vb),
                           "message": f"config `{k}`: {_show(va)} in A, {_show(vb)} in B"})

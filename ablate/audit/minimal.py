@@ -22,12 +22,15 @@ def _value(v: Any) -> str:
     return json.dumps(v)
 
 
-def overrides(arm: Arm, seed_key: str, variable: str) -> list[str]:
-    """Every recorded key of ``arm`` as ``key=value`` (not the seed, the variable, interpolations or Hydra's
-    choice records)."""
+def overrides(arm: Arm, seed_key: str, skip: set[str]) -> list[str]:
+    """Every recorded key of ``arm`` as ``key=value``, the variable's control value included (not the seed,
+    interpolations, the keys in ``skip`` (derived changes: they must follow the variable) or Hydra's choice
+    records): the control is arm A's whole config, whatever the app's defaults are now."""
     out = []
+    interpolated = {k for r in arm.runs for k in r.interpolations}
     for k, v in sorted(arm.config.items()):
-        if k in (seed_key, variable) or k.startswith("hydra-choice:") or (isinstance(v, str) and "${" in v):
+        if (k == seed_key or k in skip or k in interpolated or k.startswith("hydra-choice:")
+                or (isinstance(v, str) and "${" in v)):
             continue
         if isinstance(v, dict):
             continue
@@ -38,7 +41,8 @@ def overrides(arm: Arm, seed_key: str, variable: str) -> list[str]:
 def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: str | None) -> dict[str, Any]:
     """The minimal ablation: ``task`` and ``variable`` configs, the commit, the command (not yet written)."""
     var = report["variable"]
-    task = {"app": app, "overrides": overrides(a, report["seed_key"], var["key"]), "metric": report["metric"],
+    derived = {d["key"] for d in report["derived"]}
+    task = {"app": app, "overrides": overrides(a, report["seed_key"], derived), "metric": report["metric"],
             "goal": report["goal"], "reduce": report["reduce"], "seed_key": report["seed_key"]}
     variable = {"key": var["key"], "values": [var["b"]]}
     commit = next((x["commit"] for x in report["arms"] if x["role"] == "treatment" and x["commit"]), None)

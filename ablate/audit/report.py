@@ -53,7 +53,7 @@ def render(a: Mapping[str, Any]) -> str:
           for x in a["arms"]]
     L += ["", "## Differences", ""]
     L += [f"- variable: `{var['key']}` ({var['how']})"] if var else []
-    L += [f"- derived: `{d['key']}`: {d['a']} -> {d['b']}" for d in a["derived"]]
+    L += [f"- derived: `{d['key']}`: {d['a']} -> {d['b']} ({d['why']})" for d in a["derived"]]
     L += [f"- confound ({c['kind']}): {c['message']}" for c in confounds]
     L += [f"- within an arm: {w}" for w in a["within"]]
     L += ["", "## Missing context", ""]

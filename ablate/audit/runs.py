@@ -42,6 +42,9 @@ class Run:
         Start time (seconds since the epoch).
     repo : str or None
         A git work tree the run ran in, when it is at hand (for the files a commit changed).
+    interpolations : dict
+        Keys whose recorded value was an interpolation (Hydra's ``${...}``), with the text as recorded;
+        ``config`` holds the resolved value where it could be resolved.
     """
 
     source: str
@@ -53,6 +56,7 @@ class Run:
     context: dict[str, Any] = field(default_factory=dict)
     started: float | None = None
     repo: str | None = None
+    interpolations: dict[str, str] = field(default_factory=dict)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

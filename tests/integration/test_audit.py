@@ -71,6 +71,11 @@ def test_audit_names_the_code_confound_and_gives_the_verdicts_statistics(confoun
                                                                         audits: dict) -> None:
     cwd, a = audits[source]
     assert a["variable"] == {"key": "data.mix", "a": "old", "b": "new", "how": "proposed"}
+    # data.path = data/${data.mix}.csv: Hydra kept the interpolation, the trackers logged its resolved value
+    (derived,) = a["derived"]
+    assert (derived["key"], derived["a"], derived["b"]) == ("data.path", "data/old.csv", "data/new.csv")
+    assert derived["why"] == ("interpolates the variable: data/${data.mix}.csv" if source == "multirun"
+                              else "follows the variable's value (old -> new in it)")
     (code,) = [c for c in a["confounds"] if c["kind"] == "code"]
     assert [c for c in a["confounds"] if c["kind"] == "config"] == []
     commits = subprocess.run(["git", "-C", str(confounded), "log", "--format=%H", "--reverse"], capture_output=True,
@@ -102,6 +107,8 @@ def test_audit_names_the_code_confound_and_gives_the_verdicts_statistics(confoun
     m = a["minimal"]
     assert m["isolates"] == "data.mix" and m["commit"] == commits[1]
     assert m["variable"] == {"key": "data.mix", "values": ["new"]}
+    # the control is A's whole config; the derived data.path is left to follow the variable
+    assert m["task"]["overrides"] == ["data.mix=old", "epochs=4", "lr=0.1"]
 
 
 def test_every_source_names_the_same_confounds(audits: dict) -> None:
@@ -129,6 +136,19 @@ def test_the_minimal_ablation_runs_to_a_valid_verdict(confounded: Path, audits: 
     # the control is A's mix at B's code: the app's own log in the trial dirs says so
     ctrl = json.loads((verdict_md.parent / "trials" / "control" / "seed=1" / "manifest.json").read_text())
     assert ctrl["config"]["task"]["params"]["data"]["mix"] == "old"
+    # that sweep dir, audited as runs: no confound, and exactly the verdict's own numbers
+    cwd = verdict_md.parent.parent / "audit-of-sweep"
+    cwd.mkdir()
+    res, again = _audit(cwd, str(verdict_md.parent))
+    assert res.returncode == 0, res.stderr
+    assert again["confounds"] == [] and again["variable"]["key"] == "data.mix"
+    mine = again["statistics"]["verdict"]["comparisons"][0]
+    for k in ("verdict", "pvalue", "ci", "effect_size", "diff"):
+        assert mine[k] == comp[k], k
+    # a sweep dir judges its metric by its goal: another direction given is refused, and nothing written
+    res = ablate_cli(cwd, "audit", str(verdict_md.parent), "--goal", "minimize", "--out", "other")
+    assert res.returncode == 2 and "mixed directions: maximize and minimize" in res.stderr, res.stderr
+    assert not (cwd / "other").exists()
 
 
 def test_no_confound_and_three_replicates_give_a_plain_post_hoc_verdict(tmp_path: Path) -> None:

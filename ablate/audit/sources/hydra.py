@@ -33,6 +33,24 @@ def _load(path: Path) -> Any:
                           fix="restore the file, or leave that run dir out of the sources") from None
 
 
+def _resolved(path: Path, flat: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``flat`` with each interpolation resolved where OmegaConf can (``${hydra:...}`` cannot, outside the
+    run: kept as written), and the interpolations as written."""
+    from omegaconf import OmegaConf
+
+    texts = {k: v for k, v in flat.items() if isinstance(v, str) and "${" in v}
+    if not texts:
+        return flat, {}
+    cfg = OmegaConf.load(path)
+    out = dict(flat)
+    for k in texts:
+        try:
+            out[k] = OmegaConf.select(cfg, k, throw_on_missing=True)
+        except Exception:  # a resolver only the app or Hydra registers
+            continue
+    return out, texts
+
+
 def _metrics(run_dir: Path) -> dict[str, list[tuple[int | None, float]]]:
     from ablate.trials.tasks.metrics import read_csv, read_json, read_tensorboard
 
@@ -61,7 +79,7 @@ def read(source: str) -> list[Run]:
         if runtime.get("version"):
             context["libraries"] = {"hydra-core": str(runtime["version"])}
         choices = runtime.get("choices") or {}
-        config = flatten(cfg or {})
+        config, interpolations = _resolved(d / ".hydra" / "config.yaml", flatten(cfg or {}))
         config.update({f"hydra-choice:{k}": v for k, v in choices.items() if not str(k).startswith("hydra/")})
         repo = git_toplevel(runtime.get("cwd"))
         job = (hydra.get("job") or {}).get("name")
@@ -70,5 +88,6 @@ def read(source: str) -> list[Run]:
         commit = _inferred_commit(repo, started) if repo else None
         runs.append(Run(source="hydra", id=str(d), config=config, metrics=_metrics(d), commit=commit,
                         commit_how="inferred from the git history at the run's start (Hydra records no commit)"
-                        if commit else "", context=context, started=started, repo=repo))
+                        if commit else "", context=context, started=started, repo=repo,
+                        interpolations=interpolations))
     return runs

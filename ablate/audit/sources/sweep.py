@@ -1,6 +1,7 @@
 """ablate's own sweep dirs, read as runs (each trial a run): the composed config and pins from each trial's
 ``manifest.json``, the metrics from ``result.json``. Everything the other sources lack is recorded there:
-commit, data hashes, libraries, hardware, determinism mode."""
+commit, data hashes, libraries, hardware, determinism mode. For an app task the config is the app's own
+(``task.params``), so the keys read as the app's users write them."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ def read(source: str) -> list[Run]:
                 context["hardware"] = {k: env[k] for k in ("gpu", "cpu", "host") if env.get(k)}
             metrics = {k: [(None, float(v))] for k, v in (rec.get("metrics") or {}).items()
                        if isinstance(v, int | float) and not isinstance(v, bool)}
-            runs.append(Run(source="ablate", id=f"{source}:{arm}/{seed}", config=flatten(man.get("config")),
+            cfg = man.get("config") or {}
+            params = (cfg.get("task") or {}).get("params")  # an app task: the app's own composed config
+            runs.append(Run(source="ablate", id=f"{source}:{arm}/{seed}",
+                            config=flatten(params if isinstance(params, dict) else cfg),
                             metrics=metrics, commit=code.get("commit"), commit_how="recorded by ablate",
                             context={k: v for k, v in context.items() if v}))
     return runs
