@@ -177,23 +177,34 @@ def test_one_replicate_per_side_says_one_seed_is_a_sample_size_of_one(tmp_path: 
     assert "seeds=5" in a["minimal"]["command"]
 
 
-def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Path) -> None:
-    cases = [([str(tmp_path / "nowhere")], "does not exist"),
-             ([str(confounded / "multirun"), "--metric", "val_loss"], "did not log 'val_loss'"),
-             ([str(confounded / "multirun"), "--variable", "lr"], "do not differ in 'lr'"),
-             ([str(confounded / "multirun" / "a")], "share one config"),
-             ([str(confounded / "conf")], "no run source")]
-    for args, words in cases:
-        res = ablate_cli(tmp_path, "audit", *args)
-        assert res.returncode == 2, (args, res.stderr)
-        line = res.stderr.strip()
-        assert "\n" not in line and words in line and "Traceback" not in line, line
-        assert not (tmp_path / "audit").exists()
-    # a store with no runs: an MLflow sqlite store made by the mlflow client, with an experiment and no run
+def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    res = ablate_cli(tmp_path, "audit", str(tmp_path / "nowhere"))  # the console script, as users call it
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "does not exist" in res.stderr, res.stderr
     from mlflow.tracking import MlflowClient
 
-    db = tmp_path / "empty.db"
+    from ablate.cli.main import main
+
+    db = tmp_path / "empty.db"  # a store with no runs: made by the mlflow client, one experiment, no run
     MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("nothing-yet")
-    res = ablate_cli(tmp_path, "audit", str(db))
-    assert res.returncode == 2 and "holds no finished run" in res.stderr, res.stderr
-    assert not (tmp_path / "audit").exists()
+    capsys.readouterr()  # mlflow's own log lines while it made the store
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    cases = [([str(confounded / "multirun"), "--metric", "val_loss"], "did not log 'val_loss'"),
+             ([str(confounded / "multirun"), "--variable", "lr"], "do not differ in 'lr'"),
+             ([str(confounded / "multirun" / "a")], "share one config"),
+             ([str(confounded / "conf")], "no run source"),
+             ([str(db)], "holds no finished run")]
+    if os.geteuid() != 0:  # root reads any dir
+        cases.append(([str(locked)], "is not readable"))
+    monkeypatch.chdir(tmp_path)
+    try:
+        for args, words in cases:
+            assert main(["audit", *args]) == 2, args
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and words in err and "Fix:" in err, (args, err)
+            assert not (tmp_path / "audit").exists()
+    finally:
+        locked.chmod(0o700)
