@@ -117,6 +117,26 @@ def _derived(key: str, va: Any, vb: Any, variable: str | None, var_values: tuple
     return None
 
 
+def data_versions(a: Arm, b: Arm, commits_a: list[Any], commits_b: list[Any], repo: str | None
+                  ) -> list[dict[str, Any]]:
+    """Data files the config names by the same path on both sides whose content differs between the two
+    sides' commits (git's blob ids of the path at each commit): a data change no config key shows."""
+    if not repo or len(commits_a) != 1 or len(commits_b) != 1 or commits_a == commits_b:
+        return []
+    out = []
+    for k, v in sorted(a.config.items()):
+        if not isinstance(v, str) or b.config.get(k) != v or "/" not in v or v.startswith(("/", "${")):
+            continue
+        blobs = [git_out(repo, "rev-parse", "--verify", "-q", f"{c}:{v}") for c in (commits_a[0], commits_b[0])]
+        ba, bb = ((x or "").strip()[:10] or "absent" for x in blobs)
+        if ba == bb == "absent" or ba == bb:
+            continue
+        out.append({"kind": "data", "field": v, "a": ba, "b": bb,
+                    "message": f"data `{v}` (config `{k}`): same path, other content at B's commit "
+                               f"(git blob {ba} in A, {bb} in B)"})
+    return out
+
+
 def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> dict[str, Any]:
     """Every difference between arms ``a`` (control) and ``b``, classified.
 
@@ -177,6 +197,7 @@ def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> d
                           "message": f"code commit: {old[:10]} in A, {new[:10]} in B"
                           + (" (inferred from the git history at the runs' start times, not recorded)"
                              if inferred else "") + shown})
+    confounds += data_versions(a, b, da, db, repo or next((r.repo for r in runs if r.repo), None))
     for fld, what in CONTEXT.items():
         va, na = _values(a.runs, lambda r, f=fld: r.context.get(f))
         vb, nb = _values(b.runs, lambda r, f=fld: r.context.get(f))

@@ -118,3 +118,32 @@ def test_one_config_or_three_are_refused() -> None:
     runs[0].config["lr"] = 0.3
     with pytest.raises(ConfigError, match="form 3 configs"):
         audit(runs)
+
+
+def test_a_data_file_changed_under_the_same_path_is_a_data_confound(tmp_path) -> None:
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text("1\n2\n")
+    git("add", "-A")
+    git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "v1")
+    old = git("rev-parse", "HEAD")
+    blob_old = git("rev-parse", "HEAD:data/train.csv")
+    (tmp_path / "data" / "train.csv").write_text("1\n2\n3\n")
+    git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qam", "v2")
+    new = git("rev-parse", "HEAD")
+    blob_new = git("rev-parse", "HEAD:data/train.csv")
+    runs = _runs()
+    for r in runs:
+        r.config["data.path"] = "data/train.csv"
+        r.commit = old if r.config["lr"] == 0.1 else new
+    d = classify(*group(runs, "seed"), None, str(tmp_path))
+    (data,) = [c for c in d["confounds"] if c["kind"] == "data"]
+    assert (data["field"], data["a"], data["b"]) == ("data/train.csv", blob_old[:10], blob_new[:10])
+    (code,) = [c for c in d["confounds"] if c["kind"] == "code"]
+    assert code["files"] == ["M data/train.csv"]
