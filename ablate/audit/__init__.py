@@ -36,8 +36,10 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
     from ablate.audit.sources import read_source
     from ablate.record.sweepdir import to_json, write_atomic
 
-    runs = [r for s in sources for r in read_source(s)]
+    left_out: list[str] = []
+    runs = [r for s in sources for r in read_source(s, left_out)]
     report = audit(runs, variable=variable, metric=metric, goal=goal, reduce=reduce, seed_key=seed_key, repo=repo)
+    report["left_out"] = left_out
     where = repo or next((r.repo for r in runs if r.repo), None)
     report["minimal"] = None
     out = Path(out)

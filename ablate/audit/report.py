@@ -56,6 +56,9 @@ def render(a: Mapping[str, Any]) -> str:
     L += [f"- derived: `{d['key']}`: {d['a']} -> {d['b']} ({d['why']})" for d in a["derived"]]
     L += [f"- confound ({c['kind']}): {c['message']}" for c in confounds]
     L += [f"- within an arm: {w}" for w in a["within"]]
+    if a.get("left_out"):
+        L += ["", f"Left out ({len(a['left_out'])} runs that did not finish): " + "; ".join(a["left_out"][:20])
+              + (" ..." if len(a["left_out"]) > 20 else "")]
     L += ["", "## Missing context", ""]
     L += [f"- {x}" for x in a["missing"]] or ["- nothing: every field compared was recorded for every run"]
     L += ["", "## Statistics (post hoc)", ""]

@@ -187,7 +187,9 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
     from ablate.cli.main import main
 
     db = tmp_path / "empty.db"  # a store with no runs: made by the mlflow client, one experiment, no run
-    MlflowClient(tracking_uri=f"sqlite:///{db}").create_experiment("nothing-yet")
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    failed = client.create_run(client.create_experiment("nothing-yet")).info.run_id
+    client.set_terminated(failed, "FAILED")  # a run that failed is left out, and named
     capsys.readouterr()  # mlflow's own log lines while it made the store
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -196,7 +198,7 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
              ([str(confounded / "multirun"), "--variable", "lr"], "do not differ in 'lr'"),
              ([str(confounded / "multirun" / "a")], "share one config"),
              ([str(confounded / "conf")], "no run source"),
-             ([str(db)], "holds no finished run")]
+             ([str(db)], f"holds no finished run (1 left out: MLflow run {failed}: failed)")]
     if os.geteuid() != 0:  # root reads any dir
         cases.append(([str(locked)], "is not readable"))
     monkeypatch.chdir(tmp_path)

@@ -59,8 +59,9 @@ def kind_of(source: str) -> str:
                       "a W&B run dir (wandb/, with run-*.wandb files) or an ablate sweep dir (with ablation.yaml)")
 
 
-def read_source(source: str) -> list[Run]:
-    """The runs at ``source``, read by the reader for its kind (:func:`kind_of`).
+def read_source(source: str, left_out: list[str] | None = None) -> list[Run]:
+    """The runs at ``source``, read by the reader for its kind (:func:`kind_of`); runs that did not finish
+    are named in ``left_out`` (a source kind that records no status, Hydra, has none).
 
     Raises
     ------
@@ -76,9 +77,14 @@ def read_source(source: str) -> list[Run]:
         from ablate.audit.sources.wandb import read
     else:
         from ablate.audit.sources.sweep import read
-    runs = read(source)
+    mine: list[str] = []
+    runs = read(source, mine)
+    if left_out is not None:
+        left_out += mine
     if not runs:
-        raise ConfigError(f"{source} ({kind}) holds no finished run", where="ablate audit SOURCE",
+        raise ConfigError(f"{source} ({kind}) holds no finished run"
+                          + (f" ({len(mine)} left out: {'; '.join(mine[:3])}{' ...' if len(mine) > 3 else ''})"
+                             if mine else ""), where="ablate audit SOURCE",
                           fix="give the dir or store the runs were logged to (runs still running or failed are "
                           "left out)")
     return runs

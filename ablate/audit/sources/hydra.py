@@ -66,7 +66,7 @@ def _inferred_commit(repo: str, started: float) -> str | None:
     return out.strip() or None if out else None
 
 
-def read(source: str) -> list[Run]:
+def read(source: str, left_out: list[str] | None = None) -> list[Run]:
     """Every run dir under ``source`` as a :class:`Run`."""
     runs = []
     for d in run_dirs(Path(source)):

@@ -33,8 +33,8 @@ def _value(text: str) -> Any:
         return text
 
 
-def read(source: str) -> list[Run]:
-    """Every finished run of every experiment in the store."""
+def read(source: str, left_out: list[str] | None = None) -> list[Run]:
+    """Every finished run of every experiment in the store; the others are named in ``left_out``."""
     import logging
 
     logging.getLogger("mlflow").setLevel(logging.ERROR)
@@ -58,6 +58,8 @@ def read(source: str) -> list[Run]:
     runs = []
     for r in found:
         if r.info.status != "FINISHED":
+            if left_out is not None:
+                left_out.append(f"MLflow run {r.info.run_id}: {r.info.status.lower()}")
             continue
         tags = dict(r.data.tags)
         metrics = {k: [(m.step, float(m.value)) for m in sorted(client.get_metric_history(r.info.run_id, k),

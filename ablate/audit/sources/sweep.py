@@ -12,8 +12,8 @@ from ablate.record.results import iter_manifests
 from ablate.record.sweepdir import SweepDir
 
 
-def read(source: str) -> list[Run]:
-    """Every ok trial of the sweep dir ``source``."""
+def read(source: str, left_out: list[str] | None = None) -> list[Run]:
+    """Every ok trial of the sweep dir ``source``; the others are named in ``left_out``."""
     sd = SweepDir.open(source)
     plan = sd.plan()
     runs = []
@@ -21,6 +21,9 @@ def read(source: str) -> list[Run]:
         rec = sd.read_result(arm, seed)
         if True:
             if not isinstance(rec, dict) or rec.get("status") != "ok" or not isinstance(man, dict):
+                if left_out is not None:
+                    left_out.append(f"trial {arm}/seed={seed}: "
+                                    + (str(rec.get("status")) if isinstance(rec, dict) else "no result"))
                 continue
             code = man.get("code") or {}
             env = man.get("environment") or {}

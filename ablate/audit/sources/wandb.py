@@ -72,7 +72,7 @@ def _requirements(run_dir: Path) -> dict[str, str]:
     return out
 
 
-def read_run(path: Path) -> Run | None:
+def read_run(path: Path, left_out: list[str] | None = None) -> Run | None:
     """One ``.wandb`` file as a :class:`Run` (None when the run did not finish: no exit record)."""
     try:
         from wandb.proto import wandb_internal_pb2
@@ -134,6 +134,9 @@ def read_run(path: Path) -> Run | None:
         elif kind == "exit":
             finished = rec.exit.exit_code == 0
     if not finished or run_id is None:
+        if left_out is not None:
+            left_out.append(f"W&B run {path.parent.name}: " + ("no exit record (still running, or killed)"
+                                                              if not finished else "no run record"))
         return None
     config.pop("_wandb", None)
     libs = _requirements(path.parent)
@@ -144,9 +147,10 @@ def read_run(path: Path) -> Run | None:
                repo=git_toplevel(root))
 
 
-def read(source: str) -> list[Run]:
-    """Every finished run in ``source``: a ``.wandb`` file, a run dir, or a ``wandb/`` dir of run dirs."""
+def read(source: str, left_out: list[str] | None = None) -> list[Run]:
+    """Every finished run in ``source`` (a ``.wandb`` file, a run dir, or a ``wandb/`` dir of run dirs); the
+    others are named in ``left_out``."""
     p = Path(source)
     files = [p] if p.is_file() else sorted(p.glob("run-*.wandb")) or sorted(p.glob("*/run-*.wandb"))
     files = sorted({f.resolve() for f in files})  # wandb/latest-run is a link to one of the run dirs
-    return [r for r in (read_run(f) for f in files) if r is not None]
+    return [r for r in (read_run(f, left_out) for f in files) if r is not None]
