@@ -20,7 +20,8 @@ from ablate.audit.runs import Run, git_out
 from ablate.errors import ConfigError
 
 #: Context fields compared between arms (:attr:`ablate.audit.runs.Run.context`), and what each is called.
-CONTEXT = {"data": "data version", "libraries": "library version", "python": "Python version",
+CONTEXT = {"data": "data version", "libraries": "library version", "hydra": "Hydra version",
+           "python": "Python version",
            "hardware": "hardware", "host": "host", "platform": "platform", "determinism": "determinism setting"}
 #: What a missing context field is called in the "not recorded" lines.
 MISSING = {"commit": "commit", "data": "data version", "libraries": "library versions", "hardware": "hardware",
@@ -181,6 +182,10 @@ def classify(a: Arm, b: Arm, variable: str | None, repo: str | None = None) -> d
     if ma + mb:
         missing.append(f"no commit recorded for {ma + mb} of {len(runs)} runs"
                        + (" (Hydra records no commit)" if all(r.source == "hydra" for r in runs) else ""))
+    guessed = sum(1 for r in runs if r.commit_how.startswith("inferred"))
+    if guessed:
+        missing.append(f"no commit recorded for {guessed} of {len(runs)} runs (Hydra records none): inferred from "
+                       "the repo's git history at each run's start, blind to uncommitted edits")
     for arm, vals in ((a, ca), (b, cb)):
         if len(_distinct(vals)) > 1:
             within.append(f"arm {arm.name}'s runs ran at {len(_distinct(vals))} commits: "

@@ -39,9 +39,7 @@ def render(a: Mapping[str, Any]) -> str:
         L.append(f"- **Not enough runs**: {st['sample_size']['message']}.")
     else:
         c = v["comparisons"][0]
-        ci = c.get("ci")
-        L.append(f"- Post-hoc verdict for B against A: **{c['verdict']}**. {c['reason']}"
-                 + (f" Difference {_f(c.get('diff'))}, CI [{_f(ci[0])}, {_f(ci[1])}]." if ci else ""))
+        L.append(f"- Post-hoc verdict for B against A: **{c['verdict']}**. {c['reason']}")
         if (c.get("seed_advice") or {}).get("message"):
             L.append(f"- Seeds: {c['seed_advice']['message']}")
     m = a.get("minimal")

@@ -83,6 +83,11 @@ def test_audit_names_the_code_confound_and_gives_the_verdicts_statistics(confoun
     assert (code["a"], code["b"]) == (commits[0], commits[1])
     assert code["files"] == ["A data/new.csv", "M loader.py"]  # the new mix and the loader fix
     assert code["inferred"] is (source == "multirun")  # Hydra records no commit: inferred, and said so
+    said = [m for m in a["missing"] if m.startswith("no commit recorded")]
+    assert said == (["no commit recorded for 6 of 6 runs (Hydra records none): inferred from the repo's git "
+                     "history at each run's start, blind to uncommitted edits"] if source == "multirun" else [])
+    libs = "no library versions recorded for 6 of 6 runs"
+    assert (libs in a["missing"]) is (source != "wandb")  # W&B keeps requirements.txt; Hydra only its own version
     # the values are the app's own last logged val_acc, per seed
     old, new = _own_log(confounded, "a"), _own_log(confounded, "b")
     vals = a["statistics"]["values"]

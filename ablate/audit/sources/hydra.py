@@ -77,7 +77,7 @@ def read(source: str, left_out: list[str] | None = None) -> list[Run]:
         started = (d / ".hydra" / "config.yaml").stat().st_mtime
         context: dict[str, Any] = {}
         if runtime.get("version"):
-            context["libraries"] = {"hydra-core": str(runtime["version"])}
+            context["hydra"] = str(runtime["version"])  # Hydra's own version: no other library's
         choices = runtime.get("choices") or {}
         config, interpolations = _resolved(d / ".hydra" / "config.yaml", flatten(cfg or {}))
         config.update({f"hydra-choice:{k}": v for k, v in choices.items() if not str(k).startswith("hydra/")})
