@@ -28,6 +28,10 @@ MISSING = {"commit": "commit", "data": "data version", "libraries": "library ver
            "determinism": "determinism setting"}
 
 
+#: The prefix of the keys recording a Hydra config-group choice (``hydra-choice:model`` = ``mlp``).
+CHOICE = "hydra-choice:"
+
+
 @dataclass
 class Arm:
     """One arm: the config its replicates share (seed key left out) and its runs."""
@@ -108,6 +112,10 @@ def _derived(key: str, va: Any, vb: Any, variable: str | None, var_values: tuple
     value replaced by the treatment's."""
     if variable is None or var_values is None:
         return None
+    if variable.startswith(CHOICE):  # a Hydra config group swapped: its keys come with the option
+        prefix = variable.removeprefix(CHOICE).replace("/", ".") + "."
+        if key.startswith(prefix) and not key.startswith(CHOICE):
+            return f"in config group {variable.removeprefix(CHOICE)}, swapped {var_values[0]} -> {var_values[1]}"
     for r in runs:
         text = r.interpolations.get(key)
         if text and "${" + variable in text:

@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ablate.audit.arms import Arm
+from ablate.audit.arms import CHOICE, Arm
 
 
 def _value(v: Any) -> str:
@@ -22,15 +22,18 @@ def _value(v: Any) -> str:
     return json.dumps(v)
 
 
-def overrides(arm: Arm, seed_key: str, skip: set[str]) -> list[str]:
+def overrides(arm: Arm, seed_key: str, skip: set[str], variable: str = "") -> list[str]:
     """Every recorded key of ``arm`` as ``key=value``, the variable's control value included (not the seed,
     interpolations, the keys in ``skip`` (derived changes: they must follow the variable) or Hydra's choice
     records): the control is arm A's whole config, whatever the app's defaults are now."""
     out = []
     interpolated = {k for r in arm.runs for k in r.interpolations}
     for k, v in sorted(arm.config.items()):
-        if (k == seed_key or k in skip or k in interpolated or k.startswith("hydra-choice:")
-                or (isinstance(v, str) and "${" in v)):
+        if (k == seed_key or k in skip or k in interpolated or (isinstance(v, str) and "${" in v)
+                or (k.startswith(CHOICE) and k != variable)):
+            continue
+        if k.startswith(CHOICE):  # the group under test: the control's option, as Hydra's group=option
+            out.append(f"{k.removeprefix(CHOICE)}={v}")
             continue
         if isinstance(v, dict):
             continue
@@ -42,9 +45,11 @@ def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: s
     """The minimal ablation: ``task`` and ``variable`` configs, the commit, the command (not yet written)."""
     var = report["variable"]
     derived = {d["key"] for d in report["derived"]}
-    task = {"app": app, "overrides": overrides(a, report["seed_key"], derived), "metric": report["metric"],
+    task = {"app": app, "overrides": overrides(a, report["seed_key"], derived, var["key"]), "metric": report["metric"],
             "goal": report["goal"], "reduce": report["reduce"], "seed_key": report["seed_key"]}
-    variable = {"key": var["key"], "values": [var["b"]]}
+    key = var["key"]
+    variable = ({"group": key.removeprefix(CHOICE), "values": [var["b"]]} if key.startswith(CHOICE)
+                else {"key": key, "values": [var["b"]]})
     commit = next((x["commit"] for x in report["arms"] if x["role"] == "treatment" and x["commit"]), None)
     conf = out.absolute() / "ablation" / "conf"
     cmd = ["ablate", "--config-dir", str(conf), "-m", "task=audit", "variable=audit",

@@ -147,3 +147,24 @@ def test_a_data_file_changed_under_the_same_path_is_a_data_confound(tmp_path) ->
     assert (data["field"], data["a"], data["b"]) == ("data/train.csv", blob_old[:10], blob_new[:10])
     (code,) = [c for c in d["confounds"] if c["kind"] == "code"]
     assert code["files"] == ["M data/train.csv"]
+
+
+def test_a_swapped_config_group_is_the_variable_and_its_keys_come_with_it(tmp_path) -> None:
+    from ablate.audit.minimal import plan
+
+    runs = _runs()
+    for r in runs:
+        wide = r.config["lr"] == 0.2
+        r.config.pop("lr")
+        r.config.update({"hydra-choice:model": "wide" if wide else "mlp", "model.hidden": 256 if wide else 64,
+                         "model.act": "tanh"})
+    a, b = group(runs, "seed")
+    d = classify(a, b, None)
+    assert d["variable"] == {"key": "hydra-choice:model", "a": "mlp", "b": "wide", "how": "proposed"}
+    assert d["derived"] == [{"key": "model.hidden", "a": "64", "b": "256",
+                             "why": "in config group model, swapped mlp -> wide"}]
+    assert d["confounds"] == []
+    report = {**audit(runs), "seed_key": "seed"}
+    m = plan(a, b, report, app="train.py", out=tmp_path, repo=None)
+    assert m["variable"] == {"group": "model", "values": ["wide"]}
+    assert m["task"]["overrides"] == ["epochs=3", "model=mlp", "model.act=tanh"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablate.audit.arms import CHOICE
 from ablate.audit.runs import Run, flatten, git_out, git_toplevel
 from ablate.errors import ConfigError
 
@@ -80,7 +81,7 @@ def read(source: str, left_out: list[str] | None = None) -> list[Run]:
             context["hydra"] = str(runtime["version"])  # Hydra's own version: no other library's
         choices = runtime.get("choices") or {}
         config, interpolations = _resolved(d / ".hydra" / "config.yaml", flatten(cfg or {}))
-        config.update({f"hydra-choice:{k}": v for k, v in choices.items() if not str(k).startswith("hydra/")})
+        config.update({f"{CHOICE}{k}": v for k, v in choices.items() if not str(k).startswith("hydra/")})
         repo = git_toplevel(runtime.get("cwd"))
         job = (hydra.get("job") or {}).get("name")
         if job and runtime.get("cwd") and (Path(runtime["cwd"]) / f"{job}.py").is_file():
