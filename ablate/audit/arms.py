@@ -59,19 +59,23 @@ def group(runs: Sequence[Run], seed_key: str) -> list[Arm]:
     return arms
 
 
-def _show(v: Any) -> str:
-    return "(not set)" if v is _UNSET else json.dumps(v, default=str) if not isinstance(v, str) else v
-
-
+#: A key one arm's config does not have.
 _UNSET = object()
 
 
+def _show(v: Any) -> str:
+    return "(not set)" if v is _UNSET else v if isinstance(v, str) else json.dumps(v, default=str)
+
+
 def config_differences(a: Arm, b: Arm) -> dict[str, tuple[Any, Any]]:
-    """Config keys whose values differ between the arms: key -> (value in ``a``, value in ``b``)."""
-    keys = sorted(set(a.config) | set(b.config))
-    return {k: (a.config.get(k, _UNSET), b.config.get(k, _UNSET)) for k in keys
-            if _key(a.config.get(k, _UNSET) if k in a.config else "\0unset") !=
-            _key(b.config.get(k, _UNSET) if k in b.config else "\0unset")}
+    """Config keys whose values differ between the arms (a key one arm lacks included): key -> (value in
+    ``a``, value in ``b``), :data:`_UNSET` where absent."""
+    out = {}
+    for k in sorted(set(a.config) | set(b.config)):
+        va, vb = a.config.get(k, _UNSET), b.config.get(k, _UNSET)
+        if (va is _UNSET) != (vb is _UNSET) or (va is not _UNSET and _key(va) != _key(vb)):
+            out[k] = (va, vb)
+    return out
 
 
 def _values(runs: Sequence[Run], get: Any) -> tuple[list[Any], int]:

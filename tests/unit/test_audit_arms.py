@@ -168,3 +168,11 @@ def test_a_swapped_config_group_is_the_variable_and_its_keys_come_with_it(tmp_pa
     m = plan(a, b, report, app="train.py", out=tmp_path, repo=None)
     assert m["variable"] == {"group": "model", "values": ["wide"]}
     assert m["task"]["overrides"] == ["epochs=3", "model=mlp", "model.act=tanh"]
+
+
+def test_a_key_only_one_side_recorded_is_a_difference_never_taken_as_equal() -> None:
+    runs = _runs()
+    for r in runs[3:]:
+        r.config["dropout"] = None  # recorded as null on B's side only
+    d = classify(*group(runs, "seed"), "lr")
+    assert [c["message"] for c in d["confounds"]] == ["config `dropout`: (not set) in A, null in B"]
