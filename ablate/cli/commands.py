@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 def dispatch(name: str, argv: Sequence[str]) -> int:
     """Run subcommand ``name`` with its arguments; returns the exit code."""
     return {"status": cmd_status, "verdict": cmd_verdict, "resume": cmd_resume, "collect": cmd_resume,
-            "repro": cmd_repro, "track": cmd_track}[name](list(argv), name)
+            "repro": cmd_repro, "track": cmd_track, "audit": cmd_audit}[name](list(argv), name)
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
@@ -249,4 +249,38 @@ def cmd_track(argv: list[str], name: str = "track") -> int:
                           fix=f"add tracker=NAME ({', '.join(TRACKERS)}), e.g. "
                           f"`ablate track {args.dir} tracker=mlflow`")
     print(log_ablation(sd, cfg))
+    return 0
+
+
+def cmd_audit(argv: list[str], name: str = "audit") -> int:
+    """``ablate audit SOURCE... [--variable KEY] [--metric NAME] [--out DIR]``: judge runs ablate did not launch
+    (Hydra run/multirun dirs, MLflow stores, W&B run dirs, ablate sweep dirs); see :mod:`ablate.audit`."""
+    p = _Parser(prog=f"ablate {name}",
+                description="Read existing runs, group them into two arms (runs differing only in the seed are "
+                "replicates), classify every difference (variable, derived, confounds), give the verdict's "
+                "statistics post hoc, and write the minimal ablation that settles it: audit.md, audit.json.")
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="a Hydra run or multirun dir, an MLflow store (mlflow.db, mlruns/, a tracking URI), a W&B "
+                   "run dir (wandb/ or wandb/offline-run-*), an ablate sweep dir")
+    p.add_argument("--variable", metavar="KEY", help="the config key under test (default: proposed when exactly "
+                   "one key differs)")
+    p.add_argument("--metric", metavar="NAME", help="the metric to compare (default: the one every run logged)")
+    p.add_argument("--goal", choices=["maximize", "minimize"], help="the metric's direction (default: guessed "
+                   "from its name: loss, error ... are minimized)")
+    p.add_argument("--reduce", choices=["last", "min", "max"], default="last",
+                   help="how a metric logged at many steps becomes one value (as for trials)")
+    p.add_argument("--seed-key", default="seed", help="the config key holding the seed (default seed)")
+    p.add_argument("--repo", metavar="DIR", help="the git repo the runs ran in (for the files a commit changed; "
+                   "default: where the runs say they ran)")
+    p.add_argument("--app", metavar="SCRIPT", help="the training script for the minimal ablation (default: the one "
+                   "the runs recorded)")
+    p.add_argument("--out", metavar="DIR", default="audit", help="where audit.md and audit.json go (default audit/)")
+    args = p.parse_args(argv)
+    from pathlib import Path
+
+    from ablate.audit import run_audit
+
+    run_audit(args.sources, out=args.out, variable=args.variable, metric=args.metric, goal=args.goal,
+              reduce=args.reduce, seed_key=args.seed_key, repo=args.repo, app=args.app)
+    print(Path(args.out) / "audit.md")
     return 0

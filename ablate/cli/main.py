@@ -7,6 +7,7 @@
 - ``--cfg job`` / ``--hydra-help`` / ``--info`` / ``--shell-completion``: Hydra's own.
 - ``ablate status|verdict|resume|collect|repro|track DIR``: act on an existing sweep dir; dispatched
   before Hydra parses the command line.
+- ``ablate audit SOURCE...``: judge runs ablate did not launch (:mod:`ablate.audit`).
 
 User mistakes print one line (``ablate: error: ...``) and exit 2; a failed ablation exits 1.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ablate.errors import AblateError, UserError
 
-SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track")
+SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track", "audit")
 
 
 def _fail(exc: AblateError) -> int:

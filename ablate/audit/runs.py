@@ -1,0 +1,94 @@
+"""What the audit knows of one run that ablate did not launch: its config, metrics, code commit and context.
+
+Every source (:mod:`ablate.audit.sources`) reads its own format into :class:`Run`; the rest of the audit never
+looks at a source's files again. What a source does not record stays ``None`` (or out of ``context``), so the
+audit can say it is missing instead of taking it as equal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: A metric as logged: (step, value) pairs in logging order (as :data:`ablate.trials.tasks.metrics.Series`).
+Series = list[tuple[int | None, float]]
+
+
+@dataclass
+class Run:
+    """One run read from a source.
+
+    Attributes
+    ----------
+    source : str
+        ``hydra``, ``mlflow``, ``wandb`` or ``ablate`` (a trial of an ablate sweep dir).
+    id : str
+        Where it was read: a run dir, an MLflow run id, a W&B run id, ``arm/seed``.
+    config : dict
+        The run's config, flattened to dotted keys (``data.mix``).
+    metrics : dict
+        Metric name -> logged series.
+    commit : str or None
+        The git commit the run's code was at, when recorded.
+    commit_how : str
+        How ``commit`` was found: the source's own record (``recorded by <source>``), or ``inferred ...``.
+    context : dict
+        What else the source recorded of the run's context, by field: ``python``, ``host``, ``hardware``,
+        ``platform``, ``libraries`` (package -> version), ``data`` (path -> version), ``determinism``.
+    started : float or None
+        Start time (seconds since the epoch).
+    repo : str or None
+        A git work tree the run ran in, when it is at hand (for the files a commit changed).
+    interpolations : dict
+        Keys whose recorded value was an interpolation (Hydra's ``${...}``), with the text as recorded;
+        ``config`` holds the resolved value where it could be resolved.
+    """
+
+    source: str
+    id: str
+    config: dict[str, Any]
+    metrics: dict[str, Series]
+    commit: str | None = None
+    commit_how: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+    started: float | None = None
+    repo: str | None = None
+    interpolations: dict[str, str] = field(default_factory=dict)
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"a.b": value}``; lists stay values (a list is one setting)."""
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, Mapping) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = dict(v) if isinstance(v, Mapping) else v
+        return out
+    return {prefix: obj} if prefix else {}
+
+
+def git_toplevel(path: str | os.PathLike[str] | None) -> str | None:
+    """The git work tree holding ``path``, or None (no git, not a repo, gone)."""
+    if not path or not os.path.isdir(path):
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=30, check=False)
+    except OSError:
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def git_out(repo: str, *args: str) -> str | None:
+    """``git -C repo ARGS`` output, or None when git fails (an unknown commit, a shallow clone)."""
+    try:
+        out = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=60, check=False)
+    except OSError:
+        return None
+    return out.stdout if out.returncode == 0 else None
