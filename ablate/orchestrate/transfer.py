@@ -65,10 +65,16 @@ def parse_scale(cfg: Mapping[str, Any], cwd: str | os.PathLike[str] | None = Non
             key = f"{APP_NODE}.{key}"
     leaves = flatten({k: v for k, v in cfg.items() if k != "hydra"})
     if key not in leaves:
-        near = close_matches(key, task_keys(cfg))
-        raise ConfigError(f"{key!r} is not a value in the composed config"
-                          + (f". Close matches: {', '.join(near)}" if near else ""), where="scale.key",
-                          fix="point it at a leaf of your task, e.g. `scale.key=task.hidden`")
+        if is_app(cfg):  # the app's own keys, as its users write them
+            app_keys = list(flatten(cfg["task"]["params"]))
+            near = close_matches(key.removeprefix(APP_NODE + "."), app_keys)
+            where_ = "the app's config"
+            fix = f"point it at a value of the app's config, e.g. `scale.key={(near or app_keys or ['<key>'])[0]}`"
+        else:
+            near, where_ = close_matches(key, task_keys(cfg)), "the composed config"
+            fix = "point it at a leaf of your task, e.g. `scale.key=task.hidden`"
+        raise ConfigError(f"{key!r} is not a value in {where_}" + (f". Close matches: {', '.join(near)}" if near
+                                                                   else ""), where="scale.key", fix=fix)
     if any(key == r or key.startswith(r + ".") for r in RESERVED_KEYS | {"scale", "variable"}):
         raise ConfigError(f"{key!r} is a setting of ablate or of the comparison, not a scale of the task",
                           where="scale.key", fix="e.g. `scale.key=task.hidden`")

@@ -283,7 +283,11 @@ def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project
                          f"scale.key: `{one} dry_run=true`"),
                         (("variable=vx,vopt", *scale),
                          "`scale.key`: a suite cannot run a transfer check yet. Fix: run the transfer check per "
-                         "variable: `ablate -m variable=<name> scale.key=...`")):
+                         "variable: `ablate -m variable=<name> scale.key=...`"),
+                        (("variable=vx", f"scale.key={key_prefix}yy", "scale.values=[1.0,2.0]"),
+                         f"`scale.key`: '{key_prefix}yy' is not a value in the "
+                         + ("app's config. Close matches: y" if form == "app" else
+                            f"composed config. Close matches: {key_prefix}y"))):
         refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
     fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true")  # the fix named works
