@@ -107,7 +107,7 @@ def _hydra_main(argv: list[str]) -> int:
                                               config_name=args.config_name), app_overrides)
         from ablate.orchestrate.transfer import parse_scale, run_transfer
 
-        scale = parse_scale(composed.cfg)
+        scale = parse_scale(composed.cfg, os.getcwd())
         if scale is not None:  # `scale.key=... scale.values=[...]`: the ablation once per scale, then the check
             run_transfer(ours, scale, composed, config_path=config_path, config_dirs=config_dirs,
                          config_name=args.config_name, app_overrides=app_overrides)

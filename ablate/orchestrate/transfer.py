@@ -25,21 +25,26 @@ from ablate.errors import AblationFailed, ConfigError, close_matches
 from ablate.judge.table import MARKERS
 from ablate.judge.verdict import write_verdict
 from ablate.orchestrate.pipeline import prepare, start
+from ablate.plan.app_config import APP_NODE, to_app_key
 from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
 from ablate.plan.compose import compose
 from ablate.plan.overrides import format_override
 from ablate.record.names import arm_name
 from ablate.record.results import write_results
 from ablate.record.sweepdir import SweepDir, create_unique_dir, dump_yaml, read_json, write_atomic, write_json
-from ablate.trials.tasks.interface import with_cli_overrides
+from ablate.trials.tasks.interface import attach, with_cli_overrides
 
 TRANSFER_RECORD = "transfer.yaml"
 TRANSFER_JSON = "transfer.json"
 TRANSFER_MD = "transfer.md"
 
 
-def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
+def parse_scale(cfg: Mapping[str, Any], cwd: str | os.PathLike[str] | None = None) -> tuple[str, list[Any]] | None:
     """Read and validate ``scale.key`` / ``scale.values`` from a composed config; None when no scale is set.
+
+    For an ``app`` task the key names the app's own config (``scale.key=model.hidden``, as a variable's
+    ``key:`` does) and is returned at its place in ablate's config (``task.params.model.hidden``);
+    :func:`run_transfer` passes each scale value to the app as one of its overrides.
 
     Raises
     ------
@@ -54,12 +59,22 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
     if not isinstance(key, str) or not key:
         raise ConfigError(f"must name a dotted config key, got {key!r}", where="scale.key",
                           fix="e.g. `scale.key=task.hidden scale.values=[32,128]`")
+    if is_app(cfg):  # the app's own config, composed by Hydra, at task.params; the variable mapped onto it
+        cfg, _, _ = attach(dict(cfg), None, None, cwd)
+        if not key.startswith(APP_NODE + ".") and key.split(".")[0] in cfg["task"]["params"]:
+            key = f"{APP_NODE}.{key}"
     leaves = flatten({k: v for k, v in cfg.items() if k != "hydra"})
     if key not in leaves:
-        near = close_matches(key, task_keys(cfg))
-        raise ConfigError(f"{key!r} is not a value in the composed config"
-                          + (f". Close matches: {', '.join(near)}" if near else ""), where="scale.key",
-                          fix="point it at a leaf of your task, e.g. `scale.key=task.hidden`")
+        if is_app(cfg):  # the app's own keys, as its users write them
+            app_keys = list(flatten(cfg["task"]["params"]))
+            near = close_matches(key.removeprefix(APP_NODE + "."), app_keys)
+            where_ = "the app's config"
+            fix = f"point it at a value of the app's config, e.g. `scale.key={(near or app_keys or ['<key>'])[0]}`"
+        else:
+            near, where_ = close_matches(key, task_keys(cfg)), "the composed config"
+            fix = "point it at a leaf of your task, e.g. `scale.key=task.hidden`"
+        raise ConfigError(f"{key!r} is not a value in {where_}" + (f". Close matches: {', '.join(near)}" if near
+                                                                   else ""), where="scale.key", fix=fix)
     if any(key == r or key.startswith(r + ".") for r in RESERVED_KEYS | {"scale", "variable"}):
         raise ConfigError(f"{key!r} is a setting of ablate or of the comparison, not a scale of the task",
                           where="scale.key", fix="e.g. `scale.key=task.hidden`")
@@ -75,6 +90,12 @@ def parse_scale(cfg: Mapping[str, Any]) -> tuple[str, list[Any]] | None:
     if len({repr(v) for v in out}) != len(out):
         raise ConfigError(f"repeats a value: {list(values)}", where="scale.values", fix="list each value once")
     return key, out
+
+
+def is_app(cfg: Mapping[str, Any]) -> bool:
+    """The composed config's task is an ``app`` task."""
+    task = cfg.get("task")
+    return isinstance(task, Mapping) and bool(task.get("app"))
 
 
 def child_names(key: str, values: Sequence[Any]) -> list[str]:
@@ -128,13 +149,17 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         After the report is written, when a scale's ablation failed (its verdict is invalid).
     """
     key, values = scale
+    app_key = to_app_key(key) if is_app(composed.cfg) else None  # an app's scale value is one of its overrides
     if composed.cfg.get("dry_run") is True:
         raise ConfigError("a transfer check has no dry run yet", where="dry_run",
-                          fix=f"dry-run one scale: `{key}=<value> dry_run=true` without scale.key")
+                          fix="dry-run one scale, without scale.key: "
+                          f"`{format_override(f'app.{app_key}' if app_key else key, values[0])} dry_run=true`")
     comps = []
     for v in values:
-        c = with_cli_overrides(compose([*overrides, format_override(key, v)], config_path=config_path,
-                                       config_dirs=config_dirs, config_name=config_name), app_overrides)
+        ours = list(overrides) if app_key else [*overrides, format_override(key, v)]
+        theirs = [*app_overrides, format_override(app_key, v)] if app_key else list(app_overrides)
+        c = with_cli_overrides(compose(ours, config_path=config_path, config_dirs=config_dirs,
+                                       config_name=config_name), theirs)
         prepare(c.cfg, variable_name=c.variable_name, available_variables=c.variables, compose=c.compose,
                 choices=c.choices, cwd=cwd)  # every scale is checked before anything runs
         comps.append(c)

@@ -38,10 +38,21 @@ def per_trial_keys(raw_cfg: Mapping[str, Any]) -> set[str]:
         A config as a plain container, interpolations unresolved.
     """
     raw_flat = {k: v for k, v in _flat({k: v for k, v in raw_cfg.items() if k != "hydra"}).items()}
-    roots = {k for k, v in raw_flat.items() if isinstance(v, str) and _HYDRA in v}
+    roots = {k for k, v in raw_flat.items() if _reads_hydra(v)}
     if not roots:
         return set()
     return roots | derived_keys(raw_flat, roots)
+
+
+def _reads_hydra(value: Any) -> bool:
+    """A leaf reads ``${hydra:...}``: a string, or a list (a leaf of :func:`flatten`) holding one at any depth."""
+    if isinstance(value, str):
+        return _HYDRA in value
+    if isinstance(value, list | tuple):
+        return any(_reads_hydra(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_reads_hydra(v) for v in value.values())
+    return False
 
 
 def freeze_now(cfg: dict[str, Any], when: _dt.datetime | None = None) -> dict[str, str]:

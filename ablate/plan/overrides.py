@@ -8,7 +8,10 @@ keyword arguments of :func:`ablate.run`. The rules follow Hydra's override gramm
 - strings are always single-quoted, so ``'1e3'``, ``'true'`` and ``'null'`` stay strings; a quote is
   written ``\\'``, a run of backslashes before a quote or at the end is doubled, and ``${`` is escaped
   (``\\${``) so the script's OmegaConf does not read the text as an interpolation;
-- lists -> ``[a,b]`` and mappings -> ``{k:v}``, recursively.
+- lists -> ``[a,b]`` and mappings -> ``{k:v}``, recursively;
+- ``interpolate=True`` leaves ``${`` as it is, so the script's OmegaConf resolves the text as the
+  interpolation it is (an app arm's value as the plan holds it, unresolved: ``${hydra:runtime.output_dir}/alt``
+  reaches the app as that interpolation, which Hydra resolves in the trial).
 
 Every rendered override parses back, through Hydra's own parser and OmegaConf, to the value it came
 from (tested on arbitrary text in ``tests/unit/test_overrides.py``).
@@ -25,13 +28,16 @@ _BACKSLASHES_BEFORE_INTERP = re.compile(r"(\\*)\$\{")
 _BACKSLASHES_BEFORE_QUOTE = re.compile(r"(\\*)('|$)")
 
 
-def quote_string(text: str) -> str:
+def quote_string(text: str, *, interpolate: bool = False) -> str:
     """Quote ``text`` as a Hydra single-quoted string that OmegaConf reads back as exactly ``text``.
 
     Parameters
     ----------
     text : str
         Any text (spaces, commas, quotes, ``=``, ``#``, backslashes, ``${...}``, newlines).
+    interpolate : bool
+        Leave ``${...}`` (and ``\\${``) as written: OmegaConf then reads the text as a config value
+        written in YAML would be read, interpolations resolved.
 
     Returns
     -------
@@ -39,14 +45,17 @@ def quote_string(text: str) -> str:
         The quoted form, e.g. ``'it\\'s'`` for ``it's``.
     """
     # OmegaConf: `\${` is a literal `${`; backslashes right before it must be doubled to stay literal.
-    text = _BACKSLASHES_BEFORE_INTERP.sub(lambda m: m.group(1) * 2 + "\\${", text)
+    if not interpolate:
+        text = _BACKSLASHES_BEFORE_INTERP.sub(lambda m: m.group(1) * 2 + "\\${", text)
     # Hydra: backslashes before a quote (or the closing quote) are doubled; the quote itself is escaped.
     text = _BACKSLASHES_BEFORE_QUOTE.sub(lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text)
     return f"'{text}'"
 
 
-def format_value(value: Any) -> str:
+def format_value(value: Any, *, interpolate: bool = False) -> str:
     """Render one config value in Hydra override syntax (see the module docstring).
+
+    ``interpolate``: strings keep their ``${...}`` interpolations (see :func:`quote_string`).
 
     Raises
     ------
@@ -64,17 +73,20 @@ def format_value(value: Any) -> str:
             return "nan"
         return repr(value)  # 'inf', '-inf', '1e-05', '0.1'
     if isinstance(value, str):
-        return quote_string(value)
+        return quote_string(value, interpolate=interpolate)
     if isinstance(value, list | tuple):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
+        return "[" + ",".join(format_value(v, interpolate=interpolate) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{k}:{format_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{k}:{format_value(v, interpolate=interpolate)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write a {type(value).__name__} ({value!r}) as a Hydra override value")
 
 
-def format_override(key: str, value: Any, prefix: str = "") -> str:
-    """``key=value`` in Hydra override syntax; ``prefix`` may be ``+`` or ``++`` (add / force-add)."""
-    return f"{prefix}{key}={format_value(value)}"
+def format_override(key: str, value: Any, prefix: str = "", *, interpolate: bool = False) -> str:
+    """``key=value`` in Hydra override syntax; ``prefix`` may be ``+`` or ``++`` (add / force-add).
+
+    ``interpolate``: string values keep their ``${...}`` interpolations (see :func:`quote_string`).
+    """
+    return f"{prefix}{key}={format_value(value, interpolate=interpolate)}"
 
 
 def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -8,9 +8,12 @@ extracted; each is checked one way:
   launches nothing (a transfer check has no dry run: its first scale is dry-run instead);
 - ``ablate status|verdict|resume|collect|repro|track DIR ...``: run for real on one small ablation of the
   example (``DIR`` and ``outputs/ablate/<date>/<time>_lr`` stand for its sweep dir);
-- commands for the reader's own project (``task=my_task``, ``task=train``: files this repository does not
-  have) and synopsis lines (``[--trial ARM/SEED]``): listed in :data:`NOT_RUN`, so a new command in the docs
-  is run or consciously listed.
+- ``ablate -m task=train ...`` (docs/howto.md's existing Hydra app): dry-run the same way in a project holding
+  the test suite's Lightning-style app (tests/fixtures/lit_app, the layout the how-to shows) and the how-to's
+  own ``conf/task/train.yaml`` and ``conf/variable/*.yaml`` blocks, as written;
+- commands for the reader's own project (``task=my_task``: files this repository does not have) and synopsis
+  lines (``[--trial ARM/SEED]``): listed in :data:`NOT_RUN`, so a new command in the docs is run or
+  consciously listed.
 
 A doc whose command drifts from the code (a renamed setting, a removed option) fails here.
 """
@@ -33,8 +36,6 @@ SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track")
 #: Commands that are not run here, and why (the docs' own words for the reader's project).
 NOT_RUN = {
     "ablate -m variable=lr seeds=10 task=my_task": "the reader's own task (conf/task/my_task.yaml)",
-    "ablate -m task=train variable=lr seeds=5 dry_run=true": "the reader's existing Hydra app (src/train.py)",
-    "ablate -m task=train variable=lr seeds=5": "the reader's existing Hydra app (src/train.py)",
     "ablate repro DIR [--trial ARM/SEED] [--strong]": "a synopsis; `ablate repro DIR --trial control/1` runs",
 }
 #: Exit codes other than 0 that a command must give here, and the message that must explain it.
@@ -93,19 +94,68 @@ def test_every_ablation_command_of_the_docs_passes_a_dry_run(project: Path) -> N
     checked, failures = [], []
     for name, line, cmd in COMMANDS:
         argv = shlex.split(cmd)[1:]
-        if cmd in NOT_RUN or argv[0] != "-m" or cmd in [c for _, _, c in checked]:
+        if cmd in NOT_RUN or argv[0] != "-m" or APP_TASK in argv or cmd in [c for _, _, c in checked]:
             continue
-        scale = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("scale.")}
-        if scale:  # a transfer check has no dry run: dry-run its first scale
-            first = scale["scale.values"].strip("[]").split(",")[0]
-            argv = [a for a in argv if not a.startswith("scale.")] + [f"{scale['scale.key']}={first}"]
-        res = ablate_cli(project, *argv, "dry_run=true")
+        failures += dry_run(project, name, line, cmd)
         checked.append((name, line, cmd))
-        if res.returncode != 0 or "dry run: nothing launched" not in res.stdout:
-            failures.append(f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}")
     assert not failures, "\n".join(failures)
     assert len(checked) >= 15
     assert not (project / "outputs").exists()
+
+
+#: The task of docs/howto.md's existing Hydra app; its commands are dry-run in :func:`app_project`.
+APP_TASK = "task=train"
+
+
+def dry_run(project: Path, name: str, line: int, cmd: str) -> list[str]:
+    """Dry-run one ``ablate -m`` command of the docs; a failure line, or none."""
+    argv = shlex.split(cmd)[1:]
+    scale = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("scale.")}
+    if scale:  # a transfer check has no dry run: dry-run its first scale (an app's key with the app. prefix)
+        first = scale["scale.values"].strip("[]").split(",")[0]
+        prefix = "app." if APP_TASK in argv else ""
+        argv = [a for a in argv if not a.startswith("scale.")] + [f"{prefix}{scale['scale.key']}={first}"]
+    res = ablate_cli(project, *argv, "dry_run=true")
+    if res.returncode != 0 or "dry run: nothing launched" not in res.stdout:
+        return [f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}"]
+    return []
+
+
+def howto_app_files() -> dict[str, str]:
+    """``conf/...yaml`` path -> text of each YAML block of docs/howto.md's app section (first line names it)."""
+    text = (REPO / "docs" / "howto.md").read_text()
+    section = text[text.index("## Ablate your existing Hydra project"):]
+    section = section[:section.index("\n## ", 1)]
+    return {m.group(1): m.group(0) for m in re.finditer(r"^# (conf/\S+\.yaml)\b[^\n]*\n(?:(?!```).*\n)*",
+                                                         section, flags=re.MULTILINE)}
+
+
+@pytest.fixture
+def app_project(project: Path) -> Path:
+    """The test project plus tests/fixtures/lit_app (src/, configs/) and the how-to's app config blocks."""
+    import shutil
+
+    from tests.helpers import commit_all
+
+    for part in ("src", "configs"):
+        shutil.copytree(REPO / "tests" / "fixtures" / "lit_app" / part, project / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    files = howto_app_files()
+    assert set(files) == {"conf/task/train.yaml", "conf/variable/lr.yaml", "conf/variable/model.yaml"}, files
+    for path, body in files.items():
+        (project / path).write_text(body)
+    commit_all(project, "the how-to's app")
+    return project
+
+
+def test_every_app_command_of_the_howto_passes_a_dry_run(app_project: Path) -> None:
+    cmds = sorted({(n, i, c) for n, i, c in COMMANDS if APP_TASK in shlex.split(c) and c.split()[1] == "-m"},
+                  key=lambda x: x[1])
+    assert {n for n, _, _ in cmds} == {"howto.md"} and len(cmds) >= 5, cmds
+    assert any("variable=lr,model" in c for _, _, c in cmds) and any("scale.key=" in c for _, _, c in cmds)
+    failures = [f for n, i, c in cmds for f in dry_run(app_project, n, i, c)]
+    assert not failures, "\n".join(failures)
+    assert not (app_project / "outputs").exists()
 
 
 def test_every_sweep_dir_command_of_the_docs_runs_on_a_real_sweep_dir(project: Path) -> None:

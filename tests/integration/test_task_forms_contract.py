@@ -1,88 +1,319 @@
-"""One contract for the three task forms (fn, command, app): the same ablation, the same numbers.
+"""One contract for the three task forms (fn, command, app): every path of ablate, the same ablation, the same numbers.
 
-Each form runs a tiny task whose metric is a known function of what it received,
-``score = x * (1 + seed / 100)``, so every trial's recorded value can be checked by hand: the arm's
-value of the variable and the trial's seed reached the task, the metric was read back, and the manifest
-records the config and seed the trial ran.
+Each form runs a tiny task that writes what it received (``seen.json``: the values of ``x``, ``y``, ``z`` and
+the ``opt`` group it ran with) and returns ``score = x * (1 + seed / 100) + y + opt.k``. The matrix runs
+every form through every path (single ablation, resume, a suite of a key and a group variable, a group
+variable, a transfer run, an interpolated treatment value, a dry run, repro, ``--against``; launcher=inline,
+and local with fresh and with warm trials), each with real processes, and checks for every treatment
+trial that what the task *received* differs from what the control trial of the same seed received in
+exactly the treatment's own key: the one way to catch an arm that silently ran the control's config, or an
+override built from the wrong variable. Where a combination cannot work yet, the refusal is asserted.
+The SLURM cell (one job array) is ``tests/slurm/test_task_forms_slurm.py``.
+
+Kept cheap: tiny tasks, 3 seeds (the fewest a verdict takes), each ablation run once per form and shared
+by the cells that only read it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import shlex
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, run
 
 pytestmark = pytest.mark.slow
 
 FN = '''
+import json
 from pathlib import Path
 
 def train(cfg):
-    (Path(cfg.task.out) / "marker.txt").write_text(str(cfg.seed))
-    return {"score": cfg.task.x * (1 + cfg.seed / 100)}
+    t = cfg.task
+    seen = {"x": t.x, "y": t.y, "z": t.z, "opt": {"name": t.opt.name, "k": t.opt.k}}
+    (Path(t.out) / "seen.json").write_text(json.dumps(seen))
+    (Path(t.out) / "marker.txt").write_text(str(cfg.seed))
+    return {"score": t.x * (1 + cfg.seed / 100) + t.y + t.opt.k}
 '''
 COMMAND = '''
 import json, os, sys
-args = dict(a.split("=", 1) for a in sys.argv[1:])
-score = float(args["x"]) * (1 + int(args["seed"]) / 100)
+
+def value(text):  # the script's own reading of a Hydra override value: a quoted string or a number
+    if text.startswith("'") and text.endswith("'"):
+        return text[1:-1].replace("\\\\'", "'")
+    return float(text)
+
+args = {k: value(v) for k, v in (a.split("=", 1) for a in sys.argv[1:])}
+seen = {"x": args["x"], "y": args["y"], "z": args["z"], "opt": {"name": args["opt.name"], "k": args["opt.k"]}}
+with open(os.path.join(os.environ["ABLATE_RUN_DIR"], "seen.json"), "w") as fh:
+    json.dump(seen, fh)
+score = args["x"] * (1 + int(args["seed"]) / 100) + args["y"] + args["opt.k"]
 with open(os.environ["ABLATE_METRICS_FILE"], "w") as fh:
     json.dump({"score": score}, fh)
 '''
 APP = '''
+import json
+from pathlib import Path
+
 import hydra
+
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def main(cfg):
-    with open(cfg.out + "/marker.txt", "w") as fh:
-        fh.write(str(cfg.seed))
-    return {"score": cfg.x * (1 + cfg.seed / 100)}
+    seen = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "opt": {"name": cfg.opt.name, "k": cfg.opt.k}}
+    (Path(cfg.out) / "seen.json").write_text(json.dumps(seen))
+    (Path(cfg.out) / "marker.txt").write_text(str(cfg.seed))
+    return {"score": cfg.x * (1 + cfg.seed / 100) + cfg.y + cfg.opt.k}
+
 
 if __name__ == "__main__":
     main()
 '''
-FORMS = {
-    "fn": ({"fn": "contract_fn:train", "x": 1.0, "out": "${hydra:runtime.output_dir}"}, "task.x", [0, 1, 2]),
-    "command": ({"command": "python contract_cmd.py", "params": {"x": 1.0}, "output_dir_key": None},
-                "task.params.x", [1, 2, 3]),
-    "app": ({"app": "contract_app/app.py"}, "x", [1, 2, 3]),
-}
+OPTS = {"a": {"name": "a", "k": 0.0}, "b": {"name": "b", "k": 2.0}}
+VALUES = {"x": 1.0, "y": 0.0, "z": "plain"}
+#: Where each form's keys live in ablate's config: (key prefix, group prefix).
+WHERE = {"fn": ("task.", "task/"), "command": ("task.params.", "task/params/"), "app": ("", "")}
+INTERP = "${hydra:runtime.output_dir}/alt"
+#: Each variable, and the keys of ``seen.json`` its treatment changes (and to what).
+VARIABLES = {"vx": ("key", "x", [3.0], {"x": 3.0}),
+             "vopt": ("group", "opt", ["b"], {"opt.name": "b", "opt.k": 2.0}),
+             "vz": ("key", "z", [INTERP], {"z": "<run>/alt"})}
+SEEDS = {"fn": [0, 1, 2], "command": [1, 2, 3], "app": [1, 2, 3]}  # a script seeds itself, from 1
+LAUNCHERS = {"local-warm": ("launcher=local", "launcher.warm=true"),
+             "local-fresh": ("launcher=local", "launcher.warm=false")}
 
 
 def setup(root: Path, form: str) -> None:
+    """The three tasks, the ``opt`` group of each and the variables vx, vopt, vz, committed."""
     (root / "contract_fn.py").write_text(FN)
     (root / "contract_cmd.py").write_text(COMMAND)
-    (root / "contract_app" / "conf").mkdir(parents=True)
-    (root / "contract_app" / "app.py").write_text(APP)
-    (root / "contract_app" / "conf" / "config.yaml").write_text("x: 1.0\nseed: 0\nout: ${hydra:runtime.output_dir}\n")
-    task, key, _ = FORMS[form]
-    (root / "conf" / "task" / "contract.yaml").write_text(yaml.safe_dump({**task, "metric": "score"}))
-    (root / "conf" / "variable" / "cx.yaml").write_text(yaml.safe_dump({"key": key, "values": [3.0]}))
+    app = root / "contract_app"
+    (app / "conf" / "opt").mkdir(parents=True)
+    (app / "app.py").write_text(APP)
+    (app / "conf" / "config.yaml").write_text(yaml.safe_dump(
+        {"defaults": [{"opt": "a"}, "_self_"], **VALUES, "seed": 0, "out": "${hydra:runtime.output_dir}"},
+        sort_keys=False))
+    task = {"fn": {"defaults": [{"opt": "a"}, "_self_"], "fn": "contract_fn:train", **VALUES,
+                   "out": "${hydra:runtime.output_dir}"},
+            "command": {"defaults": [{"params/opt": "a"}, "_self_"], "command": "python contract_cmd.py",
+                        "params": dict(VALUES), "output_dir_key": None},
+            "app": {"app": "contract_app/app.py"}}[form]
+    group_dir = {"fn": root / "conf" / "task" / "opt", "command": root / "conf" / "task" / "params" / "opt",
+                 "app": app / "conf" / "opt"}[form]
+    group_dir.mkdir(parents=True, exist_ok=True)
+    for name, opt in OPTS.items():
+        (group_dir / f"{name}.yaml").write_text(yaml.safe_dump(opt))
+    (root / "conf" / "task" / "contract.yaml").write_text(yaml.safe_dump({**task, "metric": "score"}, sort_keys=False))
+    key_prefix, group_prefix = WHERE[form]
+    for name, (kind, key, values, _) in VARIABLES.items():
+        path = (group_prefix if kind == "group" else key_prefix) + key
+        (root / "conf" / "variable" / f"{name}.yaml").write_text(yaml.safe_dump({kind: path, "values": values}))
     commit_all(root, f"contract {form}")
 
 
-@pytest.mark.parametrize(("form", "launcher"), [("fn", "inline"), ("command", "inline"), ("app", "inline"),
-                                                ("fn", "local"), ("app", "local")])
-def test_every_task_form_runs_the_same_ablation(project: Path, form: str, launcher: str) -> None:
-    setup(project, form)
-    res = ablate_cli(project, "-m", "task=contract", "variable=cx", "seeds=3", f"launcher={launcher}")
-    assert res.returncode == 0, res.stderr
-    (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
-    seeds = FORMS[form][2]  # ablate seeds an fn task itself (0 included); a script seeds itself (from 1)
+def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def sweeps(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.glob("outputs/ablate/**/ablation.yaml"))
+
+
+class Project:
+    """One form's project; each ablation runs once (on first use) and is shared by the cells that read it."""
+
+    def __init__(self, root: Path, form: str) -> None:
+        self.root, self.form = root, form
+        setup(root, form)
+
+    def ablate(self, *args: str, ok: bool = True) -> Any:
+        res = ablate_cli(self.root, *args, timeout=300)
+        if ok:
+            assert res.returncode == 0, f"ablate {shlex.join(args)}\n{res.stdout}\n{res.stderr}"
+        return res
+
+    def sweep(self, *args: str) -> Path:
+        """Run ``ablate -m task=contract seeds=3 <args>`` and return its new sweep (or transfer parent) dir."""
+        before = set(self.root.glob("outputs/ablate/*/*"))
+        self.ablate("-m", "task=contract", "seeds=3", *args)
+        (new,) = set(self.root.glob("outputs/ablate/*/*")) - before
+        return new
+
+    @functools.cached_property
+    def suite(self) -> Path:
+        return self.sweep("variable=vx,vopt", "launcher=inline")
+
+
+@pytest.fixture(scope="module")
+def projects(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Project]:
+    made: dict[str, Project] = {}
+
+    def get(form: str) -> Project:
+        if form not in made:
+            dest = tmp_path_factory.mktemp(f"contract_{form}") / "proj"
+            shutil.copytree(project_template, dest, symlinks=True)
+            made[form] = Project(dest, form)
+        return made[form]
+
+    return get
+
+
+def check_sweep(sd: Path, form: str, *, y: float = 0.0) -> dict[str, Any]:
+    """Every trial ran and its metric is the task's own; each treatment received control's config but its own key.
+
+    Returns the plan record (``ablation.yaml``).
+    """
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    seeds = SEEDS[form]
+    assert plan["seeds"] == seeds
     verdict = json.loads((sd / "verdict.json").read_text())
-    assert verdict["seeds"] == seeds
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
-    for arm, x in (("control", 1.0), ("x=3.0", 3.0)):
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for arm in plan["arms"]:
         for seed in seeds:
-            t = sd / "trials" / arm / f"seed={seed}"
+            t = sd / "trials" / arm["name"] / f"seed={seed}"
             result = json.loads((t / "result.json").read_text())
             assert result["status"] == "ok", result
-            assert result["metrics"]["score"] == per_seed[arm][str(seed)] == x * (1 + seed / 100)
+            got = json.loads((t / "run" / "seen.json").read_text())
+            score = got["x"] * (1 + seed / 100) + got["y"] + got["opt"]["k"]
+            assert result["metrics"]["score"] == per_seed[arm["name"]][str(seed)] == score
             manifest = json.loads((t / "manifest.json").read_text())
             assert manifest["seed"] == seed and manifest["config"]["seed"] == seed
             if form != "command":  # ${hydra:runtime.output_dir} is the trial's own run dir, on every launcher
                 assert (t / "run" / "marker.txt").read_text() == str(seed)
-    assert verdict["confounds"]["findings"] == []
+            seen[arm["name"], seed] = flat(got)
+    for seed in seeds:
+        control = seen["control", seed]
+        assert control == {"x": 1.0, "y": y, "z": "plain", "opt.name": "a", "opt.k": 0.0}, control
+        for arm in plan["arms"][1:]:
+            variable = arm.get("variable") or plan["variable"]["name"]
+            run_dir = str(sd / "trials" / arm["name"] / f"seed={seed}" / "run")
+            want = {k: v.replace("<run>", run_dir) if isinstance(v, str) else v
+                    for k, v in VARIABLES[variable][3].items()}
+            got = seen[arm["name"], seed]
+            differs = {k: got[k] for k in got if got[k] != control[k]}
+            assert differs == want, (f"{form}: treatment {arm['name']} (variable {variable}, seed {seed}) received "
+                                     f"{differs} where the control's config differs only in {want}")
+    assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+    return plan
+
+
+FORMS = ["fn", "command", "app"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_single_ablation_then_resume(projects: Callable[[str], Project], form: str) -> None:
+    p = projects(form)
+    sd = p.sweep("variable=vx", "launcher=inline")
+    check_sweep(sd, form)
+    # resume: a lost treatment trial and a lost control trial run again, each with its own arm's config
+    for arm in ("control", "x=3.0"):
+        shutil.rmtree(sd / "trials" / arm / f"seed={SEEDS[form][1]}")
+    res = p.ablate("resume", str(sd))
+    ran = [x for x in res.stderr.splitlines() if x.startswith("[")]
+    assert len(ran) == 2 and all(" ok in " in x for x in ran), res.stderr  # only the two lost trials ran
+    check_sweep(sd, form)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_suite_of_a_key_and_a_group(projects: Callable[[str], Project], form: str) -> None:
+    plan = check_sweep(projects(form).suite, form)
+    assert [(a["name"], a.get("variable")) for a in plan["arms"]] == [("control", None), ("x=3.0", "vx"),
+                                                                      ("opt=b", "vopt")]
+
+
+# The two local modes each run a path of their own (inline runs the others): every launcher, every form.
+@pytest.mark.parametrize("form", FORMS)
+def test_group_variable_local_fresh(projects: Callable[[str], Project], form: str) -> None:
+    check_sweep(projects(form).sweep("variable=vopt", *LAUNCHERS["local-fresh"]), form)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_interpolated_treatment_value_local_warm(projects: Callable[[str], Project], form: str) -> None:
+    # the treatment's z is `${hydra:runtime.output_dir}/alt`: the task gets its own run dir + /alt, not the text
+    check_sweep(projects(form).sweep("variable=vz", *LAUNCHERS["local-warm"]), form)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_transfer_run_then_against(projects: Callable[[str], Project], form: str) -> None:
+    p = projects(form)
+    key = WHERE[form][0] + "y"
+    # a group variable at each scale (the key variable runs in the other cells)
+    parent = p.sweep("variable=vopt", f"scale.key={key}", "scale.values=[0.0,1.0]", "launcher=inline")
+    children = yaml.safe_load((parent / "transfer.yaml").read_text())["children"]
+    assert children == ["y=0.0", "y=1.0"]
+    for child, y in zip(children, (0.0, 1.0), strict=True):
+        check_sweep(parent / child, form, y=y)
+    # an app's scale key names its own config (as a variable's key does), recorded at ablate's path for it
+    assert json.loads((parent / "transfer.json").read_text())["scale"]["key"] == ("task.params.y" if form == "app"
+                                                                                  else key)
+    # --against: the scale y=1.0 as the target run; the one config difference named is the scale's key (an app's
+    # scale value is one of its overrides, so `task.overrides` differs too)
+    p.ablate("verdict", str(parent / children[0]), "--against", str(parent / children[1]), "--no-plots")
+    against = json.loads((parent / children[0] / "verdict.json").read_text())["against"]
+    want = {"fn": ["task.y"], "command": ["task.params.y"], "app": ["task.overrides", "task.params.y"]}[form]
+    assert [(d["kind"], d["field"]) for d in against["differences"]] == [("config", k) for k in want], against
+    assert against["differences"][-1]["this"] == 0.0 and against["differences"][-1]["target"] == 1.0
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project], form: str) -> None:
+    p = projects(form)
+    res = p.ablate("-m", "task=contract", "seeds=3", "variable=vx,vopt", "dry_run=true")
+    out = res.stdout
+    key_prefix, _ = WHERE[form]
+    params = "task.params." if form == "app" else key_prefix
+    assert f"{params}x: 1.0 -> 3.0" in out and f"{params}opt.name: a -> b" in out, out
+    # where a combination cannot work yet, ablate refuses it before anything is written, naming the way out
+    scale = (f"scale.key={key_prefix}y", "scale.values=[1.0,2.0]")
+    before = list(p.root.glob("outputs/ablate/*/*"))
+    one = f"{'app.' if form == 'app' else key_prefix}y=1.0"  # an app's key is set with the app. prefix
+    for args, words in ((("variable=vx", "dry_run=true", *scale),
+                         f"`dry_run`: a transfer check has no dry run yet. Fix: dry-run one scale, without "
+                         f"scale.key: `{one} dry_run=true`"),
+                        (("variable=vx,vopt", *scale),
+                         "`scale.key`: a suite cannot run a transfer check yet. Fix: run the transfer check per "
+                         "variable: `ablate -m variable=<name> scale.key=...`"),
+                        (("variable=vx", f"scale.key={key_prefix}yy", "scale.values=[1.0,2.0]"),
+                         f"`scale.key`: '{key_prefix}yy' is not a value in the "
+                         + ("app's config. Close matches: y" if form == "app" else
+                            f"composed config. Close matches: {key_prefix}y"))):
+        refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False)
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr
+    fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true")  # the fix named works
+    assert "arms (2): control, x=3.0" in fix.stdout, fix.stdout
+    assert form == "fn" or " y=1.0 " in next(x for x in fix.stdout.splitlines() if "argv control" in x), fix.stdout
+    assert list(p.root.glob("outputs/ablate/*/*")) == before
+    if form == "fn":
+        return  # an fn task has no argv: the changes above are what it receives
+    argv = {x.split()[1]: shlex.split(x.split(": ", 1)[1]) for x in out.splitlines() if x.strip().startswith("argv ")}
+    assert set(argv) == {"control", "x=3.0", "opt=b"}, out
+    ctl = argv["control"]
+    own = {"x=3.0": {"command": ["x=3.0"], "app": ["x=3.0"]}[form],
+           "opt=b": {"command": ["opt.name='b'", "opt.k=2.0"], "app": ["opt=b"]}[form]}
+    for arm, extra in own.items():
+        added = [a for a in argv[arm] if a not in ctl]
+        assert sorted(added) == sorted(extra), f"{arm}: {argv[arm]} vs control {ctl}"
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_repro_of_a_suite_treatment(projects: Callable[[str], Project], form: str) -> None:
+    p = projects(form)
+    sd = p.suite
+    seed = SEEDS[form][0]
+    res = p.ablate("repro", str(sd), "--trial", f"opt=b/{seed}")
+    assert "weak reproducibility (final metrics bitwise equal): holds" in res.stdout, res.stdout
+    (again,) = sd.glob(f"repro/opt=b/seed={seed}/*/run/seen.json")
+    original = json.loads((sd / "trials" / "opt=b" / f"seed={seed}" / "run" / "seen.json").read_text())
+    assert json.loads(again.read_text()) == original and original["opt"] == OPTS["b"]
+    assert run(["git", "status", "--porcelain"], p.root).stdout == ""

@@ -78,3 +78,9 @@ def test_a_script_without_hydra_main_is_refused(tmp_path: Path) -> None:
     (tmp_path / "t.py").write_text("def main():\n    pass\n")
     with pytest.raises(ConfigError, match=r"no function decorated with @hydra\.main"):
         read_decorator(tmp_path / "t.py")
+
+
+def test_per_trial_keys_include_lists_holding_a_hydra_reader() -> None:
+    # a variable whose treatment value is `${hydra:runtime.output_dir}/alt`: `variable.values` resolves per trial
+    raw = {"variable": {"key": "z", "values": ["${hydra:runtime.output_dir}/alt"]}, "n": [1, {"a": 2}], "z": "x"}
+    assert per_trial_keys(raw) == {"variable.values"}

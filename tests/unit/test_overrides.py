@@ -117,3 +117,37 @@ def test_split_command_forms() -> None:
     assert split_command("python 'my script.py' -x") == ["python", "my script.py", "-x"]
     assert split_command(["python", "t.py", 3]) == ["python", "t.py", "3"]
 
+
+
+def as_written(text: str) -> Any:
+    """``k: <text>`` read as a config file's value would be: interpolations resolved against the config."""
+    return OmegaConf.to_container(OmegaConf.create({"a": "A", "k": text}), resolve=True)["k"]
+
+
+def passed_interpolating(text: str) -> Any:
+    """``k=<text>`` passed with interpolate=True, assigned in the script's config and resolved there."""
+    cfg = OmegaConf.create({"a": "A", "k": None})
+    cfg.k = PARSER.parse_override(format_override("k", text, interpolate=True)).value()
+    return OmegaConf.to_container(cfg, resolve=True)["k"]
+
+
+@pytest.mark.parametrize("text", ["${a}/alt", "x${a}y${a}", "it's ${a}", "\\${a}", "\\\\${a}", "a\\", "plain",
+                                  "a, b=c #d ${a}", "${oc.select:a,none}"])
+def test_interpolating_value_resolves_in_the_script_as_written(text: str) -> None:
+    # an app arm's value (the plan's raw text) reaches the app as the same value a config file would hold
+    assert passed_interpolating(text) == as_written(text)
+    assert passed_interpolating("${a}/alt") == "A/alt" and roundtrip("${a}/alt") == "${a}/alt"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="a${}\\' ,=.:", max_size=12))
+def test_any_interpolating_text_resolves_as_written(text: str) -> None:
+    try:
+        want: Any = as_written(text)
+    except Exception:
+        want = "refused"
+    try:
+        got: Any = passed_interpolating(text)
+    except Exception:
+        got = "refused"
+    assert got == want

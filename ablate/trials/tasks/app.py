@@ -45,6 +45,7 @@ from ablate.plan.arms import MISSING, flatten, resolve, select
 from ablate.plan.compose import reject_sweeps
 from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
 from ablate.plan.overrides import format_override
+from ablate.plan.suite import suite_record
 from ablate.trials import seeding
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
@@ -413,8 +414,42 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
 
 
 # -- the trial's argv -------------------------------------------------------------------------------
+def arm_variable(plan: Mapping[str, Any], arm: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The variable an arm ablates: in a suite, the arm's own (named by its ``variable``), else the plan's.
+
+    A suite's plan-level ``variable`` only summarises its variables (``lr+model``, keys joined by
+    commas); an override built from it would set no key, or a key that does not exist.
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``ablation.yaml``): ``variable`` and, in a suite, ``suite.variables``.
+    arm : mapping
+        The arm's record (``name``, ``value`` and, in a suite, ``variable``).
+
+    Raises
+    ------
+    ConfigError
+        A suite treatment whose variable is not one of the suite's (an edited ``ablation.yaml``).
+    """
+    suite = (plan.get("suite") or {}).get("variables")
+    if not suite or arm.get("name") == "control":
+        return plan.get("variable") or {}
+    for v in suite:
+        if v.get("name") == arm.get("variable"):
+            return v
+    raise ConfigError(f"arm {arm.get('name')} names variable {arm.get('variable')!r}, which is not one of the "
+                      f"suite's ({', '.join(str(v.get('name')) for v in suite)})", where="ablation.yaml",
+                      fix="restore the sweep dir's ablation.yaml as ablate wrote it, or plan the suite again")
+
+
 def arm_override(variable: Mapping[str, Any], arm: Mapping[str, Any]) -> list[str]:
-    """The override that makes an arm of the app: none for control, ``key=value`` or ``group=option``."""
+    """The override that makes an arm of the app: none for control, ``key=value`` or ``group=option``.
+
+    ``variable`` is the arm's own (:func:`arm_variable`). A string value is passed as written in the
+    plan, interpolations included (``${hydra:runtime.output_dir}/alt``): the app resolves it in the trial,
+    against its own config, exactly as the plan resolved it to prove the arm's changes.
+    """
     if not variable or arm.get("name") == "control":
         return []
     key = str(variable.get("key", ""))
@@ -422,7 +457,7 @@ def arm_override(variable: Mapping[str, Any], arm: Mapping[str, Any]) -> list[st
         app_group = to_app_key(key.replace("/", "."))
         return [f"{app_group.replace('.', '/')}={arm.get('value')}"] if app_group else []
     app_key = to_app_key(key)
-    return [format_override(app_key, arm.get("value"))] if app_key else []
+    return [format_override(app_key, arm.get("value"), interpolate=True)] if app_key else []
 
 
 def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: int, run_dir: Path) -> list[str]:
@@ -479,7 +514,7 @@ class AppForm:
         mode = seeding.check_mode(opts.get("determinism", "seeded"))
         run_dir = tp.dir / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
-        argv = build_argv(task, arm_override(plan.get("variable") or {}, arm), seed=seed, run_dir=run_dir)
+        argv = build_argv(task, arm_override(arm_variable(plan, arm), arm), seed=seed, run_dir=run_dir)
         set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
@@ -491,13 +526,14 @@ class AppForm:
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
-        var = {"key": plan.variable.key, "is_group": plan.variable.is_group}
+        record = {"variable": {"key": plan.variable.key, "is_group": plan.variable.is_group}, **suite_record(plan)}
         lines = []
         seed = plan.seeds[0]
         for arm in plan.arms:
             with trial_hydra(Path("<trial dir>") / "run", plan.control.config["task"]):
                 task = resolve(arm.config)["task"]
-            argv = build_argv(task, arm_override(var, {"name": arm.name, "value": arm.value}), seed=seed,
+            rec = {"name": arm.name, "value": arm.value, "variable": arm.variable}
+            argv = build_argv(task, arm_override(arm_variable(record, rec), rec), seed=seed,
                               run_dir=Path("<trial dir>") / "run")
             argv[0] = "python"
             lines.append(f"  argv {arm.name} seed={seed}: {shlex.join(argv)}")
