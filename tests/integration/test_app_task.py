@@ -88,6 +88,7 @@ def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project:
     app = ["python", "src/train.py", "trainer=cpu", "trainer.max_epochs=2", "+trainer.limit_train_batches=6",
            "trainer.log_every_n_steps=2"]  # the task's overrides, then the command line's app. override
     tail = ["seed=1",  # seeds=3 for a script task means 1..3: the first seed is 1, never 0
+            "hydra.mode=RUN",  # one job per trial, whatever hydra.mode the app's config sets
             "hydra.run.dir='<trial dir>/run'",
             "+hydra.callbacks.ablate_return._target_=ablate.trials.tasks.hydra_callback.SaveReturn"]
     assert control == [*app, *tail]

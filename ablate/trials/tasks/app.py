@@ -242,8 +242,9 @@ def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
         hint = f"Close matches: {', '.join(near)}. " if near else ""
         return ConfigError(f"the app has no {group} option {option!r}. {hint}Available: {', '.join(opts) or 'none'}",
                            where="task.overrides", fix=f"choose one of them, or add {cdir}/{group}/{option}.yaml")
-    if first.startswith("Error merging override") and len(msg.splitlines()) > 1:
-        first = f"{first}: {msg.splitlines()[1].strip()}"  # Hydra's reason: a schema's type or Enum values
+    cause = str(exc.__cause__ or "").strip()
+    if first.startswith("Error merging override") and cause:
+        first = f"{first}: {cause.splitlines()[0]}"  # Hydra's reason: a schema's type or Enum values
     return ConfigError(f"the app's config cannot be composed with overrides {list(overrides)}: {first}",
                        where="task.overrides", fix="check the override named above (`python <app> --cfg job` shows "
                        "the app's composed config)")
@@ -275,7 +276,11 @@ def import_app(script: Path, root: Path) -> None:
     ConfigError
         The import fails.
     """
-    if str(script) in _IMPORTED:
+    try:
+        key = script.relative_to(root).as_posix()  # one app per process: the planning process's import serves an
+    except ValueError:                             # inline trial too (importing it twice re-registers its resolvers)
+        key = str(script)
+    if key in _IMPORTED:
         return
     for p in (str(script.parent), str(root)):
         if p not in sys.path:
@@ -291,7 +296,7 @@ def import_app(script: Path, root: Path) -> None:
                           "before composing its config, as running it does", where="task.app",
                           fix="make the script importable (its training starts under `if __name__ == '__main__'`), "
                           "and install what it imports") from None
-    _IMPORTED.add(str(script))
+    _IMPORTED.add(key)
 
 
 def trial_resolved_keys(cfg: Any) -> tuple[list[str], list[str]]:
@@ -502,6 +507,7 @@ class AppForm:
         trial depends on the variable (:func:`check_trial_resolved`)."""
         config_location(settings(plan.control.config["task"]), cwd)
         check_trial_resolved(plan)
+        check_arms_with_hydra(plan, cwd)
 
     def register_resolvers(self, task: Mapping[str, Any], code_root: Any) -> None:
         """In a trial: register the resolvers the app registers when imported (from the code snapshot)."""
@@ -584,6 +590,47 @@ def check_trial_resolved(plan: Any) -> None:
                 "from control only in the variable", where="variable",
                 fix="register the resolver at the top level of the app's module (ablate imports it before "
                 "composing), or ablate a key that no such value reads")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, a ``.nan`` equal to itself (as in the plan proof)."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def check_arms_with_hydra(plan: Any, cwd: str | os.PathLike[str]) -> None:
+    """Compose each treatment of a key variable with Hydra, as its trial's argv will, and compare with control.
+
+    The app's own schema then checks the treatment value (an Enum name, a type) before anything
+    launches, and Hydra's composition must differ from control's in the variable's key alone.
+    (A group variable's arms are composed by Hydra already.)
+
+    Raises
+    ------
+    ConfigError
+        Hydra refuses a treatment's override, or its composition changes other keys too.
+    """
+    var = plan.variable
+    app_key = to_app_key(var.key)
+    if var.is_group or not app_key:
+        return
+    s = settings(plan.control.config["task"])
+    cdir, name, vb = config_location(s, cwd)
+    control = flatten(compose_app(cdir, name, vb, s["overrides"])[0])
+    for arm in plan.arms[1:]:
+        if getattr(arm, "variable", None):  # a suite's arm: its own variable's override is the suite's to build
+            continue
+        ov = arm_override({"key": var.key, "is_group": False}, {"name": arm.name, "value": arm.value})
+        try:
+            treat = flatten(compose_app(cdir, name, vb, [*s["overrides"], *ov])[0])
+        except ConfigError as exc:
+            raise ConfigError(f"treatment {arm.name}: {exc.what}", where="variable.values",
+                              fix="give a value the app's config accepts for its key") from None
+        extra = sorted(k for k in set(control) | set(treat) if not _same(control.get(k, MISSING), treat.get(k, MISSING))
+                       and k != app_key and not k.startswith(app_key + "."))
+        if extra:
+            raise ConfigError(f"Hydra composes treatment {arm.name} ({' '.join(ov)}) with more changes than the "
+                              f"variable: {', '.join(extra[:5])}", where="variable",
+                              fix="ablate a key no other key of the app's config is composed from")
 
 
 FORM = AppForm()
