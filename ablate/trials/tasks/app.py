@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, close_matches
-from ablate.plan.app_config import APP_NODE, to_app_key
+from ablate.plan.app_config import APP_NODE, escaped, to_app_key
 from ablate.plan.arms import MISSING, derived_keys, flatten, resolve, select
 from ablate.plan.compose import reject_sweeps
 from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
@@ -318,12 +318,31 @@ def trial_resolved_keys(cfg: Any) -> tuple[list[str], list[str]]:
     return sorted(roots | derived_keys(flat, roots)), sorted(missing)
 
 
-def register_app_resolvers(cfg: Any, script: Path, root: Path) -> None:
-    """Import the app's module (:func:`import_app`): in a trial, from the code snapshot.
+def _resolves(cfg: Any) -> bool:
+    from omegaconf import OmegaConf
 
-    Resolvers the module still leaves unknown are the app's own ``main()``'s: the keys using them
-    are resolved only in the trial (:func:`trial_resolved_keys`).
+    try:
+        with trial_hydra("<trial dir>/run"):
+            OmegaConf.to_container(OmegaConf.create(dict(cfg)), resolve=True)
+    except Exception:
+        return False
+    return True
+
+
+def register_app_resolvers(cfg: Any, script: Path, root: Path, later: Sequence[str] = ()) -> None:
+    """In a trial: import the app's module (:func:`import_app`, from the code snapshot) when resolving its
+    config needs what the import sets up (a resolver, ``PROJECT_ROOT``); the trial process composes
+    nothing, so an app whose config resolves without it (torch at its top) is not imported twice.
+
+    Parameters
+    ----------
+    later : sequence of str
+        The keys resolved only in the trial (:func:`trial_resolved_keys`): their resolvers are the
+        app's ``main()``'s, which no import registers.
     """
+    rest = escaped(cfg, list(later)) if later else cfg
+    if not unregistered_resolvers(rest) and _resolves(rest):
+        return
     import_app(script, root)
 
 
@@ -512,7 +531,8 @@ class AppForm:
     def register_resolvers(self, task: Mapping[str, Any], code_root: Any) -> None:
         """In a trial: register the resolvers the app registers when imported (from the code snapshot)."""
         root = Path(code_root) if code_root else Path.cwd()
-        register_app_resolvers(task.get("params") or {}, root / str(task["app"]), root)
+        register_app_resolvers(task.get("params") or {}, root / str(task["app"]), root,
+                               task.get("trial_resolved") or [])
 
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> TaskOutput:
