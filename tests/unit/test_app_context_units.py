@@ -3,6 +3,7 @@ guard, and repro's path-only differences."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,19 @@ def test_repro_lists_differences_of_each_runs_own_dir_apart() -> None:
                                      "(re-run)"]
     diffs, paths = manifest_differences(manifest(f"{orig}/run", 0.1), manifest("/elsewhere/run", 0.2), (orig, new))
     assert len(diffs) == 2 and paths == []  # another dir is a real difference, as is another value
+
+
+def test_metrics_are_read_from_the_run_dir_then_the_files_the_app_wrote_into_its_working_dir(tmp_path: Path) -> None:
+    from ablate.trials.tasks.metrics import collect
+
+    run, work, code = tmp_path / "run", tmp_path / "work", tmp_path / "code"
+    for d in (run, work, code):
+        d.mkdir()
+    (run / "ablate_seen.json").write_text(json.dumps({"config": {"lr": 0.1}}))  # ablate's record, never a metric
+    (code / "old.json").write_text(json.dumps({"val_acc": 0.1}))
+    (work / "old.json").symlink_to(code / "old.json")  # the mirror's link to the code snapshot: not the app's write
+    (work / "metrics.json").write_text(json.dumps({"val_acc": 0.75, "val_loss": 1.5}))  # chdir=false app's file
+    metrics, src = collect(run, [], "val_acc", source="json", work_dir=work)
+    assert metrics == {"val_acc": 0.75, "val_loss": 1.5} and src["path"] == str(work / "metrics.json")
+    (run / "m.jsonl").write_text(json.dumps({"val_acc": 0.5}) + "\n")  # the run dir's own file comes first
+    assert collect(run, [], "val_acc", source="json", work_dir=work)[0] == {"val_acc": 0.5}

@@ -552,7 +552,7 @@ class AppForm:
             record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         metrics, source = collect(run_dir, lines, str(s["metric"]), source=s["metric_source"], reduce=s["reduce"],
-                                  stdout_path=tp.stdout)
+                                  stdout_path=tp.stdout, work_dir=cwd if snapshot is not None else None)
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):
