@@ -378,8 +378,22 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| sequential | {seq_s} |",
         f"| changed from defaults | {_non_default(v)} |",
         f"| libraries | {', '.join(f'{k} {x}' for k, x in ver.items())} |",
+        *_app_rows(v),
         "",
     ]
+
+
+def _app_rows(v: Mapping[str, Any]) -> list[str]:
+    """Setup rows of an ``app`` task: its run mode when its config sets another, keys resolved only in the trial."""
+    rows = []
+    if v.get("app_mode") and v["app_mode"] != "RUN":
+        rows.append(f"| app run mode | the app's config sets hydra.mode={v['app_mode']}; each trial ran it with "
+                    "hydra.mode=RUN (one job, in its own trial dir) |")
+    if v.get("trial_resolved"):
+        rows.append(f"| resolved only in the trial | {', '.join(f'`{k}`' for k in v['trial_resolved'])} (a resolver "
+                    "the app registers when it runs): the arms were compared on the unresolved text; each "
+                    "manifest records the value the app saw |")
+    return rows
 
 
 def _rho_of(c: Mapping[str, Any]) -> float | None:

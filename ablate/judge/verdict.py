@@ -310,6 +310,8 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         "metric": metric, "goal": goal, "alpha": opts.alpha,
         "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
         "seed_note": plan.get("seed_note"),
+        **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
+        **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
         "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),

@@ -122,6 +122,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "seeds": plan.seeds,
         "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
         "per_trial": sorted(_per_trial_keys(plan)),
+        **_app_notes(plan),
         "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
         "options": opts.record(),
         "project": {"cwd": cwd},
@@ -145,6 +146,14 @@ def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any
 def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
     """An app task's own config dir (hashed with ablate's, so `ablate verdict` reports later edits)."""
     return config_dirs(plan.control.config.get("task") or {}, cwd)
+
+
+def _app_notes(plan: Plan) -> dict[str, Any]:
+    """An app's keys resolved only in the trial (``trial_resolved``) and its own ``hydra.mode`` (``app_mode``)."""
+    later = sorted({f"{APP_NODE}.{k}" for a in plan.arms for k in (a.config.get("task") or {}).get("trial_resolved")
+                    or []})
+    mode = ((plan.control.config.get("task") or {}).get("app_hydra") or {}).get("mode")
+    return {**({"trial_resolved": later} if later else {}), **({"app_mode": mode} if mode else {})}
 
 
 def _per_trial_keys(plan: Plan) -> set[str]:

@@ -115,6 +115,9 @@ class ReproReport:
     differences : list of str
         Fields that differ between the two runs' manifests (code, data, config, determinism,
         environment): the first place to look when a guarantee fails.
+    path_only : list of str
+        Fields that differ only by naming each run's own trial dir (an app's
+        ``${hydra:runtime.output_dir}``): expected, listed apart as explained.
     """
 
     arm: str
@@ -130,6 +133,7 @@ class ReproReport:
     steps: tuple[int, int] = (0, 0)
     divergence: Divergence | None = None
     differences: list[str] = field(default_factory=list)
+    path_only: list[str] = field(default_factory=list)
 
     @property
     def holds(self) -> bool:
@@ -179,6 +183,10 @@ class ReproReport:
         if self.differences:
             lines.append("the two runs' manifests differ in:")
             lines.extend(f"  {d}" for d in self.differences)
+        if self.path_only:
+            lines.append(f"paths only ({len(self.path_only)}; expected: each run writes into its own trial dir, the "
+                         "same once that dir is written <trial dir>):")
+            lines.extend(f"  {d}" for d in self.path_only)
         if not self.holds and self.mode == "off":
             lines.append("note: determinism=off seeds nothing, so no guarantee is expected; use seeded or strict")
         elif self.strong is False and self.mode != "strict":
@@ -308,22 +316,40 @@ def first_divergence(original: Sequence[Mapping[str, Any]], repro: Sequence[Mapp
     return None
 
 
-def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any]) -> list[str]:
+def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any],
+                         dirs: tuple[str, str] | None = None) -> tuple[list[str], list[str]]:
     """Fields that differ between two manifests of the same trial, as ``kind `key`: a -> b`` lines.
 
     Parameters
     ----------
     original, repro : mapping
         The two runs' ``manifest.json`` contents; the fields compared are those of the confound
-        check (:func:`ablate.judge.confounds.manifest_fields`).
+        check (:func:`ablate.judge.confounds.manifest_fields`). An app's config is what the app saw
+        (recorded from its own process).
+    dirs : (str, str), optional
+        The original trial's dir and the re-run's: a value that differs only by naming its own run's
+        dir (``${hydra:runtime.output_dir}``, the working dir) is a path-only difference.
+
+    Returns
+    -------
+    differences, path_only : list of str, list of str
+        Real differences, and the path-only ones (expected: each run writes into its own dir).
     """
     a, b = manifest_fields(original), manifest_fields(repro)
-    out = []
+    out, paths = [], []
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
             kind, key = k.split(":", 1)
-            out.append(f"{kind} `{key}`: {_short(a.get(k))} (original) -> {_short(b.get(k))} (re-run)")
-    return out
+            line = f"{kind} `{key}`: {_short(a.get(k))} (original) -> {_short(b.get(k))} (re-run)"
+            (paths if dirs and _path_only(a.get(k), b.get(k), dirs) else out).append(line)
+    return out, paths
+
+
+def _path_only(a: Any, b: Any, dirs: tuple[str, str]) -> bool:
+    """``a`` and ``b`` are the same once each run's own dir is written as ``<trial dir>``."""
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    return dirs[0] in a and dirs[1] in b and a.replace(dirs[0], "<trial dir>") == b.replace(dirs[1], "<trial dir>")
 
 
 def hash_seed_difference(original: Mapping[str, Any], repro: Mapping[str, Any]) -> str | None:
@@ -530,8 +556,10 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
         arm=arm, seed=seed, mode=mode, original_dir=str(orig.dir), repro_dir=str(tp.dir),
         status=str(new.get("status")), error=new.get("error"), metrics=metrics,
         weak=new.get("status") == "ok" and all(m.equal for m in compared),
-        differences=manifest_differences(original_manifest, new_manifest) if new_manifest else [],
     )
+    if new_manifest:
+        report.differences, report.path_only = manifest_differences(original_manifest, new_manifest,
+                                                                    (str(orig.dir), str(tp.dir)))
     cause = hash_seed_difference(original_manifest, new_manifest)
     if cause:
         report.differences.insert(0, cause)

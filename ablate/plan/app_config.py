@@ -46,5 +46,30 @@ def resolve_container(cfg: Mapping[str, Any]) -> dict[str, Any]:
     rest = copy.copy(dict(cfg))
     rest["task"] = {k: v for k, v in cfg["task"].items() if k != "params"}
     out: dict[str, Any] = OmegaConf.to_container(OmegaConf.create(rest), resolve=True)  # type: ignore[assignment]
-    out["task"]["params"] = OmegaConf.to_container(OmegaConf.create(dict(params)), resolve=True)
+    later = cfg["task"].get("trial_resolved") or []
+    own = escaped(params, later) if later else dict(params)
+    out["task"]["params"] = OmegaConf.to_container(OmegaConf.create(own), resolve=True)
+    return out
+
+
+def escaped(params: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
+    """A copy of the app's config whose ``keys`` hold their unresolved text as a literal string.
+
+    For keys resolved only in the trial (a resolver the app registers when it runs): resolving the
+    rest of the config then keeps their text (``${batches:8,1}`` stays that text), and keys that
+    interpolate from them read that text too, so two arms are compared on it.
+    """
+    out = copy.deepcopy(dict(params))
+    for key in keys:
+        node: Any = out
+        parts = key.split(".")
+        try:
+            for part in parts[:-1]:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            last: Any = int(parts[-1]) if isinstance(node, list) else parts[-1]
+            value = node[last]
+        except (KeyError, IndexError, ValueError, TypeError):
+            continue
+        if isinstance(value, str):
+            node[last] = value.replace("${", "\\${")
     return out

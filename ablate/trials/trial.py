@@ -318,6 +318,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             write_json(tp.manifest, manifest)
         source = None
         if isinstance(out, TaskOutput):
+            if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
+                manifest["config"] = {**cfg, "task": {**(cfg.get("task") or {}), "params": out.seen["config"]}}
+                manifest["seen"] = {"by": "the task's own process", "hydra": out.seen.get("hydra") or {}}
+                write_json(tp.manifest, manifest)
             out, source = out.metrics, out.source
         metrics = coerce_metrics(out, metric)
         as_bool = bool_metrics(out)

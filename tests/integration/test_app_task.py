@@ -88,6 +88,7 @@ def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project:
     app = ["python", "src/train.py", "trainer=cpu", "trainer.max_epochs=2", "+trainer.limit_train_batches=6",
            "trainer.log_every_n_steps=2"]  # the task's overrides, then the command line's app. override
     tail = ["seed=1",  # seeds=3 for a script task means 1..3: the first seed is 1, never 0
+            "hydra.mode=RUN",  # one job per trial, whatever hydra.mode the app's config sets
             "hydra.run.dir='<trial dir>/run'",
             "+hydra.callbacks.ablate_return._target_=ablate.trials.tasks.hydra_callback.SaveReturn"]
     assert control == [*app, *tail]
@@ -120,6 +121,8 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             assert seen["paths"]["output_dir"] == "${hydra:runtime.output_dir}"
             manifest = json.loads((t / "manifest.json").read_text())
             assert manifest["config"]["task"]["params"]["paths"]["output_dir"] == str(t / "run")
+            # PROJECT_ROOT as the app set it in its own process: the code snapshot it ran, not the live tree
+            assert manifest["config"]["task"]["params"]["paths"]["root_dir"] == str(sd / "code")
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
     assert "seeds start at 1: the script seeds itself" in (sd / "verdict.md").read_text()
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
@@ -128,6 +131,9 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
         rep = ablate_cli(lit_project, "repro", str(sd), "--trial", f"control/{seed}")
         assert rep.returncode == 0, rep.stdout + rep.stderr
         assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
+        # compared as the app saw them: its output dirs differ only by naming each run's own dir, said so
+        assert "manifests differ" not in rep.stdout and "paths only (" in rep.stdout, rep.stdout
+        assert "task.params.paths.output_dir" in rep.stdout.split("paths only (", 1)[1]
 
 
 def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_project: Path) -> None:

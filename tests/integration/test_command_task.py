@@ -77,7 +77,8 @@ def test_unmodified_hydra_script_runs_as_a_task(script_project: Path) -> None:
             assert seen["optim"]["lr"] == lr and seen["run_name"] == TRICKY and seen["tags"] == ["a b", "c,d", None]
             cmd = json.loads((t / "command.json").read_text())
             assert cmd["returncode"] == 0
-            assert cmd["cwd"] == str(sd / "code")  # the pinned snapshot, not the live tree
+            assert cmd["cwd"] == str(t / "work")  # the trial's own mirror of the pinned snapshot, not the live tree
+            assert (t / "work" / "hydra_train" / "train.py").resolve() == sd / "code" / "hydra_train" / "train.py"
             assert cmd["env"]["ABLATE_SEED"] == str(seed) and cmd["env"]["PYTHONHASHSEED"] == str(seed)
             assert "HOME" not in cmd["env"]  # only what ablate set is recorded, never the whole environment
             assert f"seed={seed}" in cmd["argv"] and f"hydra.run.dir='{t / 'run'}'" in cmd["argv"]

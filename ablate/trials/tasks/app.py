@@ -31,6 +31,7 @@ import ast
 import copy
 import datetime as _dt
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -40,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, close_matches
-from ablate.plan.app_config import APP_NODE, to_app_key
-from ablate.plan.arms import MISSING, flatten, resolve, select
+from ablate.plan.app_config import APP_NODE, escaped, to_app_key
+from ablate.plan.arms import MISSING, derived_keys, flatten, resolve, select
 from ablate.plan.compose import reject_sweeps
 from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
 from ablate.plan.overrides import format_override
@@ -49,18 +50,22 @@ from ablate.plan.suite import suite_record
 from ablate.trials import seeding
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
-from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
+from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
 from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect
+from ablate.trials.workdir import guard_snapshot
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).
 APP_TASK_KEYS: dict[str, Any] = {
     "app": None, "config_path": None, "config_name": None, "overrides": [], "metric": None, "goal": "maximize",
     "metric_source": "auto", "reduce": "last", "seed_key": "seed", "data": [], "env": {},
 }
-#: Keys ablate fills in (the composed config and the keys whose ``${now:}`` it froze).
-FILLED_KEYS = ("params", "frozen_now")
+#: Keys ablate fills in: the composed config, the keys whose ``${now:}`` it froze, the keys resolved
+#: only in the trial (:func:`trial_resolved_keys`) and the app's own ``hydra.mode`` / ``hydra.searchpath``.
+FILLED_KEYS = ("params", "frozen_now", "trial_resolved", "app_hydra")
 #: The command-line prefix of an app override.
 CLI_PREFIX = "app."
+#: Forces one run per trial: an app whose config sets ``hydra.mode: MULTIRUN`` would sweep otherwise.
+RUN_MODE_OVERRIDE = "hydra.mode=RUN"
 _RESOLVER = re.compile(r"\$\{([A-Za-z_][\w.]*):")
 
 
@@ -168,14 +173,20 @@ def config_location(s: Mapping[str, Any], cwd: str | os.PathLike[str]) -> tuple[
 
 # -- composing the app's config ----------------------------------------------------------------------
 def compose_app(cdir: Path, name: str, version_base: str | None,
-                overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+                overrides: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Compose the app's config with Hydra, as ``python <app> <overrides>`` would.
+
+    Hydra's own compose API, with the app's config dir: the primary config's ``hydra.searchpath``
+    (``pkg://`` entries included) is honoured by Hydra itself. The app's module must be imported
+    first (:func:`import_app`), so its ConfigStore entries and import-time resolvers exist, and its
+    dir is on ``sys.path`` for ``pkg://`` packages beside it.
 
     Returns
     -------
-    config, choices : dict, dict
-        The composed config without ``hydra`` (interpolations unresolved), and the option chosen in
-        each of the app's config groups.
+    config, choices, own : dict, dict, dict
+        The composed config without ``hydra`` (interpolations unresolved, Enum values by name), the
+        option chosen in each of the app's config groups, and the app's own ``hydra.mode`` and
+        ``hydra.searchpath``.
 
     Raises
     ------
@@ -200,9 +211,11 @@ def compose_app(cdir: Path, name: str, version_base: str | None,
         if saved is not None:
             GlobalHydra.instance().initialize(saved)
     choices = dict(OmegaConf.to_container(cfg.hydra.runtime.choices))  # type: ignore[arg-type]
-    container: dict[str, Any] = OmegaConf.to_container(cfg, resolve=False)  # type: ignore[assignment]
-    container.pop("hydra", None)
-    return container, {k: v for k, v in choices.items() if not k.startswith("hydra/")}
+    # Enum values of a ConfigStore schema are stored by name, as Hydra writes them to .hydra/config.yaml
+    container: dict[str, Any] = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)  # type: ignore[assignment]
+    hydra_node = container.pop("hydra", None) or {}
+    own = {"mode": str(hydra_node.get("mode") or "RUN"), "searchpath": list(hydra_node.get("searchpath") or [])}
+    return container, {k: v for k, v in choices.items() if not k.startswith("hydra/")}, own
 
 
 def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
@@ -213,7 +226,7 @@ def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
     if m:
         key = m.group(1)
         try:
-            base, choices = compose_app(cdir, name, version_base, [])
+            base, choices, _ = compose_app(cdir, name, version_base, [])
             near = close_matches(key, list(flatten(base)) + list(choices))
         except ConfigError:
             near = []
@@ -223,11 +236,17 @@ def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
     m = re.search(r"Could not find '([^']+)/([^']+)'", msg)
     if m:
         group, option = m.group(1), m.group(2)
-        opts = sorted(p.stem for p in (cdir / group).glob("*.yaml"))
+        # Hydra lists the options it found on the app's whole search path (hydra.searchpath, pkg:// included)
+        listed = re.search(rf"Available options in '{re.escape(group)}':\n((?:\t.*\n?)*)", msg)
+        opts = sorted(x.strip() for x in listed.group(1).splitlines() if x.strip()) if listed else \
+            sorted(p.stem for p in (cdir / group).glob("*.yaml"))
         near = close_matches(option, opts)
         hint = f"Close matches: {', '.join(near)}. " if near else ""
         return ConfigError(f"the app has no {group} option {option!r}. {hint}Available: {', '.join(opts) or 'none'}",
                            where="task.overrides", fix=f"choose one of them, or add {cdir}/{group}/{option}.yaml")
+    cause = str(exc.__cause__ or "").strip()
+    if first.startswith("Error merging override") and cause:
+        first = f"{first}: {cause.splitlines()[0]}"  # Hydra's reason: a schema's type or Enum values
     return ConfigError(f"the app's config cannot be composed with overrides {list(overrides)}: {first}",
                        where="task.overrides", fix="check the override named above (`python <app> --cfg job` shows "
                        "the app's composed config)")
@@ -246,6 +265,61 @@ def unregistered_resolvers(cfg: Any) -> list[str]:
 _IMPORTED: set[str] = set()
 
 
+def import_app(script: Path, root: Path) -> None:
+    """Import the app's module (never its ``__main__`` block), as ``python <app>`` does before Hydra composes.
+
+    So what the module sets up when imported exists for composing and resolving: ConfigStore entries
+    (a dataclass schema in the defaults list), resolvers registered at its top level, environment
+    variables (``rootutils.setup_root`` sets ``PROJECT_ROOT``), and its dir on ``sys.path`` (for
+    ``pkg://`` search path entries beside it). Imported at most once per process and script.
+
+    Raises
+    ------
+    ConfigError
+        The import fails.
+    """
+    try:
+        key = script.relative_to(root).as_posix()  # one app per process: the planning process's import serves an
+    except ValueError:                             # inline trial too (importing it twice re-registers its resolvers)
+        key = str(script)
+    if key in _IMPORTED:
+        return
+    for p in (str(script.parent), str(root)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    spec = importlib.util.spec_from_file_location(f"_ablate_app_{script.stem}", script)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = mod  # type: ignore[union-attr]  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except Exception as exc:
+        sys.modules.pop(spec.name, None)  # type: ignore[union-attr]
+        raise ConfigError(f"importing the app {script} failed ({type(exc).__name__}: {exc}); ablate imports it "
+                          "before composing its config, as running it does", where="task.app",
+                          fix="make the script importable (its training starts under `if __name__ == '__main__'`), "
+                          "and install what it imports") from None
+    _IMPORTED.add(key)
+
+
+def trial_resolved_keys(cfg: Any) -> tuple[list[str], list[str]]:
+    """Keys that can only be resolved inside the trial, and the resolvers that make them so.
+
+    A key whose value uses a resolver OmegaConf does not know once the app's module is imported
+    (one the app registers inside ``main()``; Hydra resolves lazily, so the app runs), and every key
+    that interpolates from such a key.
+
+    Returns
+    -------
+    keys, resolvers : list of str, list of str
+    """
+    missing = set(unregistered_resolvers(cfg))
+    if not missing:
+        return [], []
+    flat = flatten(cfg)
+    roots = {k for k, v in flat.items() if isinstance(v, str) and set(_RESOLVER.findall(v)) & missing}
+    return sorted(roots | derived_keys(flat, roots)), sorted(missing)
+
+
 def _resolves(cfg: Any) -> bool:
     from omegaconf import OmegaConf
 
@@ -257,40 +331,21 @@ def _resolves(cfg: Any) -> bool:
     return True
 
 
-def register_app_resolvers(cfg: Any, script: Path, root: Path) -> None:
-    """Import the app's module (never its ``__main__`` block) when its config needs what the import sets up.
+def register_app_resolvers(cfg: Any, script: Path, root: Path, later: Sequence[str] = ()) -> None:
+    """In a trial: import the app's module (:func:`import_app`, from the code snapshot) when resolving its
+    config needs what the import sets up (a resolver, ``PROJECT_ROOT``); the trial process composes
+    nothing, so an app whose config resolves without it (torch at its top) is not imported twice.
 
-    That is: resolvers it registers (``OmegaConf.register_new_resolver`` at the top level), or
-    environment variables it sets when imported (``rootutils.setup_root`` sets ``PROJECT_ROOT``, read
-    by ``${oc.env:PROJECT_ROOT}``). Imported at most once per process and script.
-
-    Raises
-    ------
-    ConfigError
-        The import fails, or a resolver is still unknown after it.
+    Parameters
+    ----------
+    later : sequence of str
+        The keys resolved only in the trial (:func:`trial_resolved_keys`): their resolvers are the
+        app's ``main()``'s, which no import registers.
     """
-    missing = unregistered_resolvers(cfg)
-    if str(script) in _IMPORTED or (not missing and _resolves(cfg)):
+    rest = escaped(cfg, list(later)) if later else cfg
+    if not unregistered_resolvers(rest) and _resolves(rest):
         return
-    for p in (str(script.parent), str(root)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-    spec = importlib.util.spec_from_file_location(f"_ablate_app_{script.stem}", script)
-    try:
-        mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    except Exception as exc:
-        why = f"uses the resolver(s) {', '.join(missing)}" if missing else "cannot be resolved without it"
-        raise ConfigError(f"the app's config {why}; importing {script} failed ({type(exc).__name__}: {exc})",
-                          where="task.app",
-                          fix="make the script importable (its training starts under `if __name__ == '__main__'`)"
-                          ) from None
-    _IMPORTED.add(str(script))
-    still = unregistered_resolvers(cfg)
-    if still:
-        raise ConfigError(f"the app's config uses the resolver(s) {', '.join(still)}, which neither Hydra nor "
-                          f"{script} registers when imported", where="task.app",
-                          fix="register them with OmegaConf.register_new_resolver at the top level of the script")
+    import_app(script, root)
 
 
 def split_cli(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -370,9 +425,12 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
                           fix="drop `params:`; set the app's keys in `overrides:` (e.g. `overrides: [model.lr=0.1]`)")
     s = settings(task)
     cdir, name, vb = config_location(s, cwd)
+    import_app(Path(cwd) / str(s["app"]), Path(cwd))  # before composing: its ConfigStore entries and resolvers
+    own: dict[str, Any] = {}
 
     def compose_params(extra: Sequence[str] = ()) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-        params, app_choices = compose_app(cdir, name, vb, [*s["overrides"], *extra])
+        params, app_choices, hydra_own = compose_app(cdir, name, vb, [*s["overrides"], *extra])
+        own.update(hydra_own)
         frozen = freeze_now(params, when)
         missing = missing_keys(params)
         if missing:
@@ -382,8 +440,9 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
         return params, app_choices, sorted(frozen)
 
     params, app_choices, frozen = compose_params()
-    register_app_resolvers(params, Path(cwd) / str(s["app"]), Path(cwd))
     task["params"], task["frozen_now"] = params, frozen
+    task["trial_resolved"] = trial_resolved_keys(params)[0]
+    task["app_hydra"] = dict(own)
     out["task"] = task
     var = out.get("variable")
     if isinstance(var, Mapping):
@@ -401,13 +460,15 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
         if extra.startswith(prefix):
             treat = copy.deepcopy(out)
             p, _, fz = compose_params([extra[len(prefix):]])
-            treat["task"] = {**treat["task"], "params": p, "frozen_now": fz}
+            treat["task"] = {**treat["task"], "params": p, "frozen_now": fz,
+                             "trial_resolved": trial_resolved_keys(p)[0]}
             return treat
         if compose is None:
             raise ConfigError(f"cannot compose {extra}", where="variable",
                               fix="run the ablation from the CLI (`ablate -m ...`), which composes each arm")
         base = dict(compose(extra))
-        base["task"] = {**dict(base.get("task") or {}), "params": params, "frozen_now": frozen}
+        base["task"] = {**dict(base.get("task") or {}), "params": params, "frozen_now": frozen,
+                        "trial_resolved": task["trial_resolved"], "app_hydra": task["app_hydra"]}
         return base
 
     return out, compose_with, all_choices
@@ -482,6 +543,7 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     if s["seed_key"]:
         present = _has(params, s["seed_key"])
         argv.append(format_override(s["seed_key"], int(seed), "" if present else "+"))
+    argv.append(RUN_MODE_OVERRIDE)  # one job per trial, whatever hydra.mode the app's config sets
     argv.append(format_override("hydra.run.dir", str(run_dir)))
     argv.append(CALLBACK_OVERRIDE)
     return argv
@@ -497,13 +559,17 @@ class AppForm:
     name = "app"
 
     def check(self, plan: Any, cwd: str) -> None:
-        """The script and its config dir exist, and its decorator can be read."""
+        """The script and its config dir exist, its decorator can be read, and no key resolved only in the
+        trial depends on the variable (:func:`check_trial_resolved`)."""
         config_location(settings(plan.control.config["task"]), cwd)
+        check_trial_resolved(plan)
+        check_arms_with_hydra(plan, cwd)
 
     def register_resolvers(self, task: Mapping[str, Any], code_root: Any) -> None:
         """In a trial: register the resolvers the app registers when imported (from the code snapshot)."""
         root = Path(code_root) if code_root else Path.cwd()
-        register_app_resolvers(task.get("params") or {}, root / str(task["app"]), root)
+        register_app_resolvers(task.get("params") or {}, root / str(task["app"]), root,
+                               task.get("trial_resolved") or [])
 
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> TaskOutput:
@@ -518,11 +584,17 @@ class AppForm:
         set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
-        record = spawn(argv, set_env, task_dir(tp, task), tp, opts, {**task, "seed_key": s["seed_key"]})
+        cwd, snapshot = task_dir(tp, task)
+        with guard_snapshot(snapshot):
+            record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         metrics, source = collect(run_dir, lines, str(s["metric"]), source=s["metric_source"], reduce=s["reduce"],
-                                  stdout_path=tp.stdout)
-        return TaskOutput(metrics=metrics, source=source)
+                                  stdout_path=tp.stdout, work_dir=cwd if snapshot is not None else None)
+        try:
+            seen = json.loads((run_dir / SEEN_FILE).read_text())
+        except (OSError, ValueError):
+            seen = None
+        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
@@ -537,7 +609,86 @@ class AppForm:
                               run_dir=Path("<trial dir>") / "run")
             argv[0] = "python"
             lines.append(f"  argv {arm.name} seed={seed}: {shlex.join(argv)}")
+        task = plan.control.config["task"]
+        mode = (task.get("app_hydra") or {}).get("mode", "RUN")
+        if mode != "RUN":
+            lines.append(f"  hydra.mode: the app's config sets {mode}; each trial runs it with {RUN_MODE_OVERRIDE} "
+                         "(one job, in the trial's own dir)")
+        later = sorted({k for arm in plan.arms for k in arm.config["task"].get("trial_resolved") or []})
+        if later:
+            lines.append(f"  resolved only in the trial: {', '.join(later)} (a resolver the app registers when it "
+                         "runs); the arms are compared on their unresolved text")
         return lines
+
+
+def check_trial_resolved(plan: Any) -> None:
+    """Refuse a key resolved only in the trial that depends on the variable (the proof cannot see it).
+
+    Raises
+    ------
+    ConfigError
+        A trial-resolved key whose unresolved text differs between an arm and control, or that
+        interpolates from a key the arm changes.
+    """
+    control = plan.control.config["task"]
+    for arm in plan.arms[1:]:
+        task = arm.config["task"]
+        later = set(control.get("trial_resolved") or []) | set(task.get("trial_resolved") or [])
+        if not later:
+            continue
+        changed = {k for k in (to_app_key(c) for c in arm.changes) if k}
+        raw_c, raw_t = flatten(control.get("params") or {}), flatten(task.get("params") or {})
+        reads = derived_keys(raw_c, changed) | derived_keys(raw_t, changed)
+        bad = sorted(k for k in later if k in changed or k in reads or raw_c.get(k) != raw_t.get(k))
+        if bad:
+            names = ", ".join(unregistered_resolvers(task.get("params") or {})) or "one"
+            raise ConfigError(
+                f"{APP_NODE}.{bad[0]} depends on the variable, and it can be resolved only in the trial (the app "
+                f"registers the resolver {names} when it runs), so ablate cannot show that arm {arm.name} differs "
+                "from control only in the variable", where="variable",
+                fix="register the resolver at the top level of the app's module (ablate imports it before "
+                "composing), or ablate a key that no such value reads")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, a ``.nan`` equal to itself (as in the plan proof)."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def check_arms_with_hydra(plan: Any, cwd: str | os.PathLike[str]) -> None:
+    """Compose each treatment of a key variable with Hydra, as its trial's argv will, and compare with control.
+
+    The app's own schema then checks the treatment value (an Enum name, a type) before anything
+    launches, and Hydra's composition must differ from control's in the variable's key alone.
+    (A group variable's arms are composed by Hydra already.)
+
+    Raises
+    ------
+    ConfigError
+        Hydra refuses a treatment's override, or its composition changes other keys too.
+    """
+    var = plan.variable
+    app_key = to_app_key(var.key)
+    if var.is_group or not app_key:
+        return
+    s = settings(plan.control.config["task"])
+    cdir, name, vb = config_location(s, cwd)
+    control = flatten(compose_app(cdir, name, vb, s["overrides"])[0])
+    for arm in plan.arms[1:]:
+        if getattr(arm, "variable", None):  # a suite's arm: its own variable's override is the suite's to build
+            continue
+        ov = arm_override({"key": var.key, "is_group": False}, {"name": arm.name, "value": arm.value})
+        try:
+            treat = flatten(compose_app(cdir, name, vb, [*s["overrides"], *ov])[0])
+        except ConfigError as exc:
+            raise ConfigError(f"treatment {arm.name}: {exc.what}", where="variable.values",
+                              fix="give a value the app's config accepts for its key") from None
+        extra = sorted(k for k in set(control) | set(treat) if not _same(control.get(k, MISSING), treat.get(k, MISSING))
+                       and k != app_key and not k.startswith(app_key + "."))
+        if extra:
+            raise ConfigError(f"Hydra composes treatment {arm.name} ({' '.join(ov)}) with more changes than the "
+                              f"variable: {', '.join(extra[:5])}", where="variable",
+                              fix="ablate a key no other key of the app's config is composed from")
 
 
 FORM = AppForm()

@@ -38,10 +38,15 @@ class TaskOutput:
     source : dict
         Where the metric came from: ``kind`` (return, csv, tensorboard, json, stdout), ``path``,
         ``step`` of the value used, ``reduce`` (last, min, max).
+    seen : dict or None
+        What the task's own process saw, when it reported it: ``config`` (its config, resolved by it:
+        the trial's manifest records this instead of ablate's resolution of the plan) and ``hydra``
+        (the Hydra values it could read, e.g. ``job.override_dirname``).
     """
 
     metrics: dict[str, float]
     source: dict[str, Any] = field(default_factory=dict)
+    seen: dict[str, Any] | None = None
 
 
 class TaskForm(Protocol):

@@ -19,9 +19,12 @@ A task config with ``command`` instead of ``fn`` (``conf/task/<name>.yaml``)::
 
 How a trial runs it (:func:`run_command_task`):
 
-- **code**: the command runs in the trial's code snapshot (``<sweep dir>/code/<project subdir>``, the
-  pinned commit), so edits made after launch never reach it. Each ``task.data`` path is linked into
-  the snapshot from the project, so relative data paths work as they do in the project. A first
+- **code**: the command runs in the trial's own mirror (``<trial dir>/work``: real dirs, files linked) of
+  the code snapshot (``<sweep dir>/code/<project subdir>``, the pinned commit), so edits made after
+  launch never reach it, and what it writes into its working dir (a checkpoint, a metrics file) stays
+  in its trial's dir; a write into the shared snapshot itself stops the ablation naming the path.
+  Each ``task.data`` path is linked into the snapshot from the project, so relative data paths work
+  as they do in the project. A first
   word ``python`` or ``python3`` means the interpreter running ablate (the pinned environment).
 - **overrides**: every leaf under ``task.params`` (the variable's key ``task.params.a.b`` reaches the
   script as ``a.b``), then ``<seed_key>=<seed>``, ``<determinism_key>=true|false``,
@@ -61,7 +64,7 @@ from ablate.plan.overrides import flatten_params, format_override
 from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
 from ablate.trials.tasks.base import TrialTimeout
-from ablate.trials.workdir import task_workdir
+from ablate.trials.workdir import guard_snapshot, trial_workdir
 
 #: Keys a command-form task config may have (anything else is refused: it would not reach the script).
 COMMAND_TASK_KEYS = {
@@ -231,10 +234,11 @@ def _find_sweep(tp: TrialPaths) -> SweepDir | None:
     return None
 
 
-def task_dir(tp: TrialPaths, task: Mapping[str, Any]) -> Path:
-    """The code snapshot to run in, with ``task.data`` linked into it; the cwd outside a sweep dir."""
+def task_dir(tp: TrialPaths, task: Mapping[str, Any]) -> tuple[Path, Path | None]:
+    """Where the script runs: the trial's own mirror of the code snapshot (``task.data`` linked in), and
+    the shared snapshot to guard (:func:`ablate.trials.workdir.trial_workdir`); the cwd outside a sweep dir."""
     sd = _find_sweep(tp)
-    return Path.cwd() if sd is None else task_workdir(sd, sd.plan(), task)
+    return (Path.cwd(), None) if sd is None else trial_workdir(sd, sd.plan(), task, tp.dir)
 
 
 def _pdeathsig() -> Any:
@@ -381,9 +385,10 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
                "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), METRICS_ENV: str(default_metrics),
                "PYTHONUNBUFFERED": "1"}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
-    cwd = task_dir(tp, task)
+    cwd, snapshot = task_dir(tp, task)
     record: dict[str, Any] = {"metrics_file": str(metrics_path)}
-    spawn(argv, set_env, cwd, tp, opts, task, record)
+    with guard_snapshot(snapshot):
+        spawn(argv, set_env, cwd, tp, opts, task, record)
     return read_metrics(metrics_path)
 
 

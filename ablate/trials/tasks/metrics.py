@@ -10,6 +10,10 @@ Sources, looked for in this order unless ``task.metric_source`` names one:
 4. ``json``: ``*.json`` (an object of numbers) or ``*.jsonl`` (one object per line) files;
 5. ``stdout``: ``key: value`` or ``key=value`` lines the app printed (as Guild AI captures output scalars).
 
+Files are looked for under the trial's run dir (``${hydra:runtime.output_dir}``), then among the
+files the app wrote into its working dir (``<trial dir>/work``: a ``hydra.job.chdir=false`` app's
+``metrics.json``; the mirror's links to the code snapshot are never read).
+
 A metric logged at many steps is reduced by ``task.reduce``: ``last`` (default), ``min`` or ``max``.
 The source, file, step and rule used are returned with the metrics and recorded in ``result.json``.
 """
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.trials.tasks.hydra_callback import SEEN_FILE
 
 SOURCES = ("return", "csv", "tensorboard", "json", "stdout")
 REDUCE = ("last", "min", "max")
@@ -86,9 +91,13 @@ def _flat_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
 
 
 # -- one reader per source: each returns {metric: series} and the file it read ----------------------
-def _files(run_dir: Path, pattern: str) -> list[Path]:
-    return sorted((p for p in run_dir.rglob(pattern) if ".hydra" not in p.parts and p.is_file()),
-                  key=lambda p: (p.stat().st_mtime, str(p)))
+def _files(run_dir: Path | list[Path], pattern: str) -> list[Path]:
+    """Files matching ``pattern`` under the dirs, the first dir's last, each dir's oldest first (readers take the
+    last); links (a working dir's mirror of the code) and ``.hydra/`` are skipped."""
+    roots = run_dir if isinstance(run_dir, list) else [run_dir]
+    found = [(-rank, p) for rank, root in enumerate(roots) for p in root.rglob(pattern)
+             if ".hydra" not in p.parts and p.is_file() and not p.is_symlink()]
+    return [p for _, p in sorted(found, key=lambda rp: (rp[0], rp[1].stat().st_mtime, str(rp[1])))]
 
 
 def read_return(run_dir: Path, metric: str) -> tuple[dict[str, Series], Path | None]:
@@ -104,7 +113,7 @@ def read_return(run_dir: Path, metric: str) -> tuple[dict[str, Series], Path | N
     return ({metric: [(None, n)]} if n is not None else {}), path
 
 
-def read_csv(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
+def read_csv(run_dir: Path | list[Path]) -> tuple[dict[str, Series], Path | None]:
     """The newest Lightning ``metrics.csv`` under ``run_dir``: every numeric column but ``step``/``epoch``."""
     import pandas as pd
 
@@ -124,7 +133,7 @@ def read_csv(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
     return out, path
 
 
-def read_tensorboard(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
+def read_tensorboard(run_dir: Path | list[Path]) -> tuple[dict[str, Series], Path | None]:
     """Scalars of the newest TensorBoard event file's directory under ``run_dir`` (TensorBoard's reader)."""
     files = _files(run_dir, "events.out.tfevents.*")
     if not files:
@@ -143,9 +152,10 @@ def read_tensorboard(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
     return {k: v for k, v in out.items() if v}, logdir
 
 
-def read_json(run_dir: Path) -> tuple[dict[str, Series], Path | None]:
+def read_json(run_dir: Path | list[Path]) -> tuple[dict[str, Series], Path | None]:
     """The newest ``*.jsonl`` (one object per line; ``step`` read when present) or ``*.json`` object."""
-    files = [p for p in _files(run_dir, "*.json*") if p.suffix in (".json", ".jsonl") and p.name != RETURN_FILE]
+    files = [p for p in _files(run_dir, "*.json*") if p.suffix in (".json", ".jsonl")
+             and p.name not in (RETURN_FILE, SEEN_FILE)]
     for path in reversed(files):
         out: dict[str, Series] = {}
         try:
@@ -181,7 +191,8 @@ def read_stdout(lines: Iterable[str]) -> dict[str, Series]:
 
 
 def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str = "auto",
-            reduce: str = "last", stdout_path: Path | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+            reduce: str = "last", stdout_path: Path | None = None,
+            work_dir: Path | None = None) -> tuple[dict[str, float], dict[str, Any]]:
     """Find ``metric`` in the app's outputs and reduce every metric of that source by ``reduce``.
 
     Parameters
@@ -198,6 +209,8 @@ def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str 
         ``last``, ``min`` or ``max``.
     stdout_path : Path, optional
         The log file ``stdout_lines`` came from (recorded as the path of the ``stdout`` source).
+    work_dir : Path, optional
+        The trial's working dir: its files (not its links) are looked at after the run dir's.
 
     Returns
     -------
@@ -210,16 +223,17 @@ def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str 
         When no source has ``metric``: the message lists what each source had, and where.
     """
     order = SOURCES if source == "auto" else (source,)
+    roots = [run_dir, *([work_dir] if work_dir is not None and work_dir.is_dir() else [])]
     seen: list[str] = []
     for kind in order:
         if kind == "return":
             found, path = read_return(run_dir, metric)
         elif kind == "csv":
-            found, path = read_csv(run_dir)
+            found, path = read_csv(roots)
         elif kind == "tensorboard":
-            found, path = read_tensorboard(run_dir)
+            found, path = read_tensorboard(roots)
         elif kind == "json":
-            found, path = read_json(run_dir)
+            found, path = read_json(roots)
         else:
             found, path = read_stdout(stdout_lines), stdout_path
         if metric in found:
@@ -232,6 +246,7 @@ def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str 
         if found:
             names = ", ".join(sorted(found)[:12]) + (" ..." if len(found) > 12 else "")
             seen.append(f"{kind} ({path}): {names}")
-    what = "; ".join(seen) if seen else f"no metrics in any of {', '.join(order)} (looked in {run_dir})"
+    looked = ", ".join(map(str, roots))
+    what = "; ".join(seen) if seen else f"no metrics in any of {', '.join(order)} (looked in {looked})"
     raise ConfigError(f"the app logged no metric {metric!r}; found: {what}", where="task.metric",
                       fix="set `metric` to one of the names found, or `metric_source` to the source that logs it")

@@ -1,0 +1,182 @@
+"""An app composed by Hydra with the app's own context, run in its own trial dirs, recorded as it saw itself.
+
+tests/fixtures/store_app is laid out like the public Lightning + Hydra templates and uses what real
+apps use and a plain config-dir composition misses: a dataclass / Enum schema its module stores in
+ConfigStore, ``hydra.searchpath: [pkg://store_app_configs]`` (``model/small`` lives only there), a
+resolver registered inside ``main()``, ``hydra.mode: MULTIRUN``, ``hydra.job.chdir: false`` with
+``metrics.json`` and ``checkpoints/last.pt`` written to the working dir, ``PROJECT_ROOT`` set when
+imported, ``${hydra:job.override_dirname}`` in its config, and torch imported at module top. It is
+copied into a real git + DVC project byte for byte and never edited (checked).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, ablate_cli, commit_all
+
+pytestmark = pytest.mark.slow
+FIXTURE = REPO / "tests" / "fixtures" / "store_app"
+TASK = {"app": "src/train.py", "metric": "val_acc", "goal": "maximize", "data": ["data/digits.npz"]}
+VARIABLES = {"store_lr": {"key": "optim.lr", "values": [0.2]}, "store_model": {"group": "model", "values": ["small"]},
+             "store_opt": {"key": "optim.name", "values": ["adam"]}}
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.fixture
+def store_project(project: Path) -> Path:
+    for part in ("src", "configs"):
+        shutil.copytree(FIXTURE / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "conf" / "task" / "store.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
+    for name, var in VARIABLES.items():
+        (project / "conf" / "variable" / f"{name}.yaml").write_text(yaml.safe_dump(var, sort_keys=False))
+    commit_all(project, "store app")
+    return project
+
+
+def untouched(project: Path) -> None:
+    for part in ("src", "configs"):
+        assert _digest(project / part) == _digest(FIXTURE / part)
+
+
+def argv_lines(out: str) -> dict[str, str]:
+    return {x.split()[1]: x.split(": ", 1)[1] for x in out.splitlines() if x.strip().startswith("argv ")}
+
+
+def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_project: Path) -> None:
+    res = ablate_cli(store_project, "-m", "task=store", "variable=store_model", "seeds=3", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    # model/small exists only on the app's pkg:// search path; its values come from there
+    assert "task.params.model.hidden: 32 -> 8" in out and "task.params.model.name: mlp -> small" in out, out
+    argv = argv_lines(out)
+    assert set(argv) == {"control", "model=small"}
+    assert all(" hydra.mode=RUN " in a for a in argv.values())  # forced: the app's config says MULTIRUN
+    assert "the app's config sets MULTIRUN; each trial runs it with hydra.mode=RUN" in out
+    assert "resolved only in the trial: trainer.steps_per_epoch" in out  # `batches` is registered in main()
+    # the schema's Enum field, ablated by name, as Hydra takes it on the command line
+    enum = ablate_cli(store_project, "-m", "task=store", "variable=store_opt", "seeds=3", "dry_run=true")
+    assert enum.returncode == 0, enum.stderr
+    assert "task.params.optim.name: sgd -> adam" in enum.stdout
+    assert "optim.name='adam'" in shlex.split(argv_lines(enum.stdout)["name=adam"])  # a string, Hydra converts it
+    assert not list(store_project.glob("outputs/ablate/*"))
+
+
+@pytest.mark.parametrize(("args", "where", "words"), [
+    # a key whose value only main()'s resolver gives depends on the variable: refused, naming both
+    (("variable=store_lr", "variable.key=trainer.limit_train_batches", "variable.values=[4]"), "variable",
+     ["task.params.trainer.steps_per_epoch depends on the variable", "resolver batches"]),
+    # Hydra's own list of options, the search path's included
+    (("variable=store_lr", "app.model=smal"), "task.overrides", ["no model option 'smal'", "Close matches: small"]),
+    # the ConfigStore schema's Enum refuses a name it lacks, with Hydra's reason
+    (("variable=store_lr", "app.optim.name=adamw"), "task.overrides", ["Invalid value 'adamw'"]),
+    # a treatment value the schema refuses, caught when Hydra composes the treatment at plan time
+    (("variable=store_opt", "variable.values=[adamw]"), "variable.values", ["treatment name=adamw",
+                                                                             "Invalid value 'adamw'"]),
+])
+def test_what_the_app_context_refuses_is_one_line(store_project: Path, args: tuple[str, ...], where: str,
+                                                  words: list[str]) -> None:
+    res = ablate_cli(store_project, "-m", "task=store", "seeds=3", "dry_run=true", *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert f"`{where}`" in line, line
+    for w in words:
+        assert w in line, line
+
+
+def test_store_app_ablated_as_it_is(store_project: Path) -> None:
+    res = ablate_cli(store_project, "-m", "task=store", "variable=store_lr", "seeds=3", "launcher.max_parallel=2")
+    assert res.returncode == 0, res.stderr
+    untouched(store_project)
+    (sd,) = sorted(p.parent for p in store_project.glob("outputs/ablate/*/*/ablation.yaml"))
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert not verdict["invalid"] and verdict["confounds"]["findings"] == [], verdict["confounds"]
+    per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
+    seen: dict[tuple[str, int], dict] = {}
+    for arm in ("control", "lr=0.2"):
+        for seed in (1, 2, 3):
+            t = sd / "trials" / arm / f"seed={seed}"
+            assert json.loads((t / "result.json").read_text())["status"] == "ok"
+            # chdir=false: the app's metrics file and checkpoint are in this trial's own working dir
+            own = json.loads((t / "work" / "metrics.json").read_text())
+            assert per_seed[arm][str(seed)] == own["history"][-1]["val_acc"]  # the app's own log
+            assert (t / "work" / "checkpoints" / "last.pt").stat().st_size > 0
+            assert (t / "run" / ".hydra" / "config.yaml").is_file() and not (t / "work" / "multirun").exists()
+            manifest = json.loads((t / "manifest.json").read_text())
+            params = manifest["config"]["task"]["params"]
+            # recorded as the app saw it: its override_dirname, its own resolver's value, its PROJECT_ROOT
+            overrides = f"optim.lr=0.2,seed={seed}" if arm != "control" else f"seed={seed}"
+            assert params["run_name"] == own["run_name"] == f"train_{overrides}"
+            assert manifest["seen"]["hydra"]["job.override_dirname"] == overrides
+            assert manifest["seen"]["hydra"]["mode"] == "RUN"
+            assert params["trainer"]["steps_per_epoch"] == 8 and params["root_dir"] == str(sd / "code")
+            seen[arm, seed] = params
+    for seed in (1, 2, 3):  # each treatment trial's config differs from control's in exactly its own key
+        a, b = seen["control", seed], seen["lr=0.2", seed]
+        differ = {f"{k}.{k2}" for k in a for k2 in (a[k] if isinstance(a[k], dict) else {"": 0})
+                  if (a[k].get(k2) if isinstance(a[k], dict) else a[k]) != (b[k].get(k2) if isinstance(b[k], dict)
+                                                                            else b[k])}
+        assert differ == {"optim.lr", "run_name."}, differ  # run_name reads ${hydra:job.override_dirname}
+    for root in (sd / "code", store_project):  # nothing the trials wrote reached the shared snapshot or the project
+        assert not (root / "metrics.json").exists() and not (root / "checkpoints").exists()
+        assert not (root / "multirun").exists()
+    md = (sd / "verdict.md").read_text()
+    assert "| resolved only in the trial | `task.params.trainer.steps_per_epoch`" in md
+    assert "the app's config sets hydra.mode=MULTIRUN; each trial ran it with hydra.mode=RUN" in md
+    rep = ablate_cli(store_project, "repro", str(sd), "--trial", "lr=0.2/2")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
+    assert "manifests differ" not in rep.stdout, rep.stdout
+
+
+SCRIPT = textwrap.dedent("""\
+    import json, os, sys
+    from pathlib import Path
+
+    args = dict(a.split("=", 1) for a in sys.argv[1:])
+    Path("checkpoint.pt").write_text(args["lr"])  # into its working dir
+    if args.get("into_code") == "true":
+        (Path(__file__).resolve().parent / "last.ckpt").write_text("x")  # into the code it runs from
+    Path(os.environ["ABLATE_METRICS_FILE"]).write_text(json.dumps({"val_acc": float(args["lr"])}))
+""")
+
+
+@pytest.mark.parametrize("into_code", [False, True])
+def test_a_command_writes_into_its_own_trial_dir_and_a_write_into_the_snapshot_is_named(
+        project: Path, into_code: bool) -> None:
+    (project / "ckpt.py").write_text(SCRIPT)
+    task = {"command": "python ckpt.py", "params": {"lr": 0.1, "into_code": into_code}, "seed_key": None,
+            "output_dir_key": None, "metric": "val_acc"}
+    (project / "conf" / "task" / "ckpt.yaml").write_text(yaml.safe_dump(task))
+    (project / "conf" / "variable" / "ckpt_lr.yaml").write_text(yaml.safe_dump({"key": "task.params.lr",
+                                                                                "values": [0.2]}))
+    commit_all(project, "ckpt script")
+    res = ablate_cli(project, "-m", "task=ckpt", "variable=ckpt_lr", "seeds=3", "launcher=inline")
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    if not into_code:
+        assert res.returncode == 0, res.stderr
+        for arm, lr in (("control", "0.1"), ("lr=0.2", "0.2")):
+            for seed in (1, 2, 3):
+                t = sd / "trials" / arm / f"seed={seed}"
+                assert (t / "work" / "checkpoint.pt").read_text() == lr
+                assert json.loads((t / "command.json").read_text())["cwd"] == str(t / "work")
+        assert not (sd / "code" / "checkpoint.pt").exists() and not (project / "checkpoint.pt").exists()
+        return
+    assert res.returncode != 0
+    written = sd / "code" / "last.ckpt"
+    assert f"wrote into the shared code snapshot, which every trial of the ablation reads: {written}" in res.stderr, \
+        res.stderr
+    result = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
+    assert result["status"] == "failed" and str(sd / "code" / "last.ckpt") in result["error"]
