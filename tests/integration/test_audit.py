@@ -215,3 +215,21 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
             assert not (tmp_path / "audit").exists()
     finally:
         locked.chmod(0o700)
+
+
+def test_the_docs_audit_commands_run_on_runs_users_made(confounded: Path, tmp_path: Path) -> None:
+    """Every `ablate audit` line of the docs, run as written from a copy of the fixture project (which holds
+    multirun/, mlflow.db and wandb/ where the docs put them)."""
+    import shutil
+
+    from tests.integration.test_doc_commands import COMMANDS
+
+    cmds = sorted({c for _, _, c in COMMANDS if c.split()[1] == "audit"})
+    assert len(cmds) >= 3
+    for cmd in cmds:
+        project = tmp_path / f"p{cmds.index(cmd)}"
+        shutil.copytree(confounded, project, symlinks=True)
+        res = ablate_cli(project, *shlex.split(cmd)[1:])
+        assert res.returncode == 0, f"{cmd}: {res.stderr}"
+        a = json.loads((project / "audit" / "audit.json").read_text())
+        assert "confounds" in json.dumps(a) and (project / "audit" / "audit.md").is_file(), cmd
