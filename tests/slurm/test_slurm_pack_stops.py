@@ -93,7 +93,7 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     assert result(sd, *order[0]) == first
     killed = result(sd, *order[1])  # the running one: SLURM's cause, and a fix that runs it again
     assert killed["status"] == "killed" and killed["slurm"]["state"] == "CANCELLED", killed
-    assert "warm parent" not in killed["error"], killed
+    assert "ended CANCELLED" in killed["error"] and "it was forked from died" not in killed["error"], killed
     for t in order[2:]:  # never started in the cancelled job: left pending, then run by the same collect
         rec = result(sd, *t)
         assert rec["status"] == "ok" and rec["attempt"] == 1 and rec["slurm"]["job_id"] != job_id, rec

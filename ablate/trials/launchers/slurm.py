@@ -373,6 +373,7 @@ class SlurmLauncher(Launcher):
                               fix="`launcher.warm=false` runs each trial of a packed job in a fresh process")
         self.warm = warm
         self._config: dict[str, str] | None = None
+        self._cancelled_by_ablate: set[str] = set()  # job ids this launcher cancelled itself (an early stop)
 
     def describe(self) -> str:
         where = f" on partition {self.partition}" if self.partition else ""
@@ -631,7 +632,9 @@ class SlurmLauncher(Launcher):
                 break
             if monitor.should_stop() and not cancelled:
                 cancelled = True
-                _run(["scancel", *sorted({t.job_id for t in pending.values()})])
+                ours = sorted({t.job_id for t in pending.values()})
+                self._cancelled_by_ablate.update(ours)  # their records say ablate cancelled them, not "outside"
+                _run(["scancel", *ours])
             if now >= next_poll:
                 next_poll = now + min(MAX_POLL_S, max(1.0, (now - t0) / 10))
                 states = query_states(t.job_id for t in pending.values())
@@ -673,6 +676,16 @@ class SlurmLauncher(Launcher):
                 return False
         if self._has_result(sd, t.ref):
             return False  # picked up with the results on the next pass
+        if self.trials_per_job > 1 and got is not None and got[0] == "CANCELLED" \
+                and not sd.trial(t.ref.arm, t.ref.seed).manifest.exists():
+            # its packed job was cancelled before it reached this trial: it never started, so it gets no
+            # result and stays pending (the caller's resume or collect submits it again)
+            if key in started:
+                monitor.not_started(t.ref)
+            log(f"ablate: trial {t.ref.arm} seed={t.ref.seed} never started (its packed SLURM job {t.job_id} was "
+                "cancelled before it): no result, it stays pending")
+            ended_since.pop(key, None)
+            return True
         self._record_lost(sd, t, monitor, self._job_state(sd, t, got))
         ended_since.pop(key, None)
         return True
@@ -682,8 +695,11 @@ class SlurmLauncher(Launcher):
         err, out = self._log_paths(sd, t.job_id)
         log_tail = tail(err) or tail(out)
         status = "timeout" if js.state == "TIMEOUT" else "killed" if js.state in KILLED_STATES else "failed"
+        cancelled = (f" (cancelled by ablate, which stopped the ablation early: `ablate resume {sd.root} --resubmit` "
+                     "runs it again)" if t.job_id in self._cancelled_by_ablate
+                     else f" (cancelled from outside: `ablate collect {sd.root} --resubmit` runs it again)")
         hint = {"OUT_OF_MEMORY": " (raise `launcher.mem_gb`)", "TIMEOUT": " (raise `launcher.timeout_min`)",
-                "CANCELLED": " (cancelled from outside: `ablate collect DIR --resubmit` runs it again)",
+                "CANCELLED": cancelled,
                 "NODE_FAIL": " (`ablate collect DIR --resubmit` runs it again)"}.get(js.state, "")
         why = f" ({js.reason})" if js.reason else ""
         tp = sd.trial(t.ref.arm, t.ref.seed)
