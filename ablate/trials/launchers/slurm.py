@@ -156,6 +156,9 @@ def refusal_fix(message: str, partitions: Iterable[str] = ()) -> str:
         names = ", ".join(partitions)
         return (f"use a partition this cluster has{f' ({names})' if names else ''}: `launcher.partition=NAME`, "
                 "or `launcher.partition=null` for the default")
+    if "feature" in low or "constraint" in low:
+        return ("ask only for features the nodes have: `launcher.constraint=NAME` with a feature `sinfo -o '%N %f'` "
+                "lists, or `launcher.constraint=null` for none")
     if "qos" in low:
         return "set `launcher.qos` to a QOS your account may use (`sacctmgr show assoc user=$USER`)"
     if "time limit" in low:
@@ -433,8 +436,8 @@ class SlurmLauncher(Launcher):
             with_sinfo = _run(["sinfo", "-h", "-o", "%P"]) if shutil.which("sinfo") else None
             if with_sinfo is not None and with_sinfo.returncode == 0:
                 parts = sorted({p.strip() for p in with_sinfo.stdout.split()})
-        return SchedulerError(f"SLURM refuses the job request: {msg}", where="launcher",
-                              fix=refusal_fix(msg, parts))
+        where = "launcher.constraint" if "feature" in msg.lower() and self.constraint else "launcher"
+        return SchedulerError(f"SLURM refuses the job request: {msg}", where=where, fix=refusal_fix(msg, parts))
 
     def _max_array_size(self) -> int:
         if self._config is None:
