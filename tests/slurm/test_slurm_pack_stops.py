@@ -177,3 +177,28 @@ def test_sweep_dir_with_a_comma_is_found_by_its_exact_job_name(probe_project: Pa
     assert "already submitted" in col.stderr and "submitted 6 trial(s)" not in col.stderr, col.stderr
     assert len(_arrays_named(intent["name"])) == 1
     assert len(_rows(sd)) == 6
+
+
+def test_a_job_requeued_after_its_trial_was_recorded_never_overwrites_it(project: Path) -> None:
+    """One trial per job: a job whose trial recorded its failure is requeued from outside after it ended; the
+    requeued run leaves the record (which the verdict used) as it was, byte for byte."""
+    (project / "flaky.py").write_text("import os\n\n\ndef train(cfg):\n    if cfg.seed == 0 and cfg.task.k == 1:\n"
+                                      "        raise RuntimeError('seed 0 of the control fails')\n"
+                                      "    return {'val_acc': 0.5 + 0.01 * cfg.seed}\n")
+    (project / "conf" / "task" / "flaky.yaml").write_text("fn: flaky:train\nmetric: val_acc\nk: 1\n")
+    (project / "conf" / "variable" / "k.yaml").write_text("key: task.k\nvalues: [2]\n")
+    commit_all(project, "a task whose first control trial fails")
+    res = ablate_cli(project, "-m", "variable=k", "task=flaky", "seeds=3", "launcher=slurm", timeout=600)
+    assert res.returncode in (0, 1), res.stderr
+    sd = sweep_dir(project)
+    path = _trial(sd, ("control", 0)) / "result.json"
+    before = path.read_bytes()
+    assert json.loads(before)["status"] == "failed" and "seed 0 of the control fails" in json.loads(before)["error"]
+    job_id = next(r["job_id"] for r in _rows(sd) if (r["arm"], r["seed"]) == ("control", 0))
+    out = sd / "slurm" / job_id / f"{job_id}_0_log.out"  # submitit's own lines
+    ends = out.read_text().count("Exiting after successful completion")
+    slurm("scontrol", "requeue", job_id)
+    wait_for(lambda: out.read_text().count("Exiting after successful completion") > ends, 240,
+             "the requeued job to run again and end")
+    assert out.read_text().count("Starting with JobEnvironment") == ends + 1  # it did run again
+    assert path.read_bytes() == before
