@@ -41,6 +41,14 @@ def thread_ids() -> set[int]:
         return set()
 
 
+def _thread_count() -> int:
+    """This process's thread count from one ``stat`` (``/proc/self/task`` has a link per thread, plus 2)."""
+    try:
+        return os.stat("/proc/self/task").st_nlink
+    except OSError:
+        return 0
+
+
 def socket_inodes() -> set[int]:
     """Inodes of the sockets this process holds open (``/proc/self/fd``)."""
     out: set[int] = set()
@@ -122,12 +130,18 @@ class Watch:
         self._py_started: dict[int, str] = {}  # Thread ident -> file:line that started it
         self._sock_calls: list[tuple[str, str]] = []  # (call, file:line)
         self._threads0: set[int] = set()
+        self._known: set[int] = set()
+        self._real: dict[str, str] = {}  # a caller's file name -> its real path (asked once per file)
         self._sockets0: set[int] = set()
 
     def _task_line(self) -> str | None:
         """The task file's own line making the current import, when the caller is a task file."""
         frame = sys._getframe(2)
-        filename = os.path.realpath(frame.f_code.co_filename)
+        if frame.f_code.co_filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>: no file
+            return None
+        filename = self._real.get(frame.f_code.co_filename)
+        if filename is None:
+            filename = self._real[frame.f_code.co_filename] = os.path.realpath(frame.f_code.co_filename)
         if filename.startswith(self.code_root):
             src = traceback.extract_stack(frame, limit=1)[-1]
             return f"`{(src.line or '').strip()}` ({os.path.relpath(filename, self.code_root)} line {frame.f_lineno})"
@@ -142,21 +156,27 @@ class Watch:
 
         def watched_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                            level: int = 0) -> Any:
+            if level == 0 and name in sys.modules:  # the common case first: already imported
+                return real_import(name, globals, locals, fromlist, level)
             absolute = name if level == 0 else f"{(globals or {}).get('__package__') or ''}.{name}".strip(".")
             if absolute in sys.modules:
                 return real_import(name, globals, locals, fromlist, level)
             via = watch._task_line()
             entry = {"module": absolute, "via": via or (watch._stack[-1]["via"] if watch._stack else None),
-                     "threads": thread_ids(), "sockets": socket_inodes()}
+                     "n_threads": _thread_count(), "sockets": socket_inodes() if via else None}
             watch._stack.append(entry)
             try:
                 return real_import(name, globals, locals, fromlist, level)
             finally:
                 watch._stack.pop()
-                for tid in thread_ids() - entry["threads"]:  # the innermost import that saw it appear started it
-                    watch._thread_from.setdefault(tid, {"module": absolute, "via": entry["via"]})
-                for ino in socket_inodes() - entry["sockets"]:
-                    watch._socket_from.setdefault(ino, {"module": absolute, "via": entry["via"]})
+                if _thread_count() != entry["n_threads"]:  # one stat per import; the listing only on a change
+                    now = thread_ids()
+                    for tid in now - watch._known:  # the innermost import that saw it appear started it
+                        watch._thread_from[tid] = {"module": absolute, "via": entry["via"]}
+                    watch._known = now
+                if entry["sockets"] is not None:  # the task file's own imports (a listing of the fds each)
+                    for ino in socket_inodes() - entry["sockets"]:
+                        watch._socket_from.setdefault(ino, {"module": absolute, "via": entry["via"]})
 
         def watched_start(thread: threading.Thread, *args: Any, **kwargs: Any) -> Any:
             out = real_start(thread, *args, **kwargs)
@@ -185,6 +205,7 @@ class Watch:
 
     def __enter__(self) -> Watch:
         self._threads0, self._sockets0 = thread_ids(), socket_inodes()
+        self._known = set(self._threads0)
         self._t0 = time.perf_counter()
         self._cm = self._patched()
         self._cm.__enter__()
@@ -226,7 +247,7 @@ class Watch:
 
     def _rel(self, where: str | None) -> str | None:
         """A ``file:line`` in the code snapshot, relative to it (as the user's project names the file)."""
-        if where and os.path.realpath(where.rsplit(":", 1)[0]).startswith(self.code_root):
+        if where and not where.startswith("<") and os.path.realpath(where.rsplit(":", 1)[0]).startswith(self.code_root):
             path, _, line = where.rpartition(":")
             return f"{os.path.relpath(os.path.realpath(path), self.code_root)} line {line}"
         return where
