@@ -156,11 +156,15 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
         before = {**_TORCH_DEFAULTS, **before}
         base = {**_TORCH_DEFAULTS, **base}
     changed: list[str] = []
-    if own_root is not None:
-        base = {**base, "sys.path": [*base["sys.path"], *(p for p in now["sys.path"] if p.startswith(own_root))]}
+    def theirs(paths: list[str]) -> list[str]:  # sys.path without ablate's own entries (the code snapshot)
+        return [p for p in paths if own_root is None or not p.startswith(own_root)]
+
     for key, value in now.items():
-        if key in base and base[key] != value:
-            changed.append(_describe(key, base[key], value))
+        old = base.get(key)
+        if key == "sys.path":
+            old, value = theirs(base[key]), theirs(value)
+        if key in base and old != value:
+            changed.append(_describe(key, old, value))
     if now["os.environ"] != before["os.environ"]:
         os.environ.clear()
         os.environ.update(before["os.environ"])

@@ -189,7 +189,7 @@ def test_inline_trial_changes_to_process_globals_never_reach_later_trials(projec
     for r in recs:
         restored = r.get("inline_restored") or []
         if r["arm"] == "control":
-            assert not any("LEAKED" in x or "leak" in x or "dtype" in x for x in restored), r
+            assert restored == [] or restored == ["os.environ (TORCHINDUCTOR_CACHE_DIR)"], r  # importing torch sets it
         else:
             text = "; ".join(restored)
             for what in ("torch default dtype", "torch grad mode", "torch deterministic algorithms",
