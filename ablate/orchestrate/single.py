@@ -20,7 +20,7 @@ from ablate.plan.hydra_semantics import trial_hydra
 from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_json
 from ablate.trials import seeding
 from ablate.trials.tasks.interface import attach, get_form, import_callable
-from ablate.trials.trial import coerce_metrics
+from ablate.trials.trial import TaskContractError, coerce_metrics
 
 
 def single_trial(cfg: Any) -> dict[str, float]:
@@ -33,6 +33,10 @@ def single_trial(cfg: Any) -> dict[str, float]:
     except UserError as exc:
         print(f"ablate: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except TaskContractError as exc:  # the task returned no number (a string, a list ...): the user's to fix
+        print(f"ablate: error: `task.fn`: {exc}. Fix: return a dict of metric name to number, e.g. "
+              f"{{'{cfg.task.get('metric') or 'val_acc'}': 0.97}}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _single_trial(cfg: Any) -> dict[str, float]:

@@ -90,3 +90,109 @@ def contained() -> Iterator[Guard]:
         os._exit = real_exit
         if main:
             signal.signal(signal.SIGINT, old_int)
+
+
+#: torch's own state at import, for a trial that imported torch itself (no earlier state to restore).
+_TORCH_DEFAULTS = {"torch default dtype": "torch.float32", "torch grad mode": True,
+                   "torch deterministic algorithms": (False, False), "cudnn.deterministic": False,
+                   "cudnn.benchmark": False}
+
+
+def _torch_state(torch: Any) -> dict[str, Any]:
+    return {"torch default dtype": str(torch.get_default_dtype()), "torch grad mode": torch.is_grad_enabled(),
+            "torch deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
+                                               torch.is_deterministic_algorithms_warn_only_enabled()),
+            "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn.benchmark": bool(torch.backends.cudnn.benchmark), "torch threads": torch.get_num_threads()}
+
+
+def _set_torch(torch: Any, key: str, value: Any) -> None:
+    if key == "torch default dtype":
+        torch.set_default_dtype(getattr(torch, value.removeprefix("torch.")))
+    elif key == "torch grad mode":
+        torch.set_grad_enabled(value)
+    elif key == "torch deterministic algorithms":
+        torch.use_deterministic_algorithms(value[0], warn_only=value[1])
+    elif key == "cudnn.deterministic":
+        torch.backends.cudnn.deterministic = value
+    elif key == "cudnn.benchmark":
+        torch.backends.cudnn.benchmark = value
+    elif key == "torch threads":
+        torch.set_num_threads(value)
+
+
+def snapshot() -> dict[str, Any]:
+    """The process-global state an inline trial can change (see :func:`restore`)."""
+    import sys
+
+    state: dict[str, Any] = {"os.environ": dict(os.environ), "working directory": os.getcwd(),
+                             "sys.path": list(sys.path)}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        state["numpy error settings"] = np.geterr()
+        state["numpy print options"] = np.get_printoptions()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state.update(_torch_state(torch))
+    return state
+
+
+def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_root: str | None = None) -> list[str]:
+    """Put back what an inline trial changed of the state :func:`snapshot` took (``before``), and name
+    each change the task made: what differs from ``baseline`` (the state just before the task ran, after
+    ablate's own seeding and thread settings; default ``before``).
+
+    Restored: ``os.environ``, the working directory, ``sys.path``, numpy's error settings and print
+    options, torch's default dtype, grad mode, deterministic-algorithms setting, ``cudnn.deterministic``,
+    ``cudnn.benchmark`` and thread count (torch's import-time defaults when the trial imported torch
+    itself). ``sys.path`` entries below ``own_root`` (the sweep dir: ablate put its code snapshot there)
+    are removed without being named. Returns one line per change the task made (empty: none).
+    """
+    import sys
+
+    base = before if baseline is None else baseline
+    now = snapshot()
+    if "torch default dtype" in now:  # torch imported by the trial itself: it started from its defaults
+        before = {**_TORCH_DEFAULTS, **before}
+        base = {**_TORCH_DEFAULTS, **base}
+    changed: list[str] = []
+    def theirs(paths: list[str]) -> list[str]:  # sys.path without ablate's own entries (the code snapshot)
+        return [p for p in paths if own_root is None or not p.startswith(own_root)]
+
+    for key, value in now.items():
+        old = base.get(key)
+        if key == "sys.path":
+            old, value = theirs(base[key]), theirs(value)
+        if key in base and old != value:
+            changed.append(_describe(key, old, value))
+    if now["os.environ"] != before["os.environ"]:
+        os.environ.clear()
+        os.environ.update(before["os.environ"])
+    if now["working directory"] != before["working directory"]:
+        os.chdir(before["working directory"])
+    if now["sys.path"] != before["sys.path"]:
+        sys.path[:] = before["sys.path"]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if "numpy error settings" in before and now["numpy error settings"] != before["numpy error settings"]:
+            np.seterr(**before["numpy error settings"])
+        if "numpy print options" in before and now["numpy print options"] != before["numpy print options"]:
+            np.set_printoptions(**before["numpy print options"])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        for key in _torch_state(torch):
+            if key in before and now[key] != before[key]:
+                _set_torch(torch, key, before[key])
+    return changed
+
+
+def _describe(key: str, old: Any, new: Any) -> str:
+    if key == "os.environ":
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return f"os.environ ({', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''})"
+    if key == "sys.path":
+        added = [p for p in new if p not in old]
+        return f"sys.path ({'added ' + ', '.join(added[:3]) if added else 'reordered or shortened'})"
+    if key == "numpy print options":
+        return f"numpy print options ({ {k: v for k, v in new.items() if old.get(k) != v} })"
+    return f"{key} ({old} -> {new})"

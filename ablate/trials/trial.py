@@ -241,12 +241,23 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
     saved_env = dict(os.environ) if in_process else None
+    inline_before = isolation.snapshot() if in_process else None  # put back after the trial (isolation.restore)
+    inline_baseline: dict[str, Any] | None = None  # the same just before the task runs: what it changed
 
     stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
     guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
 
     def done(status: str, **fields: Any) -> dict[str, Any]:
-        """Write this trial's result.json with ``status`` and the common fields."""
+        """Write this trial's result.json with ``status`` and the common fields (inline: with what the task
+        changed of the process-global state, which is restored now, before any later trial)."""
+        nonlocal inline_before
+        if inline_before is not None:
+            restored = isolation.restore(inline_before, inline_baseline, own_root=str(sd.root))
+            inline_before = None
+            if restored:
+                fields["inline_restored"] = restored
+                fields["notes"] = [*fields.get("notes", []), "under launcher=inline the task changed process-global "
+                                   f"state, restored after it so no later trial saw it: {'; '.join(restored)}"]
         rec_out = {**base, "status": status, "metrics": {}, **fields,
                    "duration_s": time.perf_counter() - t0, "finished_at": _now()}
         return write_result(tp, rec_out)
@@ -299,6 +310,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                 return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+        if inline_before is not None:
+            inline_baseline = isolation.snapshot()
         t_task = time.perf_counter()
 
         # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
@@ -385,6 +398,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
     finally:
         stack.close()
+        if inline_before is not None:  # no result was written (a Ctrl-C): restore all the same
+            isolation.restore(inline_before)
         if saved_env is not None:
             clear_import_hooks()
             os.environ.clear()

@@ -225,3 +225,21 @@ def test_not_a_sweep_dir(tmp_path: Path, project: Path) -> None:
         res = ablate_cli(project, cmd, str(tmp_path))
         assert res.returncode == 2
         assert "is not an ablate sweep dir" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_single_run_with_a_non_numeric_metric_is_one_line_and_its_fix_runs(project: Path) -> None:
+    """Without -m: the one control run of a task returning a string metric says so in one line (it was a
+    traceback), and returning the number, as the message says, runs."""
+    (project / "str_task.py").write_text("def train(cfg):\n    return {'val_acc': 'high'}\n")
+    commit_all(project, "a task returning a string metric")
+    res = ablate_cli(project, "task.fn=str_task:train")
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("ablate: error:")]
+    assert "`task.fn`" in line and "metric 'val_acc' is the string 'high', not a number" in line, line
+    assert "{'val_acc': 0.97}" in line, line
+    (project / "str_task.py").write_text("def train(cfg):\n    return {'val_acc': 0.97}\n")  # the fix it names
+    commit_all(project, "return the number")
+    fixed = ablate_cli(project, "task.fn=str_task:train")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "val_acc=0.97" in fixed.stderr, fixed.stderr

@@ -129,3 +129,71 @@ def test_real_ctrl_c_still_stops_inline_ablate(exit_project: Path) -> None:
     sd = only_sweep(exit_project)
     assert not (sd / "verdict.json").exists()
     assert log.read_text().count("slow") == 1  # one slow trial started, then ablate stopped
+
+
+#: Reports the process-global state it finds, then (in the treatment arm) changes all of it.
+GLOBALS_TASK = '''
+import os
+import sys
+
+import numpy as np
+import torch
+
+
+def train(cfg):
+    seen = {
+        "float64": float(torch.get_default_dtype() == torch.float64),
+        "no_grad": float(not torch.is_grad_enabled()),
+        "deterministic": float(torch.are_deterministic_algorithms_enabled()),
+        "benchmark": float(torch.backends.cudnn.benchmark),
+        "np_raise": float(np.geterr()["divide"] == "raise"),
+        "np_precision": float(np.get_printoptions()["precision"]),
+        "env": float("LEAKED_BY_TRIAL" in os.environ),
+        "cwd_root": float(os.getcwd() == "/"),
+        "sys_path": float("/nonexistent-leak" in sys.path),
+        "val_acc": 0.5 + 0.01 * cfg.seed,
+    }
+    if cfg.task.change:
+        torch.set_default_dtype(torch.float64)
+        torch.set_grad_enabled(False)
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = True
+        np.seterr(divide="raise")
+        np.set_printoptions(precision=2)
+        os.environ["LEAKED_BY_TRIAL"] = "1"
+        os.chdir("/")
+        sys.path.insert(0, "/nonexistent-leak")
+    return seen
+'''
+
+
+def test_inline_trial_changes_to_process_globals_never_reach_later_trials(project: Path) -> None:
+    """A treatment trial under launcher=inline sets torch's default dtype, grad mode, deterministic flags,
+    numpy's error and print settings, an environment variable, the cwd and sys.path: every later trial
+    (control ones included) starts from the state before, and the trial that changed it is flagged."""
+    (project / "globals_task.py").write_text(GLOBALS_TASK)
+    (project / "conf" / "task" / "globals.yaml").write_text("fn: globals_task:train\nmetric: val_acc\nchange: false\n")
+    (project / "conf" / "variable" / "change.yaml").write_text("key: task.change\nvalues: [true]\n")
+    commit_all(project, "a task that changes process globals")
+    res = ablate_cli(project, "-m", "variable=change", "task=globals", "seeds=3", "launcher=inline", timeout=600)
+    # the treatment's own flip of the determinism flags is a confound of that arm (recorded after each trial)
+    assert res.returncode == 1 and "confound: determinism `flags_after.use_deterministic_algorithms`" in res.stderr, \
+        res.stderr
+    sd = only_sweep(project)
+    recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
+    assert len(recs) == 6 and all(r["status"] == "ok" for r in recs), recs
+    for r in recs:  # what each trial found when it started: the interpreter's own state, every time
+        seen = {k: v for k, v in r["metrics"].items() if k != "val_acc"}
+        assert seen == {"float64": 0.0, "no_grad": 0.0, "deterministic": 0.0, "benchmark": 0.0, "np_raise": 0.0,
+                        "np_precision": 8.0, "env": 0.0, "cwd_root": 0.0, "sys_path": 0.0}, r
+    for r in recs:
+        restored = r.get("inline_restored") or []
+        if r["arm"] == "control":
+            assert restored == [] or restored == ["os.environ (TORCHINDUCTOR_CACHE_DIR)"], r  # importing torch sets it
+        else:
+            text = "; ".join(restored)
+            for what in ("torch default dtype", "torch grad mode", "torch deterministic algorithms",
+                         "cudnn.benchmark", "numpy error settings", "numpy print options",
+                         "os.environ (LEAKED_BY_TRIAL", "sys.path (added /nonexistent-leak)"):  # cwd: the trial's chdir
+                assert what in text, (what, restored)
+            assert any("restored" in n for n in r.get("notes") or []), r

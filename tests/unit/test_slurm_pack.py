@@ -46,15 +46,16 @@ def test_packed_job_time_limit(per_trial: int, n: int, job: int | None, want: in
     assert packed_timeout_min(per_trial, n, job) == want
 
 
-def test_unfinished_skips_finished_and_ok_trials(tmp_path: Path) -> None:
+def test_unfinished_skips_finished_and_recorded_trials(tmp_path: Path) -> None:
     # control: seed 0 ok, seed 1 failed, seed 2 pending; lr=0.2: seed 0 ok, seed 1 pending, seed 2 failed
     root = make_sweep(tmp_path / "sd", {"control": [0.9, None, "pending"], "lr=0.2": [0.8, "pending", None]})
     sd = SweepDir(root)
     group = [TrialRef("control", 0), TrialRef("control", 1), TrialRef("control", 2), TrialRef("lr=0.2", 1)]
-    # nothing finished in an earlier start: the ok trial is skipped, the failed one (killed mid-run) re-runs
-    assert unfinished(sd, group, set()) == group[1:]
-    # control seed 1 failed in an earlier start of this job: its result is final
+    # nothing finished in an earlier start: every recorded trial is skipped, ok or failed (a result once
+    # written is final: a job requeued from outside never overwrites it); the ones without a result run
+    assert unfinished(sd, group, set()) == [group[2], group[3]]
     assert unfinished(sd, group, {("control", 1)}) == [group[2], group[3]]
+    assert unfinished(sd, group, {("control", 2)}) == [group[3]]
     assert unfinished(sd, group, {("control", 1), ("control", 2), ("lr=0.2", 1)}) == []
     # an ok result of an older attempt does not count for a resubmitted attempt
     assert unfinished(sd, [TrialRef("control", 0, attempt=2)], set()) == [TrialRef("control", 0, attempt=2)]

@@ -156,6 +156,9 @@ def refusal_fix(message: str, partitions: Iterable[str] = ()) -> str:
         names = ", ".join(partitions)
         return (f"use a partition this cluster has{f' ({names})' if names else ''}: `launcher.partition=NAME`, "
                 "or `launcher.partition=null` for the default")
+    if "feature" in low or "constraint" in low:
+        return ("ask only for features the nodes have: `launcher.constraint=NAME` with a feature `sinfo -o '%N %f'` "
+                "lists, or `launcher.constraint=null` for none")
     if "qos" in low:
         return "set `launcher.qos` to a QOS your account may use (`sacctmgr show assoc user=$USER`)"
     if "time limit" in low:
@@ -373,6 +376,7 @@ class SlurmLauncher(Launcher):
                               fix="`launcher.warm=false` runs each trial of a packed job in a fresh process")
         self.warm = warm
         self._config: dict[str, str] | None = None
+        self._cancelled_by_ablate: set[str] = set()  # job ids this launcher cancelled itself (an early stop)
 
     def describe(self) -> str:
         where = f" on partition {self.partition}" if self.partition else ""
@@ -432,8 +436,8 @@ class SlurmLauncher(Launcher):
             with_sinfo = _run(["sinfo", "-h", "-o", "%P"]) if shutil.which("sinfo") else None
             if with_sinfo is not None and with_sinfo.returncode == 0:
                 parts = sorted({p.strip() for p in with_sinfo.stdout.split()})
-        return SchedulerError(f"SLURM refuses the job request: {msg}", where="launcher",
-                              fix=refusal_fix(msg, parts))
+        where = "launcher.constraint" if "feature" in msg.lower() and self.constraint else "launcher"
+        return SchedulerError(f"SLURM refuses the job request: {msg}", where=where, fix=refusal_fix(msg, parts))
 
     def _max_array_size(self) -> int:
         if self._config is None:
@@ -631,7 +635,9 @@ class SlurmLauncher(Launcher):
                 break
             if monitor.should_stop() and not cancelled:
                 cancelled = True
-                _run(["scancel", *sorted({t.job_id for t in pending.values()})])
+                ours = sorted({t.job_id for t in pending.values()})
+                self._cancelled_by_ablate.update(ours)  # their records say ablate cancelled them, not "outside"
+                _run(["scancel", *ours])
             if now >= next_poll:
                 next_poll = now + min(MAX_POLL_S, max(1.0, (now - t0) / 10))
                 states = query_states(t.job_id for t in pending.values())
@@ -673,6 +679,16 @@ class SlurmLauncher(Launcher):
                 return False
         if self._has_result(sd, t.ref):
             return False  # picked up with the results on the next pass
+        if self.trials_per_job > 1 and got is not None and got[0] == "CANCELLED" \
+                and not sd.trial(t.ref.arm, t.ref.seed).manifest.exists():
+            # its packed job was cancelled before it reached this trial: it never started, so it gets no
+            # result and stays pending (the caller's resume or collect submits it again)
+            if key in started:
+                monitor.not_started(t.ref)
+            log(f"ablate: trial {t.ref.arm} seed={t.ref.seed} never started (its packed SLURM job {t.job_id} was "
+                "cancelled before it): no result, it stays pending")
+            ended_since.pop(key, None)
+            return True
         self._record_lost(sd, t, monitor, self._job_state(sd, t, got))
         ended_since.pop(key, None)
         return True
@@ -682,8 +698,11 @@ class SlurmLauncher(Launcher):
         err, out = self._log_paths(sd, t.job_id)
         log_tail = tail(err) or tail(out)
         status = "timeout" if js.state == "TIMEOUT" else "killed" if js.state in KILLED_STATES else "failed"
+        cancelled = (f" (cancelled by ablate, which stopped the ablation early: `ablate resume {sd.root} --resubmit` "
+                     "runs it again)" if t.job_id in self._cancelled_by_ablate
+                     else f" (cancelled from outside: `ablate collect {sd.root} --resubmit` runs it again)")
         hint = {"OUT_OF_MEMORY": " (raise `launcher.mem_gb`)", "TIMEOUT": " (raise `launcher.timeout_min`)",
-                "CANCELLED": " (cancelled from outside: `ablate collect DIR --resubmit` runs it again)",
+                "CANCELLED": cancelled,
                 "NODE_FAIL": " (`ablate collect DIR --resubmit` runs it again)"}.get(js.state, "")
         why = f" ({js.reason})" if js.reason else ""
         tp = sd.trial(t.ref.arm, t.ref.seed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 import uuid
@@ -34,8 +35,14 @@ def ablation_id(sd: SweepDir) -> str:
 
 
 def new_job_name(sd: SweepDir) -> str:
-    """A job name that names this ablation and this one submission (at most 64 characters)."""
-    return f"ablate-{ablation_id(sd)}-{uuid.uuid4().hex[:8]}-{sd.root.name}"[:64]
+    """A job name that names this ablation and this one submission (at most 64 characters).
+
+    The sweep dir's name is kept for people reading ``squeue``, with every character other than letters,
+    digits, ``.``, ``_`` and ``-`` made ``_``: SLURM splits name lists at commas, and ``|`` separates
+    the fields of the listings it is looked up in (:func:`find_arrays`).
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", sd.root.name)
+    return f"ablate-{ablation_id(sd)}-{uuid.uuid4().hex[:8]}-{readable}"[:64]
 
 
 def _file(sd: SweepDir, slurm_dir: str) -> Path:
@@ -73,20 +80,27 @@ def drop(sd: SweepDir, slurm_dir: str, name: str) -> None:
 
 
 def find_arrays(name: str, run: Callable[[list[str]], Any]) -> list[str] | None:
-    """Array job ids SLURM knows under job name ``name`` (``squeue``, then ``sacct`` over the last 30
-    days), or None when SLURM does not answer."""
+    """Array job ids SLURM knows under the job name ``name``, exactly (``squeue``, then ``sacct`` over
+    the last 30 days), or None when SLURM does not answer.
+
+    Jobs are listed with their names and compared here, never looked up with ``--name``: SLURM reads
+    ``--name`` as a comma-separated list, so a name holding a comma would match other jobs or none.
+    """
     ids: set[str] = set()
     try:
-        sq = run(["squeue", "-h", "--states=all", "--name", name, "-o", "%F"])
+        sq = run(["squeue", "-h", "--states=all", "-o", "%F|%j"])
     except SchedulerError:
         return None
     if sq.returncode != 0:
         return None
-    ids |= {line.strip() for line in sq.stdout.splitlines() if line.strip()}
+    ids |= {jid.strip() for jid, sep, got in (line.partition("|") for line in sq.stdout.splitlines())
+            if sep and got.strip() == name}
     if shutil.which("sacct"):
-        sa = run(["sacct", "-X", "-n", "-P", "-S", "now-30days", "--name", name, "-o", "JobID"])
+        sa = run(["sacct", "-X", "-n", "-P", "-S", "now-30days", "-o", "JobID,JobName"])
         if sa.returncode == 0:
-            ids |= {line.strip().split("_")[0] for line in sa.stdout.splitlines() if line.strip()}
+            ids |= {jid.strip().split("_")[0] for jid, sep, got in (line.partition("|")
+                                                                   for line in sa.stdout.splitlines())
+                    if sep and got.strip() == name}
     return sorted(ids, key=lambda j: (len(j), j))
 
 

@@ -114,8 +114,10 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         sd = SweepDir(self.sweep_root)
         tp = sd.trial(self.arm, self.seed)
         previous = sd.read_result(self.arm, self.seed)
-        if previous is not None and previous.get("status") == "ok":
-            return {"status": "ok"}
+        if previous is not None and int(previous.get("attempt", 1)) >= self.attempt:
+            # recorded already (a job requeued from outside after it ended): a result once written is final,
+            # so a late run never overwrites one a verdict may have used
+            return {"status": previous.get("status")}
         _use_safe_requeue()
         ckpt = sd.mkdir(tp.dir / "checkpoint")
         os.environ[CHECKPOINT_ENV] = str(ckpt)

@@ -41,6 +41,9 @@ from ablate.trials.trial import PARENT_ENV, die_with_parent, own_process_tree, r
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
 
+#: Seconds to wait for SLURM's SIGTERM after a trial (or the warm parent) died of a signal, before taking
+#: the death as the trial's own (SLURM signals every process of a job at nearly the same moment).
+STOP_GRACE_S = 2.0
 #: Variables of a trial's environment that the packed job sets per trial (the rest is the job's;
 #: ``PYTHONHASHSEED`` is the ablation's, one for every trial).
 TRIAL_ENV_KEYS = ("CUBLAS_WORKSPACE_CONFIG",)
@@ -49,16 +52,19 @@ TRIAL_ENV_KEYS = ("CUBLAS_WORKSPACE_CONFIG",)
 def unfinished(sd: SweepDir, group: Sequence[TrialRef], finished: set[tuple[str, int]]) -> list[TrialRef]:
     """The trials of ``group`` a (re)started packed job still has to run.
 
-    A trial is done when its process ended in an earlier start of this job (``finished``: its result,
-    whatever its status, is final) or when its ``result.json`` for this attempt says ``ok``. Every other
-    trial, including the one that was running when the job was preempted, runs (again).
+    A trial is done when its process ended in an earlier start of this job (``finished``) or when it has
+    a ``result.json`` for this attempt, whatever its status: a result once written is final, so a job
+    requeued from outside (``scontrol requeue``, which restarts it from its first pickle) never runs a
+    recorded trial again, and a late result never overwrites one a verdict may already have used. A trial
+    the job was running when SLURM stopped it has no result (:meth:`PackedSlurmTrial._run_one` records
+    none), so it runs again, as does every trial not started yet.
     """
     out = []
     for ref in group:
         if (ref.arm, ref.seed) in finished:
             continue
         rec = sd.read_result(ref.arm, ref.seed)
-        if rec is not None and rec.get("status") == "ok" and int(rec.get("attempt", 1)) >= ref.attempt:
+        if rec is not None and int(rec.get("attempt", 1)) >= ref.attempt:
             continue
         out.append(ref)
     return out
@@ -119,23 +125,53 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         state = dict(self.__dict__)
         state["_proc"] = None
         state["_current"] = None
+        state["_term_at"] = None
         return state
 
     def __call__(self) -> dict[str, Any]:
         """Run the unfinished trials; returns ``{"statuses": {"arm/seed": status}}`` (records are in
-        each trial's ``result.json``)."""
+        each trial's ``result.json``).
+
+        When SLURM stops the job (``scancel``, ``scontrol requeue``, preemption: SIGTERM to every process
+        of the job), the trial it ended gets no result and no further trial starts: a requeued job runs
+        them again, and for a cancelled one ``ablate collect`` records the running trial with SLURM's
+        state and leaves the unstarted ones pending. When the warm parent dies on its own, the trial it
+        was running is recorded ``killed`` with that cause and a new warm parent runs the rest.
+        """
         self._started = time.time()
+        self._term_at = None
         sd = SweepDir(self.sweep_root)
         _use_safe_requeue()
+        self._watch_sigterm()
         log = job_log()
         warm = None
         try:
             todo = unfinished(sd, self.trials, self.finished)
             if self.warm and todo:
                 warm = self._start_warm()  # raises UserError when the task cannot be forked safely
-            for ref in todo:
-                self._run_one(sd, ref, log, warm)
+            restarts = 0
+            while todo:
+                if self._term_at is not None:
+                    self._say_stopped(None, len(todo))
+                    break
+                ref = todo[0]
+                outcome = self._run_one(sd, ref, log, warm)
+                if outcome == "stopped":
+                    self._say_stopped(ref, len(todo) - 1)
+                    break
+                if outcome in ("unforked", "parent died"):  # never fork from a dead warm parent: start a new one
+                    restarts += 1
+                    if restarts > len(self.trials):
+                        raise RuntimeError(f"the warm parent died {restarts} times ({warm.death_note()})")
+                    note = warm.death_note()
+                    warm.close()
+                    warm = None
+                    print(f"ablate: {note}; a new warm parent runs the trial(s) left", file=sys.stderr, flush=True)
+                    warm = self._start_warm()
+                    if outcome == "unforked":
+                        continue  # it never ran: run it now, from the new warm parent
                 self.finished.add((ref.arm, ref.seed))
+                todo.pop(0)
         except Exception as exc:  # submitit's "not requeued" on the last allowed requeue, or our own fault
             self._stop_current()
             self._record_rest(sd, log, None if isinstance(exc, UncompletedJobError) else exc)
@@ -148,6 +184,32 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             rec = sd.read_result(ref.arm, ref.seed) or {}
             statuses[f"{ref.arm}/{ref.seed}"] = rec.get("status")
         return {"statuses": statuses}
+
+    def _watch_sigterm(self) -> None:
+        """Note when SIGTERM arrives (SLURM stopping the job), then let submitit's own handler run."""
+        prev = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum: int, frame: Any) -> None:
+            self._term_at = time.time()
+            if callable(prev):
+                prev(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
+
+    def _stopped_by_slurm(self, grace_s: float = STOP_GRACE_S) -> bool:
+        """True when SLURM is stopping this job: its SIGTERM came, or comes within ``grace_s`` (SLURM signals
+        every process of the job at once, so the trial or the warm parent may die a moment before we hear)."""
+        end = time.monotonic() + grace_s
+        while self._term_at is None and time.monotonic() < end:
+            time.sleep(0.05)
+        return self._term_at is not None
+
+    def _say_stopped(self, ref: TrialRef | None, n_left: int) -> None:
+        running = f" while trial {ref.arm} seed={ref.seed} ran; it is not recorded" if ref is not None else ""
+        print(f"ablate: SLURM stopped this packed job (SIGTERM: scancel, scontrol requeue or preemption){running}; "
+              f"{n_left} more trial(s) not started. A requeued job runs them; for a cancelled one `ablate collect "
+              f"{self.sweep_root}` records the running trial with SLURM's state and runs the unstarted ones",
+              file=sys.stderr, flush=True)
 
     def _job_env(self) -> dict[str, str]:
         """The environment every trial of this job starts from: the job's, without the per-trial variables,
@@ -175,7 +237,10 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         return WarmParent(self.sweep_root, os.getcwd(), env, None, entry="ablate.trials.launchers.slurm_pack_job",
                           preexec_fn=_no_usr2)
 
-    def _run_one(self, sd: SweepDir, ref: TrialRef, log: str | None, warm: Any = None) -> None:
+    def _run_one(self, sd: SweepDir, ref: TrialRef, log: str | None, warm: Any = None) -> str:
+        """Run one trial and record it; returns ``"done"`` (it has its result), ``"stopped"`` (SLURM stopped
+        the job: no result), ``"parent died"`` (recorded ``killed``: its warm parent died while it ran) or
+        ``"unforked"`` (the warm parent was dead before it forked the trial: it never ran, no result)."""
         tp = sd.trial(ref.arm, ref.seed)
         ckpt = sd.mkdir(tp.dir / "checkpoint")
         own = {k: v for k, v in self.envs.get((ref.arm, ref.seed), {}).items() if k != "PYTHONHASHSEED"}
@@ -193,19 +258,31 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             self._proc = subprocess.Popen(cmd, env={**self._job_env(), **own}, stdin=subprocess.DEVNULL,
                                           preexec_fn=_no_usr2)
         code = self._proc.wait()  # a signal's handler (submitit's USR2) still runs while this blocks
+        proc = self._proc
         if warm is not None:
-            _kill_group(self._proc.pid)  # what the trial left in its process group (an os._exit, say) ends now
+            _kill_group(proc.pid)  # what the trial left in its process group (an os._exit, say) ends now
         self._proc = None
         self._current = None
         rec = sd.read_result(ref.arm, ref.seed)
-        if rec is None or int(rec.get("attempt", 1)) < ref.attempt:
-            how = ("the warm parent it was forked from died" if code is None else
-                   f"it was killed by signal {-code}" if code < 0 else f"it exited with code {code}")
-            write_result(tp, {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "status": "failed",
-                              "metrics": {}, "error": f"the trial process ended without a result: {how}; "
-                              f"log {log}", "duration_s": None, "returncode": code,
-                              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                              "slurm": job_info(self.requeues), "log": log})
+        if rec is not None and int(rec.get("attempt", 1)) >= ref.attempt:
+            return "done"
+        if (code is None or code < 0) and self._stopped_by_slurm():
+            return "stopped"  # SLURM ended it with the job: no result, so it stays runnable (see __call__)
+        base = {"arm": ref.arm, "seed": ref.seed, "attempt": ref.attempt, "metrics": {}, "duration_s": None,
+                "returncode": code, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "slurm": job_info(self.requeues), "log": log}
+        if code is None and warm is not None:  # its warm parent died
+            if not proc.forked:
+                return "unforked"  # it never ran: no result, it runs from the next warm parent
+            write_result(tp, {**base, "status": "killed",
+                              "error": f"{warm.death_note()} while the trial ran, and the trial died with it; "
+                              f"`ablate collect {self.sweep_root} --resubmit` runs it again; log {log}"})
+            return "parent died"
+        how = (f"it was killed by signal {-code}" if code is not None and code < 0
+               else f"it exited with code {code}")
+        write_result(tp, {**base, "status": "failed",
+                          "error": f"the trial process ended without a result: {how}; log {log}"})
+        return "done"
 
     def _stop_current(self) -> None:
         """Kill the trial still running (its whole process group), if any."""

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from ablate.errors import UserError
 from ablate.record.sweepdir import open_log
+from ablate.trials.launchers import fork_hazards
 
 
 class WarmTrial:
@@ -122,9 +123,7 @@ class WarmParent:
         problem = unsafe_reason(self.report)
         if problem:
             self.close()
-            raise UserError(problem, where="launcher.warm",
-                            fix="do that work inside the task function instead of at import, or run each "
-                            "trial in a fresh process with `launcher.warm=false`")
+            raise UserError(problem, where="launcher.warm", fix=unsafe_fix(self.report))
         self._reader = threading.Thread(target=self._read, name="ablate-warm-reader", daemon=True)
         self._reader.start()
 
@@ -235,14 +234,28 @@ class WarmParent:
 def unsafe_reason(report: Mapping[str, Any]) -> str | None:
     """Why forking trials from a warm parent in the state ``report`` describes is unsafe, or None.
 
-    ``report`` is the zygote's ready report (``cuda``, ``threads``, ``imported``).
+    ``report`` is the zygote's ready report (``cuda``, ``threads``, ``imported``, and what
+    :class:`ablate.trials.launchers.fork_hazards.Watch` saw: each new thread and socket with where it came from).
     """
     task = ", ".join(report.get("imported") or []) or "the task module"
     if report.get("cuda"):
         return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
                 "forked process cannot use CUDA")
+    named = fork_hazards.explain(report, task)
+    if named is not None:
+        return named[0]
     if int(report.get("threads") or 1) > 1:
         return (f"importing {task} started {int(report['threads']) - 1} thread(s) in the warm parent every trial "
                 "is forked from (a thread pool, a logger, a prefetcher); a fork keeps only the forking "
                 "thread, so a trial could hang on a lock one of them held")
     return None
+
+
+def unsafe_fix(report: Mapping[str, Any]) -> str:
+    """The cheapest fix for what :func:`unsafe_reason` found: a library setting, the import to move, or
+    ``launcher.warm=false`` with what it costs."""
+    named = None if report.get("cuda") else fork_hazards.explain(report, "")
+    if named is not None:
+        return named[1]
+    return ("do that work inside the task function instead of at import, or run each trial in a fresh process "
+            "with `launcher.warm=false`")

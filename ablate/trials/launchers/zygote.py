@@ -40,6 +40,7 @@ from typing import Any
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
 from ablate.trials import trial
+from ablate.trials.launchers import fork_hazards
 from ablate.trials.tasks.interface import import_callable
 from ablate.trials.trial import PARENT_ENV, die_with_parent
 
@@ -80,12 +81,13 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
     code_root = pins.trial_code_root(sd, plan)
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
-    for spec in specs:
-        try:
-            import_callable(spec, code_root)
-            imported.append(spec)
-        except Exception as exc:  # the trial reports it with its own message
-            errors[spec] = str(exc)
+    with fork_hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
+        for spec in specs:
+            try:
+                import_callable(spec, code_root)
+                imported.append(spec)
+            except Exception as exc:  # the trial reports it with its own message
+                errors[spec] = str(exc)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
@@ -99,7 +101,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
         except Exception:  # a torch without a usable cuda module: nothing initialised
             cuda = False
     return {"pid": os.getpid(), "threads": os_threads(), "cuda": cuda, "imported": imported,
-            "import_errors": errors, "hash_seed": os.environ.get("PYTHONHASHSEED")}
+            "import_errors": errors, "hash_seed": os.environ.get("PYTHONHASHSEED"), **watch.report()}
 
 
 def _write(fd: int, msg: Mapping[str, Any]) -> None:
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     _write(out_fd, {"ready": report})
-    if report["threads"] > 1 or report["cuda"]:
+    if report["threads"] > 1 or report["cuda"] or report.get("sockets"):
         return 0  # the launcher refuses with the reason
     serve(args.entry, req_fd, out_fd)
     return 0
