@@ -119,22 +119,29 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def _more_seeds(c: Mapping[str, Any]) -> str:
-    """What to run next for an undecided treatment, from its seed advice."""
+def _rerun(v: Mapping[str, Any], seeds: int) -> str:
+    """The command that runs this ablation again with ``seeds`` seeds per arm (a new sweep dir)."""
+    names = [sv["name"] for sv in _suite_vars(v)] or [str((v.get("variable") or {}).get("name", "?"))]
+    return (f"run the ablation again with `ablate -m variable={','.join(names)} seeds={seeds}` (and the other "
+            "overrides of this run; a new sweep dir)")
+
+
+def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str:
+    """What to run next for an undecided treatment, from its seed advice (one advised number)."""
     adv = c.get("seed_advice") or {}
     if c.get("seed_advice_sequential"):
         return c["seed_advice_sequential"]
-    n, lo, hi, cap = adv.get("n"), adv.get("n_needed"), adv.get("n_needed_upper"), adv.get("cap", 50)
+    n, need, cap, power = adv.get("n"), adv.get("n_needed"), adv.get("cap", 50), adv.get("power")
     if n is None:
         return "run more seeds per arm"
-    if lo is None:
-        return (f"more than {cap} seeds per arm would be needed: it cannot be decided within budget"
+    if need is None:
+        return (f"more than {cap} seeds per arm would be needed (> cap): it cannot be decided within budget"
                 + ("" if adv.get("target_kind") == "margin" else "; set a margin to test for no meaningful "
                    "difference instead"))
-    more_lo = max(1, lo - n)
-    more_hi = f"{hi - n}" if hi is not None else f"more than {cap - n}"
-    rng = f"{more_lo}" if str(more_lo) == more_hi else f"{more_lo} to {more_hi}"
-    return f"run {rng} more seeds per arm to decide (80% power for the effect seen so far, which may be optimistic)"
+    what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
+    buys = f"; power {power:.2f} at the SD seen so far" if isinstance(power, int | float) else ""
+    return (f"run {max(1, need - n)} more seeds per arm ({need} per arm: 80% power for {what}, planned on the "
+            f"SD's 90% upper confidence limit{buys}) to decide: {_rerun(v or {}, need)}")
 
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
@@ -156,23 +163,37 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
                 + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
                 if diff is not None else "")
         verdict = c["verdict"]
+        firm = c.get("firm") is not False
+        tag = "" if firm else " (indicative)"
         if verdict == "better":
-            what = f"**adopt**: it improves {metric}{size}."
+            what = f"**adopt{tag}**: it improves {metric}{size}."
         elif verdict == "worse":
-            what = f"**reject**: it makes {metric} worse{size}."
+            what = f"**reject{tag}**: it makes {metric} worse{size}."
         elif verdict == "equivalent":
             what = (f"**no difference that matters**: the difference stays within the margin ±{c.get('margin'):.4g}; "
                     "choose on other grounds (cost, simplicity).")
         elif verdict == "inconclusive":
-            what = f"**undecided**: {_more_seeds(c)}."
+            what = f"**undecided**: {_more_seeds(c, v)}."
         else:
             what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+        if verdict in ("better", "worse") and not firm:
+            what += " " + _indicative(c, v)
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
         L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
         L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
     return L
+
+
+def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
+    """Why a better/worse verdict is only indicative, and the seeds that would make it firm."""
+    n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
+    lim = c.get("firm_from") or 20
+    return (f"Indicative only: with {n} {'pairs' if c.get('paired') else 'seeds per arm'} no test of the mean holds "
+            f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.09-0.12 "
+            f"there) and p × 10 does not clear the level; {lim} seeds per arm ({max(0, lim - n)} more) would make "
+            f"it firm: {_rerun(v, lim)}.")
 
 
 def _level(level: Any) -> str:

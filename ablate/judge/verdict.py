@@ -99,6 +99,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     m = max(1, len(treatments))
     planned = planned_look_levels(looks, opts.alpha / m)
     goal = plan.get("goal", "maximize")
+    shared, design = shared_randomness(plan)
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
@@ -109,7 +110,8 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if any(s not in arm.values or s not in control.values for s in sk):
                 break
             pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
-                              pairing=opts.pairing, n_design=n_k, level=planned[k])  # the look's planned N, level
+                              pairing=opts.pairing, n_design=n_k, level=planned[k], shared_randomness=shared,
+                              design=design)
             fin_t = [v for v in pr.treatment if not math.isnan(v)]
             fin_c = [v for v in pr.control if not math.isnan(v)]
             if pr.paired:
@@ -131,6 +133,37 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
                 break
         out[name] = st
     return out
+
+
+def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the design shares randomness across arms at the same seed, and why (for ``pairing=auto``).
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``ablation.yaml``): ``task`` and ``options.determinism`` (and arms that vary it).
+
+    Returns
+    -------
+    (bool, str)
+        True for a ``fn`` task whose every arm runs under ``determinism=seeded`` or ``strict``: ablate seeds
+        python, numpy and torch from the trial seed before calling it, so one seed gives every arm the same
+        initialisation and data order. False for ``determinism=off`` (nothing is seeded), and for a ``command``
+        or ``app`` task: ablate passes it the seed but cannot see whether it seeds its generators with it
+        (declare ``pairing=paired`` then). Fixed by the plan, before any outcome.
+    """
+    task = plan.get("task") or {}
+    mode = (plan.get("options") or {}).get("determinism", "seeded")
+    modes = {str((a.get("config") or {}).get("determinism", mode)) if "determinism" in (a.get("changes") or {})
+             else str(mode) for a in plan.get("arms") or []} or {str(mode)}
+    if "off" in modes or "False" in modes:
+        return False, "determinism=off: nothing is seeded from the trial seed"
+    if task.get("fn"):
+        return True, f"a fn task under determinism={'/'.join(sorted(modes))}: ablate seeds python, numpy and torch " \
+                     "from the trial seed before it runs"
+    form = "command" if task.get("command") else "app" if task.get("app") else "task"
+    return False, f"a {form} task: ablate passes it the seed but cannot see whether it seeds initialisation and " \
+                  "data order with it"
 
 
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
@@ -250,6 +283,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
     ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
     comps, pairings = [], []
+    shared, design = shared_randomness(plan)
     for i, name in enumerate(treatments):
         t_vals, c_vals = data[name].values, control.values
         thr = None
@@ -266,11 +300,12 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             level = planned_look_levels(opts.looks, opts.alpha / m)[look]  # the level that look tests at
         else:
             level = opts.alpha / m_of[name]
-        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level)
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level,
+                          shared_randomness=shared, design=design)
         pairings.append(pr)
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                              margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
-                             p_threshold=thr, pair_from=pr.pair_from))
+                             p_threshold=thr))
     fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
     for fam in fams if not seq else []:
         if len(fam) < 2:
