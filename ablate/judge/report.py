@@ -417,7 +417,7 @@ def _rho_lines(comps: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     line = "correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {r:.2f}" for c, r in shown)
     paired = [r for c, r in shown if c.get("paired")]
-    by_rule = [r for c, r in shown if not c.get("paired") and (c.get("pairing") or {}).get("pair_from")]
+    by_rule = [r for c, r in shown if not c.get("paired") and (c.get("pairing") or {}).get("mode") == "auto"]
     if paired and all(abs(r) < 0.2 for r in paired):
         line += (" (near 0: pairing gained nothing here; if the seed drives nothing shared between arms, plan "
                  "the next ablation with pairing=unpaired)")

@@ -161,8 +161,8 @@ def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
     if task.get("fn"):
         return True, f"a fn task under determinism={'/'.join(sorted(modes))}: ablate seeds python, numpy and torch " \
                      "from the trial seed before it runs"
-    form = "command" if task.get("command") else "app" if task.get("app") else "task"
-    return False, f"a {form} task: ablate passes it the seed but cannot see whether it seeds initialisation and " \
+    form = "a command task" if task.get("command") else "an app task" if task.get("app") else "no fn task"
+    return False, f"{form}: ablate passes it the seed but cannot see whether it seeds initialisation and " \
                   "data order with it"
 
 
