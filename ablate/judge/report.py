@@ -1,6 +1,6 @@
 """verdict.md: the verdict for a person, in the layout of the verdict spec (B9).
 
-Order: title, validity warning, the bottom line (adopt / reject / no difference / run k more seeds), one
+Order: title, validity warning, the bottom line (better / worse / equivalent / inconclusive, what to do), one
 verdict line per treatment, setup, per-arm table, comparison table, seed recommendation, flags, failures,
 plots, provenance, confounds, raw values by seed, terms. One function per section. Pure: a string
 from the verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and pins).
@@ -145,7 +145,7 @@ def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str
 
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
-    """What a reader can act on, per treatment, in plain words (adopt / reject / no difference / run k more)."""
+    """What a reader can act on, per treatment: the verdict word, what to do, and the numbers behind it."""
     comps = v["comparisons"]
     metric = v["metric"]
     L = ["## Bottom line", ""]
@@ -166,16 +166,16 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         firm = c.get("firm") is not False
         tag = "" if firm else " (indicative)"
         if verdict == "better":
-            what = f"**adopt{tag}**: it improves {metric}{size}."
+            what = f"**better{tag}**: adopt it; it improves {metric}{size}."
         elif verdict == "worse":
-            what = f"**reject{tag}**: it makes {metric} worse{size}."
+            what = f"**worse{tag}**: reject it; it makes {metric} worse{size}."
         elif verdict == "equivalent":
-            what = (f"**no difference that matters**: the difference stays within the margin ±{c.get('margin'):.4g}; "
-                    "choose on other grounds (cost, simplicity).")
+            what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
+                    f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
         elif verdict == "inconclusive":
-            what = f"**undecided**: {_more_seeds(c, v)}."
+            what = f"**inconclusive**: {_more_seeds(c, v)}."
         else:
-            what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+            what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
         if verdict in ("better", "worse") and not firm:
             what += " " + _indicative(c, v)
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
@@ -194,6 +194,17 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
             f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.09-0.12 "
             f"there) and p × 10 does not clear the level; {lim} seeds per arm ({max(0, lim - n)} more) would make "
             f"it firm: {_rerun(v, lim)}.")
+
+
+def _robust(c: Mapping[str, Any]) -> str:
+    """The rank test's p and its floor, ``0.148 (floor 0.0079)``: never a p printed below the floor it cannot go
+    under (an asymptotic p is shown at the floor then)."""
+    if not c.get("robust_test"):
+        return "–"
+    p, floor = c.get("robust_pvalue"), c.get("robust_min_pvalue")
+    if p is not None and floor is not None:
+        p = max(p, floor)
+    return f"{_p(p)} (floor {_p(floor)})" if floor is not None else _p(p)
 
 
 def _level(level: Any) -> str:
@@ -246,7 +257,7 @@ def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
             pi += " " + _ci(c["prob_improvement_ci"], 2)
         t = f"{_num(c.get('statistic'), 2)} ({_df(c.get('df'))})" if c.get("statistic") is not None else "–"
         eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
-        rob = f"{_p(c.get('robust_pvalue'))} ({_p(c.get('robust_min_pvalue'))})" if c.get("robust_test") else "–"
+        rob = _robust(c)
         level = f" ({_level(c['ci_level'])})" if c.get("ci") else ""
         L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
                  f"{_num(c.get('diff_pct'), 1)} | {_ci(c.get('ci'), dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
@@ -338,10 +349,15 @@ def _terms() -> list[str]:
         "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation. "
         "**Winner's curse**: an effect that just passed a test tends to be overestimated, so seeds planned "
         "from it are too few.",
-        "- Verdicts: **better** / **worse** (p_adj < α; bottom line **adopt** / **reject**), **equivalent** (the "
-        "CI lies inside ±margin; **no difference that matters**), **inconclusive** (the data cannot decide at "
-        "this N; **undecided**, with the seeds to run), **insufficient data** (< 3 completed seeds, or nothing "
-        "to test).", "",
+        "- Verdicts, one word each in the bottom line, the verdict lines, the tables (↑ ↓ ≈ ○ –), the plots and "
+        "verdict.json: **better** / **worse** (p_adj < α: adopt / reject), **equivalent** (the CI lies inside "
+        "±margin: no difference that matters), **inconclusive** (the data cannot decide at this N, with the seeds "
+        "to run), **insufficient data** (< 3 completed seeds, or nothing to test). **indicative**: a better/worse "
+        "below 20 seeds per arm (50 pairs) whose p × 10 does not clear the level: no test of the mean holds α "
+        "there for every metric shape, so it is a lead to confirm with the seeds named, not a result.",
+        "- **CI level**: each CI of Δ is at the level its decision was taken at (1 − α/m, Holm's step level, a "
+        "sequential boundary, divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict "
+        "is better or worse.", "",
     ]
 
 

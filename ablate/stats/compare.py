@@ -435,7 +435,7 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
     n = min(ts.size, cs.size)
     if n < 5 and advice is not None:
         flags.append(Flag("small_n", f"only large effects are detectable at N = {n}: MDE d ≈ {advice.mde_d:.1f}"))
-    for name, x in (("treatment", ts), ("control", cs)):
+    for name, x in (("treatment", ts), ("control", cs)) if n >= 5 else ():  # 3-4 seeds: no outlier can be told
         mad = 1.482602218505602 * float(np.median(np.abs(x - np.median(x))))  # = median_abs_deviation(scale="normal")
         if mad > 0:
             out = x[np.abs(x - np.median(x)) > 3 * mad]

@@ -106,11 +106,12 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     assert md.index("## Bottom line") < md.index("## Verdict") < md.index("## Setup")
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    assert "- **lr=0.2** (vs control 0.05): **adopt**: it improves val_acc by" in bottom
-    assert "- **lr=0.1** (vs control 0.05): **undecided**: " in bottom
+    assert "- **lr=0.2** (vs control 0.05): **better**: adopt it; it improves val_acc by" in bottom
+    assert "- **lr=0.1** (vs control 0.05): **inconclusive**: " in bottom
     assert "more than 50 seeds per arm would be needed (> cap): it cannot be decided within budget" in bottom
     # Welch's 97.5% interval (5 seeds per arm: pairing=auto does not pair), scipy's ttest_ind(...).confidence_interval
-    assert "**adopt**: it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0478, 0.0906]" in bottom
+    assert ("**better**: adopt it; it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0478, 0.0906]"
+            in bottom)
     assert "[Terms](#terms)" in bottom and "## Terms" in md
 
 
@@ -132,7 +133,7 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     assert adv["sd_upper"] == pytest.approx(up, rel=1e-9) and adv["n_needed"] == need
     power = TTestIndPower().power(abs(c["diff"]) / sd, need, 0.05)
     assert adv["power"] == pytest.approx(power, abs=1e-9)
-    assert (f"**undecided**: run {need - 4} more seeds per arm ({need} per arm: 80% power for the effect seen so "
+    assert (f"**inconclusive**: run {need - 4} more seeds per arm ({need} per arm: 80% power for the effect seen so "
             f"far, which may be optimistic, planned on the SD's 90% upper confidence limit; power {power:.2f} at the "
             f"SD seen so far) to decide: run the ablation again with `ablate -m variable=lr seeds={need}`"
             ) in (root / "verdict.md").read_text()
@@ -149,7 +150,7 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     assert c["verdict"] == "better" and c["firm"] is False and c["firm_from"] == 20
     md = (root / "verdict.md").read_text()
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    assert "**adopt (indicative)**: it improves val_acc" in bottom
+    assert "**better (indicative)**: adopt it; it improves val_acc" in bottom
     assert ("Indicative only: with 5 seeds per arm no test of the mean holds α for every metric shape" in bottom
             and "20 seeds per arm (15 more) would make it firm: run the ablation again with "
             "`ablate -m variable=lr seeds=20`" in bottom)
@@ -158,7 +159,7 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     c2 = write_verdict(SweepDir.open(strong), {"plots": False})["comparisons"][0]
     assert stats.ttest_ind(STRONG, C, equal_var=False).pvalue * 10 < 0.05
     assert c2["verdict"] == "better" and c2["firm"] is True and c2["firm_from"] is None
-    assert "**adopt**: it improves" in (strong / "verdict.md").read_text()
+    assert "**better**: adopt it; it improves" in (strong / "verdict.md").read_text()
 
 
 def test_pairing_row_shows_the_correlation(tmp_path: Path) -> None:

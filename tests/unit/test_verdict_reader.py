@@ -1,0 +1,59 @@
+"""What a reader sees (issue 27, "What a reader sees" and item 7): one word per outcome, the control labelled
+once, axis titles and variable-qualified ticks, the LaTeX verdict column named, no outlier flag at 3 seeds, the
+robust p never below its floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ablate.judge.plots import axis_title, tick_label
+from ablate.judge.report import _robust
+from ablate.judge.verdict import write_verdict
+from ablate.record.sweepdir import SweepDir
+from ablate.stats import compare
+from tests.helpers import make_sweep
+
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+STRONG = [0.778, 0.791, 0.766, 0.789, 0.783]
+
+
+def test_control_tick_is_marked_once_and_suite_ticks_name_the_variable() -> None:
+    control = {"arm": "control", "label": "0.05 (control)"}
+    assert tick_label(control, "control", False) == "0.05 (control)"
+    assert tick_label({"arm": "control", "label": "0.05"}, "control", False) == "0.05 (control)"
+    assert tick_label({"arm": "lr=0.1", "label": "0.1"}, "control", False) == "0.1"
+    assert tick_label({"arm": "lr=0.1", "label": "0.1"}, "control", True) == "lr=0.1"
+    assert axis_title({"variable": {"key": "task.optim.lr"}}) == "task.optim.lr"
+    suite = {"suite": {"variables": [{"name": "lr", "key": "task.optim.lr"}, {"name": "dropout", "key": "task.p"}]}}
+    assert axis_title(suite) == "arm (variable=value), one shared control: task.optim.lr, task.p"
+
+
+def test_robust_p_is_never_printed_below_its_floor() -> None:
+    assert _robust({"robust_test": "Wilcoxon", "robust_pvalue": 0.01, "robust_min_pvalue": 0.0625}) == \
+        "0.0625 (floor 0.0625)"
+    assert _robust({"robust_test": "Mann-Whitney", "robust_pvalue": 0.148, "robust_min_pvalue": 0.00794}) == \
+        "0.148 (floor 0.00794)"
+    assert _robust({"robust_test": ""}) == "–"
+
+
+def test_no_outlier_flag_at_three_seeds() -> None:
+    """With 3 (or 4) seeds the median and MAD cannot tell an outlier; from 5 seeds they can."""
+    three = compare([0.70, 0.71, 0.95], [0.70, 0.705, 0.71])
+    assert not any(f.code == "outliers" for f in three.flags)
+    five = compare([0.70, 0.71, 0.705, 0.708, 0.95], [0.70, 0.705, 0.71, 0.702, 0.707])
+    assert any(f.code == "outliers" for f in five.flags)
+
+
+def test_one_word_per_outcome_and_the_latex_header(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.2": STRONG})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    (c,) = v["comparisons"]
+    assert c["verdict"] == "better" and c["firm"] is True
+    md = (root / "verdict.md").read_text()
+    assert "**better**: adopt it; it improves val_acc" in md  # the bottom line
+    assert "**better**." in md  # the verdict line
+    assert "↑ better" in md  # the ablation table
+    assert "reject" not in md.split("## Verdict")[0].replace("reject it", "")
+    tex = (root / "ablation_table.tex").read_text()
+    header = next(line for line in tex.splitlines() if line.startswith("Arm"))
+    assert header.rstrip(" \\").endswith("& Verdict")
