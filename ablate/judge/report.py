@@ -221,7 +221,8 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         val = _value_if_hidden(c)
         shown = f" (value {val})" if val else ""  # the treatment's value, always
         control = _control_value(v, c)
-        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}**{size}. {c['reason']}")
+        firm = " (indicative)" if c.get("firm") is False else ""
+        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}{firm}**{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -245,12 +246,15 @@ def _arms_table(v: Mapping[str, Any], dec: int) -> list[str]:
 def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
     comps = v["comparisons"]
     L = ["## Comparisons", "",
-         "Δ = treatment − control, sign-normalised (positive = better). Each CI of Δ is at the level its decision "
-         "used (shown in the cell), so it excludes 0 exactly when the verdict is better or worse; effect size: "
-         "Hedges' g (unpaired) or d_z (paired). P(T>C) has a 95% CI.", "",
+         "Δ = treatment − control in the metric's own sign, as in the verdict lines and the ablation table"
+         + (" (the metric is minimised: a negative Δ is better)" if v.get("goal") == "minimize" else "")
+         + ". Each CI of Δ is at the level its decision used (shown in the cell), so it excludes 0 exactly when the "
+         "verdict is better or worse; effect size: Hedges' g (unpaired) or d_z (paired), t and P(T>C) are "
+         "sign-normalised (positive = better). P(T>C) has a 95% CI.", "",
          "| treatment | test | n (T/C) | Δ | Δ% | CI of Δ (level) | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
          "| robust p (floor) |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    flip = -1.0 if v.get("goal") == "minimize" else 1.0
     for c in comps:
         pi = _num(c.get("prob_improvement"), 2)
         if c.get("prob_improvement_ci"):
@@ -259,8 +263,11 @@ def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
         eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
         rob = _robust(c)
         level = f" ({_level(c['ci_level'])})" if c.get("ci") else ""
-        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
-                 f"{_num(c.get('diff_pct'), 1)} | {_ci(c.get('ci'), dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
+        diff = None if c.get("diff") is None else flip * c["diff"]
+        pct = None if c.get("diff_pct") is None else flip * c["diff_pct"]
+        ci = sorted((flip * c["ci"][0], flip * c["ci"][1])) if c.get("ci") and c["ci"][0] is not None else c.get("ci")
+        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(diff, dec)} | "
+                 f"{_num(pct, 1)} | {_ci(ci, dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
                  f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
     return [*L, ""]
 

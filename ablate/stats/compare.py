@@ -570,11 +570,17 @@ def _reason(c: Comparison, code: int) -> str:
         rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)
     test = "Welch" if c.test == "Welch t" else c.test.replace(" (0/1 metric)", "")
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
-    delta = f"Δ = {c.diff:+.{dec}f}"
+    # Δ in the metric's own sign, as the ablation table prints it (treatment − control): for a metric to minimize
+    # a better treatment has Δ < 0, said once ("lower is better"); the decision is sign-free
+    flip = -1.0 if c.goal == "minimize" else 1.0
+    delta = f"Δ = {flip * c.diff:+.{dec}f}"
     if c.ci is not None:
-        delta += f", {level_text(c.ci_level)} CI [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
+        lo, hi = sorted((flip * c.ci[0], flip * c.ci[1]))
+        delta += f", {level_text(c.ci_level)} CI [{lo:.{dec}f}, {hi:.{dec}f}]"
     if c.diff_pct is not None:
-        delta += f" ({c.diff_pct:+.1f}%)"
+        delta += f" ({flip * c.diff_pct:+.1f}%)"
+    if flip < 0:
+        delta += " (treatment − control; lower is better)"
     parts.append(delta + (" (no direction: not better, not worse)" if rel == "<" and code not in (BETTER, WORSE)
                           else ""))
     if c.effect_size is not None:
