@@ -86,7 +86,8 @@ def test_aa_unequal_spread_skewed_from_n20(dist: str) -> None:
     assert max(welch.values()) > ALPHA + 3 * SE, welch  # the guard is what keeps these cells in
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (those verdicts are marked indicative, test_stats_firm.py): at N = 5-10 seeds per arm the skew of lognormal/bimodal "
+@pytest.mark.xfail(strict=True, reason="known limit (those verdicts are marked indicative: test_stats_firm.py): "
+                                       "at N = 5-10 seeds per arm the skew of lognormal/bimodal "
                                        "arms is not visible, and no rule measured keeps alpha there with 95% of "
                                        "Welch's power (docs/verdict.md); measured 0.066-0.136 at N = 5-10, 0.070 "
                                        "and 0.108 at N = 3 (ratio 1:3)")
