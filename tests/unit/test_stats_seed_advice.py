@@ -3,8 +3,8 @@
 
 Through :func:`ablate.stats.recommend_seeds` (what :func:`ablate.stats.compare` calls); the true power of the
 advised N is statsmodels' (``TTestIndPower`` / ``TTestPower``) at the true SD. The target is the margin δ, or the
-pilot's observed |Δ| (the promise is then 80% power for an effect of that size). 200 pilots per cell (Monte-Carlo
-SE 0.028 at an assurance of 0.8); ``python benchmarks/seed_advice_table.py`` prints the full table (4000 pilots,
+pilot's observed |Δ| (the promise is then 80% power for an effect of that size). 120 pilots per cell (Monte-Carlo
+SE 0.037 at an assurance of 0.8); ``python benchmarks/seed_advice_table.py`` prints the full table (4000 pilots,
 with the point-SD advice beside it).
 """
 
@@ -18,7 +18,7 @@ from statsmodels.stats.power import TTestIndPower, TTestPower
 
 from ablate.stats import recommend_seeds
 
-PILOTS = 200
+PILOTS = 120
 N_PILOT = 5
 
 

@@ -118,13 +118,13 @@ def test_paired_aa_false_positive_rate_at_most_alpha(n: int, sds: tuple[float, .
     assert rate > ALPHA / 3  # a valid test, not one that never rejects
 
 
-@pytest.mark.parametrize(("k", "n"), [(2, 3), (2, 5), (3, 5)])
+@pytest.mark.parametrize(("k", "n"), [(2, 3), (3, 5)])
 def test_unpaired_aa_false_positive_rate_at_most_alpha(k: int, n: int) -> None:
     """A/A across scales whose noise grows 1:1, 1:2, 1:3 (both arms): the HC3 test stays at or below α, where the
     classic OLS F-test (one noise level) runs above it on the same data sets at 1:3 (issue 27: 0.065-0.076)."""
     import statsmodels.api as sm
 
-    n_sim = 300
+    n_sim = 250
     se = np.sqrt(ALPHA * (1 - ALPHA) / n_sim)
     rates, ols_rates = {}, {}
     for ratio in (1, 2, 3):
