@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ablate.judge.against import against_markdown
+from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
@@ -154,6 +155,13 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     if v.get("invalid"):
         L += ["Do not act on these results: the ablation is invalid (see the warning above). "
               "Fix the cause and run it again.", ""]
+    if v.get("post_hoc"):
+        pre = "; ".join(f"{p['arm']} **{p['verdict']}{' (indicative)' if p.get('firm') is False else ''}**"
+                        for p in v.get("preregistered_verdict") or [])
+        L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
+              f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
+              f"{pre or '–'} (in verdict.json under `preregistered_verdict`; `ablate verdict DIR --reset` "
+              "brings it back).", ""]
     for c in comps:
         ci = c.get("ci")
         level = _level(c.get("ci_level"))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
+from ablate.judge import prereg
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
@@ -601,6 +602,12 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
+    planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
+    changed = prereg.changes(planned, opts)
+    verdict["preregistered"] = _jsonable(prereg.preregistered(plan, planned))
+    verdict["post_hoc"] = {"changed": _jsonable(changed)} if changed else None
+    verdict["preregistered_verdict"] = (prereg.summary(analyse(plan, rows, planned)["comparisons"]) if changed
+                                        else None)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
 

@@ -72,3 +72,35 @@ def test_minimize_delta_has_one_sign_everywhere(tmp_path: Path) -> None:
     assert "| lr=0.1 | Welch t | 5/5 | -0.0192 | -2.6 | [-0.0371, -0.0013] (95%) |" in md
     assert "| **-0.019 [-0.037, -0.001]** | **↑ better** |" in md
     assert "**better (indicative)**: adopt it; it improves val_loss" in md
+
+
+def test_post_hoc_verdict_is_labelled_and_the_preregistered_one_stays(tmp_path: Path) -> None:
+    """The plan froze α = 0.05 before any trial ran; `--alpha 0.1` afterwards is post hoc: the bottom line and
+    verdict.json say what changed, and the pre-registered verdict (the plan's own options) stays available;
+    `--reset` (the command named) brings the pre-registered analysis back, no longer post hoc."""
+    import json
+
+    from scipy import stats
+
+    from ablate.cli.commands import dispatch
+
+    t = [0.720, 0.741, 0.716, 0.739, 0.729]
+    p = stats.ttest_ind(t, C, equal_var=False).pvalue
+    assert 0.05 < p < 0.1  # inconclusive at the planned α, better at 0.1
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": t})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    assert v["post_hoc"] is None and v["preregistered_verdict"] is None
+    assert v["preregistered"]["alpha"] == 0.05 and v["preregistered"]["metric"] == "val_acc"
+    assert v["preregistered"]["seeds_per_arm"] == 5
+    assert dispatch("verdict", [str(root), "--alpha", "0.1", "--no-plots"]) == 0
+    v = json.loads((root / "verdict.json").read_text())
+    assert v["post_hoc"] == {"changed": {"alpha": {"planned": 0.05, "used": 0.1}}}
+    assert v["comparisons"][0]["verdict"] == "better"
+    (pre,) = v["preregistered_verdict"]
+    assert pre["verdict"] == "inconclusive" and pre["pvalue"] == v["comparisons"][0]["pvalue"]
+    md = (root / "verdict.md").read_text()
+    assert ("> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran (alpha 0.05 → "
+            "0.1); read it as exploratory. The pre-registered verdict: lr=0.1 **inconclusive**") in md
+    assert dispatch("verdict", [str(root), "--reset", "--no-plots"]) == 0
+    v = json.loads((root / "verdict.json").read_text())
+    assert v["post_hoc"] is None and v["comparisons"][0]["verdict"] == "inconclusive"
