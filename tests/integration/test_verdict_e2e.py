@@ -97,3 +97,25 @@ def test_sequential_group_runs_in_looks(project: Path) -> None:
     assert v["multiplicity"] == "group sequential"
     md = (sd / "verdict.md").read_text()
     assert "| sequential | group: looks at N = 3, 6 seeds per arm" in md
+
+
+def test_the_command_the_bottom_line_names_runs(project: Path, tmp_path: Path) -> None:
+    """An indicative verdict names `ablate -m variable=lr seeds=20`: that command, run as written (plus the
+    overrides of the first run and dry_run=true), plans the ablation with 20 seeds per arm."""
+    import re
+
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from tests.helpers import make_sweep
+
+    c = [0.712, 0.695, 0.731, 0.704, 0.719]
+    t = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch p = 0.0387 at 5 seeds per arm: better, indicative
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.2": t})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    md = (root / "verdict.md").read_text()
+    (cmd,) = re.findall(r"run the ablation again with `ablate (-m variable=lr seeds=\d+)`", md)
+    args = cmd.split()
+    assert args == ["-m", "variable=lr", "seeds=20"]
+    res = ablate_cli(project, *args, "variable.values=[0.2]", "dry_run=true", *FAST)
+    assert res.returncode == 0, res.stderr
+    assert "20 seeds" in res.stdout or "seeds=20" in res.stdout or "20 per arm" in res.stdout, res.stdout[-2000:]
