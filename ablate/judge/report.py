@@ -199,7 +199,7 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
     return (f"Indicative only: with {n} {'pairs' if c.get('paired') else 'seeds per arm'} no test of the mean holds "
-            f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.09-0.12 "
+            f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
             f"there) and p × 10 does not clear the level; {lim} seeds per arm ({max(0, lim - n)} more) would make "
             f"it firm: {_rerun(v, lim)}.")
 

@@ -548,7 +548,7 @@ def indicative_reason(n: int, paired: bool) -> str:
     """
     lim = FIRM_FROM[bool(paired)]
     return (f"indicative: with {n} {'pairs' if paired else 'seeds per arm'} (< {lim}) no test of the mean holds α for "
-            f"every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.09-0.12 there, "
+            f"every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 there, "
             f"docs/verdict.md), and p × {FIRM_FACTOR:g} does not clear the level; {lim} seeds per arm would make "
             f"it firm")
 
