@@ -135,8 +135,7 @@ class Pairing:
         The correlation ρ̂ of the arms across the seeds they share (complete pairs, at least 3), reported as
         information whether or not the analysis pairs; None when it cannot be computed.
     pair_from : int or None
-        Set when ``pairing=auto`` left a shared seed list unpaired because N < :func:`auto_pair_from`: the N
-        from which the same design would be analysed paired (the seed advice plans with it).
+        Kept for older records; always None now (``pairing=auto`` no longer switches at an N).
     """
 
     paired: bool
