@@ -44,9 +44,8 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("--multiplicity", choices=["holm", "dunnett", "bh", "none"],
                    help="correction for testing several treatments (default holm)")
     p.add_argument("--pairing", choices=["auto", "paired", "unpaired"],
-                   help="auto pairs trials by seed when every arm ran the same seeds and N >= 19 (more with several "
-                        "treatments; Welch below); "
-                        "paired pairs at any N")
+                   help="auto pairs trials by seed when the design shares randomness across arms (a fn task "
+                        "under determinism=seeded|strict), else Welch; paired declares it")
     p.add_argument("--family", choices=["suite", "variable"],
                    help="a suite's multiplicity family: suite (all treatments, default) or variable (one per variable)")
     p.add_argument("--against", metavar="OTHER_DIR",

@@ -43,6 +43,23 @@ def _by_value(items: list[Any]) -> list[Any]:
     return list(items)
 
 
+def tick_label(arm: Mapping[str, Any], control: str, suite: bool) -> str:
+    """An arm's tick: its label (in a suite the arm's name, which carries the variable: ``lr=0.1``), the control
+    marked once (``0.05 (control)``, never ``0.05 (control) (control)``)."""
+    text = str(arm["arm"] if suite and arm["arm"] != control else arm["label"])
+    if arm["arm"] == control and "control" not in text:
+        text += " (control)"
+    return text
+
+
+def axis_title(verdict: Mapping[str, Any]) -> str:
+    """The x-axis title: the ablated key (``task.optim.lr``), or the suite's variables."""
+    suite = (verdict.get("suite") or {}).get("variables") or []
+    if suite:
+        return "arm (variable=value), one shared control: " + ", ".join(str(v.get("key", v.get("name"))) for v in suite)
+    return str((verdict.get("variable") or {}).get("key") or "arm")
+
+
 def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
     """Per-seed values of every arm (dots; failed trials as x at the bottom), with mean and 95% CI, arms ordered
     by the variable's value (numbers) so the axis reads as a dose.
@@ -82,8 +99,9 @@ def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
                             color="k", capsize=4, zorder=3)
             else:
                 ax.plot([i + 0.3], [a["mean"]], "o", color="k", zorder=3)
-    ax.set_xticks(range(len(arms)), [str(a["label"]) + (" (control)" if a["arm"] == control else "") for a in arms],
+    ax.set_xticks(range(len(arms)), [tick_label(a, control, bool(verdict.get("suite"))) for a in arms],
                   rotation=20 if len(arms) > 4 else 0)
+    ax.set_xlabel(axis_title(verdict))
     ax.set_ylabel(f"{verdict['metric']} ({verdict['goal']})")
     ax.set_title("per-seed values; black: mean with 95% CI", fontsize=9)
     ax.grid(axis="y", alpha=0.3)

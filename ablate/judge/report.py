@@ -1,6 +1,6 @@
 """verdict.md: the verdict for a person, in the layout of the verdict spec (B9).
 
-Order: title, validity warning, the bottom line (adopt / reject / no difference / run k more seeds), one
+Order: title, validity warning, the bottom line (better / worse / equivalent / inconclusive, what to do), one
 verdict line per treatment, setup, per-arm table, comparison table, seed recommendation, flags, failures,
 plots, provenance, confounds, raw values by seed, terms. One function per section. Pure: a string
 from the verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and pins).
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ablate.judge.against import against_markdown
+from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
@@ -119,26 +120,33 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     return "\n".join(L) + "\n"
 
 
-def _more_seeds(c: Mapping[str, Any]) -> str:
-    """What to run next for an undecided treatment, from its seed advice."""
+def _rerun(v: Mapping[str, Any], seeds: int) -> str:
+    """The command that runs this ablation again with ``seeds`` seeds per arm (a new sweep dir)."""
+    names = [sv["name"] for sv in _suite_vars(v)] or [str((v.get("variable") or {}).get("name", "?"))]
+    return (f"run the ablation again with `ablate -m variable={','.join(names)} seeds={seeds}` (and the other "
+            "overrides of this run; a new sweep dir)")
+
+
+def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str:
+    """What to run next for an undecided treatment, from its seed advice (one advised number)."""
     adv = c.get("seed_advice") or {}
     if c.get("seed_advice_sequential"):
         return c["seed_advice_sequential"]
-    n, lo, hi, cap = adv.get("n"), adv.get("n_needed"), adv.get("n_needed_upper"), adv.get("cap", 50)
+    n, need, cap, power = adv.get("n"), adv.get("n_needed"), adv.get("cap", 50), adv.get("power")
     if n is None:
         return "run more seeds per arm"
-    if lo is None:
-        return (f"more than {cap} seeds per arm would be needed: it cannot be decided within budget"
+    if need is None:
+        return (f"more than {cap} seeds per arm would be needed (> cap): it cannot be decided within budget"
                 + ("" if adv.get("target_kind") == "margin" else "; set a margin to test for no meaningful "
                    "difference instead"))
-    more_lo = max(1, lo - n)
-    more_hi = f"{hi - n}" if hi is not None else f"more than {cap - n}"
-    rng = f"{more_lo}" if str(more_lo) == more_hi else f"{more_lo} to {more_hi}"
-    return f"run {rng} more seeds per arm to decide (80% power for the effect seen so far, which may be optimistic)"
+    what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
+    buys = f"; power {power:.2f} at the SD seen so far" if isinstance(power, int | float) else ""
+    return (f"run {max(1, need - n)} more seeds per arm ({need} per arm: 80% power for {what}, planned on the "
+            f"SD's 90% upper confidence limit{buys}) to decide: {_rerun(v or {}, need)}")
 
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
-    """What a reader can act on, per treatment, in plain words (adopt / reject / no difference / run k more)."""
+    """What a reader can act on, per treatment: the verdict word, what to do, and the numbers behind it."""
     comps = v["comparisons"]
     metric = v["metric"]
     L = ["## Bottom line", ""]
@@ -147,6 +155,13 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     if v.get("invalid"):
         L += ["Do not act on these results: the ablation is invalid (see the warning above). "
               "Fix the cause and run it again.", ""]
+    if v.get("post_hoc"):
+        pre = "; ".join(f"{p['arm']} **{p['verdict']}{' (indicative)' if p.get('firm') is False else ''}**"
+                        for p in v.get("preregistered_verdict") or [])
+        L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
+              f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
+              f"{pre or '–'} (in verdict.json under `preregistered_verdict`; `ablate verdict DIR --reset` "
+              "brings it back).", ""]
     for c in comps:
         ci = c.get("ci")
         level = _level(c.get("ci_level"))
@@ -156,23 +171,48 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
                 + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
                 if diff is not None else "")
         verdict = c["verdict"]
+        firm = c.get("firm") is not False
+        tag = "" if firm else " (indicative)"
         if verdict == "better":
-            what = f"**adopt**: it improves {metric}{size}."
+            what = f"**better{tag}**: adopt it; it improves {metric}{size}."
         elif verdict == "worse":
-            what = f"**reject**: it makes {metric} worse{size}."
+            what = f"**worse{tag}**: reject it; it makes {metric} worse{size}."
         elif verdict == "equivalent":
-            what = (f"**no difference that matters**: the difference stays within the margin ±{c.get('margin'):.4g}; "
-                    "choose on other grounds (cost, simplicity).")
+            what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
+                    f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
         elif verdict == "inconclusive":
-            what = f"**undecided**: {_more_seeds(c)}."
+            what = f"**inconclusive**: {_more_seeds(c, v)}."
         else:
-            what = f"**not enough data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+            what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+        if verdict in ("better", "worse") and not firm:
+            what += " " + _indicative(c, v)
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
         L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
         L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
     return L
+
+
+def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
+    """Why a better/worse verdict is only indicative, and the seeds that would make it firm."""
+    n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
+    lim = c.get("firm_from") or 20
+    return (f"Indicative only: with {n} {'pairs' if c.get('paired') else 'seeds per arm'} no test of the mean holds "
+            f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
+            f"there) and p × 10 does not clear the level; {lim} seeds per arm ({max(0, lim - n)} more) would make "
+            f"it firm: {_rerun(v, lim)}.")
+
+
+def _robust(c: Mapping[str, Any]) -> str:
+    """The rank test's p and its floor, ``0.148 (floor 0.0079)``: never a p printed below the floor it cannot go
+    under (an asymptotic p is shown at the floor then)."""
+    if not c.get("robust_test"):
+        return "–"
+    p, floor = c.get("robust_pvalue"), c.get("robust_min_pvalue")
+    if p is not None and floor is not None:
+        p = max(p, floor)
+    return f"{_p(p)} (floor {_p(floor)})" if floor is not None else _p(p)
 
 
 def _level(level: Any) -> str:
@@ -189,7 +229,8 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         val = _value_if_hidden(c)
         shown = f" (value {val})" if val else ""  # the treatment's value, always
         control = _control_value(v, c)
-        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}**{size}. {c['reason']}")
+        firm = " (indicative)" if c.get("firm") is False else ""
+        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}{firm}**{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -213,22 +254,28 @@ def _arms_table(v: Mapping[str, Any], dec: int) -> list[str]:
 def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
     comps = v["comparisons"]
     L = ["## Comparisons", "",
-         "Δ = treatment − control, sign-normalised (positive = better). Each CI of Δ is at the level its decision "
-         "used (shown in the cell), so it excludes 0 exactly when the verdict is better or worse; effect size: "
-         "Hedges' g (unpaired) or d_z (paired). P(T>C) has a 95% CI.", "",
+         "Δ = treatment − control in the metric's own sign, as in the verdict lines and the ablation table"
+         + (" (the metric is minimised: a negative Δ is better)" if v.get("goal") == "minimize" else "")
+         + ". Each CI of Δ is at the level its decision used (shown in the cell), so it excludes 0 exactly when the "
+         "verdict is better or worse; effect size: Hedges' g (unpaired) or d_z (paired), t and P(T>C) are "
+         "sign-normalised (positive = better). P(T>C) has a 95% CI.", "",
          "| treatment | test | n (T/C) | Δ | Δ% | CI of Δ (level) | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
          "| robust p (floor) |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    flip = -1.0 if v.get("goal") == "minimize" else 1.0
     for c in comps:
         pi = _num(c.get("prob_improvement"), 2)
         if c.get("prob_improvement_ci"):
             pi += " " + _ci(c["prob_improvement_ci"], 2)
         t = f"{_num(c.get('statistic'), 2)} ({_df(c.get('df'))})" if c.get("statistic") is not None else "–"
         eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
-        rob = f"{_p(c.get('robust_pvalue'))} ({_p(c.get('robust_min_pvalue'))})" if c.get("robust_test") else "–"
+        rob = _robust(c)
         level = f" ({_level(c['ci_level'])})" if c.get("ci") else ""
-        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(c.get('diff'), dec)} | "
-                 f"{_num(c.get('diff_pct'), 1)} | {_ci(c.get('ci'), dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
+        diff = None if c.get("diff") is None else flip * c["diff"]
+        pct = None if c.get("diff_pct") is None else flip * c["diff_pct"]
+        ci = sorted((flip * c["ci"][0], flip * c["ci"][1])) if c.get("ci") and c["ci"][0] is not None else c.get("ci")
+        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(diff, dec)} | "
+                 f"{_num(pct, 1)} | {_ci(ci, dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
                  f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
     return [*L, ""]
 
@@ -317,10 +364,15 @@ def _terms() -> list[str]:
         "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation. "
         "**Winner's curse**: an effect that just passed a test tends to be overestimated, so seeds planned "
         "from it are too few.",
-        "- Verdicts: **better** / **worse** (p_adj < α; bottom line **adopt** / **reject**), **equivalent** (the "
-        "CI lies inside ±margin; **no difference that matters**), **inconclusive** (the data cannot decide at "
-        "this N; **undecided**, with the seeds to run), **insufficient data** (< 3 completed seeds, or nothing "
-        "to test).", "",
+        "- Verdicts, one word each in the bottom line, the verdict lines, the tables (↑ ↓ ≈ ○ –), the plots and "
+        "verdict.json: **better** / **worse** (p_adj < α: adopt / reject), **equivalent** (the CI lies inside "
+        "±margin: no difference that matters), **inconclusive** (the data cannot decide at this N, with the seeds "
+        "to run), **insufficient data** (< 3 completed seeds, or nothing to test). **indicative**: a better/worse "
+        "below 20 seeds per arm (50 pairs) whose p × 10 does not clear the level: no test of the mean holds α "
+        "there for every metric shape, so it is a lead to confirm with the seeds named, not a result.",
+        "- **CI level**: each CI of Δ is at the level its decision was taken at (1 − α/m, Holm's step level, a "
+        "sequential boundary, divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict "
+        "is better or worse.", "",
     ]
 
 
@@ -410,7 +462,7 @@ def _rho_lines(comps: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     line = "correlation of the arms across seeds ρ̂: " + ", ".join(f"{c['arm']} {r:.2f}" for c, r in shown)
     paired = [r for c, r in shown if c.get("paired")]
-    by_rule = [r for c, r in shown if not c.get("paired") and (c.get("pairing") or {}).get("pair_from")]
+    by_rule = [r for c, r in shown if not c.get("paired") and (c.get("pairing") or {}).get("mode") == "auto"]
     if paired and all(abs(r) < 0.2 for r in paired):
         line += (" (near 0: pairing gained nothing here; if the seed drives nothing shared between arms, plan "
                  "the next ablation with pairing=unpaired)")

@@ -280,7 +280,7 @@ def latex(table: Mapping[str, Any], verdict: Mapping[str, Any], *, label: str = 
         spec += "rr" + ("c" if m == table["primary"] else "")
         head += [tex_escape(m), r"$\Delta$ " + tex_escape(m)]
         if m == table["primary"]:
-            head.append("")
+            head.append("Verdict")
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
              " & ".join(head) + r" \\", r"\midrule"]
     for i, r in enumerate(table["rows"]):

@@ -10,7 +10,8 @@ variable x scale interaction, H0: Δ is the same at every scale.
   Welch's form keeps the false-positive rate at α when the noise differs between scales, as it does
   when a model grows.
 - Unpaired designs: the two-way linear model ``y ~ arm * scale`` fitted by ordinary least squares
-  (``statsmodels``), and the F-test of its interaction terms against the additive model.
+  (``statsmodels``), and a Wald F-test of its interaction terms with the HC3 heteroscedasticity-robust
+  covariance (``cov_type="HC3"``), so the noise may differ between arms and scales.
 
 Interaction p-values of several treatments are Holm-adjusted (``statsmodels.stats.multitest``).
 A treatment is flagged **does not transfer** when the interaction is significant and Δ changes sign
@@ -81,10 +82,14 @@ def interaction_pvalue_paired(diffs: Sequence[Any]) -> Any:
 
 
 def interaction_pvalue_unpaired(treatment: Sequence[Any], control: Sequence[Any]) -> float:
-    """p-value of the arm x scale interaction in the two-way linear model ``y ~ arm * scale`` (OLS F-test).
+    """p-value of the arm x scale interaction in ``y ~ arm * scale``, robust to unequal noise (HC3 Wald F-test).
 
-    The F-test compares the full model (arm, scale, arm x scale) with the additive one (arm, scale):
-    the type-II test of the interaction. It assumes one noise level in every arm and scale.
+    The interaction terms of the OLS fit of the full model (arm, scale, arm x scale) are tested jointly with a
+    Wald F-test whose covariance is MacKinnon & White's (1985) HC3 heteroscedasticity-consistent estimator, so
+    each arm and scale may have its own noise level (the noise of a model usually changes as it grows). The
+    classic OLS F-test assumes one noise level and rejected 6.5-7.6% of A/A data sets at α = 5% with noise
+    ratios 1:2-1:3 across scales (issue 27); HC3 is the small-sample choice among the HC estimators (Long &
+    Ervin 2000, Am. Stat. 54).
 
     Parameters
     ----------
@@ -102,9 +107,10 @@ def interaction_pvalue_unpaired(treatment: Sequence[Any], control: Sequence[Any]
 
     Notes
     -----
-    ``statsmodels.api.OLS(y, X).fit()`` for both models and ``full.compare_f_test(additive)``.
+    ``statsmodels.api.OLS(y, X).fit(cov_type="HC3").wald_test(R, use_f=True, scalar=True)`` with R selecting
+    the interaction coefficients (statsmodels, imported here only).
     """
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # lazy: statsmodels (with pandas) loads in about 0.4 s
 
     if len(treatment) != len(control) or len(treatment) < 2:
         raise ValueError("`treatment` and `control` must hold the same number (>= 2) of scales")
@@ -119,11 +125,16 @@ def interaction_pvalue_unpaired(treatment: Sequence[Any], control: Sequence[Any]
     k = len(treatment)
     a = np.asarray(arm)
     dummies = np.column_stack([(np.asarray(scale) == s).astype(float) for s in range(1, k)])
-    additive = np.column_stack([np.ones_like(a), a, dummies])
-    full = np.column_stack([additive, dummies * a[:, None]])
-    yv = np.asarray(y)
-    _, p, _ = sm.OLS(yv, full).fit().compare_f_test(sm.OLS(yv, additive).fit())
-    return float(p)
+    full = np.column_stack([np.ones_like(a), a, dummies, dummies * a[:, None]])
+    fit = sm.OLS(np.asarray(y), full).fit(cov_type="HC3")
+    restriction = np.zeros((k - 1, full.shape[1]))
+    restriction[:, 2 + (k - 1):] = np.eye(k - 1)
+    res = fit.wald_test(restriction, use_f=True, scalar=True)
+    return float(res.pvalue)
+
+
+#: The name of the unpaired interaction test, as transfer.md and transfer.json give it.
+UNPAIRED_TEST = "OLS arm x scale interaction, HC3-robust Wald F (statsmodels)"
 
 
 @dataclass
@@ -237,7 +248,7 @@ def check_transfer(arm: str, per_scale: Sequence[Mapping[str, Any]], *, paired: 
             ts = [[v for v in s["treatment"].values() if math.isfinite(v)] for s in per_scale]
             cs = [[v for v in s["control"].values() if math.isfinite(v)] for s in per_scale]
             p = interaction_pvalue_unpaired(ts, cs)
-            test = "OLS arm x scale interaction (F)"
+            test = UNPAIRED_TEST
     except ValueError as exc:
         return TransferResult(arm=arm, effects=effects, test="–", pvalue=None, notes=[str(exc)])
     return TransferResult(arm=arm, effects=effects, test=test, pvalue=float(p) if math.isfinite(p) else None)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
+from ablate.judge import prereg
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
@@ -99,6 +100,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     m = max(1, len(treatments))
     planned = planned_look_levels(looks, opts.alpha / m)
     goal = plan.get("goal", "maximize")
+    shared, design = shared_randomness(plan)
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
@@ -109,7 +111,8 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if any(s not in arm.values or s not in control.values for s in sk):
                 break
             pr = pair_by_seed({s: arm.values[s] for s in sk}, {s: control.values[s] for s in sk},
-                              pairing=opts.pairing, n_design=n_k, level=planned[k])  # the look's planned N, level
+                              pairing=opts.pairing, n_design=n_k, level=planned[k], shared_randomness=shared,
+                              design=design)
             fin_t = [v for v in pr.treatment if not math.isnan(v)]
             fin_c = [v for v in pr.control if not math.isnan(v)]
             if pr.paired:
@@ -131,6 +134,37 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
                 break
         out[name] = st
     return out
+
+
+def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the design shares randomness across arms at the same seed, and why (for ``pairing=auto``).
+
+    Parameters
+    ----------
+    plan : mapping
+        The plan record (``ablation.yaml``): ``task`` and ``options.determinism`` (and arms that vary it).
+
+    Returns
+    -------
+    (bool, str)
+        True for a ``fn`` task whose every arm runs under ``determinism=seeded`` or ``strict``: ablate seeds
+        python, numpy and torch from the trial seed before calling it, so one seed gives every arm the same
+        initialisation and data order. False for ``determinism=off`` (nothing is seeded), and for a ``command``
+        or ``app`` task: ablate passes it the seed but cannot see whether it seeds its generators with it
+        (declare ``pairing=paired`` then). Fixed by the plan, before any outcome.
+    """
+    task = plan.get("task") or {}
+    mode = (plan.get("options") or {}).get("determinism", "seeded")
+    modes = {str((a.get("config") or {}).get("determinism", mode)) if "determinism" in (a.get("changes") or {})
+             else str(mode) for a in plan.get("arms") or []} or {str(mode)}
+    if "off" in modes or "False" in modes:
+        return False, "determinism=off: nothing is seeded from the trial seed"
+    if task.get("fn"):
+        return True, f"a fn task under determinism={'/'.join(sorted(modes))}: ablate seeds python, numpy and torch " \
+                     "from the trial seed before it runs"
+    form = "a command task" if task.get("command") else "an app task" if task.get("app") else "no fn task"
+    return False, f"{form}: ablate passes it the seed but cannot see whether it seeds initialisation and " \
+                  "data order with it"
 
 
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
@@ -250,6 +284,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
     ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
     comps, pairings = [], []
+    shared, design = shared_randomness(plan)
     for i, name in enumerate(treatments):
         t_vals, c_vals = data[name].values, control.values
         thr = None
@@ -266,11 +301,12 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             level = planned_look_levels(opts.looks, opts.alpha / m)[look]  # the level that look tests at
         else:
             level = opts.alpha / m_of[name]
-        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level)
+        pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level,
+                          shared_randomness=shared, design=design)
         pairings.append(pr)
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                              margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
-                             p_threshold=thr, pair_from=pr.pair_from))
+                             p_threshold=thr))
     fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
     for fam in fams if not seq else []:
         if len(fam) < 2:
@@ -568,6 +604,12 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
+    planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
+    changed = prereg.changes(planned, opts)
+    verdict["preregistered"] = _jsonable(prereg.preregistered(plan, planned))
+    verdict["post_hoc"] = {"changed": _jsonable(changed)} if changed else None
+    verdict["preregistered_verdict"] = (prereg.summary(analyse(plan, rows, planned)["comparisons"]) if changed
+                                        else None)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
     if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
 

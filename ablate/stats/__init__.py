@@ -2,7 +2,8 @@
 
 Entry point: :func:`compare` (one treatment vs the control) and :func:`adjust_comparisons` (the family of
 treatments sharing a control). Beside them: :func:`summarize` (per-arm statistics), :func:`pair_by_seed`
-(pairing by design; :func:`auto_pair_from` is the N from which ``pairing=auto`` pairs),
+(pairing by design: ``pairing=auto`` pairs when the design shares randomness across arms; :func:`auto_pair_from`
+is a planning figure),
 :func:`recommend_seeds` / :func:`mde_d` / :func:`seeds_needed` (power and seed advice), :func:`failure_finding`
 (differential failure rate), :func:`boundaries` and :func:`group_sequential_batch` (group-sequential looks),
 and the vectorised core :func:`decide_batch`.

@@ -15,6 +15,8 @@ from ablate.stats.binary import BinaryCounts, is_binary
 from ablate.stats.core import (
     BETTER,
     EQUIVALENT,
+    FIRM_FACTOR,
+    FIRM_FROM,
     INCONCLUSIVE,
     INSUFFICIENT_REASONS,
     MIN_SEEDS,
@@ -22,6 +24,7 @@ from ablate.stats.core import (
     WORSE,
     decide_batch,
     decision_rule,
+    is_firm,
 )
 from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improvement, robust_test
 from ablate.stats.failures import FailureFinding, failure_finding
@@ -99,6 +102,13 @@ class Comparison:
     guard_factor : float
         1, or 10 where the skew guard fired (``skew_z`` >= 1.96): the decision then used ``p x 10`` (in
         ``pvalue_adjusted``) and ``ci`` is at the matching level ``1 - level/10``.
+    firm : bool or None
+        For a better/worse verdict: whether it is firm (:func:`ablate.stats.core.is_firm`: from
+        :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level) or indicative
+        (``False``: no test of the mean holds α there for every metric shape; flag ``indicative_verdict``).
+        None for the other verdicts. A 0/1 metric's exact/score tests do not depend on a shape: always firm.
+    firm_from : int or None
+        With ``firm`` False: the seeds per arm from which the same result would be firm.
     """
 
     verdict: str
@@ -150,6 +160,8 @@ class Comparison:
     insufficient_code: int = dataclasses.field(repr=False, default=0)
     skew_z: float | None = None
     guard_factor: float = 1.0
+    firm: bool | None = None
+    firm_from: int | None = None
 
 
 def _f(x: Any) -> float | None:
@@ -423,7 +435,7 @@ def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice
     n = min(ts.size, cs.size)
     if n < 5 and advice is not None:
         flags.append(Flag("small_n", f"only large effects are detectable at N = {n}: MDE d ≈ {advice.mde_d:.1f}"))
-    for name, x in (("treatment", ts), ("control", cs)):
+    for name, x in (("treatment", ts), ("control", cs)) if n >= 5 else ():  # 3-4 seeds: no outlier can be told
         mad = 1.482602218505602 * float(np.median(np.abs(x - np.median(x))))  # = median_abs_deviation(scale="normal")
         if mad > 0:
             out = x[np.abs(x - np.median(x)) > 3 * mad]
@@ -509,8 +521,36 @@ def finish(comp: Comparison) -> Comparison:
     if comp.prob_improvement_ci is not None and min(comp.n_treatment, comp.n_control) < MIN_N_COVERED:
         flags.append(Flag("indicative", f"the 95% P(T>C) interval may under-cover below {MIN_N_COVERED} seeds "
                                         "per arm (0.90 at N = 3): indicative only"))
-    comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags))
+    firm = firm_from = None
+    if code in (BETTER, WORSE):
+        n = min(comp.n_treatment, comp.n_control)
+        firm = comp.binary is not None or bool(is_firm(code, comp.pvalue_adjusted, comp.decision_level,
+                                                       comp.guard_factor, n, comp.paired))
+        if not firm:
+            firm_from = FIRM_FROM[comp.paired]
+            flags.append(Flag("indicative_verdict", indicative_reason(n, comp.paired)))
+    comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from)
     return dataclasses.replace(comp, reason=_reason(comp, code))
+
+
+def indicative_reason(n: int, paired: bool) -> str:
+    """Why a better/worse verdict at ``n`` seeds per arm is indicative, and what would make it firm (one sentence).
+
+    Parameters
+    ----------
+    n : int
+        Completed seeds per arm (pairs when paired).
+    paired : bool
+
+    Returns
+    -------
+    str
+    """
+    lim = FIRM_FROM[bool(paired)]
+    return (f"indicative: with {n} {'pairs' if paired else 'seeds per arm'} (< {lim}) no test of the mean holds α for "
+            f"every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 there, "
+            f"docs/verdict.md), and p × {FIRM_FACTOR:g} does not clear the level; {lim} seeds per arm would make "
+            f"it firm")
 
 
 def _reason(c: Comparison, code: int) -> str:
@@ -530,11 +570,17 @@ def _reason(c: Comparison, code: int) -> str:
         rel = "<"  # only when Δ is exactly 0: significant, but with no direction to call (said below)
     test = "Welch" if c.test == "Welch t" else c.test.replace(" (0/1 metric)", "")
     parts = [f"{test} {pname} {p_is(p)} {rel} {c.decision_label} = {c.decision_level:.3g}"]
-    delta = f"Δ = {c.diff:+.{dec}f}"
+    # Δ in the metric's own sign, as the ablation table prints it (treatment − control): for a metric to minimize
+    # a better treatment has Δ < 0, said once ("lower is better"); the decision is sign-free
+    flip = -1.0 if c.goal == "minimize" else 1.0
+    delta = f"Δ = {flip * c.diff:+.{dec}f}"
     if c.ci is not None:
-        delta += f", {level_text(c.ci_level)} CI [{c.ci[0]:.{dec}f}, {c.ci[1]:.{dec}f}]"
+        lo, hi = sorted((flip * c.ci[0], flip * c.ci[1]))
+        delta += f", {level_text(c.ci_level)} CI [{lo:.{dec}f}, {hi:.{dec}f}]"
     if c.diff_pct is not None:
-        delta += f" ({c.diff_pct:+.1f}%)"
+        delta += f" ({flip * c.diff_pct:+.1f}%)"
+    if flip < 0:
+        delta += " (treatment − control; lower is better)"
     parts.append(delta + (" (no direction: not better, not worse)" if rel == "<" and code not in (BETTER, WORSE)
                           else ""))
     if c.effect_size is not None:

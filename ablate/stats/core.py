@@ -33,6 +33,63 @@ INSUFFICIENT_REASONS = (
 MIN_SEEDS = 3
 MAX_FAILED_FRACTION = 0.5
 
+#: Seeds per arm (pairs when paired) from which a better/worse verdict is firm at its own level: there the skew
+#: guard sees the skew of the metric shapes that make the t-test reject too often (unpaired from 20, paired from
+#: 50, where it looks at the 50 differences). Below, no test of the mean holds α for every shape (Bahadur &
+#: Savage 1956): lognormal arms of SD ratio 1:3 reach 0.09-0.14 at N = 3-19 (docs/verdict.md).
+FIRM_FROM = {False: 20, True: 50}
+#: Below :data:`FIRM_FROM`, a better/worse verdict is firm only when p x FIRM_FACTOR still clears its level (the
+#: factor replaces the skew guard's, never multiplies it): the worst cell of the unequal-spread grid is then 0.04.
+FIRM_FACTOR = 10.0
+
+
+def firm_factor(n: Any, paired: Any) -> np.ndarray:
+    """The factor p must survive for a better/worse verdict to be firm: 10 below :data:`FIRM_FROM`, else 1.
+
+    Parameters
+    ----------
+    n : int or array_like
+        Completed seeds per arm (the smaller arm), or complete pairs when ``paired``.
+    paired : bool or array_like of bool
+        Whether the comparison is paired.
+
+    Returns
+    -------
+    numpy.ndarray of float
+        :data:`FIRM_FACTOR` where ``n`` is below ``FIRM_FROM[paired]``, 1 elsewhere (broadcast shape).
+    """
+    n, pr = np.broadcast_arrays(np.asarray(n, float), np.asarray(paired, bool))
+    lim = np.where(pr, FIRM_FROM[True], FIRM_FROM[False])
+    return np.where(n < lim, FIRM_FACTOR, 1.0)
+
+
+def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: Any, n: Any, paired: Any
+            ) -> np.ndarray:
+    """Whether each better/worse verdict is firm (not indicative); False for every other verdict.
+
+    Parameters
+    ----------
+    verdict : array_like of int
+        Codes into :data:`VERDICTS`.
+    p_decision, alpha_decision : array_like
+        The p the decision used (already x the skew guard's factor, and adjusted for the family) and its level.
+    guard_factor : array_like
+        The skew guard's factor behind ``p_decision`` (1 or 10).
+    n, paired : array_like
+        As in :func:`firm_factor`.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse.
+    """
+    v, p, a, g = np.broadcast_arrays(*(np.asarray(x, float) for x in (verdict, p_decision, alpha_decision,
+                                                                       guard_factor)))
+    g = np.where(g > 0, g, 1.0)
+    extra = np.maximum(g, firm_factor(n, paired)) / g
+    with np.errstate(invalid="ignore"):
+        return np.isin(v, (BETTER, WORSE)) & (p * extra < a)
+
 
 @dataclass(frozen=True)
 class BatchResult:
@@ -75,6 +132,9 @@ class BatchResult:
     guard_factor : float array
         1, or :data:`ablate.stats.shape.SKEW_GUARD_FACTOR` (10) where the skew guard fired (``skew_z`` >= 1.96):
         the decision then used ``p x 10`` (so needed p < alpha/10) and the CI is at the matching level.
+    firm : bool array
+        Better/worse verdicts that are firm (:func:`is_firm`): from :data:`FIRM_FROM` seeds per arm, or where
+        p x 10 clears the level; the other better/worse verdicts are indicative.
     """
 
     verdict: np.ndarray
@@ -100,6 +160,7 @@ class BatchResult:
     se: np.ndarray
     skew_z: np.ndarray
     guard_factor: np.ndarray
+    firm: np.ndarray
 
 
 def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
@@ -308,9 +369,10 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         delta = np.array([_iv.resolve_margin(m, float(x)) if np.isfinite(x) else np.nan for x in mean_c_raw],
                          dtype=float) if isinstance(m, str) else np.full(b, float(m))
     verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
+    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(n_t, n_c), use_paired)
     return BatchResult(verdict=verdict, insufficient=insufficient, paired=use_paired, n_treatment=n_t,
                        n_control=n_c, failed_treatment=failed_t, failed_control=failed_c, p_decision=p_dec,
-                       alpha_decision=a_dec, margin=delta, skew_z=skew_z, guard_factor=factor, **out)
+                       alpha_decision=a_dec, margin=delta, skew_z=skew_z, guard_factor=factor, firm=firm, **out)
 
 
 def decision_rule(p_decision: Any, alpha_decision: Any, diff: Any, tost_low: Any, tost_high: Any, margin: Any,

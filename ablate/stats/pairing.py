@@ -1,15 +1,14 @@
 """Pairing by design: match a treatment's trials to the control's by seed id (verdict spec B6).
 
-The rule of ``pairing=auto`` depends only on what is fixed before any outcome is seen: whether the arms ran
-the same seed list, how many seeds per arm the design planned (N), and the comparison's level α/m. It pairs
-by seed only from N0 = :func:`auto_pair_from` seeds per arm on: the smallest N at which the paired t-test,
-even when the seeds share nothing across arms (ρ = 0), loses at most :data:`MAX_POWER_LOSS` (2.5 points) of
-power against Welch's at any effect size. Below N0 the paired t's N - 1 degrees of freedom (against Welch's
-about 2N - 2) cost more: 0.24 against 0.27 at N = 5 and a 1 SD effect (docs/verdict.md). N0 is 19 at
-α = 0.05, 27 at 0.025 (two treatments), 39 at 0.01. ``pairing=paired`` declares the design paired at any N
-(seeds that share data order and initialisation across arms, where ρ > 0 makes the paired t the stronger
-test), and ``pairing=unpaired`` never pairs. A rule that chose on the observed correlation ρ̂ was measured
-and rejected: it raised the A/A false-positive rate to 0.060-0.066 (docs/verdict.md, Pairing).
+``pairing=auto`` pairs by seed when the design shares randomness across arms: the same seed gives both arms the
+same initialisation and data order (in ``ablate``, a ``fn`` task under ``determinism=seeded`` or ``strict``,
+where ablate seeds python, numpy and torch from the trial seed before the task runs). Equal seed lists alone
+do not pair: seeds that share nothing across arms (ρ = 0) only cost the paired t its degrees of freedom
+(N - 1 against Welch's about 2N - 2; :func:`power_loss`). ``pairing=paired`` declares the design paired
+(a script that seeds everything from the seed it is given), ``pairing=unpaired`` never pairs. A rule that
+chose on the observed correlation ρ̂ was measured and rejected: it raised the A/A false-positive rate to
+0.060-0.066 (docs/verdict.md, Pairing). :func:`auto_pair_from` (the N from which pairing at ρ = 0 costs at
+most 2.5 points of power) is kept as a planning figure.
 """
 
 from __future__ import annotations
@@ -136,8 +135,7 @@ class Pairing:
         The correlation ρ̂ of the arms across the seeds they share (complete pairs, at least 3), reported as
         information whether or not the analysis pairs; None when it cannot be computed.
     pair_from : int or None
-        Set when ``pairing=auto`` left a shared seed list unpaired because N < :func:`auto_pair_from`: the N
-        from which the same design would be analysed paired (the seed advice plans with it).
+        Kept for older records; always None now (``pairing=auto`` no longer switches at an N).
     """
 
     paired: bool
@@ -205,7 +203,8 @@ def _rho(t: dict[int, float], c: dict[int, float], common: list[int]) -> float |
 
 
 def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *,
-                 pairing: str = "auto", n_design: int | None = None, level: float = 0.05) -> Pairing:
+                 pairing: str = "auto", n_design: int | None = None, level: float = 0.05,
+                 shared_randomness: bool = False, design: str | None = None) -> Pairing:
     """Decide paired vs unpaired from the design, and align the arms by seed id.
 
     Parameters
@@ -214,18 +213,22 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
         Seed id -> metric value of every finished trial (NaN or None for a failed one). Pending trials
         are simply absent.
     pairing : {"auto", "paired", "unpaired"}
-        ``auto`` pairs when the arms ran a common seed list (at least 3 seed ids in common) and the design
-        has at least :func:`auto_pair_from` (``level``) seeds per arm (19 at 0.05); below that it runs Welch's
-        test, which loses no power when the seeds share nothing across arms. ``paired`` pairs whatever seeds
-        the arms share at any N (seeds without a partner are dropped and counted): declare it when the seeds
-        share data order and initialisation across arms. Both fall back to unpaired below 3 shared seeds.
-        ``unpaired`` never pairs.
+        ``auto`` pairs by seed when the design shares randomness across arms (``shared_randomness``: the same
+        seed gives both arms the same initialisation and data order) and the arms share at least 3 seed ids;
+        equal seed lists alone do not pair (seeds that share nothing across arms only cost the paired t degrees
+        of freedom). ``paired`` declares the design paired (whatever seeds the arms share; seeds without a
+        partner are dropped and counted). Both fall back to unpaired below 3 shared seeds. ``unpaired`` never
+        pairs.
     n_design : int, optional
-        The seeds per arm the design planned (the plan's seed list, or the look's N in sequential mode):
-        fixed before any outcome. Default: the number of seed ids the arms share.
+        The seeds per arm the design planned, reported. Default: the number of seed ids the arms share.
     level : float
-        The two-sided level the test runs at: α/m (Bonferroni over its family), or a sequential look's
-        planned nominal level (:func:`ablate.stats.look_pairing`); fixed before any outcome.
+        The two-sided level the test runs at (validated; kept for older calls).
+    shared_randomness : bool
+        Whether the design shares randomness across arms at the same seed: a design fact known before any
+        outcome (in ``ablate``, a ``fn`` task under ``determinism=seeded|strict``, where ablate itself seeds
+        python, numpy and torch from the trial seed).
+    design : str, optional
+        The words for why the design does (or does not) share randomness, for the reason.
 
     Returns
     -------
@@ -239,36 +242,35 @@ def pair_by_seed(treatment: Mapping[int, float], control: Mapping[int, float], *
 
     Notes
     -----
-    Common random numbers (verdict spec A7, B6): Var(Δ̂) = 2σ²(1-ρ)/N paired vs 2σ²/N unpaired, so both
-    tests have the same noncentrality at ρ = 0 and differ only in degrees of freedom (N - 1 vs about
-    2N - 2). Pairs with a failed member are dropped inside :func:`ablate.stats.compare` (and counted there);
-    fewer than 3 complete pairs fall back to the unpaired analysis of all runs.
+    Common random numbers (verdict spec A7, B6): Var(Δ̂) = 2σ²(1-ρ)/N paired vs 2σ²/N unpaired. Pairing is
+    valid when it is fixed by the design before any result; it is chosen here from how the trials were seeded,
+    never from the outcomes or their correlation. Pairs with a failed member are dropped inside
+    :func:`ablate.stats.compare` (and counted there); fewer than 3 complete pairs fall back to the unpaired
+    analysis of all runs.
     """
-    t, c, mode, n, lv = _pair_iv(treatment, control, pairing, n_design, level)
+    t, c, mode, n, _ = _pair_iv(treatment, control, pairing, n_design, level)
+    if not isinstance(shared_randomness, bool | np.bool_):
+        raise _iv.fail("shared_randomness", "must be True or False", shared_randomness)
     common = [s for s in t if s in c]
     n = len(common) if n is None else n
     rho = _rho(t, c, common)
     unmatched = len(t) + len(c) - 2 * len(common)
     all_t, all_c = np.array(list(t.values()), float), np.array(list(c.values()), float)
 
-    def unpaired(why: str, pair_from: int | None = None) -> Pairing:
-        return Pairing(False, all_t, all_c, (), 0, "unpaired (Welch): " + why, mode, n, rho, pair_from)
+    def unpaired(why: str) -> Pairing:
+        return Pairing(False, all_t, all_c, (), 0, "unpaired (Welch): " + why, mode, n, rho, None)
 
     if mode == "unpaired":
         return unpaired("declared (pairing=unpaired)")
     if len(common) < 3:
         return unpaired(f"the arms share {len(common)} seed id{'' if len(common) == 1 else 's'} (< 3): "
                         "every run of each arm is compared")
-    if mode == "auto" and not auto_pairs(n, level=lv):
-        n0 = auto_pair_from(lv)
-        return unpaired(f"pairing=auto pairs by seed only from N = {n0} seeds per arm on{_at(lv)}, where pairing costs "
-                        f"at most {100 * MAX_POWER_LOSS:g} points of power even when seeds share nothing across arms "
-                        f"(here N = {n}); declare pairing=paired if the arms' seeds share data order and "
-                        "initialisation", n0)
+    if mode == "auto" and not shared_randomness:
+        return unpaired("pairing=auto pairs by seed only when the design shares randomness across arms"
+                        + (f" ({design})" if design else "")
+                        + "; declare pairing=paired if the arms' seeds share initialisation and data order")
     why = ("declared (pairing=paired)" if mode == "paired" else
-           f"every arm ran the same seeds and N = {n} >= {auto_pair_from(lv)}{_at(lv)}, where pairing=auto pairs "
-           f"(pairing costs at most {100 * MAX_POWER_LOSS:g} points of power there, and gains whenever the arms' "
-           "seeds are correlated)")
+           "pairing=auto: the design shares randomness across arms" + (f" ({design})" if design else ""))
     if unmatched:
         why += f"; {unmatched} trial(s) without a partner seed left out"
     return Pairing(True, np.array([t[s] for s in common], float), np.array([c[s] for s in common], float),

@@ -1,7 +1,9 @@
 """Minimum detectable effect and how many seeds a comparison needs (verdict spec B7).
 
-Never post-hoc "observed power": only the MDE at the current N and the N needed for a target effect,
-from the point SD and from its 80% upper confidence limit.
+Never post-hoc "observed power": only the MDE at the current N and the N needed for a target effect. The
+advised N is one number, planned on the 90% upper confidence limit of the pilot's SD (Browne 1995; Kieser &
+Wassmer 1996), so that it reaches the target power in about 9 of 10 pilots (measured in docs/verdict.md); the
+power it buys at the SD seen so far is given beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ SEED_CAP = 50
 #: The verdict's minimum of completed seeds per arm.
 MIN_SEEDS = 3
 POWER = 0.8
+#: Confidence level of the SD's upper limit the advised N is planned on.
+PLAN_SD_LEVEL = 0.9
 
 
 def _power_iv(alpha: Any, power: Any) -> tuple[float, float]:
@@ -289,14 +293,19 @@ class SeedAdvice:
     alpha : float
         Per-comparison level used (alpha / m).
     sd, sd_upper : float
-        The SD behind the test (pooled SD, or SD of the paired differences) and its 80% UCL.
+        The SD behind the test (pooled SD, or SD of the paired differences) and its 90% upper confidence limit.
     mde, mde_d : float
         Minimum detectable effect at n (metric units, and standardised).
     target : float or None
         The effect the recommendation aims at: the margin, or |Δ̂| (optimistic: winner's curse).
     target_kind : {"margin", "observed"} or None
-    n_needed, n_needed_upper : int or None
-        Seeds per arm for 80% power with ``sd`` and with ``sd_upper``; None above ``cap``.
+    n_needed : int or None
+        The advised seeds per arm: 80% power for ``target`` with ``sd_upper`` (the SD's 90% upper confidence
+        limit); None above ``cap``.
+    n_needed_point : int or None
+        The same with the point ``sd`` (reaches the power in only about half the pilots: information).
+    power : float or None
+        The power ``n_needed`` seeds per arm buy for ``target`` at the point ``sd`` (the test's power function).
     cap : int
     pair_from : int or None
         Unpaired now, on a seed list ``pairing=auto`` pairs from this N on: ``n_needed`` plans with the paired
@@ -313,7 +322,8 @@ class SeedAdvice:
     target: float | None
     target_kind: Literal["margin", "observed"] | None
     n_needed: int | None
-    n_needed_upper: int | None
+    n_needed_point: int | None
+    power: float | None
     cap: int
     pair_from: int | None = None
 
@@ -323,26 +333,24 @@ class SeedAdvice:
         return self.n_needed is not None
 
     def message(self, fmt: Any = lambda v: f"{v:.3g}") -> str:
-        """One sentence for the report: MDE now, then what N the target needs."""
-        mde = f"MDE at N = {self.n}: {fmt(self.mde)} (d = {self.mde_d:.2f})"
+        """One sentence for the report: MDE now, then the advised N and the power it buys."""
+        lv = "" if self.alpha == 0.05 else f", two-sided level {self.alpha:.3g} (the comparison's α/m)"
+        mde = f"MDE at N = {self.n}: {fmt(self.mde)} (d = {self.mde_d:.2f}{lv})"
         if self.target is None or self.target == 0:
             return mde + "."
         what = f"δ = {fmt(self.target)}" if self.target_kind == "margin" else \
             f"the observed |Δ| = {fmt(self.target)} (optimistic: winner's curse)"
         if self.n_needed is None:
-            return (f"{mde}; detecting {what} needs more than {self.cap} seeds per arm: not resolvable within "
-                    f"budget" + ("" if self.target_kind == "margin" else "; set a margin and test equivalence") + ".")
-        if self.n_needed <= self.n and self.n_needed_upper is not None and self.n_needed_upper <= self.n:
-            return f"{mde}; N = {self.n} already gives 80% power for {what}."
-        hi = f"{self.n_needed_upper}" if self.n_needed_upper is not None else f"> {self.cap}"
-        more_lo = max(0, self.n_needed - self.n)
-        more_hi = f"+{self.n_needed_upper - self.n}" if self.n_needed_upper is not None else f"> +{self.cap - self.n}"
-        paired_note = ""
-        if self.pair_from is not None and (self.n_needed_upper is None or self.n_needed_upper >= self.pair_from):
-            paired_note = (f"; from N = {self.pair_from} pairing=auto pairs by seed, and these numbers assume no "
-                           "correlation across seeds (ρ = 0)")
-        return (f"{mde}; 80% power for {what} needs {self.n_needed} to {hi} seeds per arm "
-                f"(point SD to its 80% upper limit): +{more_lo} to {more_hi} seeds per arm{paired_note}.")
+            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm (> cap): not resolvable "
+                    f"within budget" + ("" if self.target_kind == "margin" else "; set a margin and test "
+                                        "equivalence") + ".")
+        plan = (f"planned on the SD's {100 * PLAN_SD_LEVEL:g}% upper confidence limit, so it reaches 80% power in "
+                f"about {round(10 * PLAN_SD_LEVEL)} of 10 pilots")
+        buys = f"; at the SD seen so far it buys power {self.power:.2f}" if self.power is not None else ""
+        if self.n_needed <= self.n:
+            return f"{mde}; N = {self.n} already gives 80% power for {what} ({plan}){buys}."
+        return (f"{mde}; 80% power for {what} needs {self.n_needed} seeds per arm (+{self.n_needed - self.n}; {plan})"
+                f"{buys}.")
 
 
 def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired: bool = False,
@@ -381,9 +389,11 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
 
     Notes
     -----
-    MDE from :func:`mde_d` times the SD; N from :func:`seeds_needed` at target/SD and at target/SD_UCL80
-    (:func:`sd_upper_limit`). Worked example (spec B7): n = 5, s = 0.0121: MDE 0.0244; δ = 0.01 needs 24 to
-    41 seeds per arm.
+    MDE from :func:`mde_d` times the SD; the advised N from :func:`seeds_needed` at target / SD_UCL90
+    (:func:`sd_upper_limit` at :data:`PLAN_SD_LEVEL`; Browne 1995, Kieser & Wassmer 1996: planning on an upper
+    confidence limit of a pilot's SD gives the target power with about that probability), the point N at
+    target / SD. Worked example (spec B7): n = 5, s = 0.0121: MDE 0.0244; δ = 0.01 needs 24 seeds per arm at the
+    point SD, 54 at its 90% upper limit (41 at the 80% one).
     """
     a, pw = _power_iv(alpha, power)
     n = _iv.positive_int(n, "n", lo=2)
@@ -393,10 +403,12 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
         return None
     pf = _pair_from(pair_from, paired)
     md = _rule_mde(n, a, pw, bool(paired), pf)
-    up = sd_upper_limit(sd, df)
-    nn = nu = None
+    up = sd_upper_limit(sd, df, level=PLAN_SD_LEVEL)
+    nn = nu = bought = None
     if target is not None and target > 0:
         nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap, pf)
+        if nu is not None:
+            bought = float(_power_grid(target / sd, [nu], a, bool(paired), pf)[0, 0])
     return SeedAdvice(n=n, paired=paired, alpha=a, sd=float(sd), sd_upper=up, mde=md * sd, mde_d=md,
-                      target=target, target_kind=target_kind if target else None, n_needed=nn, n_needed_upper=nu,
-                      cap=cap, pair_from=pf)
+                      target=target, target_kind=target_kind if target else None, n_needed=nu, n_needed_point=nn,
+                      power=bought, cap=cap, pair_from=pf)

@@ -62,8 +62,9 @@ def test_three_variable_suite_shares_one_control(project: Path) -> None:
     assert [c["pvalue_adjusted"] for c in v["comparisons"]] == pytest.approx(list(expect), rel=1e-12)
     control = [v["arms"][0]["values"][str(s)] for s in range(3)]
     treat = [v["arms"][1]["values"][str(s)] for s in range(3)]
-    # 3 seeds per arm: pairing=auto runs Welch's test (it pairs only from N0 seeds per arm, 32 at α/3)
-    assert raw[0] == pytest.approx(stats.ttest_ind(treat, control, equal_var=False).pvalue, rel=1e-9)
+    # a fn task under determinism=seeded shares randomness across arms: pairing=auto runs the paired t
+    assert v["comparisons"][0]["paired"]
+    assert raw[0] == pytest.approx(stats.ttest_rel(treat, control).pvalue, rel=1e-9)
     md = (sd / "verdict.md").read_text()
     assert "adjusted over all 3 treatments of the suite (family=suite)" in md
 
@@ -87,10 +88,11 @@ def test_three_variable_suite_shares_one_control(project: Path) -> None:
     for row, c in zip(table["rows"][1:], v["comparisons"], strict=True):
         assert row["cells"]["val_acc"]["delta"] == pytest.approx(c["diff_raw"], rel=1e-12)
         assert row["verdict"] == c["verdict"]
-        # the descriptive val_loss Δ CI is scipy's Welch interval (the primary comparison is unpaired) at its level
+        # the descriptive val_loss Δ CI is scipy's paired t interval (the primary comparison is paired by design)
         t_loss = _metric(sd, row["arm"], "val_loss")
         c_loss = _metric(sd, "control", "val_loss")
-        ci = stats.ttest_ind(t_loss, c_loss, equal_var=False).confidence_interval(confidence_level=c["ci_level"])
+        assert c["paired"]
+        ci = stats.ttest_rel(t_loss, c_loss).confidence_interval(confidence_level=c["ci_level"])
         assert row["cells"]["val_loss"]["delta_ci"] == pytest.approx([ci.low, ci.high], rel=1e-9)
     assert "## Ablation table" in md and "## Suite" in md
     assert (sd / "ablation_table.tex").is_file() and (sd / "ablation_table.csv").is_file()

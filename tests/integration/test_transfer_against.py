@@ -49,6 +49,8 @@ def test_two_scale_transfer_check(project: Path) -> None:
     md = (parent / "transfer.md").read_text()
     assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc (maximize)")
     assert "## Seeds per scale" in md and "task.hidden=16, lr=0.2" in md and "task.hidden=64, lr=0.2" in md
+    assert ("- Test that ran (lr=0.2): **Welch t on the paired differences**, because every scale's arms were "
+            "analysed paired by seed") in md
 
     st = ablate_cli(project, "status", str(parent))
     assert st.returncode == 0 and "== hidden=16 ==" in st.stdout and "== hidden=64 ==" in st.stdout

@@ -7,6 +7,7 @@ checked to the digits given. Not reproduced here: the BCa bootstrap CI and the e
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -189,10 +190,23 @@ class TestPower:
         a = recommend_seeds(5, s, 8, target=0.01, target_kind="margin")
         assert a is not None
         assert a.mde == pytest.approx(0.0244, abs=5e-5)
-        assert (a.n_needed, a.n_needed_upper) == (24, 41)
-        assert "+19 to +36 seeds per arm" in a.message()
+        # the point N of the spec (24) is kept as information; the advised N plans on the SD's 90% upper
+        # confidence limit s √(8 / χ²_{0.1, 8}) (Browne 1995; Kieser & Wassmer 1996): statsmodels' N for it
+        from scipy.stats import chi2
+        from statsmodels.stats.power import TTestIndPower
+
+        up = s * math.sqrt(8 / chi2.ppf(0.1, 8))
+        assert a.sd_upper == pytest.approx(up, rel=1e-12)
+        want = [math.ceil(TTestIndPower().solve_power(effect_size=d / up, alpha=0.05, power=0.8)) for d in (0.01, 0.02)]
+        assert want == [54, 15]
+        assert a.n_needed_point == 24 and a.n_needed is None  # 54 > the cap of 50
+        assert "needs more than 50 seeds per arm (> cap)" in a.message()
+        wide = recommend_seeds(5, s, 8, target=0.01, target_kind="margin", cap=100)
+        assert wide is not None and wide.n_needed == 54
         b = recommend_seeds(5, s, 8, target=0.02, target_kind="margin")
-        assert b is not None and (b.n_needed, b.n_needed_upper) == (7, 11)
+        assert b is not None and (b.n_needed_point, b.n_needed) == (7, 15)
+        assert b.power == pytest.approx(TTestIndPower().power(0.02 / s, 15, 0.05), abs=1e-9)
+        assert "needs 15 seeds per arm (+10;" in b.message() and f"buys power {b.power:.2f}" in b.message()
         assert mde_d(10) * s == pytest.approx(0.0160, abs=5e-5)
         assert mde_d(20) * s == pytest.approx(0.0110, abs=5e-5)
 

@@ -1,0 +1,203 @@
+"""Print the tables of issue 27 in docs/verdict.md (markdown), each beside plain scipy/statsmodels on the same
+replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py [--reps 20000] [--pilots 4000]
+[--transfer-reps 2000] [--only grid|advice|transfer]``.
+
+1. The unequal-spread grid (A/A; normal, lognormal, bimodal, t3; SD 1:1, 1:2, 1:3; N = 3, 5, 10, 20, 50), unpaired
+   and paired (ρ = 0): cells "firm verdicts / every better-worse verdict / plain scipy Welch or paired t", through
+   :func:`ablate.stats.decide_batch` (the code behind ``compare()``; its ``firm`` is tested equal to ``compare()``'s).
+2. Seed advice from 5-seed pilots through :func:`ablate.stats.recommend_seeds`: the share of advised numbers that
+   reach 80% power at the true SD (statsmodels' power), and the share answered "> cap"; beside it the advice at
+   the point SD (what the pilot alone says).
+3. The transfer check's unpaired interaction test on A/A data with noise growing 1:1-1:3 across scales: HC3 Wald F
+   (what transfer.md runs) / the classic OLS F-test (statsmodels) on the same data sets.
+4. Coverage of the 95% intervals through ``compare()`` (one call per replication): Δ's CI beside scipy's Welch
+   interval on the same data, and the P(T>C) interval (tested in tests/unit/test_stats_pi_interval.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from scipy import stats
+
+from ablate.stats import decide_batch, recommend_seeds
+from ablate.stats.core import BETTER, WORSE
+from tests.unit.test_stats_robust import shape
+
+SHAPES = ("normal", "lognormal", "bimodal", "t3")
+NS = (3, 5, 10, 20, 50)
+
+
+def grid(reps: int) -> None:
+    se = math.sqrt(0.05 * 0.95 / reps)
+    print(f"### Unequal-spread grid: firm / all better-worse / plain scipy ({reps} replications per cell, "
+          f"MC SE {se:.4f} at 0.05)\n")
+    for paired in (False, True):
+        print(f"**{'paired by seed (paired t, ρ = 0)' if paired else 'unpaired (Welch)'}**\n")
+        print("| shape | SD ratio | " + " | ".join(f"N={n}" for n in NS) + " |")
+        print("|---|---|" + "---|" * len(NS))
+        worst = 0.0
+        for i, d in enumerate(SHAPES):
+            for r in (1, 2, 3):
+                cells = []
+                for n in NS:
+                    rng = np.random.default_rng(10_000 * (i + 1) + 100 * n + 10 * r + int(paired))
+                    t = 0.7 + 0.01 * r * shape(rng, d, (reps, n))
+                    c = 0.7 + 0.01 * shape(rng, d, (reps, n))
+                    res = decide_batch(t, c, paired=paired)
+                    sig = np.isin(res.verdict, (BETTER, WORSE))
+                    p = (stats.ttest_rel(t, c, axis=1) if paired
+                         else stats.ttest_ind(t, c, axis=1, equal_var=False)).pvalue
+                    firm = float((sig & res.firm).mean())
+                    worst = max(worst, firm)
+                    cells.append(f"{firm:.3f} / {sig.mean():.3f} / {(p < 0.05).mean():.3f}")
+                print(f"| {d} | 1:{r} | " + " | ".join(cells) + " |")
+        print(f"\nworst firm cell: {worst:.3f}\n")
+
+
+def advice(pilots: int) -> None:
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    cap = 50
+    print(f"### Seed advice from 5-seed pilots ({pilots} pilots per cell; MC SE {math.sqrt(0.2 * 0.8 / pilots):.3f} "
+          "at 0.8): advised N reaching 80% power at the true SD, among pilots given a number / share answered "
+          f"\"> {cap}\"; then the same for the point-SD number\n")
+    print("| design | target | d (SD) | true N | advised: reaches / > cap | point SD: reaches / > cap |")
+    print("|---|---|---|---|---|---|")
+    for paired in (False, True):
+        pw = TTestPower() if paired else TTestIndPower()
+        for target in ("margin", "observed"):
+            for d in (0.5, 0.75, 1.0, 1.5):
+                rng = np.random.default_rng(int(100 * d) + 7 * paired + (target == "margin"))
+                t, c = rng.normal(d, 1.0, (pilots, 5)), rng.normal(0.0, 1.0, (pilots, 5))
+                sigma = math.sqrt(2.0) if paired else 1.0
+                out = {"adv": [], "pt": []}
+                es_all = []
+                for ti, ci in zip(t, c, strict=True):
+                    if paired:
+                        sd, df = float(np.std(ti - ci, ddof=1)), 4
+                    else:
+                        sd, df = math.sqrt((np.var(ti, ddof=1) + np.var(ci, ddof=1)) / 2), 8
+                    tgt = d * sigma if target == "margin" else abs(float(np.mean(ti) - np.mean(ci)))
+                    a = recommend_seeds(5, sd, df, paired=paired, target=tgt, target_kind=target, cap=cap)
+                    out["adv"].append(a.n_needed)
+                    out["pt"].append(a.n_needed_point)
+                    es_all.append(tgt / sigma)
+                es = np.asarray(es_all)
+                cells = []
+                for key in ("adv", "pt"):
+                    named = np.asarray([x is not None for x in out[key]])
+                    n = np.asarray([cap if x is None else x for x in out[key]])
+                    kw = {"nobs": n} if paired else {"nobs1": n}
+                    power = np.asarray(pw.power(es, alpha=0.05, **kw))
+                    reach = float((power[named] >= 0.8).mean()) if named.any() else math.nan
+                    cells.append(f"{reach:.3f} / {1 - named.mean():.3f}")
+                true_n = math.ceil(pw.solve_power(d, alpha=0.05, power=0.8)) if target == "margin" else "–"
+                print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | {target} | {d} | {true_n} | "
+                      f"{cells[0]} | {cells[1]} |")
+    print()
+
+
+def transfer(reps: int) -> None:
+    import statsmodels.api as sm
+
+    from ablate.judge.transfer import interaction_pvalue_unpaired
+
+    se = math.sqrt(0.05 * 0.95 / reps)
+    print(f"### Transfer A/A, unpaired: HC3 Wald F / classic OLS F ({reps} data sets per cell, MC SE {se:.4f})\n")
+    print("| scales | seeds per arm | noise 1:1 | 1:2 | 1:3 |")
+    print("|---|---|---|---|---|")
+    for k in (2, 3):
+        for n in (3, 5, 10):
+            cells = []
+            for ratio in (1, 2, 3):
+                rng = np.random.default_rng(1000 * k + 10 * n + ratio)
+                sds = np.linspace(1.0, ratio, k)
+                hc3 = ols = 0
+                arm = np.concatenate([np.r_[np.ones(n), np.zeros(n)] for _ in range(k)])
+                sc = np.repeat(np.arange(k), 2 * n)
+                dm = np.column_stack([(sc == s).astype(float) for s in range(1, k)])
+                add = np.column_stack([np.ones_like(arm), arm, dm])
+                full = np.column_stack([add, dm * arm[:, None]])
+                for _ in range(reps):
+                    ts = [rng.normal(0.5, sd, n) for sd in sds]
+                    cs = [rng.normal(0.0, sd, n) for sd in sds]
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        hc3 += interaction_pvalue_unpaired(ts, cs) < 0.05
+                        y = np.concatenate([x for t, c in zip(ts, cs, strict=True) for x in (t, c)])
+                        ols += sm.OLS(y, full).fit().compare_f_test(sm.OLS(y, add).fit())[1] < 0.05
+                cells.append(f"{hc3 / reps:.3f} / {ols / reps:.3f}")
+            print(f"| {k} | {n} | " + " | ".join(cells) + " |")
+    print()
+
+
+def coverage(reps: int) -> None:
+    """Coverage of the 95% intervals through ``compare()`` (one call per replication): Δ's CI against scipy's
+    Welch interval (``ttest_ind(...).confidence_interval``) on the same data, and P(T>C)'s interval."""
+    from ablate.stats import compare
+
+    se = math.sqrt(0.05 * 0.95 / reps)
+    print(f"### Coverage through compare() ({reps} replications per cell, MC SE {se:.4f} at 0.95): "
+          "Δ's CI, compare() / scipy Welch; P(T>C)'s interval through compare()\n")
+    print("| shape | shift (SD) | N | Δ CI: compare() / scipy | P(T>C) CI |")
+    print("|---|---|---|---|---|")
+    for dist in ("normal", "lognormal"):
+        for shift in (0.0, 1.0, 2.0):
+            for n in (5, 10, 20):
+                rng = np.random.default_rng(int(1000 * shift) + n + len(dist))
+                t = shift + shape(rng, dist, (reps, n))
+                c = shape(rng, dist, (reps, n))
+                # the truth: Δ = shift; P(T>C) estimated from a large independent sample of the same shapes
+                big = np.random.default_rng(99)
+                bt, bc = shift + shape(big, dist, (400_000,)), shape(big, dist, (400_000,))
+                p_true = float((bt > bc).mean() + 0.5 * (bt == bc).mean())
+                hit_d = hit_s = hit_p = 0
+                for ti, ci in zip(t, c, strict=True):
+                    comp = compare(ti, ci)
+                    lo, hi = comp.ci if comp.ci_level == 0.95 else _at95(comp)
+                    hit_d += lo <= shift <= hi
+                    ref = stats.ttest_ind(ti, ci, equal_var=False).confidence_interval(0.95)
+                    hit_s += ref.low <= shift <= ref.high
+                    plo, phi = comp.prob_improvement_ci
+                    hit_p += plo <= p_true <= phi
+                print(f"| {dist} | {shift} | {n} | {hit_d / reps:.3f} / {hit_s / reps:.3f} | {hit_p / reps:.3f} |")
+    print()
+
+
+def _at95(comp: object) -> tuple[float, float]:
+    """Δ's 95% CI where the skew guard widened the shown one (the guard's level is the decision's, not 95%)."""
+    import dataclasses
+
+    from ablate.stats.compare import with_ci_level
+
+    return with_ci_level(dataclasses.replace(comp, guard_factor=1.0), 0.05).ci
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20000)
+    ap.add_argument("--pilots", type=int, default=4000)
+    ap.add_argument("--transfer-reps", type=int, default=2000)
+    ap.add_argument("--coverage-reps", type=int, default=2000)
+    ap.add_argument("--only", choices=["grid", "advice", "transfer", "coverage"])
+    args = ap.parse_args()
+    if args.only in (None, "grid"):
+        grid(args.reps)
+    if args.only in (None, "advice"):
+        advice(args.pilots)
+    if args.only in (None, "transfer"):
+        transfer(args.transfer_reps)
+    if args.only in (None, "coverage"):
+        coverage(args.coverage_reps)
+
+
+if __name__ == "__main__":
+    main()
