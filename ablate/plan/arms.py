@@ -284,9 +284,12 @@ def parse_variable(var_cfg: Any, name: str | None, available: Sequence[str] = ()
             raise ConfigError(f"lists {format_value(v)} twice (position {i})", where=where, fix="list each value once")
         seen.append(v)
     k = str(group if group is not None else key)
-    if not k or not re.fullmatch(r"[A-Za-z_][\w\-]*(?:[./][A-Za-z_][\w\-]*)*", k):
+    if group is None and k.startswith("task.params."):  # a script's flag (`--dropout`) names its setting (dropout)
+        k = re.sub(r"(?<=\.)--?(?=[A-Za-z_])", "", k)
+    seg = r"[A-Za-z_][\w\-]*"
+    if not k or not re.fullmatch(rf"{seg}(?:[./](?:{seg}|\d+))*", k):
         raise ConfigError(f"{k!r} is not a dotted config path", where=f"variable.{'group' if group else 'key'}",
-                          fix="e.g. `task.optim.lr`")
+                          fix="e.g. `task.optim.lr`; a list element by its index: `task.layers.1`")
     return Variable(name=name, key=k, values=tuple(copy.deepcopy(list(values))), is_group=group is not None)
 
 

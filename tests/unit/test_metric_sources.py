@@ -35,7 +35,8 @@ def test_lightning_csv_reduced_by_rule(tmp_path: Path, rule: str, value: float, 
     path = write_lightning_csv(tmp_path)
     metrics, rec = collect(tmp_path, [], "val/acc", reduce=rule)
     assert metrics["val/acc"] == value
-    assert rec == {"kind": "csv", "path": str(path), "step": step, "reduce": rule, "n_logged": 3}
+    assert rec == {"kind": "csv", "path": str(path), "step": step, "reduce": rule, "n_logged": 3,
+                   "match": f"row with step {step}: val/acc = {value!r}"}
     # other metrics of the source are reduced by the same rule (val/loss = 1 - acc)
     assert metrics["val/loss"] == pytest.approx({"last": 0.3, "max": 0.5, "min": 0.2}[rule])
 

@@ -8,7 +8,9 @@ A task config (``conf/task/<name>.yaml``)::
     overrides: [trainer=cpu, trainer.max_epochs=1]   # the app's overrides, the same in every arm
     metric: val/acc
     goal: maximize
-    metric_source: auto             # auto | return | csv | tensorboard | json | stdout (ablate.trials.tasks.metrics)
+    metric_source: auto             # auto | return | csv | tensorboard | json | stdout | stderr
+                                    #   (ablate.trials.tasks.metrics)
+    metric_pattern: null            # printed lines to read: 'val loss (?P<val_loss>[0-9.eE+-]+)'
     reduce: last                    # last | min | max, for a metric logged at many steps
     seed_key: seed                  # the app's seed key (passed as seed=<k>); null: not passed
     data: [data/digits.npz]
@@ -49,12 +51,13 @@ from ablate.trials import seeding
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
-from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect
+from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect, compile_patterns
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).
 APP_TASK_KEYS: dict[str, Any] = {
     "app": None, "config_path": None, "config_name": None, "overrides": [], "metric": None, "goal": "maximize",
-    "metric_source": "auto", "reduce": "last", "seed_key": "seed", "data": [], "env": {},
+    "metric_source": "auto", "metric_pattern": None, "reduce": "last", "seed_key": "seed", "data": [], "env": {},
+    "timing_metrics": [],
 }
 #: Keys ablate fills in (the composed config and the keys whose ``${now:}`` it froze).
 FILLED_KEYS = ("params", "frozen_now")
@@ -135,6 +138,7 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
     if s["reduce"] not in REDUCE:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",
                           fix="e.g. `reduce: max` for the best validation accuracy over epochs")
+    compile_patterns(s["metric_pattern"])
     return s
 
 
@@ -483,8 +487,10 @@ class AppForm:
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
         record = spawn(argv, set_env, task_dir(tp, task), tp, opts, {**task, "seed_key": s["seed_key"]})
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
-        metrics, source = collect(run_dir, lines, str(s["metric"]), source=s["metric_source"], reduce=s["reduce"],
-                                  stdout_path=tp.stdout)
+        err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
+        metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
+                                  reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
+                                  patterns=compile_patterns(s["metric_pattern"]))
         return TaskOutput(metrics=metrics, source=source)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
