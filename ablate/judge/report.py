@@ -369,7 +369,8 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| variable | {variable_s} |",
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
-        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}) |",
+        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}"
+        f"{'; observed: ' + v['seed_ignored']['message'] if v.get('seed_ignored') else ''}) |",
         f"| α | {alpha_s} |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",

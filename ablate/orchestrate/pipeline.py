@@ -32,7 +32,7 @@ from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
-from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form
+from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
 from ablate.trials.trial import load_plan
 
 Composer = Callable[[str], Mapping[str, Any]]
@@ -77,8 +77,8 @@ PLAN_RUN_DIR = "<trial dir>/run"
 #: The verdict's note on the seed list of an ``fn`` task.
 FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
 #: The verdict's note on the seed list of a task whose script seeds itself.
-SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it receives, and scripts that seed only "
-                    "`if cfg.get(\"seed\")` treat 0 (like null) as no seed")
+SCRIPT_SEED_NOTE = ("seeds start at 1: scripts that seed only `if cfg.get(\"seed\")` treat 0 (like null) as no "
+                    "seed")
 
 
 def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
@@ -122,7 +122,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "seeds": plan.seeds,
         "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
         "per_trial": sorted(_per_trial_keys(plan)),
-        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
+        "seed_note": (f"{SCRIPT_SEED_NOTE}; {seed_route(control_task)}" if is_script_form(control_task)
+                      else FN_SEED_NOTE),
         "options": opts.record(),
         "project": {"cwd": cwd},
         "pins": dict(pins),

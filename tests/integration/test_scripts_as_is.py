@@ -152,3 +152,76 @@ def test_argparse_script_two_variable_suite(argparse_project: Path) -> None:
         extra = {"control": [], "lr=0.05": ["--lr", "0.05"], "hidden=4": ["--hidden", "4"]}[arm]
         own = run_script(argparse_project, str(script), "--epochs", "3", "--lr", "0.5", "--seed", str(seed), *extra)
         assert rec["metrics"]["val_acc"] == last_match(r"val_acc (?P<v>[0-9.]+)", own, "v"), (arm, seed)
+
+
+# -- (b) a nanoGPT-style configurator script -----------------------------------------------------------
+@pytest.fixture
+def nanogpt_project(project: Path) -> Path:
+    install(project, "configurator_train", at=".")
+    write_task(project, "nanogpt", CONFIGURATOR_TASK,
+               {"dropout": {"key": "task.params.--dropout", "values": [0.2]},
+                "iters": {"key": "task.params.max_iters", "values": [150]}})
+    return project
+
+
+def own_val_loss(project: Path, seed: int | None, **overrides: object) -> float:
+    """The script's own last ``val loss``, run by hand the way its README says."""
+    settings = {"dropout": 0.0, "compile": False, "max_iters": 100, **overrides}
+    argv = ["train.py", "config/small.py", *(f"--{k}={v!r}" for k, v in settings.items())]
+    if seed is not None:
+        argv.append(f"--seed={seed}")
+    out = run_script(project, *argv, f"--out_dir={project / 'outputs' / 'by-hand'}")
+    return last_match(NANOGPT_PATTERN, out, "val_loss")
+
+
+def test_configurator_script_without_seed_flag_ignores_its_seed(nanogpt_project: Path) -> None:
+    script = nanogpt_project / "train.py"
+    before = sha(script), sha(nanogpt_project / "configurator.py")
+    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3")
+    assert (sha(script), sha(nanogpt_project / "configurator.py")) == before
+    # every seed gave the same numbers: the ablation refuses to call the difference, and says why and what to do
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "the task ignored its seed" in res.stderr and "seed_key:" in res.stderr
+    sd = only_sweep(nanogpt_project)
+    results = trial_results(sd)
+    for arm, dropout in (("control", 0.0), ("dropout=0.2", 0.2)):
+        own = own_val_loss(nanogpt_project, None, dropout=dropout)
+        assert {results[arm, s]["metrics"]["val_loss"] for s in (1, 2, 3)} == {own}
+        cmd = json.loads((sd / "trials" / arm / "seed=1" / "command.json").read_text())
+        assert cmd["argv"][1:6] == ["train.py", "config/small.py", f"--dropout={dropout!r}", "--compile=False",
+                                    "--max_iters=100"]
+        out_dir = cmd["argv"][6]
+        assert out_dir.startswith("--out_dir='") and "=" not in out_dir[len("--out_dir="):]  # a safe alias
+        # the checkpoint went to the trial's own run dir (through the alias), not into the shared snapshot
+        assert (sd / "trials" / arm / "seed=1" / "run" / "ckpt.npz").is_file()
+        assert results[arm, 1]["metric_source"]["step"] == 100
+        assert results[arm, 1]["metric_source"]["match"].startswith("line ")
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert verdict["invalid"] and verdict["seed_ignored"]["arms"]
+    assert all(c["verdict"] == "insufficient data" and c["seed_ignored"] for c in verdict["comparisons"])
+    md = (sd / "verdict.md").read_text()
+    assert "the task ignored its seed" in md
+    setup = next(line for line in md.splitlines() if line.startswith("| seeds |"))
+    assert "not passed as a setting (seed_key: null)" in setup and "observed: the task ignored its seed" in setup
+    assert "seeds itself" not in md
+    rep = ablate_cli(nanogpt_project, "repro", str(sd), "--trial", "control/1")
+    assert rep.returncode == 0, rep.stderr
+    assert "says nothing about seeding" in rep.stdout and "the task ignored its seed" in rep.stdout
+
+
+def test_configurator_script_with_seed_flag_single_and_suite(nanogpt_project: Path) -> None:
+    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout,iters", "seeds=3",
+                     "task.seed_key=seed")
+    assert res.returncode == 0, res.stderr[-3000:]
+    sd = only_sweep(nanogpt_project)
+    results = trial_results(sd)
+    assert {a for a, _ in results} == {"control", "dropout=0.2", "max_iters=150"}
+    for (arm, seed), rec in results.items():
+        extra = {"control": {}, "dropout=0.2": {"dropout": 0.2}, "max_iters=150": {"max_iters": 150}}[arm]
+        assert rec["metrics"]["val_loss"] == own_val_loss(nanogpt_project, seed, **extra), (arm, seed)
+    assert len({results["control", s]["metrics"]["val_loss"] for s in (1, 2, 3)}) == 3
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert not verdict.get("seed_ignored") and not verdict["invalid"]
+    assert all(c["verdict"] != "insufficient data" for c in verdict["comparisons"])
+    setup = next(line for line in (sd / "verdict.md").read_text().splitlines() if line.startswith("| seeds |"))
+    assert "passes its seed to the script as `--seed=<seed>`" in setup
