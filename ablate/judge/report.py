@@ -16,6 +16,7 @@ from ablate.judge.against import against_markdown
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
+from ablate.record.failure import failure_line
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.multiplicity import LABELS
@@ -429,8 +430,7 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
             L.append(f"- {a['arm']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
                      + ", ".join(f"{k}: {n}" for k, n in sorted(bad.items())) + ")")
             for seed, err in list((a.get("errors") or {}).items())[:5]:
-                first = str(err).strip().splitlines()[0] if str(err).strip() else "?"
-                L.append(f"  - seed {seed}: {first[:200]}")
+                L.append(f"  - seed {seed}: {failure_line(err, 200) or '?'}")
     for c in v["comparisons"]:
         f = c.get("failures") or {}
         if f.get("pvalue") is not None:

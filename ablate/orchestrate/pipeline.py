@@ -502,6 +502,16 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
             where="task",
         )
+    if monitor.same_failure is not None:
+        rec = monitor.same_failure
+        arms = ", ".join(rec.get("arms_failed") or [])
+        raise ConfigError(
+            f"the first trials of {arms} all failed the same way before the task's first step, so the ablation "
+            f"stopped instead of running every trial (the sweep dir {sd.root} keeps what ran): "
+            f"{rec.get('failure_line')}", where="task",
+            fix=f"read the end of the log (`ablate status {sd.root}` shows it; each trial's command.json has the exact "
+            "command, to run by hand), fix the task config or the script, then start the ablation again",
+        )
     out(str(sd.verdict_md))
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
         raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")

@@ -225,3 +225,76 @@ def test_configurator_script_with_seed_flag_single_and_suite(nanogpt_project: Pa
     assert all(c["verdict"] != "insufficient data" for c in verdict["comparisons"])
     setup = next(line for line in (sd / "verdict.md").read_text().splitlines() if line.startswith("| seeds |"))
     assert "passes its seed to the script as `--seed=<seed>`" in setup
+
+
+def test_same_failure_in_every_arm_stops_early_and_reads_as_it_is(nanogpt_project: Path) -> None:
+    # `compile: "no"` is a str where the script's global is a bool: its configurator's bare `assert` fails, in every arm
+    (nanogpt_project / "conf" / "task" / "nanogpt.yaml").write_text(yaml.safe_dump(
+        {**CONFIGURATOR_TASK, "params": {**CONFIGURATOR_TASK["params"], "compile": "no"}}, sort_keys=False))
+    commit_all(nanogpt_project, "a setting of the wrong type")
+    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "launcher=inline")
+    assert res.returncode == 2, res.stderr[-2000:]
+    err = res.stderr
+    assert "all failed the same way before the task's first step" in err and "AssertionError" in err
+    assert "ablate status" in err
+    sd = only_sweep(nanogpt_project)
+    results = trial_results(sd)
+    assert sorted(results) == [("control", 1), ("dropout=0.2", 1)]  # two of six trials ran, then it stopped
+    # the progress line shows the exception line (the end of the log), not the head of the traceback
+    progress = [line for line in err.splitlines() if line.startswith("[1/6] control seed=1 failed")]
+    assert progress and progress[0].endswith("AssertionError"), err[-2000:]
+    status = ablate_cli(nanogpt_project, "status", str(sd))
+    line = next(x for x in status.stdout.splitlines() if x.strip().startswith("control seed=1 failed"))
+    assert line.endswith("AssertionError"), status.stdout
+    # the end of its log follows: the configurator is exec'd, so its frame is `<string>`, line 34 (the assert)
+    assert 'File "<string>", line 34, in <module>\n      AssertionError' in status.stdout
+    md = (sd / "verdict.md").read_text()
+    assert "  - seed 1: the command exited with code 1: AssertionError" in md
+
+
+# -- a Trainer-style script ------------------------------------------------------------------------------
+@pytest.fixture
+def trainer_project(project: Path) -> Path:
+    install(project, "trainer_style")
+    write_task(project, "trainer", TRAINER_TASK, {"lr": {"key": "task.params.learning_rate", "values": [0.2]}})
+    return project
+
+
+def test_trainer_style_script_with_no_adapter_and_repro_holds(trainer_project: Path) -> None:
+    script = trainer_project / "trainer_style" / "run_classification.py"
+    before = sha(script)
+    res = ablate_cli(trainer_project, "-m", "task=trainer", "variable=lr", "seeds=3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert sha(script) == before
+    sd = only_sweep(trainer_project)
+    for (arm, seed), rec in trial_results(sd).items():
+        lr = {"control": 0.05, "learning_rate=0.2": 0.2}[arm]
+        own_dir = trainer_project / "outputs" / f"by-hand-{seed}"
+        run_script(trainer_project, str(script), "--num_train_epochs", "2", "--learning_rate", str(lr), "--seed",
+                   str(seed), "--output_dir", str(own_dir))
+        own = json.loads((own_dir / "eval_results.json").read_text())
+        assert rec["metrics"]["eval_accuracy"] == own["eval_accuracy"]
+        assert rec["metrics"]["eval_loss"] == own["eval_loss"]
+        assert rec["metric_source"]["kind"] == "json"
+        assert rec["metric_source"]["path"].endswith(f"seed={seed}/run/eval_results.json")
+        argv = json.loads((sd / "trials" / arm / f"seed={seed}" / "command.json").read_text())["argv"]
+        assert argv[-6:-1] == ["--learning_rate", repr(lr), "--seed", str(seed), "--output_dir"]
+    rep = ablate_cli(trainer_project, "repro", str(sd), "--trial", "control/2")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
+    for timing_key in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
+        assert re.search(rf"{timing_key} .*\(timing: not compared\)", rep.stdout), rep.stdout
+
+
+def test_trainer_style_script_given_hydra_overrides_stops_at_once(trainer_project: Path) -> None:
+    task = {k: v for k, v in TRAINER_TASK.items() if k != "args"}  # the default: Hydra overrides
+    (trainer_project / "conf" / "task" / "trainer.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    commit_all(trainer_project, "no args style")
+    res = ablate_cli(trainer_project, "-m", "task=trainer", "variable=lr", "seeds=3", "launcher=inline")
+    assert res.returncode == 2
+    (line,) = [x for x in res.stderr.splitlines() if x.startswith("ablate: error:")]
+    # the script's parser got `learning_rate=0.05 seed=1 output_dir=...` as positionals: its own words, and the fix
+    assert "run_classification.py: error: the following arguments are required: --output_dir" in line
+    assert "`task.args`: the script refused the arguments it was given" in line
+    assert "`args: --key value` for argparse" in line
+    assert len(trial_results(only_sweep(trainer_project))) == 1

@@ -76,10 +76,11 @@ from typing import Any
 from ablate.errors import ConfigError
 from ablate.plan.arms import resolve
 from ablate.plan.overrides import flatten_params
+from ablate.record.failure import exception_line
 from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
 from ablate.trials.tasks import argstyle, metrics
-from ablate.trials.tasks.base import TaskOutput, TrialTimeout
+from ablate.trials.tasks.base import ScriptFailed, TaskOutput, TrialTimeout
 from ablate.trials.tasks.trialpath import safe_alias
 from ablate.trials.workdir import task_workdir
 
@@ -98,8 +99,20 @@ DEFAULT_METRICS_NAME = "metrics.json"
 _PYTHONS = ("python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}")
 
 
-class CommandFailed(RuntimeError):
-    """The task's command exited with a non-zero code (a failed trial; the message holds the log tail)."""
+class CommandFailed(ScriptFailed):
+    """The task's command exited with a non-zero code (a failed trial; the message starts with its exception
+    line, then the end of its log). ``before_first_step``: it printed no metric line before it died."""
+
+
+def _printed_a_metric(tp: TrialPaths, record: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
+    """Whether this run printed any metric line (its ``metric_pattern``, else ``key: value`` lines)."""
+    try:
+        patterns = metrics.compile_patterns(task.get("metric_pattern"))
+    except ConfigError:
+        patterns = []
+    lines = [*read_from(tp.stdout, int(record.get("stdout_start", 0))).splitlines(),
+             *read_from(tp.stderr, int(record.get("stderr_start", 0))).splitlines()]
+    return bool(metrics.read_lines(lines, patterns)[0])
 
 
 # -- building the command ---------------------------------------------------------------------------
@@ -558,26 +571,16 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
         log, text = ("stderr.log", stderr) if stderr.strip() else ("stdout.log", read_from(tp.stdout,
                                                                                            record["stdout_start"]))
         line = exception_line(text)
-        raise CommandFailed(f"the command {how}" + (f": {line}" if line else "")
-                            + f"; end of its log ({log}):\n{_tail(text) or '(empty)'}")
+        failed = CommandFailed(f"the command {how}" + (f": {line}" if line else "")
+                               + f"; end of its log ({log}):\n{_tail(text) or '(empty)'}")
+        failed.before_first_step = not _printed_a_metric(tp, record, task)
+        raise failed
     return record
-
-
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|[\w.\-]+: error)\b.*")
-
-
-def exception_line(text: str) -> str:
-    """The line of a log that says why the script died: the last exception line of a traceback (``ValueError:
-    ...``) or of an argparse error (``train.py: error: ...``), else the last non-empty line."""
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if _EXC_LINE.match(ln.strip()):
-            return ln.strip()[:300]
-    return lines[-1].strip()[:300] if lines else ""
 
 
 _REFUSED_ARGS = (
     re.compile(r"error: unrecognized arguments: (.+)"),  # argparse
+    re.compile(r"error: the following arguments are required: (.+)"),  # argparse, given key=value positionals
     re.compile(r"arguments are not used by the HfArgumentParser: (.+)"),  # transformers' HfArgumentParser
     re.compile(r"Unknown config key: (.+)"),  # nanoGPT's configurator
     re.compile(r"error: argument ([^:]+): (?:expected one argument|invalid \w+ value)"),  # argparse

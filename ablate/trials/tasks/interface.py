@@ -22,7 +22,15 @@ from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import freeze_now, missing_keys
 from ablate.trials.tasks import app, command, fn
 from ablate.trials.tasks.app import split_cli, with_cli_overrides
-from ablate.trials.tasks.base import FORM_KEYS, TaskForm, TaskOutput, TrialTimeout, form_of, is_script_form
+from ablate.trials.tasks.base import (
+    FORM_KEYS,
+    ScriptFailed,
+    TaskForm,
+    TaskOutput,
+    TrialTimeout,
+    form_of,
+    is_script_form,
+)
 from ablate.trials.tasks.fn import import_callable
 
 _FORMS: dict[str, TaskForm] = {"fn": fn.FORM, "command": command.FORM, "app": app.FORM}
@@ -103,5 +111,5 @@ def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[st
     return [str(app.config_location(app.settings(task), cwd)[0])]
 
 
-__all__ = ["FORM_KEYS", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
+__all__ = ["FORM_KEYS", "ScriptFailed", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
            "form_of", "get_form", "import_callable", "is_script_form", "seed_route", "split_cli", "with_cli_overrides"]
