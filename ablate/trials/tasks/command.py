@@ -452,7 +452,8 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     for stale in {default_metrics, metrics_path}:
         stale.unlink(missing_ok=True)
     sd = _find_sweep(tp)
-    alias = safe_alias(tp.dir, sd.root if sd is not None else None)  # no `=`, `,` or space for its parser
+    alias = tp.dir if s["args"] == "hydra" else safe_alias(tp.dir, sd.root if sd is not None else None)  # Hydra
+    # quotes its values; other parsers get a path with no `=`, `,` or space
     argv, style_env = build_command(task, seed=seed, determinism=mode, run_dir=alias / RUN_DIR_NAME,
                                     metrics_path=alias / DEFAULT_METRICS_NAME)
     set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
