@@ -76,7 +76,7 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
 PLAN_RUN_DIR = "<trial dir>/run"
 #: The verdict's note on the seed list of an ``fn`` task.
 FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
-#: The verdict's note on the seed list of a task whose script seeds itself.
+#: The verdict's note on the seed list of a task that runs a script (it is handed the seed; ablate seeds nothing in it).
 SCRIPT_SEED_NOTE = ("seeds start at 1: scripts that seed only `if cfg.get(\"seed\")` treat 0 (like null) as no "
                     "seed")
 

@@ -113,7 +113,8 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             series = csv_series(metrics_csv, "val/acc")
             assert per_seed[arm][str(seed)] == result["metrics"]["val/acc"] == series[-1][1]
             assert result["metric_source"] == {"kind": "return", "path": str(t / "run" / "ablate_return.json"),
-                                               "step": None, "reduce": "last", "n_logged": 1}
+                                               "step": None, "reduce": "last", "n_logged": 1,
+                                               "match": "key 'val/acc'"}
             # the app composed exactly the planned config: its seed, its lr, its own run dir
             seen = yaml.safe_load((t / "run" / ".hydra" / "config.yaml").read_text())
             assert seen["seed"] == seed and seen["model"]["optimizer"]["lr"] == lr
@@ -121,7 +122,9 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             manifest = json.loads((t / "manifest.json").read_text())
             assert manifest["config"]["task"]["params"]["paths"]["output_dir"] == str(t / "run")
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
-    assert "seeds start at 1: the script seeds itself" in (sd / "verdict.md").read_text()
+    setup = (sd / "verdict.md").read_text()
+    assert "seeds start at 1" in setup and "each trial passes its seed as `seed=<seed>` and in $ABLATE_SEED" in setup
+    assert "seeds itself" not in setup  # what the app does with its seed is not observed, so never claimed
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
     assert str(lit_project / "configs" / "model" / "mlp.yaml") in pinned  # the app's configs are hashed too
     for seed in (1, 2):  # weak reproducibility holds on the seeds tried, the first one included

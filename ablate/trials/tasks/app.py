@@ -132,8 +132,9 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
     if not all(isinstance(o, str) for o in s["overrides"]):
         raise ConfigError(f"must be a list of Hydra overrides (strings), got {s['overrides']!r}",
                           where="task.overrides", fix="e.g. `overrides: [trainer=cpu, trainer.max_epochs=1]`")
-    if s["metric_source"] not in ("auto", *SOURCES):
-        raise ConfigError(f"must be one of auto, {', '.join(SOURCES)}, got {s['metric_source']!r}",
+    sources = [k for k in SOURCES if k != "file"]  # `file`: the metrics file a command task is handed
+    if s["metric_source"] not in ("auto", *sources):
+        raise ConfigError(f"must be one of auto, {', '.join(sources)}, got {s['metric_source']!r}",
                           where="task.metric_source", fix="e.g. `metric_source: csv`")
     if s["reduce"] not in REDUCE:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",

@@ -87,5 +87,5 @@ def form_of(task: Mapping[str, Any]) -> str:
 
 
 def is_script_form(task: Mapping[str, Any]) -> bool:
-    """True for forms whose script seeds itself from the seed it receives (``command``, ``app``)."""
+    """True for forms that run a script handed the seed as a setting (``command``, ``app``): ablate seeds nothing."""
     return bool(task.get("command") or task.get("app")) and not task.get("fn")
