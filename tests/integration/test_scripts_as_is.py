@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -298,3 +299,23 @@ def test_trainer_style_script_given_hydra_overrides_stops_at_once(trainer_projec
     assert "`task.args`: the script refused the arguments it was given" in line
     assert "`args: --key value` for argparse" in line
     assert len(trial_results(only_sweep(trainer_project))) == 1
+
+
+def test_dry_run_prints_each_arms_argv_as_a_shell_needs_it(nanogpt_project: Path) -> None:
+    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "dry_run=true",
+                     "task.seed_key=seed")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout + res.stderr
+    lines = out.splitlines()
+    for arm, dropout in (("control", "0.0"), ("dropout=0.2", "0.2")):
+        i = lines.index(f"  argv {arm} seed=1:")  # long: one argument a line, continued as a shell reads it
+        block = []
+        for line in lines[i + 1:]:
+            block.append(line.strip().removesuffix(" \\"))
+            if not line.endswith(" \\"):
+                break
+        assert shlex.split(" ".join(block)) == [
+            "python", "train.py", "config/small.py", f"--dropout={dropout}", "--compile=False", "--max_iters=100",
+            "--seed=1", "--out_dir='<trial dir>/run'"]
+        assert "\"--out_dir='<trial dir>/run'\"" in block  # read back by a shell, with no '"'"' runs
+    assert not list(nanogpt_project.glob("outputs/ablate/*"))

@@ -630,7 +630,7 @@ class CommandForm:
             argv, env = build_command(task, seed=seed, determinism="seeded",
                                       run_dir=Path("<trial dir>") / RUN_DIR_NAME,
                                       metrics_path=Path("<trial dir>") / DEFAULT_METRICS_NAME)
-            argv[0] = Path(argv[0]).name if argv[0] == sys.executable else argv[0]
+            argv[0] = split_command(task["command"])[0]  # `python` as written: the interpreter running ablate
             words = [*(f"{k}={shell_quote(v)}" for k, v in env.items()), *(shell_quote(a) for a in argv)]
             line = " ".join(words)
             head = f"  argv {arm.name} seed={seed}:"
