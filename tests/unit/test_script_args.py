@@ -141,3 +141,26 @@ def test_variable_keys_as_flags_and_list_elements() -> None:
     assert parse_variable({"key": "task.layers.1", "values": [64]}, "w").key == "task.layers.1"
     with pytest.raises(ConfigError, match="not a dotted config path"):
         parse_variable({"key": "task.--lr", "values": [1]}, "x")
+
+
+def test_repository_owned_by_another_user_names_the_safe_directory_fix(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from ablate.errors import PinError
+    from ablate.pin.pins import git_root
+
+    if os.getuid() != 0:  # only root can hand a repository to another user here
+        pytest.skip("needs root to chown the repository to another user")
+    repo = tmp_path / "theirs"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))  # --global writes here, not the machine's
+    with pytest.raises(PinError) as e:
+        git_root(repo)
+    assert "another user owns it" in e.value.what and "not inside a git repository" not in str(e.value)
+    fix = e.value.fix
+    assert fix == f"git config --global --add safe.directory {repo}"
+    subprocess.run(shlex.split(fix), check=True)  # the fix, run as given
+    assert git_root(repo) == repo
