@@ -319,3 +319,29 @@ def test_dry_run_prints_each_arms_argv_as_a_shell_needs_it(nanogpt_project: Path
             "--seed=1", "--out_dir='<trial dir>/run'"]
         assert "\"--out_dir='<trial dir>/run'\"" in block  # read back by a shell, with no '"'"' runs
     assert not list(nanogpt_project.glob("outputs/ablate/*"))
+
+
+HYDRA_CONFIG_TASK = '''
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+
+
+def train(cfg):
+    out = Path(HydraConfig.get().runtime.output_dir)
+    (out / "model.txt").write_text(f"{cfg.task.width} {cfg.seed}")
+    return {"val_acc": 0.5 + 0.01 * cfg.seed + 0.001 * cfg.task.width}
+'''
+
+
+def test_function_task_reading_hydra_config_output_dir(project: Path) -> None:
+    (project / "hc_task.py").write_text(HYDRA_CONFIG_TASK)
+    write_task(project, "hc", {"fn": "hc_task:train", "metric": "val_acc", "goal": "maximize", "width": 2},
+               {"width": {"key": "task.width", "values": [3]}})
+    res = ablate_cli(project, "-m", "task=hc", "variable=width", "seeds=3", "launcher=inline")
+    assert res.returncode == 0, res.stderr[-2000:]
+    sd = only_sweep(project)
+    for (arm, seed), rec in trial_results(sd).items():
+        width = {"control": 2, "width=3": 3}[arm]
+        assert rec["status"] == "ok" and rec["metrics"]["val_acc"] == 0.5 + 0.01 * seed + 0.001 * width
+        assert (sd / "trials" / arm / f"seed={seed}" / "run" / "model.txt").read_text() == f"{width} {seed}"
