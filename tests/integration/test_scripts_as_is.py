@@ -345,3 +345,25 @@ def test_function_task_reading_hydra_config_output_dir(project: Path) -> None:
         width = {"control": 2, "width=3": 3}[arm]
         assert rec["status"] == "ok" and rec["metrics"]["val_acc"] == 0.5 + 0.01 * seed + 0.001 * width
         assert (sd / "trials" / arm / f"seed={seed}" / "run" / "model.txt").read_text() == f"{width} {seed}"
+
+
+LAYERS_TASK = '''
+def train(cfg):
+    return {"val_acc": 0.5 + 0.01 * cfg.seed + 0.001 * sum(cfg.task.layers)}
+'''
+
+
+def test_a_list_element_as_the_variable(project: Path) -> None:
+    (project / "layers_task.py").write_text(LAYERS_TASK)
+    write_task(project, "layers", {"fn": "layers_task:train", "metric": "val_acc", "layers": [8, 16]},
+               {"width1": {"key": "task.layers.1", "values": [32]}})
+    res = ablate_cli(project, "-m", "task=layers", "variable=width1", "seeds=3", "launcher=inline")
+    assert res.returncode == 0, res.stderr[-2000:]
+    sd = only_sweep(project)
+    results = trial_results(sd)
+    (treatment,) = {a for a, _ in results} - {"control"}
+    for (arm, seed), rec in results.items():
+        layers = [8, 16] if arm == "control" else [8, 32]
+        assert rec["metrics"]["val_acc"] == 0.5 + 0.01 * seed + 0.001 * sum(layers)
+        cfg = yaml.safe_load((sd / "trials" / arm / f"seed={seed}" / "config.yaml").read_text())
+        assert cfg["task"]["layers"] == layers
