@@ -294,10 +294,16 @@ def closest_lines(lines: Sequence[str], patterns: Sequence[re.Pattern[str]], met
     literals = [re.sub(r"\(\?P<\w+>(?:[^()]|\([^()]*\))*\)|\\[dDsSwW]|[\\^$.*+?()\[\]{}|]", " ", rx.pattern)
                 for rx in patterns] or [metric]
 
-    def score(text: str) -> float:
-        return max(difflib.SequenceMatcher(None, lit.strip(), text[:300]).ratio() for lit in literals)
+    def score(text: str) -> float:  # the share of the pattern's literal text found, in order, in the line
+        best = 0.0
+        for lit in literals:
+            lit = " ".join(lit.split())
+            if lit:
+                sm = difflib.SequenceMatcher(None, lit, text[:300], autojunk=False)
+                best = max(best, sum(b.size for b in sm.get_matching_blocks()) / len(lit))
+        return best
 
-    best = sorted(recent, key=lambda t: -score(t[1]))[:n]
+    best = sorted(recent, key=lambda t: (-score(t[1]), -t[0]))[:n]  # the closest; among equals, the latest
     return [f"line {i}: {text[:200]}" for i, text in sorted(best)]
 
 
