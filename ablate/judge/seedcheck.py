@@ -5,6 +5,9 @@ never handed the seed, gives the same numbers for every seed: N seeds are then o
 difference between arms is a sample of one. The verdict refuses to call a difference then, and says how to
 hand the script its seed; ``ablate repro`` and the Setup line say the same. Only what was observed is said:
 the metrics were identical, so the seed changed nothing the task reports (or its metric cannot vary).
+Checked for tasks that run a script (``command``, ``app``), which ablate cannot seed from outside; an ``fn``
+task's generators are seeded by ablate, so equal values there are a metric that cannot vary (a 0/1 metric
+solved at every seed), not an ignored seed.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     dict
         Arm name -> ``{"arm", "label", "seeds", "metrics"}`` (the metrics every seed gave).
     """
+    task = plan.get("task") or {}
+    if task.get("fn") or not (task.get("command") or task.get("app")):
+        return {}  # ablate seeds an fn task's generators itself: equal metrics there mean a metric that cannot vary
     extra = task_timing_metrics(plan)
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     by_arm: dict[str, list[Mapping[str, Any]]] = {}
