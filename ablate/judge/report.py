@@ -17,6 +17,7 @@ from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
+from ablate.record.failure import failure_line
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.multiplicity import LABELS
@@ -421,7 +422,8 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| variable | {variable_s} |",
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
-        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}) |",
+        f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}"
+        f"{'; observed: ' + v['seed_ignored']['message'] if v.get('seed_ignored') else ''}) |",
         f"| α | {alpha_s} |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",
@@ -494,8 +496,7 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
             L.append(f"- {a['arm']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
                      + ", ".join(f"{k}: {n}" for k, n in sorted(bad.items())) + ")")
             for seed, err in list((a.get("errors") or {}).items())[:5]:
-                first = str(err).strip().splitlines()[0] if str(err).strip() else "?"
-                L.append(f"  - seed {seed}: {first[:200]}")
+                L.append(f"  - seed {seed}: {failure_line(err, 200) or '?'}")
     for c in v["comparisons"]:
         f = c.get("failures") or {}
         if f.get("pvalue") is not None:

@@ -21,6 +21,8 @@ from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
+from ablate.judge.seedcheck import ignored_seed
+from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
 from ablate.plan.suite import families
@@ -317,6 +319,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                       rng=np.random.default_rng(ss[-1]))
         for i, c in zip(idx, adjusted, strict=True):
             comps[i] = c
+    flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
+    seed_msg = seed_message(flagged, plan) if flagged else None
+    if seed_msg:
+        invalid_reasons.append(seed_msg)
     comparisons = []
     arm_variable = {a["name"]: a["variable"] for a in plan["arms"] if a.get("variable")}
     for name, c, pr in zip(treatments, comps, pairings, strict=True):
@@ -341,6 +347,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                  "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
                                  "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
             rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
+        if seed_msg and (name in flagged or names[0] in flagged):
+            rec["verdict"] = "insufficient data"
+            rec["reason"] = f"Insufficient data: {seed_msg}."
+            rec["seed_ignored"] = True
         comparisons.append(rec)
     return {
         "metric": metric, "goal": goal, "alpha": opts.alpha,
@@ -348,6 +358,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         "seed_note": plan.get("seed_note"),
         **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
         **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
+        **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
         "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),

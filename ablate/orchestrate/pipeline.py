@@ -32,7 +32,7 @@ from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
-from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form
+from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
 from ablate.trials.trial import load_plan
 
 Composer = Callable[[str], Mapping[str, Any]]
@@ -76,9 +76,9 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
 PLAN_RUN_DIR = "<trial dir>/run"
 #: The verdict's note on the seed list of an ``fn`` task.
 FN_SEED_NOTE = "ablate seeds python, numpy and torch from each seed (0 included) before the task runs"
-#: The verdict's note on the seed list of a task whose script seeds itself.
-SCRIPT_SEED_NOTE = ("seeds start at 1: the script seeds itself from the seed it receives, and scripts that seed only "
-                    "`if cfg.get(\"seed\")` treat 0 (like null) as no seed")
+#: The verdict's note on the seed list of a task that runs a script (it is handed the seed; ablate seeds nothing in it).
+SCRIPT_SEED_NOTE = ("seeds start at 1: scripts that seed only `if cfg.get(\"seed\")` treat 0 (like null) as no "
+                    "seed")
 
 
 def _attach_task(cfg: dict[str, Any], compose: Composer | None, choices: Mapping[str, Any] | None,
@@ -123,7 +123,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
         "task": {k: control_task.get(k) for k in ("fn", "command", "app", "data") if control_task.get(k) is not None},
         "per_trial": sorted(_per_trial_keys(plan)),
         **_app_notes(plan),
-        "seed_note": SCRIPT_SEED_NOTE if is_script_form(control_task) else FN_SEED_NOTE,
+        "seed_note": (f"{SCRIPT_SEED_NOTE}; {seed_route(control_task)}" if is_script_form(control_task)
+                      else FN_SEED_NOTE),
         "options": opts.record(),
         "project": {"cwd": cwd},
         "pins": dict(pins),
@@ -510,6 +511,16 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
             where="task",
             fix="fix the task (the trial's log is in its dir), then start the ablation again",
+        )
+    if monitor.same_failure is not None:
+        rec = monitor.same_failure
+        arms = ", ".join(rec.get("arms_failed") or [])
+        raise ConfigError(
+            f"the first trials of {arms} all failed the same way before the task's first step, so the ablation "
+            f"stopped instead of running every trial (the sweep dir {sd.root} keeps what ran): "
+            f"{rec.get('failure_line')}", where="task",
+            fix=f"read the end of the log (`ablate status {sd.root}` shows it; each trial's command.json has the exact "
+            "command, to run by hand), fix the task config or the script, then start the ablation again",
         )
     out(str(sd.verdict_md))
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left

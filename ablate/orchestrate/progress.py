@@ -14,6 +14,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any
 
+from ablate.record.failure import failure_line
 from ablate.record.results import trial_state
 from ablate.record.sweepdir import SweepDir
 from ablate.trials.launchers.base import TrialRef
@@ -84,7 +85,7 @@ class Progress:
                     done = len(self.outcome)
                     total = sum(self.total.values())
                     retry = f" (attempt {ref.attempt})" if ref.attempt > 1 else ""
-                    err = "" if status == "ok" else f": {str((record or {}).get('error') or '')[:160]}"
+                    err = "" if status == "ok" else f": {failure_line((record or {}).get('error'), 200)}"
                     dur = (record or {}).get("duration_s")
                     dur_s = f" in {dur:.1f}s" if isinstance(dur, int | float) else ""
                     print(f"[{done}/{total}] {ref.arm} seed={ref.seed}{retry} {status}{dur_s}{err}",

@@ -36,15 +36,18 @@ from typing import Any
 
 from ablate.errors import ConfigError, PinError, SweepDirError, UserError
 from ablate.judge.confounds import manifest_fields
+from ablate.judge.seedcheck import ignored_seed
+from ablate.judge.seedcheck import message as seed_message
 from ablate.pin import pins
-from ablate.record.results import nothing_finished, trial_state
+from ablate.record import timing
+from ablate.record.results import collect, nothing_finished, trial_state
 from ablate.record.sweepdir import SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
 from ablate.trials.launchers.local import tail
 from ablate.trials.trial import PARENT_ENV, die_with_parent, load_plan, run_trial
 
-#: Metric names that measure time or speed (compared by neither guarantee): a unit suffix.
-TIMING_METRIC = re.compile(r"(_s|_ms|_us|_ns|_sec|_secs|_seconds|_min|_time|_per_s|_per_sec|_per_second)$")
+#: Metric names that measure time or speed (compared by neither guarantee): :mod:`ablate.record.timing`.
+TIMING_METRIC = timing.TIMING_METRIC
 #: Numeric variables the re-run does not copy from the original trial (the GPU to use is this machine's).
 NOT_REPLAYED = frozenset({"CUDA_VISIBLE_DEVICES"})
 
@@ -134,6 +137,7 @@ class ReproReport:
     divergence: Divergence | None = None
     differences: list[str] = field(default_factory=list)
     path_only: list[str] = field(default_factory=list)
+    seed_ignored: str | None = None
 
     @property
     def holds(self) -> bool:
@@ -157,6 +161,8 @@ class ReproReport:
         if self.status != "ok":
             lines.append(f"  the re-run did not finish: status {self.status}: {self.error}")
         word = "holds" if self.weak else "DOES NOT HOLD"
+        if self.weak and self.seed_ignored:
+            word = "holds, but says nothing about seeding: every seed of this arm gave these metrics (below)"
         lines.append(f"weak reproducibility (final metrics bitwise equal): {word}")
         width = max((len(m.name) for m in self.metrics), default=0)
         for m in self.metrics:
@@ -187,6 +193,8 @@ class ReproReport:
             lines.append(f"paths only ({len(self.path_only)}; expected: each run writes into its own trial dir, the "
                          "same once that dir is written <trial dir>):")
             lines.extend(f"  {d}" for d in self.path_only)
+        if self.seed_ignored:
+            lines.append(f"note: {self.seed_ignored}")
         if not self.holds and self.mode == "off":
             lines.append("note: determinism=off seeds nothing, so no guarantee is expected; use seeded or strict")
         elif self.strong is False and self.mode != "strict":
@@ -215,8 +223,9 @@ def _fmt_field(name: str, v: Any) -> str:
 
 
 # -- pure comparisons ------------------------------------------------------------------------------
-def is_timing_metric(name: str) -> bool:
-    """True when a metric's name ends in a time unit (``samples_per_s``, ``step_time``, ``train_s``).
+def is_timing_metric(name: str, extra: Sequence[str] = ()) -> bool:
+    """True when a metric measures time or speed (``samples_per_s``, ``step_time``, ``eval_runtime``, ``time``),
+    or the task names it in ``timing_metrics`` (``extra``): see :mod:`ablate.record.timing`.
 
     Such metrics measure the machine, not what was learned, so neither guarantee covers them.
 
@@ -224,8 +233,10 @@ def is_timing_metric(name: str) -> bool:
     ----------
     name : str
         A metric name as the task returned it.
+    extra : sequence of str
+        The task's own ``timing_metrics``.
     """
-    return TIMING_METRIC.search(name) is not None
+    return timing.is_timing_metric(name, extra)
 
 
 def _num(v: Any) -> float | None:
@@ -244,13 +255,16 @@ def _same(a: float | None, b: float | None) -> bool:
     return a.hex() == b.hex()  # bitwise: -0.0 != 0.0
 
 
-def compare_metrics(original: Mapping[str, Any], repro: Mapping[str, Any]) -> list[MetricCheck]:
-    """Compare two runs' final metrics, bitwise.
+def compare_metrics(original: Mapping[str, Any], repro: Mapping[str, Any],
+                    timing_metrics: Sequence[str] = ()) -> list[MetricCheck]:
+    """Compare two runs' final metrics, bitwise (timing metrics are shown, not compared).
 
     Parameters
     ----------
     original, repro : mapping
         Metric name -> value (floats, or the strings ``"nan"``, ``"inf"``, ``"-inf"``).
+    timing_metrics : sequence of str
+        More timing metrics, named by the task.
 
     Returns
     -------
@@ -261,7 +275,8 @@ def compare_metrics(original: Mapping[str, Any], repro: Mapping[str, Any]) -> li
     out = []
     for n in names:
         a, b = _num(original.get(n)), _num(repro.get(n))
-        out.append(MetricCheck(name=n, original=a, repro=b, equal=_same(a, b), timing=is_timing_metric(n)))
+        out.append(MetricCheck(name=n, original=a, repro=b, equal=_same(a, b),
+                               timing=is_timing_metric(n, timing_metrics)))
     return out
 
 
@@ -528,8 +543,11 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
             f"trial {arm}/seed={seed} logged no per-step fingerprints ({orig.steps.name} is missing or empty), so "
             "there is nothing to compare step by step",
             where="--strong",
-            fix="make the task call ablate.log_step(step, loss=loss.item(), params=model) once per step or epoch, "
-            "re-run the ablation, then `ablate repro DIR --strong`; without --strong the final metrics are compared",
+            fix=("make the task call ablate.log_step(step, loss=loss.item(), params=model) once per step or epoch, "
+                 "re-run the ablation, then `ablate repro DIR --strong`" if not _script_task(plan) else
+                 "a script logs per-step fingerprints only if it imports ablate and calls ablate.log_step(step, "
+                 "loss=...) itself; a script run as it is can be checked without --strong")
+            + "; without --strong the final metrics are compared",
         )
     mode = seeding.check_mode((original_manifest.get("determinism") or {}).get("mode", "seeded"))
     tp = sd.new_repro(arm, seed)
@@ -546,7 +564,8 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
         new_manifest = read_json(tp.manifest)
     except FileNotFoundError:
         new_manifest = {}
-    metrics = compare_metrics(original_result.get("metrics") or {}, new.get("metrics") or {})
+    metrics = compare_metrics(original_result.get("metrics") or {}, new.get("metrics") or {},
+                              timing.task_timing_metrics(plan))
     compared = [m for m in metrics if not m.timing]
     if not compared and new.get("status") == "ok":
         raise UserError(f"trial {arm}/seed={seed} reported only timing metrics "
@@ -560,6 +579,9 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
     if new_manifest:
         report.differences, report.path_only = manifest_differences(original_manifest, new_manifest,
                                                                     (str(orig.dir), str(tp.dir)))
+    flagged = ignored_seed(plan, [r for r in collect(sd, plan) if r["arm"] == arm])
+    if flagged:
+        report.seed_ignored = seed_message(flagged, plan)
     cause = hash_seed_difference(original_manifest, new_manifest)
     if cause:
         report.differences.insert(0, cause)
@@ -570,6 +592,11 @@ def reproduce(sweep_dir: str | os.PathLike[str], *, trial: str | None = None, st
         report.strong = report.divergence is None
     write_json(tp.dir / "report.json", report.to_dict())
     return report
+
+
+def _script_task(plan: Mapping[str, Any]) -> bool:
+    task = (plan.get("task") or {})
+    return bool(task.get("command") or task.get("app"))
 
 
 def _child_main(argv: list[str]) -> int:

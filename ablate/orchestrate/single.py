@@ -19,7 +19,7 @@ from ablate.plan.app_config import resolve_container
 from ablate.plan.hydra_semantics import trial_hydra
 from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_json
 from ablate.trials import seeding
-from ablate.trials.tasks.interface import attach, get_form, import_callable
+from ablate.trials.tasks.interface import TaskOutput, attach, get_form, import_callable
 from ablate.trials.trial import TaskContractError, coerce_metrics
 
 
@@ -63,7 +63,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
         out = get_form("command").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
                                       arm={"name": "control"})
-        metrics = coerce_metrics(out, opts.metric)  # type: ignore[arg-type]
+        metrics = coerce_metrics(out.metrics if isinstance(out, TaskOutput) else out, opts.metric)  # type: ignore[arg-type]
     else:
         fn = import_callable(str(cfg.task.fn), Path.cwd())
         manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ablate.errors import SchedulerError
+from ablate.record.failure import failure_line, log_end
 from ablate.record.results import nothing_finished, trial_state
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class
@@ -103,10 +104,10 @@ def format_status(sd: SweepDir) -> str:
         lines.append("")
         lines.append("failed trials:")
         for f in failures:
-            err = str(f["error"]).strip().splitlines()
-            lines.append(f"  {f['arm']} seed={f['seed']} {f['status']}: {err[0] if err else ''}")
-            lines.extend(f"      {e}" for e in err[1:6])
-            log_tail = tail(str(f["log"]), n_lines=5) if f.get("log") and "log tail" not in str(f["error"]) else ""
+            lines.append(f"  {f['arm']} seed={f['seed']} {f['status']}: {failure_line(f['error'])}")
+            lines.extend(f"      {e}" for e in log_end(f["error"]))  # the end of its log: where the error is
+            log_tail = tail(str(f["log"]), n_lines=5) if f.get("log") and not any(
+                h in str(f["error"]) for h in ("log tail", "end of its log")) else ""
             if log_tail:
                 lines.append(f"      log {f['log']}, last lines:")
                 lines.extend(f"        {e}" for e in log_tail.splitlines())

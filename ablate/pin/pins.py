@@ -29,6 +29,7 @@ import functools
 import importlib.util
 import os
 import re
+import shlex
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -83,7 +84,14 @@ def git_root(cwd: str | os.PathLike[str]) -> Path:
     """
     try:
         return Path(_git(["rev-parse", "--show-toplevel"], cwd).strip())
-    except _GitFailed:
+    except _GitFailed as exc:
+        m = re.search(r"detected dubious ownership in repository at '([^']+)'", str(exc))
+        if m:  # a repository another user owns: git refuses it until it is marked safe
+            raise PinError(
+                f"git refuses the repository at {m.group(1)}: another user owns it (git's 'dubious ownership' "
+                "check), so the code cannot be pinned to a commit", where="code pin",
+                fix=f"git config --global --add safe.directory {shlex.quote(m.group(1))}",
+            ) from None
         raise PinError(
             f"{Path(cwd).absolute()} is not inside a git repository, so the code cannot be pinned to a commit",
             where="code pin",

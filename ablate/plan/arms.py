@@ -286,9 +286,12 @@ def parse_variable(var_cfg: Any, name: str | None, available: Sequence[str] = ()
             raise ConfigError(f"lists {format_value(v)} twice (position {i})", where=where, fix="list each value once")
         seen.append(v)
     k = str(group if group is not None else key)
-    if not k or not re.fullmatch(r"[A-Za-z_][\w\-]*(?:[./][A-Za-z_][\w\-]*)*", k):
+    if group is None and k.startswith("task.params."):  # a script's flag (`--dropout`) names its setting (dropout)
+        k = re.sub(r"(?<=\.)--?(?=[A-Za-z_])", "", k)
+    seg = r"[A-Za-z_][\w\-]*"
+    if not k or not re.fullmatch(rf"{seg}(?:[./](?:{seg}|\d+))*", k):
         raise ConfigError(f"{k!r} is not a dotted config path", where=f"variable.{'group' if group else 'key'}",
-                          fix="e.g. `task.optim.lr`")
+                          fix="e.g. `task.optim.lr`; a list element by its index: `task.layers.1`")
     return Variable(name=name, key=k, values=tuple(copy.deepcopy(list(values))), is_group=group is not None)
 
 
@@ -600,6 +603,16 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
+def _list_holding(key: str, change: tuple[Any, Any], roots: set[str]) -> bool:
+    """Whether ``key`` is a list whose only differing elements are list-element roots (``task.layers.1``)."""
+    a, b = change
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
+        return False
+    idx = {int(r[len(key) + 1:].split(".")[0]) for r in roots
+           if r.startswith(key + ".") and r[len(key) + 1:].split(".")[0].isdigit()}
+    return bool(idx) and all(i in idx for i, (x, y) in enumerate(zip(a, b, strict=True)) if not _equal_leaf(x, y))
+
+
 def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: dict[str, Any],
           roots: set[str], raw_flat: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
     """Diff a treatment against control and prove every difference comes from ``roots``.
@@ -626,7 +639,8 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     allowed = derived_keys(raw_flat, roots) | derived_keys(flatten(treatment), roots)
     allowed |= _app_derived(control, treatment, roots)
     under = lambda k, bases: any(k == b or k.startswith(b + ".") for b in bases)  # noqa: E731
-    bad = [k for k in changes if not under(k, roots) and not under(k, allowed)]
+    bad = [k for k in changes if not under(k, roots) and not under(k, allowed)
+           and not _list_holding(k, changes[k], roots)]
     if bad:
         shown = "; ".join(f"{k}: " + describe_change(
             changes[k][0], changes[k][1],
@@ -637,7 +651,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
             where="variable",
             fix="make those keys fixed values, or interpolate them from the variable's key",
         )
-    derived = sorted(k for k in changes if not under(k, roots))
+    derived = sorted(k for k in changes if not under(k, roots) and not _list_holding(k, changes[k], roots))
     return {k: (None if a is MISSING else a, None if b is MISSING else b) for k, (a, b) in changes.items()}, derived
 
 

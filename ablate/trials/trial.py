@@ -31,10 +31,11 @@ from ablate.pin.ignored import explain_missing
 from ablate.plan.app_config import resolve_container
 from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
+from ablate.record.failure import failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.seeding import clear_import_hooks
-from ablate.trials.tasks.interface import TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
+from ablate.trials.tasks.interface import ScriptFailed, TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
 from ablate.trials.workdir import task_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
@@ -386,7 +387,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         import traceback
 
         tb = traceback.format_exc(limit=-8)
-        msg = str(exc) if isinstance(exc, AblateError) else f"{type(exc).__name__}: {exc}"
+        msg = str(exc) if isinstance(exc, AblateError | ScriptFailed) else f"{type(exc).__name__}: {exc}"
         msg = _explain(exc, msg)
 
         code_pin = (plan.get("pins") or {}).get("code") or {}
@@ -395,7 +396,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
         elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
             msg = f"{msg.rstrip('.')}. {why}"
-        return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError))
+        before = getattr(exc, "before_first_step", None)  # a script tells by what it printed; else steps logged
+        if before is None:
+            before = not (tp.steps.is_file() and tp.steps.stat().st_size > 0)
+        return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError),
+                    failure_line=failure_line(msg), before_first_step=bool(before))
     finally:
         stack.close()
         if inline_before is not None:  # no result was written (a Ctrl-C): restore all the same

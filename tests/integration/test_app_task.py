@@ -114,7 +114,8 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             series = csv_series(metrics_csv, "val/acc")
             assert per_seed[arm][str(seed)] == result["metrics"]["val/acc"] == series[-1][1]
             assert result["metric_source"] == {"kind": "return", "path": str(t / "run" / "ablate_return.json"),
-                                               "step": None, "reduce": "last", "n_logged": 1}
+                                               "step": None, "reduce": "last", "n_logged": 1,
+                                               "match": "key 'val/acc'"}
             # the app composed exactly the planned config: its seed, its lr, its own run dir
             seen = yaml.safe_load((t / "run" / ".hydra" / "config.yaml").read_text())
             assert seen["seed"] == seed and seen["model"]["optimizer"]["lr"] == lr
@@ -124,7 +125,9 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
             # PROJECT_ROOT as the app set it in its own process: the code snapshot it ran, not the live tree
             assert manifest["config"]["task"]["params"]["paths"]["root_dir"] == str(sd / "code")
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
-    assert "seeds start at 1: the script seeds itself" in (sd / "verdict.md").read_text()
+    setup = (sd / "verdict.md").read_text()
+    assert "seeds start at 1" in setup and "each trial passes its seed as `seed=<seed>` and in $ABLATE_SEED" in setup
+    assert "seeds itself" not in setup  # what the app does with its seed is not observed, so never claimed
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
     assert str(lit_project / "configs" / "model" / "mlp.yaml") in pinned  # the app's configs are hashed too
     for seed in (1, 2):  # weak reproducibility holds on the seeds tried, the first one included

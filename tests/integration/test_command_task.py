@@ -156,7 +156,9 @@ SCRIPTS = {
     "sleep": "import os, time, pathlib\n"
              "pathlib.Path(os.environ['ABLATE_TRIAL_DIR'], 'pid').write_text(str(os.getpid()))\n"
              "time.sleep(60 if os.environ['ABLATE_SEED'] == '8' else 0)\n"
-             "open(os.environ['ABLATE_METRICS_FILE'], 'w').write('{\"score\": 1.5, \"extra\": {\"nested\": 1}}')",
+             "score = int(os.environ['ABLATE_SEED']) + 0.25  # seed-dependent: a constant reads as a seed ignored\n"
+             "open(os.environ['ABLATE_METRICS_FILE'], 'w')"
+             ".write('{\"score\": %s, \"extra\": {\"nested\": 1}}' % score)",
 }
 
 
@@ -175,7 +177,7 @@ def test_plain_script_metrics_via_env_and_timeout(project: Path, launcher: str, 
     ok = json.loads((sd / "trials/control/seed=7/result.json").read_text())
     assert ok["status"] == "ok" and ok["metrics"] == {"score": 7.5}
     nested = json.loads((sd / "trials/mode=sleep/seed=7/result.json").read_text())
-    assert nested["metrics"] == {"score": 1.5, "extra.nested": 1.0}  # nested objects flatten to dotted names
+    assert nested["metrics"] == {"score": 7.25, "extra.nested": 1.0}  # nested objects flatten to dotted names
     slow = json.loads((sd / "trials/mode=sleep/seed=8/result.json").read_text())
     assert slow["status"] == "timeout", slow
     pid = int((sd / "trials/mode=sleep/seed=8/pid").read_text())

@@ -35,7 +35,8 @@ def test_lightning_csv_reduced_by_rule(tmp_path: Path, rule: str, value: float, 
     path = write_lightning_csv(tmp_path)
     metrics, rec = collect(tmp_path, [], "val/acc", reduce=rule)
     assert metrics["val/acc"] == value
-    assert rec == {"kind": "csv", "path": str(path), "step": step, "reduce": rule, "n_logged": 3}
+    assert rec == {"kind": "csv", "path": str(path), "step": step, "reduce": rule, "n_logged": 3,
+                   "match": f"row with step {step}: val/acc = {value!r}"}
     # other metrics of the source are reduced by the same rule (val/loss = 1 - acc)
     assert metrics["val/loss"] == pytest.approx({"last": 0.3, "max": 0.5, "min": 0.2}[rule])
 
@@ -110,3 +111,42 @@ def test_a_bool_in_a_metrics_json_stays_a_bool_and_a_string_is_skipped(tmp_path:
     assert rec["kind"] == "json"
     assert coerce_metrics(metrics, "val_acc") == {"solved": 1.0, "val_acc": 0.9}
     assert bool_metrics(metrics) == ["solved"]
+
+
+NANOGPT_LINES = ["Overriding config with config/small.py:", "step 0: train loss 3.2946, val loss 3.2903",
+                 "step 50: train loss 2.9080, val loss 2.8597", "step 100: train loss 2.4262, val loss 2.3418",
+                 "saving checkpoint to out"]
+
+
+def test_printed_lines_by_a_pattern_with_named_groups(tmp_path: Path) -> None:
+    from ablate.trials.tasks.metrics import compile_patterns
+
+    pats = compile_patterns(r"step (?P<step>\d+): train loss (?P<train_loss>[0-9.]+), val loss (?P<val_loss>[0-9.]+)")
+    metrics, rec = collect(tmp_path, NANOGPT_LINES, "val_loss", reduce="min", patterns=pats,
+                           stdout_path=tmp_path / "stdout.log")
+    assert metrics == {"val_loss": 2.3418, "train_loss": 2.4262}
+    assert rec["kind"] == "stdout" and rec["step"] == 100 and rec["n_logged"] == 3 and rec["reduce"] == "min"
+    assert rec["match"] == "line 4: step 100: train loss 2.4262, val loss 2.3418"
+
+
+def test_a_pattern_that_matches_nothing_shows_the_closest_lines(tmp_path: Path) -> None:
+    from ablate.trials.tasks.metrics import compile_patterns
+
+    pats = compile_patterns(r"val_loss: (?P<val_loss>[0-9.]+)")  # the script prints `val loss 2.3418`
+    with pytest.raises(ConfigError) as e:
+        collect(tmp_path, NANOGPT_LINES, "val_loss", patterns=pats)
+    text = str(e.value)
+    assert "closest to the pattern" in text and "line 4: step 100: train loss 2.4262, val loss 2.3418" in text
+    assert "Overriding config" not in text  # the lines least like the pattern are left out
+    assert e.value.where == "task.metric"
+
+
+def test_json_source_takes_the_newest_file_holding_the_metric(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "eval_results.json").write_text(json.dumps({"eval_accuracy": 0.86, "eval_runtime": 0.01}))
+    (tmp_path / "train_results.json").write_text(json.dumps({"train_runtime": 1.2}))
+    os.utime(tmp_path / "eval_results.json", (1, 1))  # older than train_results.json
+    metrics, rec = collect(tmp_path, [], "eval_accuracy", source="json")
+    assert metrics == {"eval_accuracy": 0.86, "eval_runtime": 0.01}
+    assert rec["path"] == str(tmp_path / "eval_results.json")

@@ -52,6 +52,8 @@ class TrialRef:
 #: Trials without the verdict's metric, and none with it yet, that stop an ablation (``task.metric`` names a
 #: key the task never returns); fewer, or any trial that returned it, and each such trial only fails alone.
 MISSING_METRIC_STOP = 2
+#: Trials of this many arms failing with the same line before their first step, none ok, stop the ablation.
+SAME_FAILURE_ARMS = 2
 
 
 class Monitor:
@@ -67,6 +69,8 @@ class Monitor:
         A trial that breaks the task contract (bad ``task.fn``, a non-mapping result, a metric that is not a
         number) always stops the ablation: every other trial would fail the same way. A trial without the
         verdict's metric fails alone, unless :data:`MISSING_METRIC_STOP` trials lack it and none returned it.
+        Trials of :data:`SAME_FAILURE_ARMS` arms failing with the same line before their first step, with none
+        finished ok, stop it too (``same_failure``): the task fails whatever the arm.
     """
 
     def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
@@ -80,6 +84,9 @@ class Monitor:
         self.contract_error: dict[str, Any] | None = None
         self._missing: list[dict[str, Any]] = []  # records of trials that did not return the metric
         self._metric_seen = False  # a trial of this launch finished ok (so it returned the metric)
+        #: A record of trials of several arms failing the same way before their first step (stop: the task is broken).
+        self.same_failure: dict[str, Any] | None = None
+        self._failed_before_start: dict[str, set[str]] = {}
         #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
         self.halted: str | None = None
 
@@ -123,8 +130,22 @@ class Monitor:
             if record.get("contract_error") and self.contract_error is None:
                 self.contract_error = record
                 self._stop.set()
+            self._same_failure(ref, record)
             if self._on_event:
                 self._on_event("finished", ref, record)
+
+    def _same_failure(self, ref: TrialRef, record: dict[str, Any]) -> None:
+        """Stop when trials of :data:`SAME_FAILURE_ARMS` arms failed with the same line before their first step and
+        no trial finished ok: the task itself is broken (a failure of one arm alone is that arm's result)."""
+        if self._metric_seen or self.same_failure is not None or self.contract_error is not None:
+            return
+        if record.get("status") != "failed" or not record.get("before_first_step") or not record.get("failure_line"):
+            return
+        arms = self._failed_before_start.setdefault(str(record["failure_line"]), set())
+        arms.add(ref.arm)
+        if len(arms) >= SAME_FAILURE_ARMS:
+            self.same_failure = {**record, "arms_failed": sorted(arms)}
+            self._stop.set()
 
     def stop(self) -> None:
         """Ask the launcher to start no further trial (running ones finish or are cancelled)."""

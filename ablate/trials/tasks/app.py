@@ -8,7 +8,9 @@ A task config (``conf/task/<name>.yaml``)::
     overrides: [trainer=cpu, trainer.max_epochs=1]   # the app's overrides, the same in every arm
     metric: val/acc
     goal: maximize
-    metric_source: auto             # auto | return | csv | tensorboard | json | stdout (ablate.trials.tasks.metrics)
+    metric_source: auto             # auto | return | csv | tensorboard | json | stdout | stderr
+                                    #   (ablate.trials.tasks.metrics)
+    metric_pattern: null            # printed lines to read: 'val loss (?P<val_loss>[0-9.eE+-]+)'
     reduce: last                    # last | min | max, for a metric logged at many steps
     seed_key: seed                  # the app's seed key (passed as seed=<k>); null: not passed
     data: [data/digits.npz]
@@ -51,13 +53,14 @@ from ablate.trials import seeding
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
-from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect
+from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect, compile_patterns
 from ablate.trials.workdir import guard_snapshot
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).
 APP_TASK_KEYS: dict[str, Any] = {
     "app": None, "config_path": None, "config_name": None, "overrides": [], "metric": None, "goal": "maximize",
-    "metric_source": "auto", "reduce": "last", "seed_key": "seed", "data": [], "env": {},
+    "metric_source": "auto", "metric_pattern": None, "reduce": "last", "seed_key": "seed", "data": [], "env": {},
+    "timing_metrics": [],
 }
 #: Keys ablate fills in: the composed config, the keys whose ``${now:}`` it froze, the keys resolved
 #: only in the trial (:func:`trial_resolved_keys`) and the app's own ``hydra.mode`` / ``hydra.searchpath``.
@@ -136,12 +139,14 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
     if not all(isinstance(o, str) for o in s["overrides"]):
         raise ConfigError(f"must be a list of Hydra overrides (strings), got {s['overrides']!r}",
                           where="task.overrides", fix="e.g. `overrides: [trainer=cpu, trainer.max_epochs=1]`")
-    if s["metric_source"] not in ("auto", *SOURCES):
-        raise ConfigError(f"must be one of auto, {', '.join(SOURCES)}, got {s['metric_source']!r}",
+    sources = [k for k in SOURCES if k != "file"]  # `file`: the metrics file a command task is handed
+    if s["metric_source"] not in ("auto", *sources):
+        raise ConfigError(f"must be one of auto, {', '.join(sources)}, got {s['metric_source']!r}",
                           where="task.metric_source", fix="e.g. `metric_source: csv`")
     if s["reduce"] not in REDUCE:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",
                           fix="e.g. `reduce: max` for the best validation accuracy over epochs")
+    compile_patterns(s["metric_pattern"])
     return s
 
 
@@ -588,8 +593,11 @@ class AppForm:
         with guard_snapshot(snapshot):
             record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
-        metrics, source = collect(run_dir, lines, str(s["metric"]), source=s["metric_source"], reduce=s["reduce"],
-                                  stdout_path=tp.stdout, work_dir=cwd if snapshot is not None else None)
+        err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
+        metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
+                                  reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
+                                  patterns=compile_patterns(s["metric_pattern"]),
+                                  work_dir=cwd if snapshot is not None else None)
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):

@@ -27,6 +27,13 @@ class TrialTimeout(Exception):
     """Raised inside a trial when it exceeds ``timeout_min``."""
 
 
+class ScriptFailed(RuntimeError):
+    """A task's script exited non-zero: the message says how, starting with its exception line, then the end of
+    its log. ``before_first_step``: it printed no metric line before it died."""
+
+    before_first_step: bool = False
+
+
 @dataclass
 class TaskOutput:
     """What a task form returns for one trial when it knows more than the metrics.
@@ -85,5 +92,5 @@ def form_of(task: Mapping[str, Any]) -> str:
 
 
 def is_script_form(task: Mapping[str, Any]) -> bool:
-    """True for forms whose script seeds itself from the seed it receives (``command``, ``app``)."""
+    """True for forms that run a script handed the seed as a setting (``command``, ``app``): ablate seeds nothing."""
     return bool(task.get("command") or task.get("app")) and not task.get("fn")

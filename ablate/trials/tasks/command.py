@@ -1,21 +1,33 @@
-"""The command form of a task: run an existing script, unmodified, with the trial's overrides.
+"""The command form of a task: run an existing script, unmodified, with the trial's settings.
 
-A task config with ``command`` instead of ``fn`` (``conf/task/<name>.yaml``)::
+A task config with ``command`` instead of ``fn`` (``conf/task/<name>.yaml``), here for a nanoGPT-style
+script (``python train.py config/small.py --dropout=0.1``)::
 
-    command: python train.py        # a string (split like a shell would, but no shell runs) or a list
-    params:                         # the script's own config: each leaf is passed as key=value
-      lr: 0.05                      #   -> lr=0.05
-      optim: {momentum: 0.9}        #   -> optim.momentum=0.9
-    seed_key: seed                  # the trial seed is passed as seed=<k>; null: not passed
-    determinism_key: null           # e.g. trainer.deterministic: passed as =true under determinism=strict
-    output_dir_key: hydra.run.dir   # passed as hydra.run.dir=<trial dir>/run; null for non-Hydra scripts
-    metrics_file: null              # the JSON the script writes, relative to the run dir (e.g. metrics.json);
-                                    # null: the script writes to the path in $ABLATE_METRICS_FILE
-    metrics_key: null               # e.g. metrics_path: that path is also passed as metrics_path=<path>
+    command: python train.py config/small.py   # a string (split like a shell would, no shell runs) or a list
+    args: --key=value               # how settings reach it: hydra (key=value, the default), --key=value,
+                                    #   --key value, env (ablate.trials.tasks.argstyle)
+    values: python                  # python (literals: False, 'a b'), json or plain; default per `args`
+    params:                         # the script's own settings: each leaf is passed in the `args` style
+      dropout: 0.0                  #   -> --dropout=0.0
+      compile: false                #   -> --compile=False
+    seed_key: seed                  # the trial seed, passed as --seed=<k>; null: not passed
+    seed_env: null                  # also set this environment variable to the seed (e.g. SEED)
+    determinism_key: null           # e.g. trainer.deterministic: passed as true under determinism=strict
+    output_dir_key: out_dir         # passed as --out_dir=<trial dir>/run (hydra.run.dir for args: hydra,
+                                    #   else null: not passed)
+    metric_pattern: 'val loss (?P<val_loss>[0-9.eE+-]+)'   # printed lines to read (ablate.trials.tasks.metrics)
+    metric_source: auto             # auto | file | csv | tensorboard | json | stdout | stderr
+    reduce: last                    # last | min | max, for a metric logged at many steps
+    metrics_file: null              # a JSON the script writes, relative to the run dir (e.g. metrics.json);
+                                    #   null: $ABLATE_METRICS_FILE, read when the script writes it
+    metrics_key: null               # e.g. metrics_path: that path is also passed as a setting
+    timing_metrics: []              # more metrics that measure the machine (``ablate repro`` shows, never
+                                    #   compares them; *_runtime, *_per_second, time, duration are known)
     env: {}                         # extra environment variables for the script
+    env_prefix: ''                  # args: env: prepended to each variable's name (OPTIM_LR)
     data: [data/train.npz]          # as for any task: DVC-tracked, pinned, verified in every trial
-    metric: val_acc
-    goal: maximize
+    metric: val_loss
+    goal: minimize
 
 How a trial runs it (:func:`run_command_task`):
 
@@ -26,11 +38,15 @@ How a trial runs it (:func:`run_command_task`):
   Each ``task.data`` path is linked into the snapshot from the project, so relative data paths work
   as they do in the project. A first
   word ``python`` or ``python3`` means the interpreter running ablate (the pinned environment).
-- **overrides**: every leaf under ``task.params`` (the variable's key ``task.params.a.b`` reaches the
-  script as ``a.b``), then ``<seed_key>=<seed>``, ``<determinism_key>=true|false``,
-  ``<output_dir_key>=<trial dir>/run``, ``<metrics_key>=<metrics path>``, in Hydra override syntax
-  (values quoted by :mod:`ablate.plan.overrides`). Keys the script's config lacks make Hydra refuse, which
-  stops the ablation at the first trial with a message naming the key.
+- **settings**: every leaf under ``task.params`` (the variable's key ``task.params.a.b`` reaches the
+  script as ``a.b``; ``task.params.--dropout`` is accepted for ``dropout``), then the seed at
+  ``seed_key``, ``determinism_key`` (true under determinism=strict), ``output_dir_key`` (the trial's run
+  dir) and ``metrics_key``, in the ``args`` style (Hydra overrides are quoted by
+  :mod:`ablate.plan.overrides`). Keys the script's config lacks make Hydra (or argparse, or a
+  configurator) refuse, which stops the ablation at the first trial with a message naming the key.
+- **paths**: the trial paths handed to the script hold no ``=``, ``,`` or space, which parsers split
+  on: when the trial dir's path has one, the script gets a safe alias of it
+  (:mod:`ablate.trials.tasks.trialpath`).
 - **environment**: the parent's, plus ``PYTHONHASHSEED`` (seeded, strict) and
   ``CUBLAS_WORKSPACE_CONFIG`` (strict), ``ABLATE_SEED``, ``ABLATE_DETERMINISM``, ``ABLATE_TRIAL_DIR``,
   ``ABLATE_RUN_DIR``, ``ABLATE_METRICS_FILE``, and ``task.env``. ablate cannot seed the script's
@@ -38,9 +54,11 @@ How a trial runs it (:func:`run_command_task`):
   the seed it receives (and ``determinism_key`` / ``ABLATE_DETERMINISM``).
 - **output**: the script's stdout and stderr are appended to the trial's ``stdout.log`` / ``stderr.log``;
   ``command.json`` records the argv, working dir, the variables ablate set, exit code and duration.
-- **result**: exit code 0 and a JSON object of numbers in the metrics file -> the metrics (nested
-  objects are flattened to dotted names). A non-zero exit is a failed trial whose error holds the
-  log tail; a script killed past ``timeout_min`` is a ``timeout``.
+- **result**: exit code 0, and the metric in one of the sources of :mod:`ablate.trials.tasks.metrics`
+  (the metrics file ablate names, a JSON/CSV/TensorBoard file in the run dir, printed lines) -> the
+  metrics; the source, the matched line and the rule are recorded. A non-zero exit is a failed trial
+  whose error starts with the script's exception line, then the end of its log; a script killed past
+  ``timeout_min`` is a ``timeout``.
 """
 
 from __future__ import annotations
@@ -60,25 +78,44 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.arms import resolve
-from ablate.plan.overrides import flatten_params, format_override
+from ablate.plan.overrides import flatten_params
+from ablate.record.failure import exception_line
 from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
-from ablate.trials.tasks.base import TrialTimeout
+from ablate.trials.tasks import argstyle, metrics
+from ablate.trials.tasks.base import ScriptFailed, TaskOutput, TrialTimeout
+from ablate.trials.tasks.trialpath import safe_alias
 from ablate.trials.workdir import guard_snapshot, trial_workdir
 
 #: Keys a command-form task config may have (anything else is refused: it would not reach the script).
 COMMAND_TASK_KEYS = {
-    "command": None, "params": {}, "seed_key": "seed", "determinism_key": None, "output_dir_key": "hydra.run.dir",
-    "metrics_file": None, "metrics_key": None, "env": {}, "data": [], "metric": None, "goal": "maximize",
+    "command": None, "args": "hydra", "values": None, "params": {}, "seed_key": "seed", "seed_env": None,
+    "determinism_key": None, "output_dir_key": None, "metrics_file": None, "metrics_key": None,
+    "metric_source": "auto", "metric_pattern": None, "reduce": "last", "timing_metrics": [], "env": {},
+    "env_prefix": "", "data": [], "metric": None, "goal": "maximize",
 }
+#: ``output_dir_key`` when the task gives none: Hydra's run dir for Hydra overrides, else not passed.
+HYDRA_OUTPUT_DIR_KEY = "hydra.run.dir"
 METRICS_ENV = "ABLATE_METRICS_FILE"
 RUN_DIR_NAME = "run"
 DEFAULT_METRICS_NAME = "metrics.json"
 _PYTHONS = ("python", "python3", f"python{sys.version_info.major}.{sys.version_info.minor}")
 
 
-class CommandFailed(RuntimeError):
-    """The task's command exited with a non-zero code (a failed trial; the message holds the log tail)."""
+class CommandFailed(ScriptFailed):
+    """The task's command exited with a non-zero code (a failed trial; the message starts with its exception
+    line, then the end of its log). ``before_first_step``: it printed no metric line before it died."""
+
+
+def _printed_a_metric(tp: TrialPaths, record: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
+    """Whether this run printed any metric line (its ``metric_pattern``, else ``key: value`` lines)."""
+    try:
+        patterns = metrics.compile_patterns(task.get("metric_pattern"))
+    except ConfigError:
+        patterns = []
+    lines = [*read_from(tp.stdout, int(record.get("stdout_start", 0))).splitlines(),
+             *read_from(tp.stderr, int(record.get("stderr_start", 0))).splitlines()]
+    return bool(metrics.read_lines(lines, patterns)[0])
 
 
 # -- building the command ---------------------------------------------------------------------------
@@ -133,11 +170,59 @@ def task_settings(task: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(s["env"], Mapping):
         raise ConfigError(f"must be a mapping of variable names to values, got {s['env']!r}", where="task.env",
                           fix="e.g. `task.env: {OMP_NUM_THREADS: '1'}` in the task's YAML")
-    for k in ("seed_key", "determinism_key", "output_dir_key", "metrics_file", "metrics_key"):
+    s["args"], s["values"] = argstyle.check_style(s["args"], s["values"])
+    if "output_dir_key" not in task and s["args"] == "hydra":
+        s["output_dir_key"] = HYDRA_OUTPUT_DIR_KEY
+    for k in ("seed_key", "seed_env", "determinism_key", "output_dir_key", "metrics_file", "metrics_key"):
         if s[k] is not None and (not isinstance(s[k], str) or not s[k].strip()):
             raise ConfigError(f"must be a non-empty string or null, got {s[k]!r}", where=f"task.{k}",
                               fix=f"set `task.{k}` to a name, or remove it")
+        if isinstance(s[k], str) and s["args"] != "hydra" and k.endswith("_key"):
+            s[k] = s[k].lstrip("-")  # `seed_key: --seed` names the setting `seed`
+    if s["metric_source"] not in ("auto", *metrics.SOURCES):
+        raise ConfigError(f"must be one of auto, {', '.join(metrics.SOURCES)}, got {s['metric_source']!r}",
+                          where="task.metric_source", fix="e.g. `metric_source: stdout`")
+    if s["reduce"] not in metrics.REDUCE:
+        raise ConfigError(f"must be one of {', '.join(metrics.REDUCE)}, got {s['reduce']!r}", where="task.reduce",
+                          fix="e.g. `reduce: min` for the best validation loss over steps")
+    metrics.compile_patterns(s["metric_pattern"])
+    s["timing_metrics"] = list(s["timing_metrics"] or [])
     return s
+
+
+def settings_of(s: Mapping[str, Any], *, seed: int, determinism: str, run_dir: Path,
+                metrics_path: Path) -> dict[str, Any]:
+    """The flat settings a trial hands its script, in order: ``params``, seed, determinism, dirs."""
+    style = s["args"]
+    out = {(k if style == "hydra" else re.sub(r"(^|\.)-+", r"\1", k)): v
+           for k, v in flatten_params(s["params"]).items()}
+    if s["seed_key"]:
+        out[s["seed_key"]] = int(seed)
+    if s["determinism_key"]:
+        out[s["determinism_key"]] = determinism == "strict"
+    if s["output_dir_key"]:
+        out[s["output_dir_key"]] = str(run_dir)
+    if s["metrics_key"]:
+        out[s["metrics_key"]] = str(metrics_path)
+    return out
+
+
+def build_command(task: Mapping[str, Any], *, seed: int, determinism: str, run_dir: Path,
+                  metrics_path: Path) -> tuple[list[str], dict[str, str]]:
+    """One trial's argv and the environment variables its settings set (``args: env``; ``seed_env``).
+
+    Parameters are those of :func:`build_argv`.
+    """
+    s = task_settings(task)
+    argv = split_command(s["command"])
+    if argv[0] in _PYTHONS:
+        argv[0] = sys.executable
+    rendered, env = argstyle.render(settings_of(s, seed=seed, determinism=determinism, run_dir=run_dir,
+                                                metrics_path=metrics_path),
+                                    s["args"], s["values"], env_prefix=str(s["env_prefix"] or ""))
+    if s["seed_env"]:
+        env[str(s["seed_env"])] = str(int(seed))
+    return argv + rendered, env
 
 
 def build_argv(task: Mapping[str, Any], *, seed: int, determinism: str, run_dir: Path,
@@ -156,20 +241,7 @@ def build_argv(task: Mapping[str, Any], *, seed: int, determinism: str, run_dir:
     metrics_path : Path
         Where the script writes its metrics when ``metrics_file`` is null, passed via ``metrics_key``.
     """
-    s = task_settings(task)
-    argv = split_command(s["command"])
-    if argv[0] in _PYTHONS:
-        argv[0] = sys.executable
-    argv += [format_override(k, v) for k, v in flatten_params(s["params"]).items()]
-    if s["seed_key"]:
-        argv.append(format_override(s["seed_key"], int(seed)))
-    if s["determinism_key"]:
-        argv.append(format_override(s["determinism_key"], determinism == "strict"))
-    if s["output_dir_key"]:
-        argv.append(format_override(s["output_dir_key"], str(run_dir)))
-    if s["metrics_key"]:
-        argv.append(format_override(s["metrics_key"], str(metrics_path)))
-    return argv
+    return build_command(task, seed=seed, determinism=determinism, run_dir=run_dir, metrics_path=metrics_path)[0]
 
 
 def metrics_location(task: Mapping[str, Any], tp: TrialPaths) -> Path:
@@ -340,7 +412,8 @@ def read_metrics(path: Path) -> dict[str, Any]:
     return flatten_params(data)
 
 
-def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, Any]) -> dict[str, Any]:
+def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, Any],
+                     metric: str | None = None) -> TaskOutput:
     """Run ``task.command`` for one trial and return its metrics (see the module docstring).
 
     Parameters
@@ -351,20 +424,23 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
         The trial's directory; logs, ``run/`` and ``command.json`` go there.
     opts : mapping
         The ablation's options (``determinism``, ``timeout_min``).
+    metric : str, optional
+        The verdict's metric (default ``task.metric``), looked for in the script's outputs.
 
     Returns
     -------
-    dict
-        The metrics the script wrote (values are checked to be numbers by the trial).
+    TaskOutput
+        The metrics the script produced (values are checked to be numbers by the trial), and where
+        they came from (source, file, step, rule, matched line).
 
     Raises
     ------
     ConfigError
-        No ``fn`` and no ``command``; a bad setting; Hydra refusing a key the script lacks; the
-        script exiting 0 without a valid metrics file. These stop the ablation: every trial would
+        No ``fn`` and no ``command``; a bad setting; the script's parser refusing a key it lacks; the
+        script exiting 0 without the metric anywhere. These stop the ablation: every trial would
         fail the same way.
     CommandFailed
-        The script exited with a non-zero code (the message holds the tail of its stderr).
+        The script exited with a non-zero code (the message starts with its exception line).
     TrialTimeout
         The script ran past ``timeout_min`` and was killed.
     """
@@ -372,6 +448,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     if not task.get("command"):
         raise ConfigError("the task declares neither `fn` (module:function) nor `command`", where="task",
                           fix="set `task.fn: my_module:train` in conf/task/<name>.yaml")
+    s = task_settings(task)
     seed = int(cfg.get("seed", 0))
     mode = seeding.check_mode(opts.get("determinism", "seeded"))
     run_dir = tp.dir / RUN_DIR_NAME
@@ -380,16 +457,43 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     metrics_path = metrics_location(task, tp)
     for stale in {default_metrics, metrics_path}:
         stale.unlink(missing_ok=True)
-    argv = build_argv(task, seed=seed, determinism=mode, run_dir=run_dir, metrics_path=default_metrics)
+    sd = _find_sweep(tp)
+    alias = tp.dir if s["args"] == "hydra" else safe_alias(tp.dir, sd.root if sd is not None else None)  # Hydra
+    # quotes its values; other parsers get a path with no `=`, `,` or space
+    argv, style_env = build_command(task, seed=seed, determinism=mode, run_dir=alias / RUN_DIR_NAME,
+                                    metrics_path=alias / DEFAULT_METRICS_NAME)
     set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
-               "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), METRICS_ENV: str(default_metrics),
-               "PYTHONUNBUFFERED": "1"}
+               "ABLATE_TRIAL_DIR": str(alias), "ABLATE_RUN_DIR": str(alias / RUN_DIR_NAME),
+               METRICS_ENV: str(alias / DEFAULT_METRICS_NAME), "PYTHONUNBUFFERED": "1", **style_env}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
     cwd, snapshot = task_dir(tp, task)
     record: dict[str, Any] = {"metrics_file": str(metrics_path)}
+    if alias != tp.dir:
+        record["trial_dir_alias"] = str(alias)
     with guard_snapshot(snapshot):
-        spawn(argv, set_env, cwd, tp, opts, task, record)
-    return read_metrics(metrics_path)
+        rec = spawn(argv, set_env, cwd, tp, opts, task, record)
+    if metrics_path.is_file():
+        read_metrics(metrics_path)  # a metrics file that is there must be a JSON object (a clear error if not)
+    out_lines = read_from(tp.stdout, rec["stdout_start"], max_bytes=1 << 24).splitlines()
+    err_lines = read_from(tp.stderr, rec["stderr_start"], max_bytes=1 << 24).splitlines()
+    name = str(metric or s["metric"] or "")
+    patterns = metrics.compile_patterns(s["metric_pattern"])
+    try:
+        values, source = metrics.collect(run_dir, out_lines, name, source=s["metric_source"], reduce=s["reduce"],
+                                         stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
+                                         patterns=patterns, metrics_file=metrics_path,
+                                         work_dir=cwd if snapshot is not None else None)
+    except ConfigError as exc:
+        if s["metric_source"] == "auto" and not patterns and not metrics_path.is_file():
+            raise ConfigError(
+                f"the command exited 0 but wrote no metrics file at {metrics_path}, and {exc.what}",
+                where="task.metric_pattern",
+                fix=f"declare the printed line to read, e.g. `metric_pattern: '{name} (?P<{name}>[0-9.eE+-]+)'`; or "
+                f"make the script write a JSON object such as {{\"{name}\": 0.97}} to the path in ${METRICS_ENV}, or "
+                "set `metrics_file` to the file it writes in its run dir (relative to it)",
+            ) from None
+        raise
+    return TaskOutput(metrics=values, source=source)
 
 
 def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths, opts: Mapping[str, Any],
@@ -437,6 +541,7 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
     out_fd, err_fd = open_log(tp.stdout), open_log(tp.stderr)
     err_start = os.fstat(err_fd).st_size
     record["stdout_start"] = os.fstat(out_fd).st_size
+    record["stderr_start"] = err_start
     t0 = time.perf_counter()
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **set_env}, stdin=subprocess.DEVNULL,
@@ -463,7 +568,7 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
     write_json(tp.dir / "command.json", record)
     if proc.returncode != 0:
         stderr = read_from(tp.stderr, err_start)
-        bad_key = _unknown_key(stderr, task)
+        bad_key = _unknown_key(stderr, task) or _refused_args(stderr, task)
         if bad_key is not None:
             raise bad_key
         rc = proc.returncode
@@ -472,8 +577,41 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
             how = f"was killed by signal {-rc}"
             with contextlib.suppress(ValueError):
                 how = f"was killed by {signal.Signals(-rc).name}"
-        raise CommandFailed(f"the command {how}; log tail (stderr.log):\n{_tail(stderr) or '(empty)'}")
+        log, text = ("stderr.log", stderr) if stderr.strip() else ("stdout.log", read_from(tp.stdout,
+                                                                                           record["stdout_start"]))
+        line = exception_line(text)
+        failed = CommandFailed(f"the command {how}" + (f": {line}" if line else "")
+                               + f"; end of its log ({log}):\n{_tail(text) or '(empty)'}")
+        failed.before_first_step = not _printed_a_metric(tp, record, task)
+        raise failed
     return record
+
+
+_REFUSED_ARGS = (
+    re.compile(r"error: unrecognized arguments: (.+)"),  # argparse
+    re.compile(r"error: the following arguments are required: (.+)"),  # argparse, given key=value positionals
+    re.compile(r"arguments are not used by the HfArgumentParser: (.+)"),  # transformers' HfArgumentParser
+    re.compile(r"Unknown config key: (.+)"),  # nanoGPT's configurator
+    re.compile(r"error: argument ([^:]+): (?:expected one argument|invalid \w+ value)"),  # argparse
+)
+
+
+def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
+    """The script's own parser refused the arguments ablate passed: every trial would, so stop (one line)."""
+    s = task_settings(task)
+    for pat in _REFUSED_ARGS:
+        m = pat.search(stderr)
+        if m:
+            styles = {"hydra": "`args: hydra` passes key=value", "--key=value": "`args: --key=value` passes "
+                      "--key=value", "--key value": "`args: --key value` passes --key value", "env": "`args: env`"}
+            return ConfigError(
+                f"the script refused the arguments it was given ({exception_line(stderr)}); "
+                f"{styles[s['args']]}", where="task.args",
+                fix="declare the style the script parses (`args: --key value` for argparse, `args: --key=value` for "
+                "a configurator; see `python <script> --help`), and keep under `params:` only keys the script "
+                "takes (`seed_key: null` if it takes no seed)",
+            )
+    return None
 
 
 class CommandForm:
@@ -486,21 +624,40 @@ class CommandForm:
         check_command_task(plan, cwd)
 
     def run(self, cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
-            arm: Mapping[str, Any], code_root: Any = None) -> dict[str, Any]:
+            arm: Mapping[str, Any], code_root: Any = None) -> TaskOutput:
         """See :func:`run_command_task`."""
-        return run_command_task(cfg, tp, opts)
+        return run_command_task(cfg, tp, opts, metric=plan.get("metric"))
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
-        """Each arm's exact argv for its first seed (the run dir and metrics path are the trial's)."""
+        """Each arm's exact argv for its first seed, as a shell needs it (the run dir and metrics path are the
+        trial's); one argument a line when long; the environment variables its settings set."""
         lines = []
         seed = plan.seeds[0]
         for arm in plan.arms:
             task = resolve(arm.config).get("task") or {}
-            run_dir = Path("<trial dir>") / RUN_DIR_NAME
-            argv = build_argv(task, seed=seed, determinism="seeded", run_dir=run_dir,
-                              metrics_path=Path("<trial dir>") / DEFAULT_METRICS_NAME)
-            lines.append(f"  argv {arm.name} seed={seed}: {shlex.join(argv)}")
+            argv, env = build_command(task, seed=seed, determinism="seeded",
+                                      run_dir=Path("<trial dir>") / RUN_DIR_NAME,
+                                      metrics_path=Path("<trial dir>") / DEFAULT_METRICS_NAME)
+            argv[0] = split_command(task["command"])[0]  # `python` as written: the interpreter running ablate
+            words = [*(f"{k}={shell_quote(v)}" for k, v in env.items()), *(shell_quote(a) for a in argv)]
+            line = " ".join(words)
+            head = f"  argv {arm.name} seed={seed}:"
+            if len(head) + len(line) < 100:
+                lines.append(f"{head} {line}")
+            else:
+                lines.append(head)
+                cont = [" \\"] * (len(words) - 1) + [""]
+                lines.extend(f"      {w}{c}" for w, c in zip(words, cont, strict=True))
         return lines
+
+
+def shell_quote(arg: str) -> str:
+    """``arg`` as a POSIX shell reads it back (:func:`shlex.quote`), in double quotes where that reads better
+    (``"device='cpu'"`` rather than ``'device='"'"'cpu'"'"''``)."""
+    q = shlex.quote(arg)
+    if "'" in arg and not any(c in arg for c in '"$`\\!'):
+        return f'"{arg}"'
+    return q
 
 
 FORM = CommandForm()

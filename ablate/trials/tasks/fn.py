@@ -1,17 +1,22 @@
 """The ``fn`` form of a task: a Python callable ``module:function`` called in the trial process.
 
-``fn(cfg: DictConfig) -> Mapping[str, float]``; the trial seeds every generator before calling it.
+``fn(cfg: DictConfig) -> Mapping[str, float]``; the trial seeds every generator before calling it. A function
+whose module uses ``HydraConfig`` runs with it set as in a Hydra run: ``HydraConfig.get().runtime.output_dir``
+is the trial's ``run/`` dir.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.plan.hydra_semantics import trial_hydra
 from ablate.trials.tasks.taskcheck import check_task_fn
 
 
@@ -62,6 +67,15 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
     return obj
 
 
+def uses_hydra_config(fn: Callable[..., Any]) -> bool:
+    """Whether the function's module names ``HydraConfig`` (read from its source file; no Hydra import)."""
+    try:
+        path = inspect.getsourcefile(fn)
+        return bool(path) and "HydraConfig" in Path(path).read_text(encoding="utf-8", errors="replace")
+    except (TypeError, OSError):
+        return False
+
+
 class FnForm:
     """The ``fn`` task form (see the module docstring)."""
 
@@ -77,7 +91,12 @@ class FnForm:
         from omegaconf import OmegaConf
 
         fn = import_callable(str(cfg["task"]["fn"]), code_root)
-        return fn(OmegaConf.create(dict(cfg)))
+        if not uses_hydra_config(fn):
+            return fn(OmegaConf.create(dict(cfg)))
+        run_dir = Path(tp.dir) / "run"  # as in a Hydra run: HydraConfig.get().runtime.output_dir is the trial's
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with trial_hydra(run_dir, cfg.get("task")):
+            return fn(OmegaConf.create(dict(cfg)))
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""

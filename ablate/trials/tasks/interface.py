@@ -22,7 +22,15 @@ from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import freeze_now, missing_keys
 from ablate.trials.tasks import app, command, fn
 from ablate.trials.tasks.app import split_cli, with_cli_overrides
-from ablate.trials.tasks.base import FORM_KEYS, TaskForm, TaskOutput, TrialTimeout, form_of, is_script_form
+from ablate.trials.tasks.base import (
+    FORM_KEYS,
+    ScriptFailed,
+    TaskForm,
+    TaskOutput,
+    TrialTimeout,
+    form_of,
+    is_script_form,
+)
 from ablate.trials.tasks.fn import import_callable
 
 _FORMS: dict[str, TaskForm] = {"fn": fn.FORM, "command": command.FORM, "app": app.FORM}
@@ -74,6 +82,28 @@ def attach(cfg: dict[str, Any], compose: Callable[[str], Mapping[str, Any]] | No
     return cfg, compose, choices
 
 
+def seed_route(task: Mapping[str, Any]) -> str:
+    """How a script task's trials hand the script its seed, as the Setup line says it (what ablate does, never
+    what the script does with it: that is not observed, except when every seed gave the same metrics)."""
+    if task.get("app"):
+        key = app.settings(task)["seed_key"]
+        return (f"each trial passes its seed as `{key}=<seed>`" if key else "the seed is not passed (seed_key: null)") \
+            + " and in $ABLATE_SEED"
+    s = command.task_settings(task)
+    ways = []
+    if s["seed_key"]:
+        rendered = command.argstyle.render({s["seed_key"]: 1234567}, s["args"], s["values"],
+                                           env_prefix=str(s["env_prefix"] or ""))
+        ways.append(f"as `{' '.join(rendered[0]) or ' '.join(f'{k}={v}' for k, v in rendered[1].items())}`"
+                    .replace("1234567", "<seed>"))
+    if s["seed_env"]:
+        ways.append(f"in ${s['seed_env']}")
+    ways.append("in $ABLATE_SEED")
+    head = "each trial passes its seed to the script " if s["seed_key"] or s["seed_env"] else \
+        "the seed is not passed as a setting (seed_key: null); each trial sets it only "
+    return head + ", ".join(ways)
+
+
 def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[str]:
     """The task's own config dirs (an app's; none for ``fn`` and ``command``), as absolute paths."""
     if not task.get("app"):
@@ -81,5 +111,5 @@ def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[st
     return [str(app.config_location(app.settings(task), cwd)[0])]
 
 
-__all__ = ["FORM_KEYS", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
-           "form_of", "get_form", "import_callable", "is_script_form", "split_cli", "with_cli_overrides"]
+__all__ = ["FORM_KEYS", "ScriptFailed", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
+           "form_of", "get_form", "import_callable", "is_script_form", "seed_route", "split_cli", "with_cli_overrides"]
