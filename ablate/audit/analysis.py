@@ -126,8 +126,8 @@ def _sample_size(va: dict[int, float], vb: dict[int, float], n: int, goal: str) 
         df = len(xa) + len(xb) - 2
         sd = math.sqrt(ss / df) if df > 0 else 0.0
         adv = recommend_seeds(n, sd, df, target=abs(diff) or None, target_kind="observed") if sd > 0 else None
-        if adv is not None and adv.n_needed_upper is not None:
-            needed, how = max(MIN_REPLICATES, adv.n_needed_upper), adv.message()
+        if adv is not None and adv.n_needed is not None:
+            needed, how = max(MIN_REPLICATES, adv.n_needed), adv.message()
     one = "one seed is a sample size of one" if n == 1 else f"{n} seeds per arm give no test (a verdict needs 3)"
     return {"n": n, "diff": diff, "seeds_needed": needed, "how": how,
             "message": f"{one}: the difference ({diff:+.4g}) cannot be told from seed noise; run {needed} seeds per "
@@ -135,11 +135,11 @@ def _sample_size(va: dict[int, float], vb: dict[int, float], n: int, goal: str) 
 
 
 def advised_seeds(stats: dict[str, Any]) -> int:
-    """Seeds per arm for the minimal ablation: the seed advice's upper count, else the default."""
+    """Seeds per arm for the minimal ablation: the seed advice (on the SD's upper limit), else the default."""
     if stats.get("verdict") is None:
         return int(stats["sample_size"]["seeds_needed"])
     adv = (stats["verdict"]["comparisons"][0].get("seed_advice") or {})
-    n = adv.get("n_needed_upper") or adv.get("n_needed")
+    n = adv.get("n_needed")
     return max(MIN_REPLICATES, int(n)) if n else DEFAULT_SEEDS
 
 
