@@ -32,7 +32,7 @@ from ablate.plan.app_config import resolve_container
 from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
-from ablate.trials import fingerprint, isolation, proctree, seeding
+from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
 from ablate.trials.workdir import task_workdir
@@ -240,6 +240,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                                 "host": base["host"], "pid": os.getpid()}
     if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
+        if warmfork.is_fork():  # what the warm parent held beyond the task, and what this trial imported anew
+            manifest["warm"] = {"parent": manifest["warm_parent"], "preloaded": warmfork.preloaded()}
     saved_env = dict(os.environ) if in_process else None
 
     stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
@@ -311,10 +313,13 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
             raise KeyboardInterrupt
         task_s = time.perf_counter() - t_task
+        if "warm" in manifest:
+            manifest["warm"]["imported"] = warmfork.new_roots()
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
             manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
+        if "torch" in sys.modules or "warm" in manifest:
             write_json(tp.manifest, manifest)
         source = None
         if isinstance(out, TaskOutput):

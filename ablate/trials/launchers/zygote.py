@@ -39,7 +39,8 @@ from typing import Any
 
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
-from ablate.trials import trial
+from ablate.trials import trial, warmfork
+from ablate.trials.launchers.warm import unsafe_reason
 from ablate.trials.tasks.interface import import_callable
 from ablate.trials.trial import PARENT_ENV, die_with_parent
 
@@ -60,9 +61,35 @@ def os_threads() -> int:
         return threading.active_count()
 
 
-def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
-    """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs), then
-    report whether forking is safe.
+def hazards() -> dict[str, Any]:
+    """What makes forking this process unsafe, as the ready report carries it: ``threads`` (OS threads
+    now) and ``cuda`` (True when torch initialised CUDA here). Checked by
+    :func:`ablate.trials.launchers.warm.unsafe_reason`, at start and after each learned import."""
+    torch = sys.modules.get("torch")
+    cuda = False
+    if torch is not None:
+        try:
+            cuda = bool(torch.cuda.is_initialized())
+        except Exception:  # a torch without a usable cuda module: nothing initialised
+            cuda = False
+    return {"threads": os_threads(), "cuda": cuda}
+
+
+def import_modules(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Import each of ``names`` in order; returns those imported and, for the others, the error."""
+    done, errors = [], {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            done.append(name)
+        except BaseException as exc:  # SystemExit at import too: it never ends the warm parent
+            errors[name] = f"{type(exc).__name__}: {exc}"
+    return done, errors
+
+
+def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None = None) -> dict[str, Any]:
+    """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs, and the
+    declared ``modules``: ``launcher.preload``), then report whether forking is safe.
 
     Returns
     -------
@@ -72,7 +99,8 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
         ``OPENBLAS_NUM_THREADS`` at 1 so that importing numpy or torch starts none),
         ``cuda`` (True when torch initialised CUDA here), ``imported`` (task specs imported),
         ``import_errors`` (spec -> message; those trials fail on their own with the full error),
-        ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
+        ``preloaded`` (the declared modules imported), ``preload_errors`` (module -> message: the launcher
+        refuses), ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
     """
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)
@@ -91,15 +119,10 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
     import omegaconf  # noqa: F401  (every trial resolves its config)
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
-    torch = sys.modules.get("torch")
-    cuda = False
-    if torch is not None:
-        try:
-            cuda = bool(torch.cuda.is_initialized())
-        except Exception:  # a torch without a usable cuda module: nothing initialised
-            cuda = False
-    return {"pid": os.getpid(), "threads": os_threads(), "cuda": cuda, "imported": imported,
-            "import_errors": errors, "hash_seed": os.environ.get("PYTHONHASHSEED")}
+    declared, preload_errors = import_modules(list(modules or []))
+    return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
+            "preloaded": declared, "preload_errors": preload_errors,
+            "hash_seed": os.environ.get("PYTHONHASHSEED")}
 
 
 def _write(fd: int, msg: Mapping[str, Any]) -> None:
@@ -108,10 +131,11 @@ def _write(fd: int, msg: Mapping[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
+def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Learner, report_fd: int) -> None:
     """In the forked trial: detach, take the request's logs and environment, reseed, run ``entry.main``,
-    exit. Never returns."""
+    report the modules it imported that this process had not (on ``report_fd``), exit. Never returns."""
     code = 1
+    warmfork.forked(learn.declared, learn.learned)
     try:
         os.setsid()  # its own session and process group: killed as a group, never by our Ctrl-C
         signal.set_wakeup_fd(-1)
@@ -150,6 +174,10 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
             atexit._run_exitfuncs()  # what a fresh interpreter runs at exit (trackers flush here)
             sys.stdout.flush()
             sys.stderr.flush()
+            if report_fd >= 0:
+                os.set_blocking(report_fd, False)  # more than a pipe holds is dropped, never waited for
+                with contextlib.suppress(OSError):
+                    os.write(report_fd, json.dumps(warmfork.new_roots()).encode())
         finally:
             os._exit(code)
 
@@ -174,11 +202,87 @@ def _fresh_process_state(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def serve(entry: str, req_fd: int, out_fd: int) -> None:
+class Learner:
+    """What the warm parent preloads beyond the task: the declared modules (``launcher.preload``) and those it
+    learns from its trials (each fork reports the modules it imported that the parent had not).
+
+    :meth:`learn` runs between forks: the modules a trial reported, not yet held, are first imported in a
+    probe (a fork that imports them, checks :func:`hazards` with
+    :func:`ablate.trials.launchers.warm.unsafe_reason`, and exits); only when the probe found them safe does
+    this process import them, so a module that starts a thread or initialises CUDA never reaches it. A module
+    refused once (unsafe, or failing to import) is never tried again; the reason goes to this process's
+    stderr (the warm parent's log), once.
+    """
+
+    def __init__(self, declared: list[str], enabled: bool) -> None:
+        self.declared = list(declared)
+        self.enabled = enabled
+        self.learned: list[str] = []
+        self.refused: dict[str, str] = {}
+
+    def learn(self, roots: list[str]) -> None:
+        """Import ``roots`` (reported by a trial) here, when a probe fork found that safe."""
+        todo = [r for r in roots if r not in sys.modules and r not in self.refused]
+        if not self.enabled or not todo:
+            return
+        probe = self._probe(todo)
+        why = probe.get("error") or unsafe_reason({**probe, "imported": todo})
+        if why:
+            self._refuse(todo, why)
+            return
+        for name, err in (probe.get("errors") or {}).items():
+            self._refuse([name], f"importing it failed in a probe ({err})")
+        ok = [r for r in todo if r in (probe.get("ok") or [])]
+        done, errors = import_modules(ok)
+        for name, err in errors.items():
+            self._refuse([name], f"importing it failed ({err})")
+        self.learned += done
+        why = unsafe_reason({**hazards(), "imported": done})
+        if why:  # the probe said safe, the same import here was not: forking from here is no longer safe
+            print(f"ablate warm parent: learned import {why}; it stops forking trials", file=sys.stderr, flush=True)
+            raise SystemExit(3)
+
+    def _refuse(self, names: list[str], why: str) -> None:
+        for name in names:
+            self.refused[name] = why
+        print(f"ablate warm parent: not preloading {', '.join(names)} (imported by a trial): {why}; each trial "
+              "imports it itself", file=sys.stderr, flush=True)
+
+    @staticmethod
+    def _probe(names: list[str]) -> dict[str, Any]:
+        r, w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the probe: import, report, exit (never runs anything else)
+            try:
+                os.close(r)
+                ok, errors = import_modules(names)
+                data = json.dumps({"ok": ok, "errors": errors, **hazards()}).encode()
+                while data:
+                    data = data[os.write(w, data):]
+            finally:
+                os._exit(0)
+        os.close(w)
+        chunks = []
+        while chunk := os.read(r, 65536):
+            chunks.append(chunk)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        try:
+            return dict(json.loads(b"".join(chunks)))
+        except ValueError:
+            return {"error": f"the probe importing them ended without a report (exit "
+                    f"{os.waitstatus_to_exitcode(status)})"}
+
+
+def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) -> None:
     """Fork one trial (``entry.main(request argv)``) per request line on ``req_fd`` and report pids and
-    exit codes on ``out_fd``."""
+    exit codes on ``out_fd``; between forks, preload what the trials imported (``learner``)."""
     import selectors
 
+    learner = learner or Learner([], enabled=False)
+    reports: dict[int, int] = {}  # pid -> read end of the pipe its list of new imports comes on
     sig_r, sig_w = os.pipe()
     os.set_blocking(sig_r, False)
     os.set_blocking(sig_w, False)
@@ -186,6 +290,7 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.set_wakeup_fd(sig_w)
     running: dict[int, int] = {}  # pid -> request id
+    learned: list[str] = []
     buf = b""
     eof = False
     with selectors.DefaultSelector() as sel:
@@ -206,6 +311,11 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
                 rid = running.pop(pid, None)
                 if rid is not None:
                     _write(out_fd, {"id": rid, "exit": os.waitstatus_to_exitcode(status)})
+                if pid in reports:
+                    learned.extend(_read_report(reports.pop(pid)))
+            if learned:  # before the next fork: what this trial imported, the next ones find loaded
+                roots, learned[:] = list(dict.fromkeys(learned)), []
+                learner.learn(roots)
             if req_fd in ready and not eof:
                 chunk = os.read(req_fd, 65536)
                 if not chunk:
@@ -223,22 +333,44 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
                     req = json.loads(line)
                     sys.stdout.flush()
                     sys.stderr.flush()
+                    rep_r, rep_w = os.pipe() if learner.enabled else (-1, -1)
                     pid = os.fork()
                     if pid == 0:
-                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w])
+                        others = list(reports.values()) + ([rep_r] if rep_r >= 0 else [])
+                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w, *others], learner, rep_w)
+                    if rep_w >= 0:
+                        os.close(rep_w)
+                        reports[pid] = rep_r
                     running[pid] = req["id"]
                     _write(out_fd, {"id": req["id"], "pid": pid})
 
 
+def _read_report(fd: int) -> list[str]:
+    """The module names a finished fork wrote on its report pipe (none when it wrote nothing usable)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    try:
+        names = json.loads(b"".join(chunks))
+    except ValueError:
+        return []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``
-    (started by :class:`ablate.trials.launchers.warm.WarmParent`)."""
+    """Entry point of ``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]
+    [--preload MODULE ...] [--no-learn]`` (started by :class:`ablate.trials.launchers.warm.WarmParent`)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m ablate.trials.launchers.zygote")
     ap.add_argument("sweep_dir")
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
     ap.add_argument("--stdout-fd", type=int, default=None)
+    ap.add_argument("--preload", nargs="*", default=[])
+    ap.add_argument("--no-learn", action="store_true")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
 
     die_with_parent()
@@ -254,14 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     root = str(Path(args.sweep_dir))
     try:
-        report = preload(root, args.entry)
+        report = preload(root, args.entry, args.preload)
     except Exception as exc:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     _write(out_fd, {"ready": report})
-    if report["threads"] > 1 or report["cuda"]:
+    if report["threads"] > 1 or report["cuda"] or report["preload_errors"]:
         return 0  # the launcher refuses with the reason
-    serve(args.entry, req_fd, out_fd)
+    serve(args.entry, req_fd, out_fd, Learner(report["preloaded"], enabled=not args.no_learn))
     return 0
 
 
