@@ -176,8 +176,8 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
             sys.stderr.flush()
             if report_fd >= 0:
                 os.set_blocking(report_fd, False)  # more than a pipe holds is dropped, never waited for
-                with contextlib.suppress(OSError):
-                    os.write(report_fd, json.dumps(warmfork.new_roots()).encode())
+                with contextlib.suppress(OSError):  # what it imported, and whether it ended with only one thread
+                    os.write(report_fd, json.dumps({"roots": warmfork.new_roots(), **hazards()}).encode())
         finally:
             os._exit(code)
 
@@ -206,12 +206,15 @@ class Learner:
     """What the warm parent preloads beyond the task: the declared modules (``launcher.preload``) and those it
     learns from its trials (each fork reports the modules it imported that the parent had not).
 
-    :meth:`learn` runs between forks: the modules a trial reported, not yet held, are first imported in a
-    probe (a fork that imports them, checks :func:`hazards` with
-    :func:`ablate.trials.launchers.warm.unsafe_reason`, and exits); only when the probe found them safe does
-    this process import them, so a module that starts a thread or initialises CUDA never reaches it. A module
-    refused once (unsafe, or failing to import) is never tried again; the reason goes to this process's
-    stderr (the warm parent's log), once.
+    :meth:`learn` runs between forks. The modules a trial reported, not yet held, are safe to import here when
+    the trial that imported them ended with one thread and CUDA untouched (:func:`hazards`, checked with
+    :func:`ablate.trials.launchers.warm.unsafe_reason`: a thread started at import would still be running).
+    When the trial cannot tell (it ended with threads of its own, or with CUDA), a probe (a fork that imports
+    only those modules, checks the same, and exits) decides; only what it found safe is imported here, so a
+    module that starts a thread or initialises CUDA never reaches this process. After the import the same check
+    runs here: should it fail, this process stops forking (its trials then end as when a warm parent dies).
+    A module refused once (unsafe, or failing to import) is never tried again; the reason goes to this
+    process's stderr (the warm parent's log), once.
     """
 
     def __init__(self, declared: list[str], enabled: bool) -> None:
@@ -220,19 +223,22 @@ class Learner:
         self.learned: list[str] = []
         self.refused: dict[str, str] = {}
 
-    def learn(self, roots: list[str]) -> None:
-        """Import ``roots`` (reported by a trial) here, when a probe fork found that safe."""
+    def learn(self, roots: list[str], trial_end: Mapping[str, Any] | None = None) -> None:
+        """Import ``roots`` (reported by a trial, whose :func:`hazards` at its end are ``trial_end``) here, when
+        that trial's end or a probe fork shows it safe."""
         todo = [r for r in roots if r not in sys.modules and r not in self.refused]
         if not self.enabled or not todo:
             return
-        probe = self._probe(todo)
-        why = probe.get("error") or unsafe_reason({**probe, "imported": todo})
-        if why:
-            self._refuse(todo, why)
-            return
-        for name, err in (probe.get("errors") or {}).items():
-            self._refuse([name], f"importing it failed in a probe ({err})")
-        ok = [r for r in todo if r in (probe.get("ok") or [])]
+        ok = todo
+        if trial_end is None or unsafe_reason(trial_end) is not None:
+            probe = self._probe(todo)
+            why = probe.get("error") or unsafe_reason({**probe, "imported": todo})
+            if why:
+                self._refuse(todo, why)
+                return
+            for name, err in (probe.get("errors") or {}).items():
+                self._refuse([name], f"importing it failed in a probe ({err})")
+            ok = [r for r in todo if r in (probe.get("ok") or [])]
         done, errors = import_modules(ok)
         for name, err in errors.items():
             self._refuse([name], f"importing it failed ({err})")
@@ -290,7 +296,7 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.set_wakeup_fd(sig_w)
     running: dict[int, int] = {}  # pid -> request id
-    learned: list[str] = []
+    learned: list[dict[str, Any]] = []  # reports of forks that ended, not yet learned from
     buf = b""
     eof = False
     with selectors.DefaultSelector() as sel:
@@ -312,10 +318,10 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
                 if rid is not None:
                     _write(out_fd, {"id": rid, "exit": os.waitstatus_to_exitcode(status)})
                 if pid in reports:
-                    learned.extend(_read_report(reports.pop(pid)))
-            if learned:  # before the next fork: what this trial imported, the next ones find loaded
-                roots, learned[:] = list(dict.fromkeys(learned)), []
-                learner.learn(roots)
+                    learned.append(_read_report(reports.pop(pid)))
+            while learned:  # before the next fork: what these trials imported, the next ones find loaded
+                rep = learned.pop(0)
+                learner.learn(list(rep.get("roots") or []), rep if "threads" in rep else None)
             if req_fd in ready and not eof:
                 chunk = os.read(req_fd, 65536)
                 if not chunk:
@@ -345,8 +351,9 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
                     _write(out_fd, {"id": req["id"], "pid": pid})
 
 
-def _read_report(fd: int) -> list[str]:
-    """The module names a finished fork wrote on its report pipe (none when it wrote nothing usable)."""
+def _read_report(fd: int) -> dict[str, Any]:
+    """What a finished fork wrote on its report pipe: ``roots`` (module names) and its :func:`hazards` at its
+    end; empty when it wrote nothing usable."""
     os.set_blocking(fd, False)
     chunks = []
     with contextlib.suppress(BlockingIOError, OSError):
@@ -354,10 +361,12 @@ def _read_report(fd: int) -> list[str]:
             chunks.append(chunk)
     os.close(fd)
     try:
-        names = json.loads(b"".join(chunks))
+        rep = json.loads(b"".join(chunks))
     except ValueError:
-        return []
-    return [str(n) for n in names] if isinstance(names, list) else []
+        return {}
+    if not isinstance(rep, dict) or not isinstance(rep.get("roots"), list):
+        return {}
+    return {**rep, "roots": [str(n) for n in rep["roots"]]}
 
 
 def main(argv: list[str] | None = None) -> int:
