@@ -34,7 +34,14 @@ from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
 from ablate.trials.seeding import clear_import_hooks
-from ablate.trials.tasks.interface import TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
+from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
+    TaskOutput,
+    TrialTimeout,
+    form_of,
+    get_form,
+    import_callable,
+    warm_app,
+)
 from ablate.trials.workdir import task_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
@@ -284,14 +291,19 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
             workdir = task_workdir(sd, plan, cfg.get("task") or {})
             manifest["cwd"] = str(workdir)
-        if form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
+        warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
+        if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
+            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
+                                       "via": f"the app's overrides, called as {warm_fn}() in this process"}
+            manifest.setdefault("warm", {})["app"] = {"function": warm_fn, "in_process": True}
+        elif form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
             hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
-            if threads is not None:
-                manifest["determinism"]["threads"] = int(threads)
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
+        if form.name != "fn" and threads is not None:
+            manifest["determinism"]["threads"] = int(threads)
         manifest["determinism"]["hash_seed"] = hash_seed
         write_json(tp.manifest, manifest)
         run_opts = {**opts, "determinism": mode}

@@ -137,6 +137,11 @@ class WarmParent:
             raise UserError(f"the warm parent cannot import {name!r} ({bad[name]})", where="launcher.preload",
                             fix="name modules importable in the trials' environment (e.g. "
                             "`launcher.preload=[torch._dynamo]`), or drop it")
+        #: Apps whose trials start a fresh ``python <app>`` although warm: script -> why (said once, here).
+        self.app_fallback: dict[str, str] = dict(self.report.get("app_fallback") or {})
+        for app, why in self.app_fallback.items():
+            print(f"ablate: launcher.warm: each trial of the app {app} starts a fresh `python {app}` process: the "
+                  f"warm parent cannot hold it safely ({why})", file=sys.stderr, flush=True)
         problem = unsafe_reason(self.report)
         if problem:
             self.close()

@@ -33,7 +33,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,9 @@ from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
 from ablate.trials import trial, warmfork
 from ablate.trials.launchers.warm import unsafe_reason
-from ablate.trials.tasks.interface import import_callable
+from ablate.trials.tasks.interface import import_callable, preload_warm
 from ablate.trials.trial import PARENT_ENV, die_with_parent
+from ablate.trials.workdir import task_workdir
 
 #: Environment variable holding the warm parent's pid in each trial it forked (recorded in the manifest).
 WARM_ENV = "ABLATE_WARM_PARENT"
@@ -114,6 +115,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
             imported.append(spec)
         except Exception as exc:  # the trial reports it with its own message
             errors[spec] = str(exc)
+    apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
@@ -121,8 +123,35 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
     declared, preload_errors = import_modules(list(modules or []))
     return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
-            "preloaded": declared, "preload_errors": preload_errors,
+            "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
             "hash_seed": os.environ.get("PYTHONHASHSEED")}
+
+
+def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Import each ``app`` task's script here, when a probe fork that imported it alone found that safe.
+
+    Returns ``apps`` (script -> its ``@hydra.main`` function: forks call it) and ``app_fallback`` (script -> why
+    its trials start a fresh ``python <app>`` instead: the import failed, or started a thread, or CUDA).
+    """
+    tasks = {str(t["app"]): t for a in plan["arms"] if (t := (a.get("config") or {}).get("task") or {}).get("app")}
+    apps, fallback = {}, {}
+    for app, task in sorted(tasks.items()):
+        workdir = task_workdir(sd, plan, task)  # where a fresh `python <app>` would start: the snapshot
+
+        def load(task: Mapping[str, Any] = task, workdir: Any = workdir) -> dict[str, Any]:
+            with contextlib.chdir(workdir):
+                return {"function": preload_warm(task, code_root)}
+
+        probe = run_in_probe(load)
+        why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
+        if why:
+            fallback[app] = why
+            continue
+        try:
+            apps[app] = load()["function"]
+        except Exception as exc:  # the probe imported it; here it failed: the trials start it afresh
+            fallback[app] = f"importing it failed ({type(exc).__name__}: {exc})"
+    return apps, fallback
 
 
 def _write(fd: int, msg: Mapping[str, Any]) -> None:
@@ -256,30 +285,43 @@ class Learner:
 
     @staticmethod
     def _probe(names: list[str]) -> dict[str, Any]:
-        r, w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the probe: import, report, exit (never runs anything else)
-            try:
-                os.close(r)
-                ok, errors = import_modules(names)
-                data = json.dumps({"ok": ok, "errors": errors, **hazards()}).encode()
-                while data:
-                    data = data[os.write(w, data):]
-            finally:
-                os._exit(0)
-        os.close(w)
-        chunks = []
-        while chunk := os.read(r, 65536):
-            chunks.append(chunk)
-        os.close(r)
-        _, status = os.waitpid(pid, 0)
+        def imports() -> dict[str, Any]:
+            ok, errors = import_modules(names)
+            return {"ok": ok, "errors": errors}
+
+        return run_in_probe(imports)
+
+
+def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+    """Run ``work`` in a fork of this process (a probe, which then exits) and return what it returned, with
+    the probe's :func:`hazards` after it; ``error`` when it raised or ended without a report. Nothing the
+    probe does reaches this process."""
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the probe: work, report, exit (never runs anything else)
         try:
-            return dict(json.loads(b"".join(chunks)))
-        except ValueError:
-            return {"error": f"the probe importing them ended without a report (exit "
-                    f"{os.waitstatus_to_exitcode(status)})"}
+            os.close(r)
+            try:
+                out: dict[str, Any] = dict(work())
+            except BaseException as exc:  # its failure is the report
+                out = {"error": f"importing it failed ({type(exc).__name__}: {exc})"}
+            data = json.dumps({**out, **hazards()}).encode()
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    try:
+        return dict(json.loads(b"".join(chunks)))
+    except ValueError:
+        return {"error": f"a probe doing it ended without a report (exit {os.waitstatus_to_exitcode(status)})"}
 
 
 def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) -> None:
