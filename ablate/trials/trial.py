@@ -331,14 +331,14 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
             manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
-        if "torch" in sys.modules or "warm" in manifest:
-            write_json(tp.manifest, manifest)
         source = None
         if isinstance(out, TaskOutput):
             out, source = out.metrics, out.source
         metrics = coerce_metrics(out, metric)
         as_bool = bool_metrics(out)
-        changed = _pins_after(sd, plan, manifest, tp)
+        changed = _pins_after(sd, plan, manifest)
+        if "torch" in sys.modules or "warm" in manifest or "data_after" in manifest or "code_after" in manifest:
+            write_json(tp.manifest, manifest)  # what the trial saw after the task, in one write
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
             return done("pin_mismatch", metrics=metrics, task_s=task_s,
                         error="changed while the trial ran, so its metrics describe other inputs: "
@@ -404,11 +404,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             os.environ.update(saved_env)
 
 
-def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any], tp: TrialPaths) -> list[str]:
+def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any]) -> list[str]:
     """Check the data and code pins again once the task has returned (content digests, no DVC).
 
-    Records what was seen in the manifest (``data_after``, ``code_after``) and returns the
-    differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
+    Records what was seen in ``manifest`` (``data_after``, ``code_after``; the caller writes it) and returns
+    the differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
     as far as its start and end can show).
     """
     pins = plan.get("pins") or {}
@@ -420,7 +420,6 @@ def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any],
         manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))
     if not check:
         return []
-    write_json(tp.manifest, manifest)
     return pins_mod.mismatches({k: pins[k] for k in check}, check)
 
 
