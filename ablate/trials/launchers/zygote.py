@@ -39,7 +39,7 @@ from typing import Any
 
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
-from ablate.trials import trial, warmfork
+from ablate.trials import seeding, trial, warmfork
 from ablate.trials.launchers.warm import unsafe_reason
 from ablate.trials.tasks.interface import import_callable, preload_warm
 from ablate.trials.trial import PARENT_ENV, die_with_parent
@@ -121,6 +121,8 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
     import omegaconf  # noqa: F401  (every trial resolves its config)
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
+    for name in ("numpy", "torch"):  # what seeding looks up in every trial, found once here for every fork
+        seeding.installed(name)
     declared, preload_errors = import_modules(list(modules or []))
     return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
