@@ -15,7 +15,11 @@ and answers ``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "ex
 ended (CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). The fork runs
 ``ENTRY.main(argv)`` (the entry named at start: ``ablate.trials.trial`` by default); without ``stdout``/``stderr``
 it keeps this process's fds 1 and 2 (``--stdout-fd`` names the fd its fd 1 is taken from; default its
-stderr). End of stdin: kill what is left and exit.
+stderr). End of stdin: kill what is left and exit. Each fork also gets the write end of a pipe of its own, on
+which it reports, as it exits, the modules it imported that this process had not; between forks this
+process imports them when that is safe (:class:`Learner`; ``--preload`` names modules to import at start,
+``--no-learn`` turns learning off). An ``app`` task's script is imported here too (after a probe fork found
+that safe), so each fork calls its ``@hydra.main`` function (:mod:`ablate.trials.tasks.app_warm`).
 
 Why not ``multiprocessing``'s forkserver: it is one server per Python process with a process-global
 preload list (``set_forkserver_preload``) and environment, so two ablations in one process (the
