@@ -96,10 +96,22 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
         raw["task"] = copy.deepcopy(dict(raw["task"]))
         _seed_app(raw, seed)
-    out = resolve_container(raw)
+    out = resolve_container(raw) if _interpolated(raw) else copy.deepcopy(raw)  # nothing to resolve: no OmegaConf
     if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
         _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
     return out  # type: ignore[return-value]
+
+
+def _interpolated(node: Any) -> bool:
+    """True when some string in ``node`` holds ``${`` (an interpolation, escaped or not): only then can resolving
+    change anything (a config of plain values resolves to an equal copy of itself)."""
+    if isinstance(node, str):
+        return "${" in node
+    if isinstance(node, Mapping):
+        return any(_interpolated(k) or _interpolated(v) for k, v in node.items())
+    if isinstance(node, list | tuple):
+        return any(_interpolated(v) for v in node)
+    return False
 
 
 def _seed_app(resolved: dict[str, Any], seed: int) -> None:

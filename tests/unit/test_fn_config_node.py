@@ -19,3 +19,18 @@ def test_each_trial_gets_its_own_copy_with_its_own_seed() -> None:
     assert [n.seed for n in nodes] == [0, 1, 2, 3]
     other = _node({**base, "task": {"lr": 0.2, "layers": [64, 64]}, "seed": 4}, arm)  # a changed config is rebuilt
     assert other.task.lr == 0.2 and other.seed == 4
+
+
+def test_a_config_without_interpolations_resolves_to_what_omegaconf_gives() -> None:
+    from omegaconf import OmegaConf
+
+    from ablate.trials.trial import resolve_config
+
+    arm = {"task": {"lr": 0.1, "layers": [64, {"a": None}], "inf": float("inf"), "flag": True, "name": "x"},
+           "launcher": {"name": "local", "max_parallel": None}, "seeds": [0, 1, 2]}
+    for seed in (0, 1):
+        got = resolve_config(arm, seed)
+        assert got == OmegaConf.to_container(OmegaConf.create({**arm, "seed": seed}), resolve=True)
+        assert got["seed"] == seed
+    assert resolve_config({"a": "${b}", "b": 2}, 0)["a"] == 2  # interpolated: resolved by OmegaConf
+    assert resolve_config({"a": "\\${b}", "b": 2}, 0)["a"] == "${b}"  # escaped: OmegaConf unescapes it
