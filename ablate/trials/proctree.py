@@ -48,14 +48,60 @@ def _stat(pid: int) -> tuple[int, int, str] | None:
     return int(fields[1]), int(fields[19]), fields[0]
 
 
+def _children(pid: int) -> list[int] | None:
+    """The direct children of ``pid`` from ``/proc/<pid>/task/<tid>/children`` (every thread's), or None
+    when the kernel does not offer that file (then the whole of ``/proc`` is scanned)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return [] if os.path.isdir("/proc/self/task") else None
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out += [int(c) for c in fh.read().split()]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended
+            return None  # no children file (a kernel without CONFIG_PROC_CHILDREN)
+        except OSError:
+            continue
+    return out
+
+
 def descendants(pid: int) -> list[Proc]:
     """Every live (non-zombie) process below ``pid``, as (pid, start time), parents before children.
+
+    Walks the ``children`` files of the tree (a few reads for a trial with no processes of its own), else
+    scans every process in ``/proc``.
 
     Parameters
     ----------
     pid : int
         The root of the tree (not included).
     """
+    out: list[Proc] = []
+    todo = [pid]
+    seen = {pid}
+    while todo:
+        kids = _children(todo.pop(0))
+        if kids is None:
+            return _descendants_by_scan(pid)
+        for child in kids:
+            if child in seen:
+                continue
+            seen.add(child)
+            st = _stat(child)
+            if st is None:
+                continue
+            if st[2] != "Z":
+                out.append((child, st[1]))
+            todo.append(child)
+    return out
+
+
+def _descendants_by_scan(pid: int) -> list[Proc]:
+    """:func:`descendants` from every ``/proc/<pid>/stat`` (where there are no ``children`` files)."""
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:

@@ -283,7 +283,7 @@ def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None)
 
         if "torch" in sys.modules:
             unseed_torch(sys.modules["torch"])
-        elif importlib.util.find_spec("torch") is not None:
+        elif installed("torch"):
             _hook.add("torch", unseed_torch)
             applied["on_import"].append("torch")
         return applied
@@ -304,10 +304,21 @@ def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None)
         if name in sys.modules:
             fn(sys.modules[name])
             applied["seeded"].append(name)
-        elif importlib.util.find_spec(name) is not None:
+        elif installed(name):
             _hook.add(name, fn)
             applied["on_import"].append(name)
     return applied
+
+
+_INSTALLED: dict[str, bool] = {}
+
+
+def installed(name: str) -> bool:
+    """Whether ``name`` can be imported here (``importlib.util.find_spec``, looked up once per process: the
+    path search costs more than the rest of seeding, and what is installed does not change during a run)."""
+    if name not in _INSTALLED:
+        _INSTALLED[name] = importlib.util.find_spec(name) is not None
+    return _INSTALLED[name]
 
 
 def torch_flags() -> dict[str, bool] | None:

@@ -33,9 +33,17 @@ from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.record.failure import failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
-from ablate.trials import fingerprint, isolation, proctree, seeding
+from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
 from ablate.trials.seeding import clear_import_hooks
-from ablate.trials.tasks.interface import ScriptFailed, TaskOutput, TrialTimeout, form_of, get_form, import_callable  # noqa: F401  (benchmarks import it here)
+from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
+    ScriptFailed,
+    TaskOutput,
+    TrialTimeout,
+    form_of,
+    get_form,
+    import_callable,
+    warm_app,
+)
 from ablate.trials.workdir import task_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
@@ -90,10 +98,22 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
         raw["task"] = copy.deepcopy(dict(raw["task"]))
         _seed_app(raw, seed)
-    out = resolve_container(raw)
+    out = resolve_container(raw) if _interpolated(raw) else copy.deepcopy(raw)  # nothing to resolve: no OmegaConf
     if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
         _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
     return out  # type: ignore[return-value]
+
+
+def _interpolated(node: Any) -> bool:
+    """True when some string in ``node`` holds ``${`` (an interpolation, escaped or not): only then can resolving
+    change anything (a config of plain values resolves to an equal copy of itself)."""
+    if isinstance(node, str):
+        return "${" in node
+    if isinstance(node, Mapping):
+        return any(_interpolated(k) or _interpolated(v) for k, v in node.items())
+    if isinstance(node, list | tuple):
+        return any(_interpolated(v) for v in node)
+    return False
 
 
 def _seed_app(resolved: dict[str, Any], seed: int) -> None:
@@ -241,6 +261,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                                 "host": base["host"], "pid": os.getpid()}
     if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
+        if warmfork.is_fork():  # what the warm parent held beyond the task, and what this trial imported anew
+            manifest["warm"] = {"parent": manifest["warm_parent"], "preloaded": warmfork.preloaded()}
     saved_env = dict(os.environ) if in_process else None
     inline_before = isolation.snapshot() if in_process else None  # put back after the trial (isolation.restore)
     inline_baseline: dict[str, Any] | None = None  # the same just before the task runs: what it changed
@@ -294,14 +316,19 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
             workdir = task_workdir(sd, plan, cfg.get("task") or {})
             manifest["cwd"] = str(workdir)
-        if form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
+        warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
+        if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
+            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
+                                       "via": f"the app's overrides, called as {warm_fn}() in this process"}
+            manifest.setdefault("warm", {})["app"] = {"function": warm_fn, "in_process": True}
+        elif form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
             hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
-            if threads is not None:
-                manifest["determinism"]["threads"] = int(threads)
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
+        if form.name != "fn" and threads is not None:
+            manifest["determinism"]["threads"] = int(threads)
         manifest["determinism"]["hash_seed"] = hash_seed
         write_json(tp.manifest, manifest)
         run_opts = {**opts, "determinism": mode}
@@ -325,11 +352,12 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
             raise KeyboardInterrupt
         task_s = time.perf_counter() - t_task
+        if "warm" in manifest:
+            manifest["warm"]["imported"] = warmfork.new_roots()
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
             manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
-            write_json(tp.manifest, manifest)
         source = None
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
@@ -339,7 +367,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             out, source = out.metrics, out.source
         metrics = coerce_metrics(out, metric)
         as_bool = bool_metrics(out)
-        changed = _pins_after(sd, plan, manifest, tp)
+        changed = _pins_after(sd, plan, manifest)
+        if "torch" in sys.modules or "warm" in manifest or "data_after" in manifest or "code_after" in manifest:
+            write_json(tp.manifest, manifest)  # what the trial saw after the task, in one write
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
             return done("pin_mismatch", metrics=metrics, task_s=task_s,
                         error="changed while the trial ran, so its metrics describe other inputs: "
@@ -411,11 +441,11 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             os.environ.update(saved_env)
 
 
-def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any], tp: TrialPaths) -> list[str]:
+def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any]) -> list[str]:
     """Check the data and code pins again once the task has returned (content digests, no DVC).
 
-    Records what was seen in the manifest (``data_after``, ``code_after``) and returns the
-    differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
+    Records what was seen in ``manifest`` (``data_after``, ``code_after``; the caller writes it) and returns
+    the differences from the pins as sentences (empty: the task ran on the pinned inputs throughout,
     as far as its start and end can show).
     """
     pins = plan.get("pins") or {}
@@ -427,7 +457,6 @@ def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any],
         manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))
     if not check:
         return []
-    write_json(tp.manifest, manifest)
     return pins_mod.mismatches({k: pins[k] for k in check}, check)
 
 

@@ -2,11 +2,22 @@
 
 ``train(cfg)`` is what a trial calls. It never seeds itself: ablate seeds python, numpy and torch
 from ``cfg.seed`` before calling it (weight init and batch order depend on that seed).
+
+torch and numpy are imported at the top of the module, not inside ``train``: the warm parent of
+``launcher=local`` (and of a packed SLURM job) imports this module once, so every trial forked from it
+starts with torch loaded (docs/howto.md, "Fast warm trials"). The task reports its own training time,
+``train_s`` (the optimisation loop alone), so a run's wall clock can be set against the training it
+exists for.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
 
 import ablate
 
@@ -20,14 +31,10 @@ def train(cfg: Any) -> dict[str, float]:
         ``val_acc`` (0..1), ``val_loss`` (nats), and the training throughput to ablate ``determinism``
         on: ``samples_per_s`` (training samples per wall-clock second of the optimisation loop,
         fingerprinting excluded) and ``samples_per_cpu_s`` (per second of this process's CPU time:
-        steadier than wall-clock on a shared machine, comparable between runs with the same threads).
+        steadier than wall-clock on a shared machine, comparable between runs with the same threads),
+        and ``train_s``, the wall-clock seconds of the optimisation loop (a timing: ``ablate repro`` shows
+        it without comparing it).
     """
-    import time
-
-    import numpy as np
-    import torch
-    from torch import nn
-
     t = cfg.task
     data = np.load(t.data_file)
     x_train, y_train = torch.from_numpy(data["x_train"]), torch.from_numpy(data["y_train"])
@@ -56,4 +63,4 @@ def train(cfg: Any) -> dict[str, float]:
         val_loss = loss_fn(logits, y_val).item()
         val_acc = (logits.argmax(1) == y_val).float().mean().item()
     return {"val_acc": val_acc, "val_loss": val_loss, "samples_per_s": n * t.epochs / train_s,
-            "samples_per_cpu_s": n * t.epochs / train_cpu_s}
+            "samples_per_cpu_s": n * t.epochs / train_cpu_s, "train_s": train_s}

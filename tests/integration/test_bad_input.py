@@ -124,8 +124,9 @@ def test_too_few_seeds_refused_at_plan_time(project: Path, args: list[str], mess
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        pytest.param(["task.metric=accuracy"], ["`task.metric`", "no trial returned the metric 'accuracy'",
-                                                "returned: samples_per_cpu_s, samples_per_s, val_acc, val_loss"],
+        pytest.param(["task.metric=accuracy"],
+                     ["`task.metric`", "no trial returned the metric 'accuracy'",
+                      "returned: samples_per_cpu_s, samples_per_s, train_s, val_acc, val_loss"],
                      id="metric-not-returned"),
     ],
 )

@@ -124,7 +124,7 @@ def test_single_run_without_multirun(project: Path) -> None:
     result_path = Path(res.stdout.strip().splitlines()[-1])
     result = json.loads(result_path.read_text())
     assert result["status"] == "ok" and result["seed"] == 3
-    assert set(result["metrics"]) == {"val_acc", "val_loss", "samples_per_s", "samples_per_cpu_s"}
+    assert set(result["metrics"]) == {"val_acc", "val_loss", "samples_per_s", "samples_per_cpu_s", "train_s"}
 
 
 def test_cfg_job_and_help_are_hydras(project: Path) -> None:

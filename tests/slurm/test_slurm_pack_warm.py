@@ -158,3 +158,35 @@ def test_task_that_cannot_be_forked_is_refused_in_the_job_and_every_trial_says_w
         assert rec["status"] == "failed", rec
         assert "started 1 thread(s)" in rec["error"] and "launcher.warm=false" in rec["error"], rec
     assert len(list(plan.parent.glob("trials/*/seed=*/result.json"))) == 6
+
+
+def test_packed_jobs_learn_imports_and_call_a_warm_app_in_its_forks(project: Path) -> None:
+    """One packed job of 6 trials: the plain fixture app is imported once by the job's warm parent and each
+    fork calls its main(); what the first trial imported anew the later ones find preloaded; the per-seed
+    values equal the app's own history.jsonl."""
+    import shutil
+
+    from tests.integration.test_app_task import FIXTURES, PLAIN_TASK, write
+
+    shutil.copytree(FIXTURES / "plain_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
+    write(project, "plain", PLAIN_TASK, {"plain_lr": {"key": "lr", "values": [0.2]}})
+    res = ablate_cli(project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=slurm",
+                     "launcher.trials_per_job=6", timeout=600)
+    assert res.returncode == 0, res.stderr
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    trials = [(json.loads((d / "manifest.json").read_text()), d) for d in sd.glob("trials/*/seed=*")]
+    assert len(trials) == 6
+    (parent,) = {m["warm"]["parent"] for m, _ in trials}  # one job, one warm parent
+    for m, d in trials:
+        rec = result(sd, d.parent.name, int(d.name.split("=")[1]))
+        assert rec["status"] == "ok", rec
+        command = json.loads((d / "command.json").read_text())
+        assert command["in_process"]["warm_parent"] == parent and command["in_process"]["pid"] == m["pid"]
+        history = [json.loads(x) for x in (d / "run" / "history.jsonl").read_text().splitlines()]
+        assert rec["metrics"]["val_acc"] == history[-1]["val_acc"]
+    # one job, one after another: the first trial imported torch (the app imports it inside main()) and the
+    # warm parent learned it; every later trial found it preloaded
+    importers = [m for m, _ in trials if "torch" in m["warm"]["imported"]]
+    assert len(importers) == 1, [m["warm"] for m, _ in trials]
+    assert importers[0]["warm"]["preloaded"]["learned"] == []
+    assert all("torch" in m["warm"]["preloaded"]["learned"] for m, _ in trials if m is not importers[0])

@@ -43,7 +43,7 @@ from ablate.errors import ConfigError
 from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
 from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
-from ablate.trials.launchers.warm import WarmParent
+from ablate.trials.launchers.warm import WarmParent, check_preload
 from ablate.trials.trial import PARENT_ENV, load_plan, write_result
 
 
@@ -88,12 +88,19 @@ class LocalLauncher(Launcher):
     warm : bool
         True: fork each trial from a warm parent that imported the task once (see the module doc);
         False: a fresh interpreter per trial.
+    preload : list of str
+        Modules the warm parent imports after the task (``launcher.preload=[torch._dynamo]``).
+    learn_imports : bool
+        True: the warm parent also imports, before its next fork, what each trial imported and it had not
+        (when a probe finds that safe); see :class:`ablate.trials.launchers.zygote.Learner`.
     """
 
     name = "local"
-    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1, "warm": True}
+    OPTIONS: ClassVar[dict[str, Any]] = {"max_parallel": None, "gpus_per_trial": 1, "warm": True, "preload": [],
+                                         "learn_imports": True}
 
-    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1, warm: bool = True) -> None:
+    def __init__(self, max_parallel: int | None = None, gpus_per_trial: int = 1, warm: bool = True,
+                 preload: Sequence[str] | None = None, learn_imports: bool = True) -> None:
         if max_parallel is not None and (not isinstance(max_parallel, int) or isinstance(max_parallel, bool)
                                          or max_parallel < 1):
             raise ConfigError(f"must be a positive integer or null, got {max_parallel!r}",
@@ -105,6 +112,7 @@ class LocalLauncher(Launcher):
             raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
                               fix="`launcher.warm=false` starts a fresh process per trial")
         self.warm = warm
+        self.preload, self.learn_imports = check_preload(preload, learn_imports)
         self.gpus = visible_gpus()
         g = max(1, gpus_per_trial)
         gpu_slots = len(self.gpus) // g if self.gpus and gpus_per_trial > 0 else 0
@@ -205,7 +213,8 @@ class LocalLauncher(Launcher):
         env[PARENT_ENV] = str(os.getpid())
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
-        return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"))
+        return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"), preload=self.preload,
+                          learn=self.learn_imports)
 
     def _kill_all(self) -> None:
         self._stopping.set()

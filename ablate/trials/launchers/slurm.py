@@ -36,6 +36,7 @@ from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
 from ablate.trials.launchers.local import tail
 from ablate.trials.launchers.slurm_pack import check_trials_per_job, per_trial_states, submit_packed
 from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
+from ablate.trials.launchers.warm import check_preload
 from ablate.trials.trial import load_plan, write_result
 
 SLURM_DIR = "slurm"
@@ -327,6 +328,11 @@ class SlurmLauncher(Launcher):
     warm : bool
         With ``trials_per_job`` > 1: fork each trial of a job from one warm parent that imported the task
         once (as ``launcher=local`` does); False: a fresh process per trial. No effect with one trial per job.
+    preload : list of str
+        Modules each packed job's warm parent imports after the task (``launcher.preload=[torch._dynamo]``).
+    learn_imports : bool
+        True: each packed job's warm parent also imports what its trials imported and it had not, before its
+        next fork (when safe), as under ``launcher=local``.
     """
 
     name = "slurm"
@@ -335,7 +341,7 @@ class SlurmLauncher(Launcher):
         "timeout_min": None, "mem_gb": None, "cpus_per_task": 1, "gpus_per_trial": 0, "partition": None,
         "account": None, "qos": None, "constraint": None, "exclude": None, "array_parallelism": 64,
         "max_requeues": 3, "signal_delay_s": 90, "sbatch": {}, "setup": [], "python": None,
-        "trials_per_job": 1, "warm": True,
+        "trials_per_job": 1, "warm": True, "preload": [], "learn_imports": True,
     }
 
     def __init__(self, timeout_min: float | None = None, mem_gb: float | None = None, cpus_per_task: int = 1,
@@ -343,7 +349,8 @@ class SlurmLauncher(Launcher):
                  qos: str | None = None, constraint: str | None = None, exclude: str | list[str] | None = None,
                  array_parallelism: int = 64, max_requeues: int = 3, signal_delay_s: int = 90,
                  sbatch: Mapping[str, Any] | None = None, setup: Sequence[str] | None = None,
-                 python: str | None = None, trials_per_job: int = 1, warm: bool = True) -> None:
+                 python: str | None = None, trials_per_job: int = 1, warm: bool = True,
+                 preload: Sequence[str] | None = None, learn_imports: bool = True) -> None:
         t = _opt_number(timeout_min, "launcher.timeout_min")
         self.timeout_min = None if t is None else math.ceil(t)
         self.mem_gb = _opt_number(mem_gb, "launcher.mem_gb")
@@ -375,6 +382,7 @@ class SlurmLauncher(Launcher):
             raise ConfigError(f"must be true or false, got {warm!r}", where="launcher.warm",
                               fix="`launcher.warm=false` runs each trial of a packed job in a fresh process")
         self.warm = warm
+        self.preload, self.learn_imports = check_preload(preload, learn_imports)
         self._config: dict[str, str] | None = None
         self._cancelled_by_ablate: set[str] = set()  # job ids this launcher cancelled itself (an early stop)
 

@@ -161,7 +161,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
                                                   for r in g},
                                 max_requeues=launcher.max_requeues, timeout_min=timeout_min,
                                 signal_delay_s=launcher.signal_delay_s, python=None, warm=launcher.warm,
-                                hash_seed=hash_seed)
+                                hash_seed=hash_seed, preload=launcher.preload, learn=launcher.learn_imports)
                for g in chunk]
         t0 = time.perf_counter()
         array_id = launcher.submit_recorded(sd, ex, job_name, fns, chunk)

@@ -101,11 +101,17 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         True: fork each trial from one warm parent per job start; False: a fresh process per trial.
     hash_seed : str, optional
         The ablation's ``PYTHONHASHSEED`` (:func:`ablate.trials.seeding.ablation_hash_seed`); None: the job's own.
+    preload : sequence of str
+        Modules the warm parent imports after the task (``launcher.preload``).
+    learn : bool
+        The warm parent imports, before its next fork, what a trial imported and it had not
+        (``launcher.learn_imports``).
     """
 
     def __init__(self, sweep_root: str, trials: Sequence[TrialRef], envs: Mapping[tuple[str, int], Mapping[str, str]],
                  *, max_requeues: int, timeout_min: int, signal_delay_s: int, python: str | None = None,
-                 warm: bool = True, hash_seed: str | None = None) -> None:
+                 warm: bool = True, hash_seed: str | None = None, preload: Sequence[str] = (),
+                 learn: bool = True) -> None:
         self.sweep_root = str(sweep_root)
         self.trials = [TrialRef(t.arm, int(t.seed), int(t.attempt)) for t in trials]
         self.envs = {(a, int(s)): dict(e) for (a, s), e in envs.items()}
@@ -115,6 +121,8 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         self.python = python
         self.warm = bool(warm)
         self.hash_seed = None if hash_seed is None else str(hash_seed)
+        self.preload = [str(m) for m in preload]
+        self.learn = bool(learn)
         self.requeues = 0
         self.finished: set[tuple[str, int]] = set()
         self._started = 0.0
@@ -235,7 +243,8 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         env.update({var: "1" for var in seeding.THREAD_ENV_VARS})  # no pool before the fork
         print(f"ablate: packed job starts a warm parent for {len(self.trials)} trial(s)", file=sys.stderr, flush=True)
         return WarmParent(self.sweep_root, os.getcwd(), env, None, entry="ablate.trials.launchers.slurm_pack_job",
-                          preexec_fn=_no_usr2)
+                          preexec_fn=_no_usr2, preload=getattr(self, "preload", ()),
+                          learn=getattr(self, "learn", True))
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, log: str | None, warm: Any = None) -> str:
         """Run one trial and record it; returns ``"done"`` (it has its result), ``"stopped"`` (SLURM stopped

@@ -75,17 +75,28 @@ class WarmParent:
     preexec_fn : callable, optional
         Run in the warm parent before it starts (signal dispositions set there, ``SIG_IGN`` included,
         reach every fork).
+    preload : sequence of str
+        Modules it imports after the task (``launcher.preload``), checked like the task's imports.
+    learn : bool
+        True (``launcher.learn_imports``, the default): after each trial it also imports what that trial
+        imported and it had not, when a probe finds that safe (:class:`ablate.trials.launchers.zygote.Learner`).
 
     Raises
     ------
     UserError
         When the task cannot be forked safely: CUDA was initialised or a thread pool started while
-        the task module was imported (the fix names ``launcher.warm=false``), or the warm parent died.
+        the task module was imported (the fix names ``launcher.warm=false``), a ``launcher.preload``
+        module cannot be imported, or the warm parent died.
     """
 
     def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
-                 entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None) -> None:
+                 entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None,
+                 preload: Sequence[str] = (), learn: bool = True) -> None:
         cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
+        if preload:
+            cmd += ["--preload", *[str(m) for m in preload]]
+        if not learn:
+            cmd.append("--no-learn")
         out_fd = log_fd = None
         if log is None:
             out_fd = os.dup(1)  # fd 1 of the warm parent is the protocol: our stdout travels as another fd
@@ -120,6 +131,18 @@ class WarmParent:
             raise UserError(f"the warm parent could not start: {msg.get('error')}; see {self.log}",
                             where="launcher.warm", fix="fix the error, or run each trial in a fresh process "
                             "with `launcher.warm=false`")
+        bad = self.report.get("preload_errors") or {}
+        if bad:
+            name = next(iter(bad))
+            self.close()
+            raise UserError(f"the warm parent cannot import {name!r} ({bad[name]})", where="launcher.preload",
+                            fix="name modules importable in the trials' environment (e.g. "
+                            "`launcher.preload=[torch._dynamo]`), or drop it")
+        #: Apps whose trials start a fresh ``python <app>`` although warm: script -> why (said once, here).
+        self.app_fallback: dict[str, str] = dict(self.report.get("app_fallback") or {})
+        for app, why in self.app_fallback.items():
+            print(f"ablate: launcher.warm: each trial of the app {app} starts a fresh `python {app}` process: the "
+                  f"warm parent cannot hold it safely ({why})", file=sys.stderr, flush=True)
         problem = unsafe_reason(self.report)
         if problem:
             self.close()
@@ -175,7 +198,7 @@ class WarmParent:
         for line in self._out:
             msg = json.loads(line)
             with self._lock:
-                handle = self._trials.get(msg["id"])
+                handle = self._trials.get(msg.get("id"))
             if handle is None:
                 continue
             if "pid" in msg:
@@ -235,9 +258,10 @@ def unsafe_reason(report: Mapping[str, Any]) -> str | None:
     """Why forking trials from a warm parent in the state ``report`` describes is unsafe, or None.
 
     ``report`` is the zygote's ready report (``cuda``, ``threads``, ``imported``, and what
-    :class:`ablate.trials.launchers.fork_hazards.Watch` saw: each new thread and socket with where it came from).
+    :class:`ablate.trials.launchers.fork_hazards.Watch` saw: each new thread and socket with where it came from),
+    or the same fields after it imported what trials imported (``imported``: those modules).
     """
-    task = ", ".join(report.get("imported") or []) or "the task module"
+    task = ", ".join([*(report.get("imported") or []), *(report.get("preloaded") or [])]) or "the task module"
     if report.get("cuda"):
         return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
                 "forked process cannot use CUDA")
@@ -259,3 +283,27 @@ def unsafe_fix(report: Mapping[str, Any]) -> str:
         return named[1]
     return ("do that work inside the task function instead of at import, or run each trial in a fresh process "
             "with `launcher.warm=false`")
+
+
+def check_preload(preload: Any, learn: Any) -> tuple[list[str], bool]:
+    """``launcher.preload`` (module names) and ``launcher.learn_imports`` (a bool), checked.
+
+    Raises
+    ------
+    ConfigError
+        A preload that is not a list of dotted module names, or a ``learn_imports`` that is not a bool.
+    """
+    from ablate.errors import ConfigError
+
+    if preload is None:
+        preload = []
+    if isinstance(preload, str) or not isinstance(preload, Sequence) or not all(
+            isinstance(m, str) and m and all(p.isidentifier() for p in m.split(".")) for m in preload):
+        raise ConfigError(f"must be a list of module names, got {preload!r}", where="launcher.preload",
+                          fix="e.g. `launcher.preload=[torch._dynamo]`: the warm parent imports them once, "
+                          "so no trial pays for them")
+    if not isinstance(learn, bool):
+        raise ConfigError(f"must be true or false, got {learn!r}", where="launcher.learn_imports",
+                          fix="`launcher.learn_imports=false` keeps the warm parent to the task's own imports "
+                          "and `launcher.preload`")
+    return list(preload), learn

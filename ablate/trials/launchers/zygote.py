@@ -15,7 +15,11 @@ and answers ``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "ex
 ended (CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). The fork runs
 ``ENTRY.main(argv)`` (the entry named at start: ``ablate.trials.trial`` by default); without ``stdout``/``stderr``
 it keeps this process's fds 1 and 2 (``--stdout-fd`` names the fd its fd 1 is taken from; default its
-stderr). End of stdin: kill what is left and exit.
+stderr). End of stdin: kill what is left and exit. Each fork also gets the write end of a pipe of its own, on
+which it reports, as it exits, the modules it imported that this process had not; between forks this
+process imports them when that is safe (:class:`Learner`; ``--preload`` names modules to import at start,
+``--no-learn`` turns learning off). An ``app`` task's script is imported here too (after a probe fork found
+that safe), so each fork calls its ``@hydra.main`` function (:mod:`ablate.trials.tasks.app_warm`).
 
 Why not ``multiprocessing``'s forkserver: it is one server per Python process with a process-global
 preload list (``set_forkserver_preload``) and environment, so two ablations in one process (the
@@ -33,16 +37,18 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
-from ablate.trials import trial
+from ablate.trials import seeding, trial, warmfork
 from ablate.trials.launchers import fork_hazards
-from ablate.trials.tasks.interface import import_callable
+from ablate.trials.launchers.warm import unsafe_reason
+from ablate.trials.tasks.interface import import_callable, preload_warm
 from ablate.trials.trial import PARENT_ENV, die_with_parent
+from ablate.trials.workdir import task_workdir
 
 #: Environment variable holding the warm parent's pid in each trial it forked (recorded in the manifest).
 WARM_ENV = "ABLATE_WARM_PARENT"
@@ -61,9 +67,35 @@ def os_threads() -> int:
         return threading.active_count()
 
 
-def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
-    """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs), then
-    report whether forking is safe.
+def hazards() -> dict[str, Any]:
+    """What makes forking this process unsafe, as the ready report carries it: ``threads`` (OS threads
+    now) and ``cuda`` (True when torch initialised CUDA here). Checked by
+    :func:`ablate.trials.launchers.warm.unsafe_reason`, at start and after each learned import."""
+    torch = sys.modules.get("torch")
+    cuda = False
+    if torch is not None:
+        try:
+            cuda = bool(torch.cuda.is_initialized())
+        except Exception:  # a torch without a usable cuda module: nothing initialised
+            cuda = False
+    return {"threads": os_threads(), "cuda": cuda}
+
+
+def import_modules(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Import each of ``names`` in order; returns those imported and, for the others, the error."""
+    done, errors = [], {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            done.append(name)
+        except BaseException as exc:  # SystemExit at import too: it never ends the warm parent
+            errors[name] = f"{type(exc).__name__}: {exc}"
+    return done, errors
+
+
+def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None = None) -> dict[str, Any]:
+    """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs, and the
+    declared ``modules``: ``launcher.preload``), then report whether forking is safe.
 
     Returns
     -------
@@ -73,7 +105,8 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
         ``OPENBLAS_NUM_THREADS`` at 1 so that importing numpy or torch starts none),
         ``cuda`` (True when torch initialised CUDA here), ``imported`` (task specs imported),
         ``import_errors`` (spec -> message; those trials fail on their own with the full error),
-        ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
+        ``preloaded`` (the declared modules imported), ``preload_errors`` (module -> message: the launcher
+        refuses), ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
     """
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)
@@ -88,20 +121,45 @@ def preload(sweep_root: str, entry: str = ENTRIES[0]) -> dict[str, Any]:
                 imported.append(spec)
             except Exception as exc:  # the trial reports it with its own message
                 errors[spec] = str(exc)
+    apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
     import omegaconf  # noqa: F401  (every trial resolves its config)
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
-    torch = sys.modules.get("torch")
-    cuda = False
-    if torch is not None:
+    for name in ("numpy", "torch"):  # what seeding looks up in every trial, found once here for every fork
+        seeding.installed(name)
+    declared, preload_errors = import_modules(list(modules or []))
+    return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
+            "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
+            "hash_seed": os.environ.get("PYTHONHASHSEED"), **watch.report()}
+
+
+def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Import each ``app`` task's script here, when a probe fork that imported it alone found that safe.
+
+    Returns ``apps`` (script -> its ``@hydra.main`` function: forks call it) and ``app_fallback`` (script -> why
+    its trials start a fresh ``python <app>`` instead: the import failed, or started a thread, or CUDA).
+    """
+    tasks = {str(t["app"]): t for a in plan["arms"] if (t := (a.get("config") or {}).get("task") or {}).get("app")}
+    apps, fallback = {}, {}
+    for app, task in sorted(tasks.items()):
+        workdir = task_workdir(sd, plan, task)  # where a fresh `python <app>` would start: the snapshot
+
+        def load(task: Mapping[str, Any] = task, workdir: Any = workdir) -> dict[str, Any]:
+            with contextlib.chdir(workdir):
+                return {"function": preload_warm(task, code_root)}
+
+        probe = run_in_probe(load)
+        why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
+        if why:
+            fallback[app] = why
+            continue
         try:
-            cuda = bool(torch.cuda.is_initialized())
-        except Exception:  # a torch without a usable cuda module: nothing initialised
-            cuda = False
-    return {"pid": os.getpid(), "threads": os_threads(), "cuda": cuda, "imported": imported,
-            "import_errors": errors, "hash_seed": os.environ.get("PYTHONHASHSEED"), **watch.report()}
+            apps[app] = load()["function"]
+        except Exception as exc:  # the probe imported it; here it failed: the trials start it afresh
+            fallback[app] = f"importing it failed ({type(exc).__name__}: {exc})"
+    return apps, fallback
 
 
 def _write(fd: int, msg: Mapping[str, Any]) -> None:
@@ -110,10 +168,11 @@ def _write(fd: int, msg: Mapping[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
+def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Learner, report_fd: int) -> None:
     """In the forked trial: detach, take the request's logs and environment, reseed, run ``entry.main``,
-    exit. Never returns."""
+    report the modules it imported that this process had not (on ``report_fd``), exit. Never returns."""
     code = 1
+    warmfork.forked(learn.declared, learn.learned)
     try:
         os.setsid()  # its own session and process group: killed as a group, never by our Ctrl-C
         signal.set_wakeup_fd(-1)
@@ -152,6 +211,10 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int]) -> None:
             atexit._run_exitfuncs()  # what a fresh interpreter runs at exit (trackers flush here)
             sys.stdout.flush()
             sys.stderr.flush()
+            if report_fd >= 0:
+                os.set_blocking(report_fd, False)  # more than a pipe holds is dropped, never waited for
+                with contextlib.suppress(OSError):  # what it imported, and whether it ended with only one thread
+                    os.write(report_fd, json.dumps({"roots": warmfork.new_roots(), **hazards()}).encode())
         finally:
             os._exit(code)
 
@@ -176,11 +239,106 @@ def _fresh_process_state(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def serve(entry: str, req_fd: int, out_fd: int) -> None:
+class Learner:
+    """What the warm parent preloads beyond the task: the declared modules (``launcher.preload``) and those it
+    learns from its trials (each fork reports the modules it imported that the parent had not).
+
+    :meth:`learn` runs between forks. The modules a trial reported, not yet held, are safe to import here when
+    the trial that imported them ended with one thread and CUDA untouched (:func:`hazards`, checked with
+    :func:`ablate.trials.launchers.warm.unsafe_reason`: a thread started at import would still be running).
+    When the trial cannot tell (it ended with threads of its own, or with CUDA), a probe (a fork that imports
+    only those modules, checks the same, and exits) decides; only what it found safe is imported here, so a
+    module that starts a thread or initialises CUDA never reaches this process. After the import the same check
+    runs here: should it fail, this process stops forking (its trials then end as when a warm parent dies).
+    A module refused once (unsafe, or failing to import) is never tried again; the reason goes to this
+    process's stderr (the warm parent's log), once.
+    """
+
+    def __init__(self, declared: list[str], enabled: bool) -> None:
+        self.declared = list(declared)
+        self.enabled = enabled
+        self.learned: list[str] = []
+        self.refused: dict[str, str] = {}
+
+    def learn(self, roots: list[str], trial_end: Mapping[str, Any] | None = None) -> None:
+        """Import ``roots`` (reported by a trial, whose :func:`hazards` at its end are ``trial_end``) here, when
+        that trial's end or a probe fork shows it safe."""
+        todo = [r for r in roots if r not in sys.modules and r not in self.refused]
+        if not self.enabled or not todo:
+            return
+        ok = todo
+        if trial_end is None or unsafe_reason(trial_end) is not None:
+            probe = self._probe(todo)
+            why = probe.get("error") or unsafe_reason({**probe, "imported": todo})
+            if why:
+                self._refuse(todo, why)
+                return
+            for name, err in (probe.get("errors") or {}).items():
+                self._refuse([name], f"importing it failed in a probe ({err})")
+            ok = [r for r in todo if r in (probe.get("ok") or [])]
+        done, errors = import_modules(ok)
+        for name, err in errors.items():
+            self._refuse([name], f"importing it failed ({err})")
+        self.learned += done
+        why = unsafe_reason({**hazards(), "imported": done})
+        if why:  # the probe said safe, the same import here was not: forking from here is no longer safe
+            print(f"ablate warm parent: learned import {why}; it stops forking trials", file=sys.stderr, flush=True)
+            raise SystemExit(3)
+
+    def _refuse(self, names: list[str], why: str) -> None:
+        for name in names:
+            self.refused[name] = why
+        print(f"ablate warm parent: not preloading {', '.join(names)} (imported by a trial): {why}; each trial "
+              "imports it itself", file=sys.stderr, flush=True)
+
+    @staticmethod
+    def _probe(names: list[str]) -> dict[str, Any]:
+        def imports() -> dict[str, Any]:
+            ok, errors = import_modules(names)
+            return {"ok": ok, "errors": errors}
+
+        return run_in_probe(imports)
+
+
+def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+    """Run ``work`` in a fork of this process (a probe, which then exits) and return what it returned, with
+    the probe's :func:`hazards` after it; ``error`` when it raised or ended without a report. Nothing the
+    probe does reaches this process."""
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the probe: work, report, exit (never runs anything else)
+        try:
+            os.close(r)
+            try:
+                out: dict[str, Any] = dict(work())
+            except BaseException as exc:  # its failure is the report
+                out = {"error": f"importing it failed ({type(exc).__name__}: {exc})"}
+            data = json.dumps({**out, **hazards()}).encode()
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    try:
+        return dict(json.loads(b"".join(chunks)))
+    except ValueError:
+        return {"error": f"a probe doing it ended without a report (exit {os.waitstatus_to_exitcode(status)})"}
+
+
+def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) -> None:
     """Fork one trial (``entry.main(request argv)``) per request line on ``req_fd`` and report pids and
-    exit codes on ``out_fd``."""
+    exit codes on ``out_fd``; between forks, preload what the trials imported (``learner``)."""
     import selectors
 
+    learner = learner or Learner([], enabled=False)
+    reports: dict[int, int] = {}  # pid -> read end of the pipe its list of new imports comes on
     sig_r, sig_w = os.pipe()
     os.set_blocking(sig_r, False)
     os.set_blocking(sig_w, False)
@@ -188,6 +346,7 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.set_wakeup_fd(sig_w)
     running: dict[int, int] = {}  # pid -> request id
+    learned: list[dict[str, Any]] = []  # reports of forks that ended, not yet learned from
     buf = b""
     eof = False
     with selectors.DefaultSelector() as sel:
@@ -208,6 +367,11 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
                 rid = running.pop(pid, None)
                 if rid is not None:
                     _write(out_fd, {"id": rid, "exit": os.waitstatus_to_exitcode(status)})
+                if pid in reports:
+                    learned.append(_read_report(reports.pop(pid)))
+            while learned:  # before the next fork: what these trials imported, the next ones find loaded
+                rep = learned.pop(0)
+                learner.learn(list(rep.get("roots") or []), rep if "threads" in rep else None)
             if req_fd in ready and not eof:
                 chunk = os.read(req_fd, 65536)
                 if not chunk:
@@ -225,22 +389,47 @@ def serve(entry: str, req_fd: int, out_fd: int) -> None:
                     req = json.loads(line)
                     sys.stdout.flush()
                     sys.stderr.flush()
+                    rep_r, rep_w = os.pipe() if learner.enabled else (-1, -1)
                     pid = os.fork()
                     if pid == 0:
-                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w])
+                        others = list(reports.values()) + ([rep_r] if rep_r >= 0 else [])
+                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w, *others], learner, rep_w)
+                    if rep_w >= 0:
+                        os.close(rep_w)
+                        reports[pid] = rep_r
                     running[pid] = req["id"]
                     _write(out_fd, {"id": req["id"], "pid": pid})
 
 
+def _read_report(fd: int) -> dict[str, Any]:
+    """What a finished fork wrote on its report pipe: ``roots`` (module names) and its :func:`hazards` at its
+    end; empty when it wrote nothing usable."""
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    try:
+        rep = json.loads(b"".join(chunks))
+    except ValueError:
+        return {}
+    if not isinstance(rep, dict) or not isinstance(rep.get("roots"), list):
+        return {}
+    return {**rep, "roots": [str(n) for n in rep["roots"]]}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``
-    (started by :class:`ablate.trials.launchers.warm.WarmParent`)."""
+    """Entry point of ``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]
+    [--preload MODULE ...] [--no-learn]`` (started by :class:`ablate.trials.launchers.warm.WarmParent`)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m ablate.trials.launchers.zygote")
     ap.add_argument("sweep_dir")
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
     ap.add_argument("--stdout-fd", type=int, default=None)
+    ap.add_argument("--preload", nargs="*", default=[])
+    ap.add_argument("--no-learn", action="store_true")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
 
     die_with_parent()
@@ -256,14 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     root = str(Path(args.sweep_dir))
     try:
-        report = preload(root, args.entry)
+        report = preload(root, args.entry, args.preload)
     except Exception as exc:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     _write(out_fd, {"ready": report})
-    if report["threads"] > 1 or report["cuda"] or report.get("sockets"):
+    if report["threads"] > 1 or report["cuda"] or report.get("sockets") or report["preload_errors"]:
         return 0  # the launcher refuses with the reason
-    serve(args.entry, req_fd, out_fd)
+    serve(args.entry, req_fd, out_fd, Learner(report["preloaded"], enabled=not args.no_learn))
     return 0
 
 

@@ -24,7 +24,9 @@ be given on ablate's command line with the ``app.`` prefix (``ablate -m ... app.
 
 Each trial runs ``python <app> <overrides> <the arm's change> <frozen ${now:} values> seed=<k>
 hydra.run.dir=<trial dir>/run +hydra.callbacks.ablate_return...`` in the pinned code snapshot, and
-reads the metric from what the app produced (:mod:`ablate.trials.tasks.metrics`).
+reads the metric from what the app produced (:mod:`ablate.trials.tasks.metrics`). A trial forked from a
+warm parent that imported the app (``launcher.warm=true``) calls the app's ``@hydra.main`` function in its
+own process with that same argv instead (:mod:`ablate.trials.tasks.app_warm`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
 from ablate.plan.overrides import format_override
 from ablate.plan.suite import suite_record
 from ablate.trials import seeding
+from ablate.trials.tasks import app_warm
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
@@ -114,6 +117,7 @@ def read_decorator(script: Path) -> dict[str, Any]:
             for arg, key in zip(dec.args, ("config_path", "config_name"), strict=False):
                 if isinstance(arg, ast.Constant):
                     out[key] = arg.value
+            out["function"] = node.name  # the decorated function (a warm fork calls it: app_warm)
             return out
     raise ConfigError(f"{script} has no function decorated with @hydra.main", where="task.app",
                       fix="name the @hydra.main script, or give `config_path` and `config_name` in the task config")
@@ -558,6 +562,25 @@ def _has(cfg: Mapping[str, Any], key: str) -> bool:
     return select(cfg, key) is not MISSING
 
 
+def preload_warm(task: Mapping[str, Any], code_root: str | os.PathLike[str] | None) -> str:
+    """In a warm parent: import the app's script from the code snapshot (never its ``__main__`` block) so its
+    forks call its ``@hydra.main`` function (:mod:`ablate.trials.tasks.app_warm`); returns the function's name.
+
+    Raises
+    ------
+    ConfigError
+        The script has no ``@hydra.main`` function.
+    Exception
+        Whatever importing the script raises.
+    """
+    script = app_warm.script_path(task, code_root)
+    fn = str(read_decorator(script)["function"])
+    mod = app_warm.load(script)
+    _IMPORTED.add(str(script))  # its import-time resolvers are registered: a trial never imports it again
+    app_warm.remember(script, mod, fn)
+    return fn
+
+
 class AppForm:
     """The ``app`` task form (see the module docstring)."""
 
@@ -590,8 +613,12 @@ class AppForm:
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
         cwd, snapshot = task_dir(tp, task)
+        warm = app_warm.loaded(task, code_root)  # a fork of a warm parent holding the app: call it here
         with guard_snapshot(snapshot):
-            record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
+            if warm is not None:
+                record = app_warm.call(warm, argv, set_env, cwd, tp, {**task, "seed_key": s["seed_key"]})
+            else:
+                record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],

@@ -76,6 +76,32 @@ def uses_hydra_config(fn: Callable[..., Any]) -> bool:
         return False
 
 
+_NODES: dict[int, tuple[Mapping[str, Any], dict[str, Any], Any]] = {}
+
+
+def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
+    """The trial's config as the OmegaConf ``DictConfig`` the task receives, built once per arm in a process
+    that runs several of its trials (``launcher=inline``) and copied per seed: the task gets its own copy, so
+    what it changes in it never reaches the next trial."""
+    import copy
+
+    from omegaconf import OmegaConf
+
+    rest = {k: v for k, v in cfg.items() if k != "seed"}
+    hit = _NODES.get(id(arm))
+    same = hit is not None and hit[0] is arm and hit[1] == rest
+    if same and hit[2] is not None:  # type: ignore[index]
+        node = copy.deepcopy(hit[2])  # type: ignore[index]
+        node.seed = cfg.get("seed")
+        return node
+    node = OmegaConf.create(dict(cfg))
+    if hit is None:  # the first trial of this arm here: a one-trial process never pays for a template
+        _NODES[id(arm)] = (arm, rest, None)
+    elif same:  # a second one: keep a template for the rest
+        _NODES[id(arm)] = (arm, rest, copy.deepcopy(node))
+    return node
+
+
 class FnForm:
     """The ``fn`` task form (see the module docstring)."""
 
@@ -88,15 +114,13 @@ class FnForm:
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> Any:
         """Import ``task.fn`` from the code snapshot and call it with the trial's resolved config."""
-        from omegaconf import OmegaConf
-
         fn = import_callable(str(cfg["task"]["fn"]), code_root)
         if not uses_hydra_config(fn):
-            return fn(OmegaConf.create(dict(cfg)))
+            return fn(_node(cfg, arm))
         run_dir = Path(tp.dir) / "run"  # as in a Hydra run: HydraConfig.get().runtime.output_dir is the trial's
         run_dir.mkdir(parents=True, exist_ok=True)
         with trial_hydra(run_dir, cfg.get("task")):
-            return fn(OmegaConf.create(dict(cfg)))
+            return fn(_node(cfg, arm))
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""

@@ -8,7 +8,9 @@ module (an import-linter contract checks it):
   ``${now:}`` frozen and ``???`` refused for every form);
 - :func:`split_cli` / :func:`with_cli_overrides`: the command line's ``app.`` overrides, for an app;
 - :func:`config_dirs`: a task's own config dirs, hashed with ablate's config files;
-- :func:`import_callable`: an ``fn`` task's function, from the code snapshot.
+- :func:`import_callable`: an ``fn`` task's function, from the code snapshot;
+- :func:`preload_warm`: an ``app`` task's script imported in a warm parent, so its forks call its
+  ``@hydra.main`` function (:mod:`ablate.trials.tasks.app_warm`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import freeze_now, missing_keys
-from ablate.trials.tasks import app, command, fn
-from ablate.trials.tasks.app import split_cli, with_cli_overrides
+from ablate.trials.tasks import app, app_warm, command, fn
+from ablate.trials.tasks.app import preload_warm, split_cli, with_cli_overrides
 from ablate.trials.tasks.base import (
     FORM_KEYS,
     ScriptFailed,
@@ -104,6 +106,15 @@ def seed_route(task: Mapping[str, Any]) -> str:
     return head + ", ".join(ways)
 
 
+def warm_app(task: Mapping[str, Any], code_root: str | os.PathLike[str] | None) -> str | None:
+    """The ``@hydra.main`` function an ``app`` trial calls in this process (a fork of a warm parent that
+    imported the app), or None: the trial starts ``python <app>`` afresh (and for other forms)."""
+    if not task.get("app"):
+        return None
+    held = app_warm.loaded(task, code_root)
+    return held[1] if held else None
+
+
 def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[str]:
     """The task's own config dirs (an app's; none for ``fn`` and ``command``), as absolute paths."""
     if not task.get("app"):
@@ -112,4 +123,5 @@ def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[st
 
 
 __all__ = ["FORM_KEYS", "ScriptFailed", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
-           "form_of", "get_form", "import_callable", "is_script_form", "seed_route", "split_cli", "with_cli_overrides"]
+           "form_of", "get_form", "import_callable", "is_script_form", "preload_warm", "seed_route", "split_cli",
+           "warm_app", "with_cli_overrides"]

@@ -1,0 +1,261 @@
+"""Trials at the speed of their training (issue 25, and 22's warm apps), measured side by side in one run.
+
+Five measurements; within each, the systems run interleaved (A, B, then B, A ...) so that machine drift falls
+on both alike. CPU is user + system of the whole command and every process it waited for (prefer it to
+wall on a shared machine); the load average is printed before and after.
+
+1. **digits**: ``ablate -m variable=lr seeds=10`` (30 trials, 2 slots, warm): wall clock against the per-slot
+   sum of the trials' own training time (``train_s``, the loop alone, returned by the task). Target ≤ 2x.
+2. **learned imports**: a task importing torch at module top whose first ``optimizer.step()`` imports
+   ``torch._dynamo``; 1 slot, warm, ``launcher.learn_imports=true`` against ``false``. Per trial, the task
+   returns its own process's CPU time at its end (a fork starts at 0: this is the trial's CPU up to the
+   task's return). Target: learned ≤ 1/5 of unlearned from the third trial on.
+3. **inline vs Hydra multirun**, no-op task: per-trial CPU as the slope (T(N2) - T(N1)) / (N2 - N1) of whole
+   runs. Target ≤ 1/25.
+4. **warm local no-op** (task importing torch at top, 2 slots) against the **fork floor**: the CPU of
+   ``os.fork()`` + ``os._exit`` + ``waitpid`` of a process holding torch, per fork. Target ≤ 3x.
+5. **app**: a ``@hydra.main`` app importing torch at module top, trained for a few steps; warm (the fork
+   calls ``main()``) against fresh (``python app.py`` per trial): per-trial CPU (slope) beyond the app's own
+   training CPU (``train_cpu_s`` it returns). Target warm ≤ 1/5 of fresh.
+
+Usage::
+
+    python benchmarks/trial_floor.py                     # all five, 2 repeats
+    python benchmarks/trial_floor.py --only learn app --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import ABLATE, Timing, cleanup, make_noop_project, make_torch_project, tempdir, timed
+from warm_trials import make_digits_project
+
+DYNAMO_TASK = '''
+import time
+
+import torch
+from torch import nn
+
+
+def run(cfg):
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(torch.randn(4, 8)).sum()
+    loss.backward()
+    opt.step()  # the first step imports torch._dynamo (about 1 s of CPU) unless the warm parent holds it
+    return {"m": float(cfg.seed), "cpu_s": time.process_time()}
+'''
+
+APP = '''
+import time
+
+import hydra
+import torch
+from torch import nn
+
+
+@hydra.main(version_base="1.3", config_path="appconf", config_name="config")
+def main(cfg):
+    c0 = time.process_time()
+    torch.manual_seed(cfg.seed)
+    model = nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    for _ in range(20):
+        opt.zero_grad()
+        model(torch.randn(32, 16)).pow(2).mean().backward()
+        opt.step()
+    return {"m": float(model.weight.sum()), "train_cpu_s": time.process_time() - c0}
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def commit(proj: Path, msg: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "b@b"}
+    for cmd in (["git", "add", "-A"], ["git", "commit", "-qm", msg]):
+        subprocess.run(cmd, cwd=proj, env=env, check=True, capture_output=True)
+
+
+def ablate(proj: Path, sweep: str, *args: str) -> Timing:
+    return timed([ABLATE, "-m", "progress=off", f"hydra.sweep.dir={sweep}", *args], proj)
+
+
+def results(sweep: Path) -> list[dict]:
+    recs = [json.loads(p.read_text()) for p in sweep.glob("trials/*/seed=*/result.json")]
+    return sorted(recs, key=lambda r: (r["started_at"], r.get("finished_at", "")))
+
+
+def order(i: int, systems: tuple[str, str]) -> tuple[str, str]:
+    return systems if i % 2 == 0 else (systems[1], systems[0])
+
+
+def slope(a: list[Timing], b: list[Timing], dn: int) -> tuple[float, float]:
+    return (statistics.median((y.cpu_s - x.cpu_s) / dn for x, y in zip(a, b, strict=True)),
+            statistics.median((y.wall_s - x.wall_s) / dn for x, y in zip(a, b, strict=True)))
+
+
+def bench_digits(root: Path, repeats: int) -> None:
+    proj = make_digits_project(root / "digits")
+    for r in range(repeats):
+        sweep = proj / "outputs" / f"d{r}"
+        t = ablate(proj, str(sweep), "variable=lr", "seeds=10", "launcher.max_parallel=2")
+        recs = results(sweep)
+        train = sum(x["metrics"]["train_s"] for x in recs)
+        task = sum(x["task_s"] for x in recs)
+        print(f"  run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s; sum(train_s) {train:.1f} s -> "
+              f"{train / 2:.1f} s per slot; wall / per-slot training = {t.wall_s / (train / 2):.2f} (target <= 2); "
+              f"sum(task_s) {task:.1f} s", flush=True)
+
+
+def bench_learn(root: Path, repeats: int, n: int) -> None:
+    proj = make_torch_project(root / "learn")
+    (proj / "noop.py").write_text(DYNAMO_TASK)
+    commit(proj, "dynamo task")
+    per: dict[str, list[list[float]]] = {"learn": [], "no-learn": []}
+    for r in range(repeats):
+        for s in order(r, ("learn", "no-learn")):
+            sweep = proj / "outputs" / f"{s}{r}"
+            t = ablate(proj, str(sweep), "variable=x", f"seeds={n // 2}", "launcher.max_parallel=1",
+                       f"launcher.learn_imports={'true' if s == 'learn' else 'false'}")
+            cpu = [x["metrics"]["cpu_s"] for x in results(sweep)]
+            per[s].append(cpu)
+            print(f"  {s:8s} run {r}: whole run cpu {t.cpu_s:.1f} s; per-trial cpu in order (ms): "
+                  f"{', '.join(f'{c * 1000:.0f}' for c in cpu)}", flush=True)
+    learned = statistics.median(c for run in per["learn"] for c in run[2:])
+    unlearned = statistics.median(c for run in per["no-learn"] for c in run[2:])
+    print(f"  trials 3+: learned {learned * 1000:.0f} ms, unlearned {unlearned * 1000:.0f} ms CPU per trial: "
+          f"1/{unlearned / learned:.1f} (target at most 1/5)")
+
+
+def bench_inline(root: Path, repeats: int, sizes: tuple[int, int]) -> None:
+    proj = make_noop_project(root / "inline")
+    n1, n2 = sizes
+    runs: dict[tuple[str, int], list[Timing]] = {}
+    for r in range(repeats):
+        for n in sizes:
+            for s in order(r, ("inline", "hydra")):
+                if s == "inline":
+                    t = ablate(proj, f"outputs/i{n}_{r}", "variable=x", f"seeds={n // 2}", "launcher=inline")
+                else:
+                    t = timed([sys.executable, "noop_app.py", "-m", f"seed=range({n})",
+                               f"hydra.sweep.dir=multirun/{n}_{r}"], proj)
+                runs.setdefault((s, n), []).append(t)
+    ic, _ = slope(runs["inline", n1], runs["inline", n2], n2 - n1)
+    hc, _ = slope(runs["hydra", n1], runs["hydra", n2], n2 - n1)
+    print(f"  per-trial CPU, slope N {n1}->{n2}: inline {ic * 1000:.1f} ms, Hydra multirun {hc * 1000:.1f} ms: "
+          f"1/{hc / ic:.1f} (target at most 1/25)")
+
+
+FORK_FLOOR = '''
+import os, resource, sys, torch
+n = int(sys.argv[1])
+r0 = resource.getrusage(resource.RUSAGE_SELF); c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+for _ in range(n):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+r1 = resource.getrusage(resource.RUSAGE_SELF); c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime + c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime)
+print(cpu / n)
+'''
+
+
+def bench_local(root: Path, repeats: int, sizes: tuple[int, int]) -> None:
+    proj = make_torch_project(root / "local")
+    n1, n2 = sizes
+    runs: dict[int, list[Timing]] = {n1: [], n2: []}
+    floors = []
+    for r in range(repeats):
+        for n in (sizes if r % 2 == 0 else sizes[::-1]):
+            runs[n].append(ablate(proj, f"outputs/l{n}_{r}", "variable=x", f"seeds={n // 2}",
+                                  "launcher.max_parallel=2"))
+        out = subprocess.run([sys.executable, "-c", FORK_FLOOR, "200"], capture_output=True, text=True, check=True)
+        floors.append(float(out.stdout))
+    wc, ww = slope(runs[n1], runs[n2], n2 - n1)
+    floor = statistics.median(floors)
+    print(f"  warm local no-op (torch at top), slope N {n1}->{n2}: {wc * 1000:.1f} ms CPU, {ww * 1000:.0f} ms wall "
+          f"per trial; fork floor (fork + exit + wait of a process holding torch) {floor * 1000:.2f} ms: "
+          f"{wc / floor:.1f}x (target at most 3x)")
+
+
+def bench_app(root: Path, repeats: int, sizes: tuple[int, int]) -> None:
+    proj = make_noop_project(root / "app")
+    (proj / "app.py").write_text(APP)
+    (proj / "appconf").mkdir()
+    (proj / "appconf" / "config.yaml").write_text("seed: 1\nlr: 0.1\n")
+    (proj / "conf" / "task" / "app.yaml").write_text("app: app.py\nmetric: m\nmetric_source: return\n")
+    (proj / "conf" / "variable" / "lr.yaml").write_text("key: lr\nvalues: [0.2]\n")
+    commit(proj, "torch app")
+    n1, n2 = sizes
+    runs: dict[tuple[str, int], list[Timing]] = {}
+    train: dict[str, list[float]] = {"warm": [], "fresh": []}
+    for r in range(repeats):
+        for n in sizes:
+            for s in order(r, ("warm", "fresh")):
+                sweep = proj / "outputs" / f"{s}{n}_{r}"
+                t = ablate(proj, str(sweep), "task=app", "variable=lr", f"seeds={n // 2}", "launcher.max_parallel=2",
+                           f"launcher.warm={'true' if s == 'warm' else 'false'}")
+                runs.setdefault((s, n), []).append(t)
+                train[s] += [x["metrics"]["train_cpu_s"] for x in results(sweep)]
+                print(f"  {s:5s} N={n:3d} run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s", flush=True)
+    beyond = {}
+    for s in ("warm", "fresh"):
+        c, w = slope(runs[s, n1], runs[s, n2], n2 - n1)
+        tr = statistics.median(train[s])
+        beyond[s] = c - tr
+        print(f"  {s:5s}: per-trial CPU (slope N {n1}->{n2}) {c * 1000:.0f} ms, wall {w * 1000:.0f} ms; the app's own "
+              f"training {tr * 1000:.1f} ms; beyond training {beyond[s] * 1000:.0f} ms")
+    print(f"  warm / fresh beyond training: 1/{beyond['fresh'] / beyond['warm']:.1f} (target at most 1/5)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", default=["digits", "learn", "inline", "local", "app"])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--learn-trials", type=int, default=8)
+    ap.add_argument("--noop-sizes", type=int, nargs=2, default=[10, 100])
+    ap.add_argument("--app-sizes", type=int, nargs=2, default=[6, 16])
+    args = ap.parse_args(argv)
+    root = tempdir("ablate-floor-")
+    t0 = time.time()
+    print(f"load average before: {load()} ({os.cpu_count()} CPUs)", flush=True)
+    try:
+        for name in args.only:
+            print(f"\n{name}:", flush=True)
+            if name == "digits":
+                bench_digits(root, max(1, args.repeats - 1))
+            elif name == "learn":
+                bench_learn(root, args.repeats, args.learn_trials)
+            elif name == "inline":
+                bench_inline(root, args.repeats, tuple(args.noop_sizes))
+            elif name == "local":
+                bench_local(root, args.repeats, tuple(args.noop_sizes))
+            elif name == "app":
+                bench_app(root, args.repeats, tuple(args.app_sizes))
+            print(f"  (load average now: {load()})", flush=True)
+    finally:
+        cleanup(root)
+    print(f"\n{time.time() - t0:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Warm apps (issue 22.4): under ``launcher=local`` an app trial is a fork of a warm parent that imported the
+app once, and the fork calls the app's ``@hydra.main`` function in its own process. Real forks, the test
+suite's unedited fixture apps; the per-seed values equal the apps' own logs and a fresh-process run's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ablate_cli
+from tests.integration.test_app_task import FIXTURES, LIT_TASK, PLAIN_TASK, csv_series, untouched, write
+
+pytestmark = pytest.mark.slow
+
+
+def _run(project: Path, task: str, variable: str, warm: bool, sweep: str) -> Path:
+    res = ablate_cli(project, "-m", f"task={task}", f"variable={variable}", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=2", f"launcher.warm={str(warm).lower()}", f"hydra.sweep.dir={sweep}")
+    assert res.returncode == 0, res.stderr
+    assert "starts a fresh" not in res.stderr, res.stderr  # no fallback was needed
+    return project / sweep
+
+
+def _same_run(argv: list[str]) -> list[str]:
+    """An app argv without what differs between two runs by design: the run dir and the frozen ${now:}."""
+    return [a for a in argv if not a.startswith(("hydra.run.dir=", "run_id="))]
+
+
+def _trials(sd: Path) -> dict[tuple[str, int], Path]:
+    return {(d.parent.name, int(d.name.split("=")[1])): d for d in sd.glob("trials/*/seed=*")}
+
+
+def test_a_warm_app_trial_calls_the_apps_main_in_its_fork(project: Path) -> None:
+    shutil.copytree(FIXTURES / "plain_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
+    write(project, "plain", PLAIN_TASK, {"plain_lr": {"key": "lr", "values": [0.2]}})
+    warm = _run(project, "plain", "plain_lr", True, "outputs/warm")
+    fresh = _run(project, "plain", "plain_lr", False, "outputs/fresh")
+    untouched(project, "plain_app", (("", "plain"),))
+    wt, ft = _trials(warm), _trials(fresh)
+    assert set(wt) == set(ft) and len(wt) == 6
+    for key, d in wt.items():
+        result = json.loads((d / "result.json").read_text())
+        manifest = json.loads((d / "manifest.json").read_text())
+        command = json.loads((d / "command.json").read_text())
+        # the app ran in the trial's own process, a fork of the warm parent: no fresh `python plain/app.py`
+        assert command["in_process"] == {"pid": manifest["pid"], "warm_parent": manifest["warm"]["parent"],
+                                         "function": "main"}
+        assert manifest["warm"]["app"] == {"function": "main", "in_process": True}
+        assert command["argv"][1] == "plain/app.py" and f"seed={key[1]}" in command["argv"]
+        history = [json.loads(x) for x in (d / "run" / "history.jsonl").read_text().splitlines()]
+        assert result["metrics"]["val_acc"] == history[-1]["val_acc"]  # the app's own log
+        fresh_result = json.loads((ft[key] / "result.json").read_text())
+        assert result["metrics"] == fresh_result["metrics"], key  # equal to a fresh process's, bit for bit
+        fresh_command = json.loads((ft[key] / "command.json").read_text())
+        assert "in_process" not in fresh_command
+        assert _same_run(fresh_command["argv"][2:]) == _same_run(command["argv"][2:])  # the same overrides
+    verdict = json.loads((warm / "verdict.json").read_text())
+    assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+
+
+def test_a_lightning_style_app_imports_once_and_logs_as_a_fresh_run(project: Path) -> None:
+    for part in ("src", "configs"):
+        shutil.copytree(FIXTURES / "lit_app" / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+    write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]}})
+    warm = _run(project, "lit", "lit_lr", True, "outputs/warm")
+    fresh = _run(project, "lit", "lit_lr", False, "outputs/fresh")
+    wt, ft = _trials(warm), _trials(fresh)
+    for key, d in wt.items():
+        result = json.loads((d / "result.json").read_text())
+        assert "in_process" in json.loads((d / "command.json").read_text())
+        (csv_file,) = (d / "run").rglob("metrics.csv")
+        assert result["metrics"]["val/acc"] == csv_series(csv_file, "val/acc")[-1][1]  # the app's own CSV
+        assert result["metrics"] == json.loads((ft[key] / "result.json").read_text())["metrics"], key
+
+
+def test_an_app_that_starts_a_thread_at_import_runs_fresh_and_says_why_once(project: Path) -> None:
+    shutil.copytree(FIXTURES / "plain_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
+    app = project / "plain" / "app.py"
+    app.write_text(app.read_text().replace(
+        "import hydra\n", "import threading\nimport time\n\nimport hydra\n\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n", 1))
+    write(project, "plain", PLAIN_TASK, {"plain_lr": {"key": "lr", "values": [0.2]}})
+    res = ablate_cli(project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=2")
+    assert res.returncode == 0, res.stderr
+    notes = [line for line in res.stderr.splitlines() if "starts a fresh" in line]
+    assert len(notes) == 1 and "plain/app.py" in notes[0] and "started 1 thread(s)" in notes[0], res.stderr
+    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
+    for d in _trials(sd).values():
+        assert json.loads((d / "result.json").read_text())["status"] == "ok"
+        assert "in_process" not in json.loads((d / "command.json").read_text())
