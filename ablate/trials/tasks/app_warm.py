@@ -28,8 +28,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ablate.record.failure import exception_line
 from ablate.record.sweepdir import TrialPaths, open_log, write_json
-from ablate.trials.tasks.command import CommandFailed, _tail, _unknown_key, read_from
+from ablate.trials.tasks.command import CommandFailed, _printed_a_metric, _tail, _unknown_key, read_from
 
 #: The app modules this process imported for warm trials: script path -> (module, function name).
 _LOADED: dict[str, tuple[ModuleType, str]] = {}
@@ -107,6 +108,7 @@ def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[s
     out_fd, err_fd = open_log(tp.stdout), open_log(tp.stderr)  # appended to, as a fresh app's output is
     record["stdout_start"] = os.fstat(out_fd).st_size
     err_start = os.fstat(err_fd).st_size
+    record["stderr_start"] = err_start  # as :func:`ablate.trials.tasks.command.spawn` records it
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
@@ -138,7 +140,10 @@ def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[s
         bad_key = _unknown_key(stderr, task)
         if bad_key is not None:
             raise bad_key
-        raise CommandFailed(f"the app's @hydra.main function {fn}() exited with code {code} (called in the trial's "
-                            "process, a fork of the warm parent); log tail (stderr.log):\n"
-                            f"{_tail(stderr) or '(empty)'}")
+        line = exception_line(stderr)
+        failed = CommandFailed(f"the app's @hydra.main function {fn}() exited with code {code}"
+                               + (f": {line}" if line else "") + " (called in the trial's process, a fork of the "
+                               f"warm parent); end of its log (stderr.log):\n{_tail(stderr) or '(empty)'}")
+        failed.before_first_step = not _printed_a_metric(tp, record, task)
+        raise failed
     return record
