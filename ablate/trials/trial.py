@@ -356,19 +356,28 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             manifest["warm"]["imported"] = warmfork.new_roots()
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
-            manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
-            manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
-        source = None
+            if form.name == "fn":  # threads and flags are this process's: only an fn task runs in it
+                manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
+                manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
+            else:  # a command or app ran in its own process (this one may hold torch from composing the app)
+                manifest["environment"].pop("torch_threads", None)
+        source, seen_recorded = None, False
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
                 manifest["config"] = {**cfg, "task": {**(cfg.get("task") or {}), "params": out.seen["config"]}}
                 manifest["seen"] = {"by": "the task's own process", "hydra": out.seen.get("hydra") or {}}
-                write_json(tp.manifest, manifest)
+                torch_seen = out.seen.get("torch")
+                if torch_seen:  # torch as the app's own process had it
+                    manifest["environment"] = {**manifest["environment"], "torch_threads": torch_seen["threads"]}
+                    manifest["determinism"]["flags_after"] = torch_seen["flags"]
+                    manifest["determinism"]["threads_after"] = torch_seen["threads"]
+                seen_recorded = True  # written below, with what the trial saw after the task
             out, source = out.metrics, out.source
         metrics = coerce_metrics(out, metric)
         as_bool = bool_metrics(out)
         changed = _pins_after(sd, plan, manifest)
-        if "torch" in sys.modules or "warm" in manifest or "data_after" in manifest or "code_after" in manifest:
+        if seen_recorded or "torch" in sys.modules or "warm" in manifest \
+                or "data_after" in manifest or "code_after" in manifest:
             write_json(tp.manifest, manifest)  # what the trial saw after the task, in one write
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
             return done("pin_mismatch", metrics=metrics, task_s=task_s,

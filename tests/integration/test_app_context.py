@@ -35,8 +35,7 @@ def _digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
-@pytest.fixture
-def store_project(project: Path) -> Path:
+def _add_store_app(project: Path) -> Path:
     for part in ("src", "configs"):
         shutil.copytree(FIXTURE / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
     (project / "conf" / "task" / "store.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
@@ -44,6 +43,19 @@ def store_project(project: Path) -> Path:
         (project / "conf" / "variable" / f"{name}.yaml").write_text(yaml.safe_dump(var, sort_keys=False))
     commit_all(project, "store app")
     return project
+
+
+@pytest.fixture
+def store_project(project: Path) -> Path:
+    return _add_store_app(project)
+
+
+@pytest.fixture(scope="module")
+def shared_store(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store_app project for the suite, transfer and repro cases (each runs its own sweep in it)."""
+    dest = tmp_path_factory.mktemp("store_shared") / "proj"
+    shutil.copytree(project_template, dest, symlinks=True)
+    return _add_store_app(dest)
 
 
 def untouched(project: Path) -> None:
@@ -180,3 +192,91 @@ def test_a_command_writes_into_its_own_trial_dir_and_a_write_into_the_snapshot_i
         res.stderr
     result = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
     assert result["status"] == "failed" and str(sd / "code" / "last.ckpt") in result["error"]
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_store_sweep(sd: Path, own_keys: dict[str, set[str]]) -> dict[str, dict[int, dict[str, object]]]:
+    """A valid verdict; each trial's value is the app's own log; each treatment differs from control in its own keys.
+
+    ``own_keys`` maps each treatment arm to the keys of the app's config its variable changes. ``run_name`` reads
+    ``${hydra:job.override_dirname}`` (the trial's own overrides), so it differs too, as the app saw it.
+    Returns the composed config each trial's app saw (its manifest's params, flattened), by arm and seed.
+    """
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert not verdict["invalid"] and verdict["confounds"]["findings"] == [], verdict
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    arms = [a["name"] for a in plan["arms"]]
+    assert arms == ["control", *own_keys], arms
+    per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
+    seen: dict[str, dict[int, dict[str, object]]] = {}
+    for arm in arms:
+        for seed in (1, 2, 3):
+            t = sd / "trials" / arm / f"seed={seed}"
+            assert json.loads((t / "result.json").read_text())["status"] == "ok"
+            own = json.loads((t / "work" / "metrics.json").read_text())
+            assert per_seed[arm][str(seed)] == own["history"][-1]["val_acc"]  # the app's own log
+            manifest = json.loads((t / "manifest.json").read_text())
+            # torch's threads and flags as the app's own process had them (ablate's process imported the app
+            # module to compose it, so its own torch is not what the trial ran with): the plan's threads
+            assert manifest["determinism"]["threads"] == manifest["determinism"]["threads_after"] == 1, manifest
+            assert manifest["environment"]["torch_threads"] == 1
+            assert manifest["determinism"]["flags_after"]["use_deterministic_algorithms"] is False
+            params = manifest["config"]["task"]["params"]
+            assert params["run_name"] == own["run_name"] and params["seed"] == own["seed"] == seed
+            seen.setdefault(arm, {})[seed] = _flat(params)
+    for seed in (1, 2, 3):
+        control = seen["control"][seed]
+        for arm, keys in own_keys.items():
+            got = seen[arm][seed]
+            assert set(got) == set(control), (arm, set(got) ^ set(control))
+            differ = {k for k in got if got[k] != control[k]}
+            assert differ == keys | {"run_name"}, (arm, seed, differ)
+    return seen
+
+
+def test_store_app_suite_of_a_key_and_a_group(shared_store: Path) -> None:
+    before = set(shared_store.glob("outputs/ablate/*/*"))
+    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", "launcher=inline")
+    assert res.returncode == 0, res.stdout + res.stderr
+    untouched(shared_store)
+    (sd,) = set(shared_store.glob("outputs/ablate/*/*")) - before
+    seen = check_store_sweep(sd, {"lr=0.2": {"optim.lr"}, "model=small": {"model.name", "model.hidden"}})
+    for seed in (1, 2, 3):  # the values each arm's app saw: its own override, from the app's own configs
+        assert seen["lr=0.2"][seed]["optim.lr"] == 0.2 and seen["control"][seed]["optim.lr"] == 0.05
+        assert (seen["model=small"][seed]["model.name"], seen["model=small"][seed]["model.hidden"]) == ("small", 8)
+        assert seen["model=small"][seed]["run_name"] == f"train_model=small,seed={seed}"
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    assert [a.get("variable") for a in plan["arms"]] == [None, "store_lr", "store_model"]
+    # repro of a suite treatment trial (the group arm) holds; its only manifest differences are paths, named so
+    rep = ablate_cli(shared_store, "repro", str(sd), "--trial", "model=small/2")
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
+    assert "manifests differ" not in rep.stdout, rep.stdout
+
+
+def test_store_app_transfer_run_over_two_scales(shared_store: Path) -> None:
+    before = set(shared_store.glob("outputs/ablate/*/*"))
+    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr", "seeds=3", "launcher=inline",
+                     "scale.key=trainer.max_epochs", "scale.values=[1,2]")
+    assert res.returncode == 0, res.stdout + res.stderr
+    untouched(shared_store)
+    (parent,) = set(shared_store.glob("outputs/ablate/*/*")) - before
+    children = yaml.safe_load((parent / "transfer.yaml").read_text())["children"]
+    assert children == ["max_epochs=1", "max_epochs=2"], children
+    for child, epochs in zip(children, (1, 2), strict=True):
+        seen = check_store_sweep(parent / child, {"lr=0.2": {"optim.lr"}})
+        for seed in (1, 2, 3):
+            assert seen["control"][seed]["trainer.max_epochs"] == seen["lr=0.2"][seed]["trainer.max_epochs"] == epochs
+            own = json.loads((parent / child / "trials" / "control" / f"seed={seed}" / "work" / "metrics.json")
+                             .read_text())
+            assert len(own["history"]) == epochs  # the app trained for the scale's epochs
+    assert json.loads((parent / "transfer.json").read_text())["scale"]["key"] == "task.params.trainer.max_epochs"

@@ -6,8 +6,9 @@ trial adds this callback on the command line
 itself is not edited. The value goes to ``<hydra output dir>/ablate_return.json`` as
 ``{"value": ..., "type": ...}``; numpy and torch scalars are stored as numbers. What the app saw goes
 to ``ablate_seen.json``: its config resolved in its own process after ``main()`` ran, and the Hydra
-values it may read (``job.override_dirname``, ``runtime.output_dir`` ...); the trial's manifest
-records that, not ablate's own resolution.
+values it may read (``job.override_dirname``, ``runtime.output_dir`` ...), and torch's threads and
+determinism flags in the app's process; the trial's manifest records that, not ablate's own resolution
+(nor ablate's own torch, which composing the app imported).
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ def seen_config(config: Any) -> dict[str, Any]:
     return out
 
 
+def seen_torch() -> dict[str, Any] | None:
+    """torch's thread count and determinism flags in the app's own process, once its ``main()`` ran.
+
+    None when the app never imported torch (it is never imported here for this).
+    """
+    import sys
+
+    from ablate.trials.seeding import torch_flags
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return {"threads": int(torch.get_num_threads()), "flags": torch_flags()}
+
+
 def seen_hydra(config: Any) -> dict[str, Any]:
     """The Hydra values of the app's run that its config may read (``${hydra:...}``)."""
     h = config.hydra
@@ -76,13 +92,13 @@ def seen_hydra(config: Any) -> dict[str, Any]:
 
 class SaveReturn:
     """Hydra callback (``hydra.experimental.callback.Callback`` protocol): saves the return value, and what
-    the app saw (:func:`seen_config`, :func:`seen_hydra`) to ``ablate_seen.json``."""
+    the app saw (:func:`seen_config`, :func:`seen_hydra`, :func:`seen_torch`) to ``ablate_seen.json``."""
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         """Write the job's return value to ``ablate_return.json`` in its output dir (not when it failed)."""
         out_dir = Path(config.hydra.runtime.output_dir)
         try:
-            seen = {"config": seen_config(config), "hydra": seen_hydra(config)}
+            seen = {"config": seen_config(config), "hydra": seen_hydra(config), "torch": seen_torch()}
             (out_dir / SEEN_FILE).write_text(json.dumps(seen))
         except Exception as exc:  # never fail the app's run over a record
             (out_dir / SEEN_FILE).write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
