@@ -161,7 +161,8 @@ SCRIPT = textwrap.dedent("""\
     Path("checkpoint.pt").write_text(args["lr"])  # into its working dir
     if args.get("into_code") == "true":
         (Path(__file__).resolve().parent / "last.ckpt").write_text("x")  # into the code it runs from
-    Path(os.environ["ABLATE_METRICS_FILE"]).write_text(json.dumps({"val_acc": float(args["lr"])}))
+    score = float(args["lr"]) + int(os.environ["ABLATE_SEED"]) / 1000  # seeded by the seed it is handed
+    Path(os.environ["ABLATE_METRICS_FILE"]).write_text(json.dumps({"val_acc": score}))
 """)
 
 
