@@ -1,10 +1,14 @@
 """Print the tables of issue 27 in docs/verdict.md (markdown), each beside plain scipy/statsmodels on the same
 replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py [--reps 20000] [--pilots 4000]
-[--transfer-reps 2000] [--only grid|advice|transfer]``.
+[--transfer-reps 2000] [--settle-reps 200000] [--only grid|settle|advice|transfer|coverage]``.
 
 1. The unequal-spread grid (A/A; normal, lognormal, bimodal, t3; SD 1:1, 1:2, 1:3; N = 3, 5, 10, 20, 50), unpaired
    and paired (ρ = 0): cells "firm verdicts / every better-worse verdict / plain scipy Welch or paired t", through
    :func:`ablate.stats.decide_batch` (the code behind ``compare()``; its ``firm`` is tested equal to ``compare()``'s).
+1b. ``settle``: the cells from which every verdict is firm (N = 20 and 50 unpaired, 50 paired) at 200,000
+   replications each (in chunks of 20,000 through :func:`ablate.stats.decide_batch`): firm rate ± MC SE beside
+   plain scipy Welch / paired t on the same replications, the margin to 0.056 in SEs, and the share of power a
+   1 SD effect keeps as a firm verdict at N = 5, 10, 20.
 2. Seed advice from 5-seed pilots through :func:`ablate.stats.recommend_seeds`: the share of advised numbers that
    reach 80% power at the true SD (statsmodels' power), and the share answered "> cap"; beside it the advice at
    the point SD (what the pilot alone says).
@@ -60,6 +64,50 @@ def grid(reps: int) -> None:
                     cells.append(f"{firm:.3f} / {sig.mean():.3f} / {(p < 0.05).mean():.3f}")
                 print(f"| {d} | 1:{r} | " + " | ".join(cells) + " |")
         print(f"\nworst firm cell: {worst:.3f}\n")
+
+
+def settle(reps: int, chunk: int = 20_000) -> None:
+    """Firm rates where every better/worse verdict is firm (N = 20, 50 unpaired; 50 paired), at ``reps`` each."""
+    print(f"### Where every verdict is firm: firm rate ± MC SE / plain scipy ± MC SE ({reps} replications per "
+          "cell; z = (firm - 0.056) / SE)\n")
+    print("| design | shape | SD ratio | N | firm | scipy | z vs 0.056 |")
+    print("|---|---|---|---|---|---|---|")
+    worst = (0.0, "")
+    for paired, ns in ((False, (20, 50)), (True, (50,))):
+        for i, d in enumerate(SHAPES):
+            for r in (1, 2, 3):
+                for n in ns:
+                    firm = plain = 0
+                    for k in range(reps // chunk):
+                        rng = np.random.default_rng([27, i, r, n, int(paired), k])
+                        t = 0.7 + 0.01 * r * shape(rng, d, (chunk, n))
+                        c = 0.7 + 0.01 * shape(rng, d, (chunk, n))
+                        res = decide_batch(t, c, paired=paired)
+                        firm += int((np.isin(res.verdict, (BETTER, WORSE)) & res.firm).sum())
+                        p = (stats.ttest_rel(t, c, axis=1) if paired
+                             else stats.ttest_ind(t, c, axis=1, equal_var=False)).pvalue
+                        plain += int((p < 0.05).sum())
+                    tot = chunk * (reps // chunk)
+                    f, w = firm / tot, plain / tot
+                    sf, sw = math.sqrt(f * (1 - f) / tot), math.sqrt(w * (1 - w) / tot)
+                    worst = max(worst, (f, f"{d} 1:{r} N = {n} {'paired' if paired else 'unpaired'}"))
+                    print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | {d} | 1:{r} | {n} | {f:.4f} ± {sf:.4f} "
+                          f"| {w:.4f} ± {sw:.4f} | {(f - 0.056) / sf:+.1f} |")
+    print(f"\nworst: {worst[0]:.4f} ({worst[1]})\n")
+    print("Power at a 1 SD effect (normal arms): firm better / every better / plain scipy\n")
+    print("| design | N=5 | N=10 | N=20 |")
+    print("|---|---|---|---|")
+    for paired in (False, True):
+        cells = []
+        for n in (5, 10, 20):
+            rng = np.random.default_rng([5, n, int(paired)])
+            t, c = 1.0 + rng.normal(size=(chunk, n)), rng.normal(size=(chunk, n))
+            res = decide_batch(t, c, paired=paired)
+            b = res.verdict == BETTER
+            p = (stats.ttest_rel(t, c, axis=1) if paired else stats.ttest_ind(t, c, axis=1, equal_var=False)).pvalue
+            cells.append(f"{(b & res.firm).mean():.3f} / {b.mean():.3f} / {(p < 0.05).mean():.3f}")
+        print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | " + " | ".join(cells) + " |")
+    print()
 
 
 def advice(pilots: int) -> None:
@@ -187,10 +235,13 @@ def main() -> None:
     ap.add_argument("--pilots", type=int, default=4000)
     ap.add_argument("--transfer-reps", type=int, default=2000)
     ap.add_argument("--coverage-reps", type=int, default=2000)
-    ap.add_argument("--only", choices=["grid", "advice", "transfer", "coverage"])
+    ap.add_argument("--settle-reps", type=int, default=200_000)
+    ap.add_argument("--only", choices=["grid", "settle", "advice", "transfer", "coverage"])
     args = ap.parse_args()
     if args.only in (None, "grid"):
         grid(args.reps)
+    if args.only in (None, "settle"):
+        settle(args.settle_reps)
     if args.only in (None, "advice"):
         advice(args.pilots)
     if args.only in (None, "transfer"):
