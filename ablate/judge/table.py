@@ -121,6 +121,7 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
         row: dict[str, Any] = {"arm": name, "variable": (c or {}).get("variable"), "value": a.get("value"),
                                "verdict": None if c is None else c.get("verdict"), "bold": False, "cells": {}}
         row["marker"] = MARKERS.get(row["verdict"], ("", ""))[0] if c is not None else ""
+        row["indicative"] = c is not None and c.get("firm") is False  # as the bottom line labels it
         level = float(c["ci_level"]) if c and c.get("ci_level") else None
         for m in cols:
             if m == primary:
@@ -244,7 +245,8 @@ def markdown(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> list[str]:
             c = r["cells"][m]
             cells += [_mean_text(c, decs[m], " ± "), _delta_text(c, decs[m])]
             if m == table["primary"]:
-                cells.append(f"{r['marker']} {r['verdict']}" if r["verdict"] else "")
+                cells.append(f"{r['marker']} {r['verdict']}{' (indicative)' if r.get('indicative') else ''}"
+                             if r["verdict"] else "")
         if r["bold"]:
             cells = [f"**{x}**" if x not in ("", "–") else x for x in cells]
         L.append("| " + " | ".join(cells) + " |")

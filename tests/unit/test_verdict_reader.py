@@ -62,7 +62,7 @@ def test_one_word_per_outcome_and_the_latex_header(tmp_path: Path) -> None:
 def test_minimize_delta_has_one_sign_everywhere(tmp_path: Path) -> None:
     """val_loss lower in the treatment by 0.0192 (spec C1's dataset U, arms swapped): Δ = −0.0192 in the verdict
     line, the comparisons table and the ablation table (treatment − control, raw sign), and the verdict is better
-    (indicative at 5 seeds per arm, in the bottom line and the verdict line alike)."""
+    (indicative at 5 seeds per arm, in the bottom line, the verdict line and the ablation table alike)."""
     t = [0.712, 0.695, 0.731, 0.704, 0.719]
     root = make_sweep(tmp_path / "sw", {"control": [0.728, 0.741, 0.716, 0.739, 0.733], "lr=0.1": t},
                       goal="minimize", metric="val_loss")
@@ -70,7 +70,7 @@ def test_minimize_delta_has_one_sign_everywhere(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     assert "**better (indicative)**. Welch p = 0.0387 < α = 0.05; Δ = -0.0192, 95% CI [-0.0371, -0.0013]" in md
     assert "| lr=0.1 | Welch t | 5/5 | -0.0192 | -2.6 | [-0.0371, -0.0013] (95%) |" in md
-    assert "| **-0.019 [-0.037, -0.001]** | **↑ better** |" in md
+    assert "| **-0.019 [-0.037, -0.001]** | **↑ better (indicative)** |" in md  # one label in every place
     assert "**better (indicative)**: adopt it; it improves val_loss" in md
 
 
