@@ -129,6 +129,7 @@ def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, l
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
     for (arm, seed), rec in recs.items():
         assert rec["status"] == "ok", rec
+        assert "inline_restored" not in rec, rec  # $ABLATE_RUN_DIR is ablate's setting, not the task's change
         csv_path = sd / "trials" / arm / f"seed={seed}" / "run" / "metrics.csv"
         want, step = csv_min(csv_path)
         assert rec["metrics"]["val_loss"] == want == per_seed[arm][str(seed)]

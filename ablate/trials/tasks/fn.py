@@ -212,15 +212,14 @@ class FnForm:
 
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> Any:
-        """Import ``task.fn`` from the code snapshot, call it with the trial's resolved config in its run dir
-        (``$ABLATE_RUN_DIR``; HydraConfig's output dir), and read its metric (:func:`metrics_of`)."""
+        """Import ``task.fn`` from the code snapshot, call it with the trial's resolved config, and read its
+        metric (:func:`metrics_of`). The trial (:func:`ablate.trials.trial.run_trial`) has set ``$ABLATE_RUN_DIR``
+        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir."""
         task = cfg.get("task") or {}
         s = fn_settings(task)
         fn = import_callable(str(task["fn"]), code_root)
         run_dir = Path(tp.dir) / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
-        os.environ.update({"ABLATE_RUN_DIR": str(run_dir), "ABLATE_TRIAL_DIR": str(tp.dir),
-                           "ABLATE_SEED": str(cfg.get("seed"))})  # inline: restored when the trial ends
         hydra = trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext()
         capture = trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext()
         with capture as cap, hydra:
