@@ -77,12 +77,8 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import shutil
-
-    dest = tmp_path_factory.mktemp("fnsrc") / "proj"
-    shutil.copytree(project_template, dest, symlinks=True)
+def setup(dest: Path) -> Path:
+    """The tasks of :data:`CASES` (``task=fnsrc_<case>``) and the variable ``fnlr`` in the project, committed."""
     (dest / "fnsrc.py").write_text(TASKS)
     for name, task in CASES.items():
         (dest / "conf" / "task" / f"fnsrc_{name}.yaml").write_text(yaml.safe_dump(
@@ -90,6 +86,15 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (dest / "conf" / "variable" / "fnlr.yaml").write_text(yaml.safe_dump({"key": "task.lr", "values": [2.0]}))
     commit_all(dest, "fn tasks that log their metric")
     return dest
+
+
+@pytest.fixture(scope="module")
+def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import shutil
+
+    dest = tmp_path_factory.mktemp("fnsrc") / "proj"
+    shutil.copytree(project_template, dest, symlinks=True)
+    return setup(dest)
 
 
 def sweep_of(root: Path, *args: str) -> Path:
@@ -145,7 +150,11 @@ def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, l
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_fn_printing_its_metric_read_by_pattern(proj: Path, launcher: str) -> None:
-    sd = sweep_of(proj, "task=fnsrc_print", *LAUNCHERS[launcher])
+    check_printed(sweep_of(proj, "task=fnsrc_print", *LAUNCHERS[launcher]))
+
+
+def check_printed(sd: Path) -> None:
+    """Every trial of the print task: ok, its value the last matched line of its own stdout.log, recorded so."""
     recs = results(sd)
     assert len(recs) == 6
     for (arm, seed), rec in recs.items():
