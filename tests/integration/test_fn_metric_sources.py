@@ -199,3 +199,23 @@ def test_fn_metric_settings_checked_before_any_trial(proj: Path) -> None:
                                                    "got 'median'. Fix: e.g. `reduce: min` for the best validation "
                                                    "loss over steps.")
     assert set(proj.glob("outputs/ablate/*/*")) == before, "refused before any sweep dir or trial"
+
+
+@pytest.mark.parametrize("case", ["csv", "print"])
+def test_single_run_reads_the_same_sources(proj: Path, case: str) -> None:
+    """``ablate`` without ``-m``: one run in Hydra's run dir, which is $ABLATE_RUN_DIR, read the same way."""
+    res = ablate_cli(proj, f"task=fnsrc_{case}", "seed=1", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    result_path = Path(res.stdout.strip().splitlines()[-1])
+    rec = json.loads(result_path.read_text())
+    run = result_path.parent
+    if case == "csv":
+        want, step = csv_min(run / "metrics.csv")
+        assert rec["metric_source"]["kind"] == "csv" and rec["metric_source"]["step"] == step
+    else:
+        lines = (run / "stdout.log").read_text().splitlines()
+        want = float(re.search(PATTERN, lines[-1])["val_loss"])  # type: ignore[index]
+        assert rec["metric_source"]["kind"] == "stdout" and rec["metric_source"]["step"] == 4
+        assert lines[-1] in res.stdout  # still shown on the terminal
+    assert rec["metrics"]["val_loss"] == want
+    assert f"metric 'val_loss' from {rec['metric_source']['kind']}" in res.stderr

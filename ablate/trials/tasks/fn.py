@@ -199,6 +199,20 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
     return TaskOutput(metrics={**(value or {}), **found}, source=record)
 
 
+def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str | None, tp: Any, run_dir: Path,
+                  s: Mapping[str, Any] | None = None) -> Any:
+    """Call an ``fn`` task (``call()``) with its printed output reaching ``tp``'s logs when it reads printed
+    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`).
+
+    Used by a trial (:meth:`FnForm.run`) and by a single run (``ablate`` without ``-m``, in Hydra's run dir).
+    """
+    s = fn_settings(task) if s is None else s
+    with trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext() as cap:
+        value = call()
+    starts = (cap.stdout_start, cap.stderr_start) if cap is not None else (0, 0)
+    return metrics_of(value, metric, s, run_dir, tp, starts)
+
+
 class FnForm:
     """The ``fn`` task form (see the module docstring)."""
 
@@ -220,12 +234,11 @@ class FnForm:
         fn = import_callable(str(task["fn"]), code_root)
         run_dir = Path(tp.dir) / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
-        hydra = trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext()
-        capture = trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext()
-        with capture as cap, hydra:
-            value = fn(_node(cfg, arm))
-        starts = (cap.stdout_start, cap.stderr_start) if cap is not None else (0, 0)
-        return metrics_of(value, plan.get("metric") or task.get("metric"), s, run_dir, tp, starts)
+        def call() -> Any:
+            with trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext():
+                return fn(_node(cfg, arm))
+
+        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""
