@@ -7,6 +7,7 @@ whether the tree is dirty are recorded in the manifest.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from ablate.plan.app_config import resolve_container
 from ablate.plan.hydra_semantics import trial_hydra
 from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_json
 from ablate.trials import seeding
-from ablate.trials.tasks.interface import TaskOutput, attach, get_form, import_callable
+from ablate.trials.tasks.interface import TaskOutput, attach, get_form, import_callable, run_fn
 from ablate.trials.trial import TaskContractError, coerce_metrics
 
 
@@ -54,6 +55,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
                 "config": container}
     write_atomic(out_dir / "config.yaml", dump_yaml(container))
     t0 = time.perf_counter()
+    source: dict[str, Any] | None = None
     if cfg.task.get("app"):  # an existing @hydra.main app, run in the live tree with its own composed config
         metrics = _single_app(cfg, out_dir, opts, manifest)
     elif not cfg.task.get("fn") and cfg.task.get("command"):  # an existing script, run in the live tree
@@ -68,10 +70,19 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         fn = import_callable(str(cfg.task.fn), Path.cwd())
         manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
         write_json(out_dir / "manifest.json", manifest)
+        os.environ.update({"ABLATE_RUN_DIR": str(out_dir), "ABLATE_TRIAL_DIR": str(out_dir),
+                           "ABLATE_SEED": str(int(cfg.seed))})  # as in a trial: where it logs
         t0 = time.perf_counter()
-        metrics = coerce_metrics(fn(cfg), opts.metric)
+        out = run_fn(lambda: fn(cfg), container["task"], opts.metric, TrialPaths(out_dir), out_dir)  # type: ignore[index]
+        if isinstance(out, TaskOutput):
+            source = out.source
+            print(f"metric {opts.metric!r} from {source['kind']} ({source['path']}): {source['match']}",
+                  file=sys.stderr)
+            out = out.metrics
+        metrics = coerce_metrics(out, opts.metric)
     write_json(out_dir / "result.json", {"status": "ok", "seed": int(cfg.seed), "metrics": metrics,
-                                          "duration_s": time.perf_counter() - t0})
+                                          "duration_s": time.perf_counter() - t0,
+                                          **({"metric_source": source} if source else {})})
     shown = ", ".join(f"{k}={v:.6g}" for k, v in metrics.items())
     print(f"control, seed {int(cfg.seed)}: {shown}", file=sys.stderr)
     print(out_dir / "result.json")

@@ -1,12 +1,32 @@
 """The ``fn`` form of a task: a Python callable ``module:function`` called in the trial process.
 
-``fn(cfg: DictConfig) -> Mapping[str, float]``; the trial seeds every generator before calling it. A function
-whose module uses ``HydraConfig`` runs with it set as in a Hydra run: ``HydraConfig.get().runtime.output_dir``
-is the trial's ``run/`` dir.
+``fn(cfg: DictConfig) -> Mapping[str, float] | None``; the trial seeds every generator before calling it.
+Its run dir is ``<trial dir>/run`` (created before the call), under every launcher, named by
+``$ABLATE_RUN_DIR`` (with ``$ABLATE_TRIAL_DIR`` and ``$ABLATE_SEED``) and, for a function whose module uses
+``HydraConfig``, by ``HydraConfig.get().runtime.output_dir`` as in a Hydra run.
+
+Metrics come from the sources of :mod:`ablate.trials.tasks.metrics`, as for ``command`` and ``app`` tasks,
+with the task's settings (in ``conf/task/<name>.yaml``, beside ``fn``)::
+
+    metric_source: auto     # auto | return | csv | tensorboard | json | stdout | stderr
+    metric_pattern: null    # printed lines to read: 'val loss (?P<val_loss>[0-9.eE+-]+)'
+    reduce: last            # last | min | max, for a metric logged at many steps
+
+The return value is the first source: a mapping holding ``task.metric`` is used as it is (with
+``metric_source: auto`` or ``return``). Otherwise (``None``, a mapping without the metric, or
+``metric_source`` naming another source) the metric is looked for in the files the task wrote under its
+run dir (a Lightning-style ``metrics.csv``, TensorBoard events, ``*.json``/``*.jsonl``) and, when the task
+declares ``metric_pattern`` (or ``metric_source: stdout``/``stderr``), in the lines it printed, which
+reach the trial's ``stdout.log``/``stderr.log`` under every launcher (:mod:`ablate.trials.tasks.capture`).
+Undeclared ``key: value`` lines are not read for an ``fn`` task. The metrics found are added to what the
+function returned, and ``result.json`` records the source, the matched line or row and the rule
+(``metric_source``). A function that returns ``None`` and logs the metric nowhere fails with a message
+listing what each source had.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -17,7 +37,16 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import trial_hydra
+from ablate.trials.tasks import metrics
+from ablate.trials.tasks.base import TaskOutput
+from ablate.trials.tasks.capture import trial_output
 from ablate.trials.tasks.taskcheck import check_task_fn
+
+#: The metric settings of an ``fn`` task, and their defaults (see the module docstring).
+FN_METRIC_SETTINGS = {"metric_source": "auto", "metric_pattern": None, "reduce": "last"}
+#: The sources an ``fn`` task's metric may come from (no ``file``: that is a command task's $ABLATE_METRICS_FILE).
+FN_SOURCES = tuple(k for k in metrics.SOURCES if k != "file")
+RUN_DIR_NAME = "run"
 
 
 def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
@@ -102,25 +131,114 @@ def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
     return node
 
 
+def fn_settings(task: Mapping[str, Any]) -> dict[str, Any]:
+    """The metric settings of an ``fn`` task config, defaults filled in and checked.
+
+    Raises
+    ------
+    ConfigError
+        An unknown ``metric_source`` or ``reduce``, or a ``metric_pattern`` that is no regular expression
+        with a named group.
+    """
+    s = {k: task.get(k, d) if task.get(k) is not None else d for k, d in FN_METRIC_SETTINGS.items()}
+    if s["metric_source"] not in ("auto", *FN_SOURCES):
+        raise ConfigError(f"must be one of auto, {', '.join(FN_SOURCES)}, got {s['metric_source']!r}",
+                          where="task.metric_source", fix="e.g. `metric_source: csv`")
+    if s["reduce"] not in metrics.REDUCE:
+        raise ConfigError(f"must be one of {', '.join(metrics.REDUCE)}, got {s['reduce']!r}", where="task.reduce",
+                          fix="e.g. `reduce: min` for the best validation loss over steps")
+    s["patterns"] = metrics.compile_patterns(s["metric_pattern"])
+    s["lines"] = bool(s["patterns"]) or s["metric_source"] in ("stdout", "stderr")
+    return s
+
+
+def _read_lines(path: Path, start: int) -> list[str]:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(start, os.path.getsize(path) - (1 << 24)))
+            return fh.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Path, tp: Any,
+               starts: tuple[int, int]) -> Any:
+    """What an ``fn`` trial records: the return value when it holds ``metric`` (or when ``metric_source`` is
+    ``return``), else a :class:`TaskOutput` with the metric read from the other sources (see the module).
+
+    A value that is neither None nor a mapping is returned as it is (the trial refuses it, naming the
+    contract). A mapping without the metric that no other source has either is returned as it is too:
+    that trial fails alone, as before.
+
+    Raises
+    ------
+    ConfigError
+        The function returned None and no source has ``metric`` (the message lists what each had).
+    """
+    source = s["metric_source"]
+    if not metric or source == "return" or (value is not None and not isinstance(value, Mapping)):
+        return value
+    if isinstance(value, Mapping) and metric in value and source == "auto":
+        return value
+    out_lines = _read_lines(tp.stdout, starts[0]) if s["lines"] else []
+    err_lines = _read_lines(tp.stderr, starts[1]) if s["lines"] else []
+    try:
+        found, record = metrics.collect(run_dir, out_lines, metric, source=source, reduce=s["reduce"],
+                                        stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
+                                        patterns=s["patterns"])
+    except ConfigError as exc:
+        if value is not None:
+            return value  # the mapping lacks the metric: this trial fails alone, naming what it returned
+        raise ConfigError(
+            f"the function returned None, and {exc.what.replace('the script logged', 'it logged')}",
+            where=exc.where or "task.metric",
+            fix=f"return a mapping such as {{'{metric}': value}}, or log it in the trial's run dir "
+            "($ABLATE_RUN_DIR: a metrics.csv, TensorBoard events, a JSON file), or print it and declare "
+            f"`metric_pattern: '{metric} (?P<{metric}>[0-9.eE+-]+)'`" + (f"; {exc.fix}" if s["patterns"] else ""),
+        ) from None
+    return TaskOutput(metrics={**(value or {}), **found}, source=record)
+
+
+def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str | None, tp: Any, run_dir: Path,
+                  s: Mapping[str, Any] | None = None) -> Any:
+    """Call an ``fn`` task (``call()``) with its printed output reaching ``tp``'s logs when it reads printed
+    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`).
+
+    Used by a trial (:meth:`FnForm.run`) and by a single run (``ablate`` without ``-m``, in Hydra's run dir).
+    """
+    s = fn_settings(task) if s is None else s
+    with trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext() as cap:
+        value = call()
+    starts = (cap.stdout_start, cap.stderr_start) if cap is not None else (0, 0)
+    return metrics_of(value, metric, s, run_dir, tp, starts)
+
+
 class FnForm:
     """The ``fn`` task form (see the module docstring)."""
 
     name = "fn"
 
     def check(self, plan: Any, cwd: str) -> None:
-        """Check that ``task.fn`` names a function that exists, without importing it."""
-        check_task_fn(str((plan.control.config.get("task") or {})["fn"]), cwd)
+        """Check that ``task.fn`` names a function that exists, without importing it, and its metric settings."""
+        task = plan.control.config.get("task") or {}
+        check_task_fn(str(task["fn"]), cwd)
+        fn_settings(task)
 
     def run(self, cfg: Mapping[str, Any], tp: Any, opts: Mapping[str, Any], *, plan: Mapping[str, Any],
             arm: Mapping[str, Any], code_root: Any = None) -> Any:
-        """Import ``task.fn`` from the code snapshot and call it with the trial's resolved config."""
-        fn = import_callable(str(cfg["task"]["fn"]), code_root)
-        if not uses_hydra_config(fn):
-            return fn(_node(cfg, arm))
-        run_dir = Path(tp.dir) / "run"  # as in a Hydra run: HydraConfig.get().runtime.output_dir is the trial's
+        """Import ``task.fn`` from the code snapshot, call it with the trial's resolved config, and read its
+        metric (:func:`metrics_of`). The trial (:func:`ablate.trials.trial.run_trial`) has set ``$ABLATE_RUN_DIR``
+        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir."""
+        task = cfg.get("task") or {}
+        s = fn_settings(task)
+        fn = import_callable(str(task["fn"]), code_root)
+        run_dir = Path(tp.dir) / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
-        with trial_hydra(run_dir, cfg.get("task")):
-            return fn(_node(cfg, arm))
+        def call() -> Any:
+            with trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext():
+                return fn(_node(cfg, arm))
+
+        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""

@@ -8,7 +8,8 @@ module (an import-linter contract checks it):
   ``${now:}`` frozen and ``???`` refused for every form);
 - :func:`split_cli` / :func:`with_cli_overrides`: the command line's ``app.`` overrides, for an app;
 - :func:`config_dirs`: a task's own config dirs, hashed with ablate's config files;
-- :func:`import_callable`: an ``fn`` task's function, from the code snapshot;
+- :func:`import_callable`: an ``fn`` task's function, from the code snapshot; :func:`run_fn`: call it and
+  read its metric from its return value or what it logged (a single run's);
 - :func:`preload_warm`: an ``app`` task's script imported in a warm parent, so its forks call its
   ``@hydra.main`` function (:mod:`ablate.trials.tasks.app_warm`).
 """
@@ -33,6 +34,7 @@ from ablate.trials.tasks.base import (
     form_of,
     is_script_form,
 )
+from ablate.trials.tasks.fn import call_and_read as run_fn
 from ablate.trials.tasks.fn import import_callable
 
 _FORMS: dict[str, TaskForm] = {"fn": fn.FORM, "command": command.FORM, "app": app.FORM}
@@ -123,5 +125,5 @@ def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[st
 
 
 __all__ = ["FORM_KEYS", "ScriptFailed", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
-           "form_of", "get_form", "import_callable", "is_script_form", "preload_warm", "seed_route", "split_cli",
-           "warm_app", "with_cli_overrides"]
+           "form_of", "get_form", "import_callable", "is_script_form", "preload_warm", "run_fn", "seed_route",
+           "split_cli", "warm_app", "with_cli_overrides"]

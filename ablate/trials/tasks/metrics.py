@@ -1,10 +1,11 @@
-"""Read a trial's metrics from what a script already produces, with no shim in it (``app`` and ``command`` tasks).
+"""Read a trial's metrics from what its task already produces, with no shim in it (every form: ``app``,
+``command``, and an ``fn`` task whose return value lacks the metric, :func:`ablate.trials.tasks.fn.metrics_of`).
 
 Sources, looked for in this order unless ``task.metric_source`` names one:
 
 1. ``return``: the value the ``@hydra.main`` function returned (a mapping, or a scalar taken as
    ``task.metric``), saved by :mod:`ablate.trials.tasks.hydra_callback` (an ``fn`` task's return value is
-   this source too);
+   this source too, looked at first by the ``fn`` form itself);
 2. ``file``: the JSON object a command task wrote to ``$ABLATE_METRICS_FILE`` (or its ``metrics_file``);
 3. ``csv``: a ``metrics.csv`` with a header row (Lightning's ``CSVLogger``, or any other: one column per
    metric, a ``step`` column when there is one);
