@@ -464,6 +464,13 @@ def replay_environment(manifest: Mapping[str, Any], mode: str, seed: int,
     if hash_seed is not None:
         env["PYTHONHASHSEED"] = str(hash_seed)
     env.update({k: str(v) for k, v in recorded.items() if k not in NOT_REPLAYED})
+    effective = (manifest.get("determinism") or {}).get("hash_seed")
+    if isinstance(effective, str | int) and str(effective).isdigit():
+        # The hash seed the original process really ran under wins over its environment's variable: a trial
+        # forked from a warm parent keeps the parent's (a running interpreter cannot take on another).
+        env["PYTHONHASHSEED"] = str(effective)
+        if ((manifest.get("warm") or {}).get("app") or {}).get("in_process"):
+            env[seeding.APP_HASH_SEED_ENV] = str(effective)  # re-run app: the fork's hash seed
     env["PYTHONUNBUFFERED"] = "1"
     env[PARENT_ENV] = str(os.getpid())
     return env

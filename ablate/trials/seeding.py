@@ -153,6 +153,11 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
+#: Set by ``ablate repro`` when the original app trial ran in a warm fork (under the ablation's hash seed): the
+#: re-run's fresh ``python <app>`` takes it as its ``PYTHONHASHSEED`` instead of the trial seed.
+APP_HASH_SEED_ENV = "ABLATE_APP_HASH_SEED"
+
+
 def ablation_hash_seed(plan: Mapping[str, Any]) -> str:
     """The ``PYTHONHASHSEED`` of every trial process of this ablation, under every launcher that starts
     one (``local``, warm or not; ``slurm``, packed or not): one per ablation, recorded in each manifest

@@ -327,7 +327,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         elif form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
                                        "via": "command overrides and environment"}
-            hash_seed = seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)
+            hash_seed = os.environ.get(seeding.APP_HASH_SEED_ENV) if form.name == "app" and \
+                os.environ.get(seeding.APP_HASH_SEED_ENV) else \
+                seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)  # what the script gets
         else:
             manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
         if form.name != "fn" and threads is not None:

@@ -611,6 +611,8 @@ class AppForm:
         argv = build_argv(task, arm_override(arm_variable(plan, arm), arm), seed=seed, run_dir=run_dir)
         set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
+        if os.environ.get(seeding.APP_HASH_SEED_ENV):  # `ablate repro` of a trial that ran in a warm fork
+            set_env["PYTHONHASHSEED"] = os.environ[seeding.APP_HASH_SEED_ENV]
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
         cwd, snapshot = task_dir(tp, task)
         warm = app_warm.loaded(task, code_root)  # a fork of a warm parent holding the app: call it here
