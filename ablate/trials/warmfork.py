@@ -11,6 +11,7 @@ fork, so later trials start with them loaded (docs/howto.md, "Fast warm trials")
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,7 +24,19 @@ _NOT_IMPORTABLE = ("__main__", "__mp_main__", "_ablate_app_")
 def forked(preloaded: Sequence[str], learned: Sequence[str]) -> None:
     """In a fork, before anything else runs: remember the parent's modules and what it had preloaded."""
     _STATE.clear()
-    _STATE.update(modules=frozenset(sys.modules), declared=list(preloaded), learned=list(learned))
+    _STATE.update(modules=frozenset(sys.modules), declared=list(preloaded), learned=list(learned),
+                  finalizers=tuple(getattr(weakref.finalize, "_registry", ())))
+
+
+def leave_parent_finalizers() -> None:
+    """In a fork about to exit: keep the exit from running the ``weakref.finalize`` callbacks the warm parent
+    registered before the fork. They belong to the parent's objects (a ``TemporaryDirectory`` a task module made
+    at import, torch's operator libraries): run in each fork, the first trial's exit deleted such a directory
+    under every later trial, and torch's alone cost about 20 ms of CPU per trial (each one deregisters an
+    operator library, writing to pages shared with the parent). The parent runs them when it exits; the
+    finalizers the trial registered itself, and every ``atexit`` function, still run."""
+    for fin in _STATE.get("finalizers") or ():
+        fin.atexit = False
 
 
 def is_fork() -> bool:

@@ -158,3 +158,41 @@ def test_warm_option_is_checked(probe_project: Path) -> None:
     res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
                      "launcher.warm=maybe")
     assert res.returncode == 2 and "launcher.warm" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+#: A task module that makes a temporary directory at import (in the warm parent, when forked warm) and
+#: writes into it in every trial.
+TEMPDIR_TASK = '''
+import os
+import tempfile
+
+import torch  # noqa: F401  (a warm parent holding torch: its operator libraries' finalizers too)
+
+SCRATCH = tempfile.TemporaryDirectory()  # the importing process's: removed at its exit by a weakref finalizer
+
+
+def train(cfg):
+    with open(os.path.join(SCRATCH.name, f"seed{cfg.seed}"), "w") as fh:  # fails once the dir is gone
+        fh.write("x")
+    return {"val_acc": 0.5 + 0.01 * cfg.seed, "files": len(os.listdir(SCRATCH.name))}
+'''
+
+
+def test_a_forks_exit_leaves_the_warm_parents_objects_alone(project: Path) -> None:
+    """Finalizers the warm parent registered for its own objects (a TemporaryDirectory made at import) are the
+    parent's: a fork's exit does not run them, so the next fork still finds the directory (run by each fork,
+    the first trial's exit deleted it and every later trial failed)."""
+    (project / "scratch.py").write_text(TEMPDIR_TASK)
+    (project / "conf" / "task" / "scratch.yaml").write_text("fn: scratch:train\nmetric: val_acc\ngoal: maximize\n"
+                                                            "mode: plain\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [other]\n")
+    commit_all(project, "task with a temporary directory made at import")
+    res = ablate_cli(project, "-m", "variable=mode", "task=scratch", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=1")
+    assert res.returncode == 0, res.stderr
+    sd = _sweep(project)
+    recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
+    assert len(recs) == 6 and all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
+    # one directory for the whole launch, kept until the warm parent ends: one trial at a time, one file per seed
+    # (both arms of a seed write the same name), so each trial saw the files of the seeds before it
+    assert sorted(r["metrics"]["files"] for r in recs) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]

@@ -208,6 +208,7 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
         try:
             import atexit
 
+            warmfork.leave_parent_finalizers()  # the parent's objects are the parent's to finalise
             atexit._run_exitfuncs()  # what a fresh interpreter runs at exit (trackers flush here)
             sys.stdout.flush()
             sys.stderr.flush()
