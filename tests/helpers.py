@@ -96,3 +96,12 @@ def wait_for_plots(root: Path) -> None:
 
     with SweepDir.open(root).locked():
         pass
+
+
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT at its default, so Python installs its
+    KeyboardInterrupt handler. A shell's background job (``cmd &`` without job control, as a CI runner may
+    start the suite) ignores SIGINT, and children inherit that; a terminal's Ctrl-C reaches a foreground one."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ablate.record.sweepdir import create_unique_dir
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches
 
 pytestmark = pytest.mark.slow
 
@@ -256,6 +256,7 @@ def test_ctrl_c_then_resume_reruns_interrupted_trials(fault_project: Path) -> No
         [exe, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local", "launcher.max_parallel=2",
          "variable.values=[slow]", "task.slow_s=3"],
         cwd=fault_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_reaches,
     )
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until a trial is inside its task

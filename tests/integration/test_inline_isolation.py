@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches
 
 pytestmark = pytest.mark.slow
 
@@ -117,6 +117,7 @@ def test_real_ctrl_c_still_stops_inline_ablate(exit_project: Path) -> None:
         [exe, "-m", "variable=how", "task=exits", "seeds=3", "launcher=inline", "variable.values=[slow]",
          "task.slow_s=30"],
         cwd=exit_project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_reaches,
     )
     log = exit_project / "starts.log"
     deadline = time.time() + 120
