@@ -296,7 +296,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             form.register_resolvers(task_cfg, code_root)
         per_trial = _per_trial(rec["config"])
         if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
-            (tp.dir / "run").mkdir(parents=True, exist_ok=True)
+            sd.mkdir(tp.dir / "run")
         with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
             cfg = resolve_config(rec["config"], seed)
         manifest["config"] = cfg
@@ -311,6 +311,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
         hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
+        sd.mkdir(tp.dir / "run")  # every form's run dir, with the sweep dir's mode (the forms find it made)
         workdir = None
         if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
             workdir = task_workdir(sd, plan, cfg.get("task") or {})
