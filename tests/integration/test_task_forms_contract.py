@@ -292,11 +292,11 @@ def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
     fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true")  # the fix named works
     assert "arms (2): control, x=3.0" in fix.stdout, fix.stdout
-    assert form == "fn" or " y=1.0 " in next(x for x in fix.stdout.splitlines() if "argv control" in x), fix.stdout
+    assert form == "fn" or "y=1.0" in _dry_run_argvs(fix.stdout)["control"], fix.stdout
     assert list(p.root.glob("outputs/ablate/*/*")) == before
     if form == "fn":
         return  # an fn task has no argv: the changes above are what it receives
-    argv = {x.split()[1]: shlex.split(x.split(": ", 1)[1]) for x in out.splitlines() if x.strip().startswith("argv ")}
+    argv = _dry_run_argvs(out)
     assert set(argv) == {"control", "x=3.0", "opt=b"}, out
     ctl = argv["control"]
     own = {"x=3.0": {"command": ["x=3.0"], "app": ["x=3.0"]}[form],
@@ -304,6 +304,27 @@ def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project
     for arm, extra in own.items():
         added = [a for a in argv[arm] if a not in ctl]
         assert sorted(added) == sorted(extra), f"{arm}: {argv[arm]} vs control {ctl}"
+
+
+def _dry_run_argvs(out: str) -> dict[str, list[str]]:
+    """Each arm's argv as the dry run prints it: on its `argv ARM seed=S:` line, or (a long one) on the lines
+    after it, one argument a line with shell continuations, as a shell reads them."""
+    argvs: dict[str, list[str]] = {}
+    lines = out.splitlines()
+    for i, x in enumerate(lines):
+        if not x.strip().startswith("argv "):
+            continue
+        arm, rest = x.split()[1], x.split(": ", 1)[1] if ": " in x else ""
+        text = rest
+        if not rest.strip():  # one argument a line follows
+            parts = []
+            for y in lines[i + 1:]:
+                parts.append(y.strip().removesuffix("\\").strip())
+                if not y.rstrip().endswith("\\"):
+                    break
+            text = " ".join(parts)
+        argvs[arm] = shlex.split(text)
+    return argvs
 
 
 @pytest.mark.parametrize("form", FORMS)
