@@ -69,8 +69,9 @@ PLOTS_LOG = "plots.log"
 #: Ends the lock holder's line while a process only draws the verdict's plots (a second or two): other
 #: ablate processes then wait for the lock instead of refusing (see :meth:`SweepDir.try_acquire`).
 PLOTS_HOLDER = "drawing the verdict's plots"
-#: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy.
-PLOTS_WAIT_S = 120.0
+#: Longest wait for a plot-drawing holder, in seconds; then the lock counts as busy. A drawer is finite and
+#: its flock goes with it if it dies, so the wait is long: on a loaded machine drawing the PNGs can take a minute.
+PLOTS_WAIT_S = 600.0
 #: Longest wait, in seconds, for a process that just took the lock to write its line (a refusal names it).
 HOLDER_WAIT_S = 2.0
 LOCK_FILE = ".lock"
