@@ -130,9 +130,14 @@ def read_csv(run_dir: Path | list[Path], metric: str | None = None) -> tuple[dic
     the row number."""
     files = _files(run_dir, "*.csv")
     files.sort(key=lambda p: p.name == "metrics.csv")  # stable: metrics.csv files last, so tried first
+    return _newest_holding(files, read_csv_file, metric)
+
+
+def _newest_holding(files: list[Path], read: Any, metric: str | None) -> tuple[dict[str, Series], Path | None]:
+    """The newest of ``files`` (oldest first) whose series hold ``metric``, else the newest with any series."""
     first: tuple[dict[str, Series], Path | None] = ({}, None)
     for path in reversed(files):
-        found = read_csv_file(path)
+        found = read(path)
         if found and (metric is None or metric in found):
             return found, path
         if found and first[1] is None:
@@ -185,14 +190,7 @@ def read_json(run_dir: Path | list[Path], metric: str | None = None, skip: Seque
     files = [p for p in _files(run_dir, "*.json*") if p.suffix in (".json", ".jsonl")
              and p.name not in (RETURN_FILE, SEEN_FILE)
              and p not in skip]
-    first: tuple[dict[str, Series], Path | None] = ({}, None)
-    for path in reversed(files):
-        found = read_json_file(path)
-        if found and (metric is None or metric in found):
-            return found, path
-        if found and first[1] is None:
-            first = found, path
-    return first
+    return _newest_holding(files, read_json_file, metric)
 
 
 def read_json_file(path: Path) -> dict[str, Series]:
