@@ -223,20 +223,7 @@ def _fmt_field(name: str, v: Any) -> str:
 
 
 # -- pure comparisons ------------------------------------------------------------------------------
-def is_timing_metric(name: str, extra: Sequence[str] = ()) -> bool:
-    """True when a metric measures time or speed (``samples_per_s``, ``step_time``, ``eval_runtime``, ``time``),
-    or the task names it in ``timing_metrics`` (``extra``): see :mod:`ablate.record.timing`.
-
-    Such metrics measure the machine, not what was learned, so neither guarantee covers them.
-
-    Parameters
-    ----------
-    name : str
-        A metric name as the task returned it.
-    extra : sequence of str
-        The task's own ``timing_metrics``.
-    """
-    return timing.is_timing_metric(name, extra)
+is_timing_metric = timing.is_timing_metric  # re-exported: repro's callers and tests name it here
 
 
 def _num(v: Any) -> float | None:
