@@ -8,6 +8,7 @@ crash, and ``ablate collect`` after a detached SLURM submission alike.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -506,11 +507,12 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                               f"to finish lacked it; {rec.get('arm')}/seed={rec.get('seed')} returned: {returned}), "
                               f"so the ablation stopped (the sweep dir {sd.root} keeps what ran)", where="task.metric",
                               fix="set `task.metric` to a key the task returns, then start the ablation again")
+        where, what, fix = _trial_error_parts(str(rec.get("error", "")))
         raise ConfigError(
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
-            f"(the sweep dir {sd.root} keeps what ran): {str(rec.get('error', '')).rstrip('.')}",
-            where="task",
-            fix="fix the task (the trial's log is in its dir), then start the ablation again",
+            f"(the sweep dir {sd.root} keeps what ran): {what}",
+            where=where or "task",
+            fix=(fix or "fix the task (the trial's log is in its dir)") + ", then start the ablation again",
         )
     if monitor.same_failure is not None:
         rec = monitor.same_failure
@@ -553,3 +555,13 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
         return [(list(plan["seeds"]), None)]
 
     return sequential_rounds(sd, plan)
+
+
+def _trial_error_parts(error: str) -> tuple[str | None, str, str | None]:
+    """Split a trial's recorded error (a :class:`~ablate.errors.UserError` message: ```where`: what. Fix: fix.``)
+    into its parts, so the stop that quotes it names one place and one fix, not a fix inside a fix."""
+    where = None
+    if m := re.match(r"`([^`]+)`: ", error):
+        where, error = m.group(1), error[m.end():]
+    what, sep, fix = error.partition(" Fix: ")
+    return where, what.rstrip(". "), (fix.rstrip(". ") or None) if sep else None

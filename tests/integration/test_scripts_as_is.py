@@ -296,8 +296,10 @@ def test_trainer_style_script_given_hydra_overrides_stops_at_once(trainer_projec
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("ablate: error:")]
     # the script's parser got `learning_rate=0.05 seed=1 output_dir=...` as positionals: its own words, and the fix
     assert "run_classification.py: error: the following arguments are required: --output_dir" in line
-    assert "`task.args`: the script refused the arguments it was given" in line
+    assert "the script refused the arguments it was given" in line
     assert "`args: --key value` for argparse" in line
+    assert line.count("Fix:") == 1, line  # the trial's own fix is the stop's fix, not quoted inside another
+    assert line.startswith("ablate: error: `task.args`: trial "), line
     assert len(trial_results(only_sweep(trainer_project))) == 1
 
 
