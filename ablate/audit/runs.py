@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ablate.plan.overrides import flatten_params
+
 #: A metric as logged: (step, value) pairs in logging order (as :data:`ablate.trials.tasks.metrics.Series`).
 Series = list[tuple[int | None, float]]
 
@@ -59,18 +61,10 @@ class Run:
     interpolations: dict[str, str] = field(default_factory=dict)
 
 
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as ``{"a.b": value}``; lists stay values (a list is one setting)."""
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, Mapping) and v:
-                out.update(flatten(v, key))
-            else:
-                out[key] = dict(v) if isinstance(v, Mapping) else v
-        return out
-    return {prefix: obj} if prefix else {}
+def flatten(obj: Any) -> dict[str, Any]:
+    """A run's nested config as ``{"a.b": value}`` (the plan's own flattening; lists stay values); ``{}`` for
+    anything that is not a mapping."""
+    return flatten_params(obj) if isinstance(obj, Mapping) else {}
 
 
 def git_toplevel(path: str | os.PathLike[str] | None) -> str | None:

@@ -5,7 +5,6 @@ files, as no public reader of them ships with wandb)."""
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,28 +100,16 @@ def test_unreachable_tracker_does_not_fail_the_ablation(project: Path, mlflow_st
 
 # -- W&B ----------------------------------------------------------------------------------------------
 def wandb_records(path: Path) -> Iterator[Any]:
-    """The protobuf records of an offline run file (``run-<id>.wandb``): W&B's own ``Record`` messages,
-    framed in the LevelDB log format (32 KiB blocks; 7-byte headers: crc32, length, type)."""
+    """The protobuf records of an offline run file (``run-<id>.wandb``): W&B's own ``Record`` messages, un-framed
+    by the audit's reader (``tests/integration/test_audit.py`` holds it to what wandb itself logged)."""
     from wandb.proto import wandb_internal_pb2
 
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", data[:7]
-    pos, pending, block = 7, b"", 32768
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        if length == 0 and kind == 0:
-            pos += left
-            continue
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            rec = wandb_internal_pb2.Record()
-            rec.ParseFromString(pending)
-            yield rec
+    from ablate.audit.sources.wandb import records
+
+    for data in records(path):
+        rec = wandb_internal_pb2.Record()
+        rec.ParseFromString(data)
+        yield rec
 
 
 def read_offline_run(run_dir: Path) -> dict[str, Any]:
