@@ -67,6 +67,17 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def ablate_as_is(project: Path, scripts: list[Path], *args: str,
+                 rc: int = 0) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run ``ablate *args`` in ``project``, assert its exit code and that no script file changed; the run and its
+    sweep dir."""
+    before = [sha(p) for p in scripts]
+    res = ablate_cli(project, *args)
+    assert res.returncode == rc, res.stderr[-3000:]
+    assert [sha(p) for p in scripts] == before
+    return res, only_sweep(project)
+
+
 def install(project: Path, name: str, *, at: str | None = None) -> Path:
     """Copy a fixture script into the project (at its root for the configurator, as nanoGPT keeps it)."""
     src = FIXTURES / name
@@ -122,11 +133,8 @@ def argparse_project(project: Path) -> Path:
 
 def test_argparse_script_single_variable(argparse_project: Path) -> None:
     script = argparse_project / "argparse_train" / "train.py"
-    before = sha(script)
-    res = ablate_cli(argparse_project, "-m", "task=argparse_train", "variable=lr", "seeds=3")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert sha(script) == before
-    sd = only_sweep(argparse_project)
+    _, sd = ablate_as_is(argparse_project, [script],
+                         "-m", "task=argparse_train", "variable=lr", "seeds=3")
     results = trial_results(sd)
     assert len(results) == 6
     for (arm, seed), rec in results.items():
@@ -176,14 +184,10 @@ def own_val_loss(project: Path, seed: int | None, **overrides: object) -> float:
 
 
 def test_configurator_script_without_seed_flag_ignores_its_seed(nanogpt_project: Path) -> None:
-    script = nanogpt_project / "train.py"
-    before = sha(script), sha(nanogpt_project / "configurator.py")
-    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3")
-    assert (sha(script), sha(nanogpt_project / "configurator.py")) == before
-    # every seed gave the same numbers: the ablation refuses to call the difference, and says why and what to do
-    assert res.returncode == 1, res.stderr[-3000:]
+    # every seed gave the same numbers: the ablation refuses to call the difference (exit 1), and says why and what
+    res, sd = ablate_as_is(nanogpt_project, [nanogpt_project / "train.py", nanogpt_project / "configurator.py"],
+                           "-m", "task=nanogpt", "variable=dropout", "seeds=3", rc=1)
     assert "the task ignored its seed" in res.stderr and "seed_key:" in res.stderr
-    sd = only_sweep(nanogpt_project)
     results = trial_results(sd)
     for arm, dropout in (("control", 0.0), ("dropout=0.2", 0.2)):
         own = own_val_loss(nanogpt_project, None, dropout=dropout)
@@ -263,11 +267,8 @@ def trainer_project(project: Path) -> Path:
 
 def test_trainer_style_script_with_no_adapter_and_repro_holds(trainer_project: Path) -> None:
     script = trainer_project / "trainer_style" / "run_classification.py"
-    before = sha(script)
-    res = ablate_cli(trainer_project, "-m", "task=trainer", "variable=lr", "seeds=3")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert sha(script) == before
-    sd = only_sweep(trainer_project)
+    _, sd = ablate_as_is(trainer_project, [script],
+                         "-m", "task=trainer", "variable=lr", "seeds=3")
     for (arm, seed), rec in trial_results(sd).items():
         lr = {"control": 0.05, "learning_rate=0.2": 0.2}[arm]
         own_dir = trainer_project / "outputs" / f"by-hand-{seed}"
