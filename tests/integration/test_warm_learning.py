@@ -122,17 +122,23 @@ def test_a_preload_that_cannot_be_imported_is_refused_in_one_line(lazy_project: 
     assert bad.returncode == 2 and "launcher.preload" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
+def _run_ok(project: Path, log: Path) -> tuple[list[dict], int, list[int]]:
+    """Run the ablation; every trial ok, from one warm parent: the trials, that parent's pid, and the pids that
+    imported ``lazyprobe.heavy`` (from its import log)."""
+    res = _run(project)
+    assert res.returncode == 0, res.stderr
+    trials = _trials(project)
+    assert trials and all(t["result"]["status"] == "ok" for t in trials)
+    (parent,) = {t["manifest"]["warm"]["parent"] for t in trials}
+    return trials, parent, [int(x) for x in log.read_text().split()]
+
+
 def test_an_import_that_starts_a_thread_is_never_preloaded(lazy_project: tuple[Path, Path]) -> None:
     project, log = lazy_project
     heavy = project / "lazyprobe" / "heavy.py"
     heavy.write_text(THREAD + heavy.read_text())
     commit_all(project, "heavy starts a thread at import")
-    res = _run(project)
-    assert res.returncode == 0, res.stderr
-    trials = _trials(project)
-    assert all(t["result"]["status"] == "ok" for t in trials)
-    (parent,) = {t["manifest"]["warm"]["parent"] for t in trials}
-    importers = [int(x) for x in log.read_text().split()]
+    trials, parent, importers = _run_ok(project, log)
     assert parent not in importers  # a probe fork found the thread; the parent never imported it
     assert len(importers) == 7  # every trial, and the one probe
     assert all("lazyprobe.heavy" in t["manifest"]["warm"]["imported"] for t in trials[1:])
@@ -151,12 +157,7 @@ def test_a_trial_that_ends_with_threads_of_its_own_leaves_the_decision_to_a_prob
                     "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
                     "    from lazyprobe import heavy"))
     commit_all(project, "the task starts a thread when called")
-    res = _run(project)
-    assert res.returncode == 0, res.stderr
-    trials = _trials(project)
-    assert all(t["result"]["status"] == "ok" for t in trials)
-    (parent,) = {t["manifest"]["warm"]["parent"] for t in trials}
-    importers = [int(x) for x in log.read_text().split()]
+    trials, parent, importers = _run_ok(project, log)
     first = min(trials, key=lambda t: t["result"]["finished_at"])
     trial_pids = {int(t["result"]["metrics"]["pid"]) for t in trials}
     probes = set(importers) - {parent} - trial_pids
