@@ -101,13 +101,19 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     assert sorted((r["arm"], r["seed"]) for r in _rows(sd)[6:]) == sorted(order[2:])  # submitted once more
     assert f"never started (its packed SLURM job {job_id} was cancelled" in col.stderr, col.stderr
 
+    _run_the_fix(proj, sd, killed, order[1])
+    assert all(result(sd, *t)["status"] == "ok" for t in order)
+
+
+def _run_the_fix(project: Path, sd: Path, killed: dict, trial: tuple[str, int]) -> dict:
+    """Run the `ablate collect ... --resubmit` a killed trial's error names; that trial's new record (ok, attempt 2)."""
     fix = re.search(r"`(ablate collect \S+ --resubmit)`", killed["error"])
     assert fix, killed["error"]
-    again = ablate_cli(proj, *shlex.split(fix.group(1))[1:], timeout=400)
+    again = ablate_cli(project, *shlex.split(fix.group(1))[1:], timeout=400)
     assert again.returncode == 0, again.stderr
-    rec = result(sd, *order[1])
+    rec = result(sd, *trial)
     assert rec["status"] == "ok" and rec["attempt"] == 2, rec
-    assert all(result(sd, *t)["status"] == "ok" for t in order)
+    return rec
 
 
 #: Its first trial SIGKILLs the warm parent it was forked from (once: a marker file remembers).
@@ -149,12 +155,7 @@ def test_warm_parent_killed_inside_a_packed_job_loses_no_trial(project: Path, tm
     assert len(parents) == 1 and dead_parent not in parents, (dead_parent, parents)  # one new warm parent
     assert res.returncode == 0 and "1 trial(s) were killed or timed out" in res.stderr, res.stderr
 
-    fix = re.search(r"`(ablate collect \S+ --resubmit)`", killed["error"])
-    assert fix, killed["error"]
-    again = ablate_cli(project, *shlex.split(fix.group(1))[1:], timeout=400)
-    assert again.returncode == 0, again.stderr
-    rec = result(sd, *order[0])
-    assert rec["status"] == "ok" and rec["attempt"] == 2, rec
+    _run_the_fix(project, sd, killed, order[0])
     assert [result(sd, *t) for t in order[1:]] == later  # the others are not run again
 
 
