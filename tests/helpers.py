@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -105,3 +106,18 @@ def ctrl_c_reaches() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def only_sweep(project: Path, pattern: str = "outputs/ablate/*/*/ablation.yaml") -> Path:
+    """The project's one sweep dir (the test fails if there are none or several)."""
+    (sd,) = sorted(p.parent for p in project.glob(pattern))
+    return sd
+
+
+def results(sd: Path) -> dict[tuple[str, int], dict]:
+    """Every trial's ``result.json`` in a sweep dir, by (arm, seed) as the record names them."""
+    out = {}
+    for p in sd.glob("trials/*/seed=*/result.json"):
+        r = json.loads(p.read_text())
+        out[r["arm"], r["seed"]] = r
+    return out

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all
+from tests.helpers import REPO, ablate_cli, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -63,11 +63,6 @@ def plain_project(project: Path) -> Path:
 def untouched(project: Path, fixture: str, parts: tuple[str, ...]) -> None:
     for part, dest in parts:
         assert _digest(project / dest) == _digest(FIXTURES / fixture / part)
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def csv_series(path: Path, column: str) -> list[tuple[int, float]]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from tests.helpers import REPO, ablate_cli, commit_all, run
+from tests.helpers import REPO, ablate_cli, commit_all, only_sweep, run
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "hydra_train"
@@ -45,11 +45,6 @@ def script_project(project: Path) -> Path:
     shutil.copytree(FIXTURE, project / "hydra_train", ignore=shutil.ignore_patterns("__pycache__", "outputs"))
     write_project(project, TASK, [0.001, 0.1])
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def assert_script_untouched(project: Path) -> None:

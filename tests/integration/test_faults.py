@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ablate.record.sweepdir import create_unique_dir
-from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches
+from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -70,11 +70,6 @@ def fault_project(project: Path) -> Path:
         fh.write("starts.log\nflaky-*\ntampered\n")
     commit_all(project, "fault task")
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def result(sd: Path, arm: str, seed: int) -> dict:

@@ -19,12 +19,11 @@ import csv
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, results
 
 pytestmark = pytest.mark.slow
 
@@ -103,14 +102,6 @@ def sweep_of(root: Path, *args: str) -> Path:
     assert res.returncode == 0, f"{args}\n{res.stdout}\n{res.stderr}"
     (new,) = set(root.glob("outputs/ablate/*/*")) - before
     return new
-
-
-def results(sd: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    out = {}
-    for p in sd.glob("trials/*/seed=*/result.json"):
-        rec = json.loads(p.read_text())
-        out[rec["arm"], rec["seed"]] = rec
-    return out
 
 
 def csv_min(path: Path) -> tuple[float, int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches
+from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -71,11 +71,6 @@ def exit_project(project: Path) -> Path:
         fh.write("starts.log\n")
     commit_all(project, "exit task")
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def test_task_ending_the_process_fails_its_trial_only(exit_project: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, run
+from tests.helpers import ablate_cli, commit_all, only_sweep, results, run
 
 pytestmark = pytest.mark.slow
 ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
@@ -62,19 +62,6 @@ def probe_project(project: Path) -> Path:
     (project / "edit_same_meta.py").write_text(SAME_META_EDIT)
     commit_all(project, "probe task")
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
-
-
-def results(sd: Path) -> dict[tuple[str, int], dict]:
-    out = {}
-    for p in sd.glob("trials/*/seed=*/result.json"):
-        r = json.loads(p.read_text())
-        out[(r["arm"], r["seed"])] = r
-    return out
 
 
 def dvc_status(project: Path) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, git, run
+from tests.helpers import ablate_cli, commit_all, git, only_sweep, results, run
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1"]
@@ -42,19 +42,6 @@ def probe_project(project: Path) -> Path:
     (project / "probe.py").write_text(PROBE)
     commit_all(project, "probe task")
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
-
-
-def results(sd: Path) -> dict[tuple[str, int], dict]:
-    out = {}
-    for p in sd.glob("trials/*/seed=*/result.json"):
-        r = json.loads(p.read_text())
-        out[(r["arm"], r["seed"])] = r
-    return out
 
 
 def test_dirty_tree_refused_naming_files(project: Path) -> None:

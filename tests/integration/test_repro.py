@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +52,6 @@ def train(cfg):
         val_loss = torch.nn.functional.cross_entropy(model(xv), yv).item()
     return {"val_loss": val_loss, "train_loss": loss.item()}
 '''
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def result(d: Path) -> dict:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all
+from tests.helpers import REPO, ablate_cli, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -96,11 +96,6 @@ def write_task(project: Path, name: str, task: dict, variables: dict[str, dict])
     for vname, var in variables.items():
         (project / "conf" / "variable" / f"{vname}.yaml").write_text(yaml.safe_dump(var))
     commit_all(project, f"task {name}")
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def trial_results(sd: Path) -> dict[tuple[str, int], dict]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
@@ -26,11 +26,6 @@ def ablate(cwd: Path, *args: str, env: dict[str, str] | None = None,
            preexec: object = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([ABLATE, *args], cwd=cwd, capture_output=True, text=True, env=env or dict(os.environ),
                           preexec_fn=preexec, timeout=600)  # type: ignore[arg-type]
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ablate.trackers.limits import digest
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, only_sweep
 from tests.integration.test_trackers import read_offline_run
 
 pytestmark = pytest.mark.slow
@@ -35,11 +35,6 @@ def limits_project(project: Path) -> Path:
     (project / "conf" / "variable" / "text.yaml").write_text(yaml.safe_dump({"key": "task.text", "values": [LONG_B]}))
     commit_all(project, "limits task")
     return project
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
-    return sd
 
 
 def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(limits_project: Path,

@@ -11,16 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, only_sweep
 
 pytestmark = pytest.mark.slow
 FAST = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "launcher=inline", "task.epochs=1"]
 SECRET = "tok-3f9a1c-never-on-disk"
-
-
-def only_sweep(project: Path) -> Path:
-    (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
-    return sd
 
 
 def assert_no_secret_on_disk(*roots: Path) -> None:
