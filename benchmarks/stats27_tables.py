@@ -1,7 +1,7 @@
 """Print the tables of issue 27 in docs/verdict.md (markdown), each beside plain scipy/statsmodels on the same
 replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py [--reps 20000] [--pilots 4000]
 [--transfer-reps 2000] [--settle-reps 200000] [--pairing-reps 20000]
-[--only grid|settle|power|pairing|advice|transfer|coverage]``.
+[--pi-reps 400] [--only grid|settle|power|pairing|advice|transfer|coverage|pi-alternatives]``.
 
 1. The unequal-spread grid (A/A; normal, lognormal, bimodal, t3; SD 1:1, 1:2, 1:3; N = 3, 5, 10, 20, 50), unpaired
    and paired (ρ = 0): cells "firm verdicts / every better-worse verdict / plain scipy Welch or paired t", through
@@ -20,6 +20,8 @@ replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py
    (what transfer.md runs) / the classic OLS F-test (statsmodels) on the same data sets.
 4. Coverage of the 95% intervals through ``compare()`` (one call per replication): Δ's CI beside scipy's Welch
    interval on the same data, and the P(T>C) interval (tested in tests/unit/test_stats_pi_interval.py).
+5. ``pi-alternatives``: the P(T>C) interval's coverage beside statsmodels' Brunner-Munzel interval and scipy's BCa
+   bootstrap on the same replications (both collapse at complete separation).
 """
 
 from __future__ import annotations
@@ -271,6 +273,46 @@ def coverage(reps: int) -> None:
     print()
 
 
+def pi_alternatives(reps: int) -> None:
+    """Coverage of the 95% P(T>C) interval: Newcombe's (what the verdict prints) beside statsmodels' Brunner-Munzel
+    interval (``rank_compare_2indep(...).conf_int()``) and scipy's BCa bootstrap of P̂ on the same replications."""
+    from statsmodels.stats.nonparametric import rank_compare_2indep
+
+    from ablate.stats.pi_interval import newcombe_interval
+
+    def auc(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        d = x[..., :, None] - y[..., None, :]
+        return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-1, -2))
+
+    print(f"### P(T>C) interval: Newcombe / Brunner-Munzel (statsmodels) / BCa (scipy), {reps} replications per cell "
+          f"(MC SE {math.sqrt(0.05 * 0.95 / reps):.3f} at 0.95)\n")
+    print("| shape | shift (SD) | N | true P | sep | Newcombe | Brunner-Munzel | BCa |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dist, shift, n in (("normal", 1.0, 5), ("normal", 2.0, 5), ("normal", 2.0, 10), ("normal", 2.0, 20),
+                           ("lognormal", 0.0, 5), ("lognormal", 1.0, 5), ("lognormal", 1.0, 10),
+                           ("lognormal", 1.0, 20), ("lognormal", 2.0, 5), ("lognormal", 2.0, 10)):
+        big = np.random.default_rng(99)
+        bt, bc = shift + shape(big, dist, (400_000,)), shape(big, dist, (400_000,))
+        p_true = float((bt > bc).mean())
+        rng = np.random.default_rng([n, int(shift), len(dist)])
+        hit = [0, 0, 0]
+        sep = 0
+        for _ in range(reps):
+            t, c = shift + shape(rng, dist, (n,)), shape(rng, dist, (n,))
+            est = float(auc(t, c))
+            sep += est in (0.0, 1.0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                bm = rank_compare_2indep(t, c).conf_int(alpha=0.05)
+                bca = stats.bootstrap((t, c), auc, method="BCa", n_resamples=999, vectorized=True,
+                                      random_state=1).confidence_interval
+            for k, (lo, hi) in enumerate((newcombe_interval(est, n, n, 0.95), bm, (bca.low, bca.high))):
+                hit[k] += bool(np.isfinite(lo) and lo <= p_true <= hi)
+        print(f"| {dist} | {shift:g} | {n} | {p_true:.3f} | {sep / reps:.2f} | "
+              + " | ".join(f"{h / reps:.3f}" for h in hit) + " |")
+    print()
+
+
 def _at95(comp: object) -> tuple[float, float]:
     """Δ's 95% CI where the skew guard widened the shown one (the guard's level is the decision's, not 95%)."""
     import dataclasses
@@ -288,7 +330,9 @@ def main() -> None:
     ap.add_argument("--coverage-reps", type=int, default=2000)
     ap.add_argument("--settle-reps", type=int, default=200_000)
     ap.add_argument("--pairing-reps", type=int, default=20000)
-    ap.add_argument("--only", choices=["grid", "settle", "power", "pairing", "advice", "transfer", "coverage"])
+    ap.add_argument("--pi-reps", type=int, default=400)
+    ap.add_argument("--only", choices=["grid", "settle", "power", "pairing", "advice", "transfer", "coverage",
+                                           "pi-alternatives"])
     args = ap.parse_args()
     if args.only in (None, "grid"):
         grid(args.reps)
@@ -304,6 +348,8 @@ def main() -> None:
         transfer(args.transfer_reps)
     if args.only in (None, "coverage"):
         coverage(args.coverage_reps)
+    if args.only in (None, "pi-alternatives"):
+        pi_alternatives(args.pi_reps)
 
 
 if __name__ == "__main__":
