@@ -1,14 +1,18 @@
 """Print the tables of issue 27 in docs/verdict.md (markdown), each beside plain scipy/statsmodels on the same
 replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py [--reps 20000] [--pilots 4000]
-[--transfer-reps 2000] [--settle-reps 200000] [--only grid|settle|advice|transfer|coverage]``.
+[--transfer-reps 2000] [--settle-reps 200000] [--pairing-reps 20000]
+[--pi-reps 400] [--only grid|settle|power|pairing|advice|transfer|coverage|pi-alternatives|bca-paired]``.
 
 1. The unequal-spread grid (A/A; normal, lognormal, bimodal, t3; SD 1:1, 1:2, 1:3; N = 3, 5, 10, 20, 50), unpaired
    and paired (ρ = 0): cells "firm verdicts / every better-worse verdict / plain scipy Welch or paired t", through
    :func:`ablate.stats.decide_batch` (the code behind ``compare()``; its ``firm`` is tested equal to ``compare()``'s).
-1b. ``settle``: the cells from which every verdict is firm (N = 20 and 50 unpaired, 50 paired) at 200,000
+1b. ``settle``: the cells from which every verdict is firm (N = 20 and 50, unpaired and paired) at 200,000
    replications each (in chunks of 20,000 through :func:`ablate.stats.decide_batch`): firm rate ± MC SE beside
-   plain scipy Welch / paired t on the same replications, the margin to 0.056 in SEs, and the share of power a
-   1 SD effect keeps as a firm verdict at N = 5, 10, 20.
+   plain scipy Welch / paired t on the same replications, the margin to 0.056 in SEs; then (``power``) the share of
+   power a 1 SD effect keeps as a firm verdict at N = 5, 10, 20, unpaired and paired (ρ = 0, 0.5, and a skewed
+   seed effect shared by both arms), with how often the skew guard fired.
+1c. ``pairing``: the rule (pairing by design): power of the paired t and of Welch at ρ = 0 and 0.5 beside
+   statsmodels' power, and their A/A rates.
 2. Seed advice from 5-seed pilots through :func:`ablate.stats.recommend_seeds`: the share of advised numbers that
    reach 80% power at the true SD (statsmodels' power), and the share answered "> cap"; beside it the advice at
    the point SD (what the pilot alone says).
@@ -16,6 +20,10 @@ replications, with Monte-Carlo SEs. Usage: ``python benchmarks/stats27_tables.py
    (what transfer.md runs) / the classic OLS F-test (statsmodels) on the same data sets.
 4. Coverage of the 95% intervals through ``compare()`` (one call per replication): Δ's CI beside scipy's Welch
    interval on the same data, and the P(T>C) interval (tested in tests/unit/test_stats_pi_interval.py).
+5. ``pi-alternatives``: the P(T>C) interval's coverage beside statsmodels' Brunner-Munzel interval and scipy's BCa
+   bootstrap on the same replications (both collapse at complete separation).
+6. ``bca-paired``: scipy's BCa bootstrap interval of mean(T - C) on paired A/A data at 20 pairs, beside the paired t
+   and the verdict (the resampling alternative to the paired skew guard).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ def grid(reps: int) -> None:
         print(f"**{'paired by seed (paired t, ρ = 0)' if paired else 'unpaired (Welch)'}**\n")
         print("| shape | SD ratio | " + " | ".join(f"N={n}" for n in NS) + " |")
         print("|---|---|" + "---|" * len(NS))
-        worst = 0.0
+        worst = worst_raw = 0.0
         for i, d in enumerate(SHAPES):
             for r in (1, 2, 3):
                 cells = []
@@ -61,9 +69,10 @@ def grid(reps: int) -> None:
                          else stats.ttest_ind(t, c, axis=1, equal_var=False)).pvalue
                     firm = float((sig & res.firm).mean())
                     worst = max(worst, firm)
+                    worst_raw = max(worst_raw, float(sig.mean())) if n >= 20 else worst_raw
                     cells.append(f"{firm:.3f} / {sig.mean():.3f} / {(p < 0.05).mean():.3f}")
                 print(f"| {d} | 1:{r} | " + " | ".join(cells) + " |")
-        print(f"\nworst firm cell: {worst:.3f}\n")
+        print(f"\nworst firm cell: {worst:.3f}; worst raw cell from N = 20: {worst_raw:.3f}\n")
 
 
 def settle(reps: int, chunk: int = 20_000) -> None:
@@ -73,7 +82,7 @@ def settle(reps: int, chunk: int = 20_000) -> None:
     print("| design | shape | SD ratio | N | firm | scipy | z vs 0.056 |")
     print("|---|---|---|---|---|---|---|")
     worst = (0.0, "")
-    for paired, ns in ((False, (20, 50)), (True, (50,))):
+    for paired, ns in ((False, (20, 50)), (True, (20, 50))):
         for i, d in enumerate(SHAPES):
             for r in (1, 2, 3):
                 for n in ns:
@@ -94,19 +103,65 @@ def settle(reps: int, chunk: int = 20_000) -> None:
                     print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | {d} | 1:{r} | {n} | {f:.4f} ± {sf:.4f} "
                           f"| {w:.4f} ± {sw:.4f} | {(f - 0.056) / sf:+.1f} |")
     print(f"\nworst: {worst[0]:.4f} ({worst[1]})\n")
-    print("Power at a 1 SD effect (normal arms): firm better / every better / plain scipy\n")
-    print("| design | N=5 | N=10 | N=20 |")
-    print("|---|---|---|---|")
-    for paired in (False, True):
+    power(chunk)
+
+
+def _arms(rng: np.random.Generator, n: int, reps: int, rho: float, d: float, dist: str = "normal"
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """(treatment, control): SD 1 per arm, a seed effect of weight ρ shared by both arms (of shape ``dist``), normal
+    own noise, the treatment shifted by ``d`` SD of an arm."""
+    s = math.sqrt(rho) * shape(rng, dist, (reps, n))
+    return d + s + math.sqrt(1 - rho) * rng.normal(size=(reps, n)), s + math.sqrt(1 - rho) * rng.normal(size=(reps, n))
+
+
+def power(reps: int) -> None:
+    """Power at a 1 SD effect (firm better / every better / plain scipy / the guard fired): Welch for a design that
+    shares nothing, the paired t for one that shares randomness (ρ = 0, 0.5, and a lognormal seed effect shared by
+    both arms at ρ = 0.8, whose skew cancels in T - C)."""
+    print(f"Power at a 1 SD effect, {reps} replications per cell (MC SE ≤ {0.5 / math.sqrt(reps):.4f}): firm better / "
+          "every better / plain scipy / share of ablations where the skew guard fired\n")
+    print("| design | arms | N=5 | N=10 | N=20 |")
+    print("|---|---|---|---|---|")
+    for paired, rho, dist, d in ((False, 0.0, "normal", 1.0), (True, 0.0, "normal", 1.0), (True, 0.5, "normal", 1.0),
+                                 (True, 0.8, "lognormal", 0.5)):
         cells = []
         for n in (5, 10, 20):
-            rng = np.random.default_rng([5, n, int(paired)])
-            t, c = 1.0 + rng.normal(size=(chunk, n)), rng.normal(size=(chunk, n))
+            rng = np.random.default_rng([5, n, int(paired), int(10 * rho), len(dist)])
+            t, c = _arms(rng, n, reps, rho, d, dist)
             res = decide_batch(t, c, paired=paired)
             b = res.verdict == BETTER
             p = (stats.ttest_rel(t, c, axis=1) if paired else stats.ttest_ind(t, c, axis=1, equal_var=False)).pvalue
-            cells.append(f"{(b & res.firm).mean():.3f} / {b.mean():.3f} / {(p < 0.05).mean():.3f}")
-        print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | " + " | ".join(cells) + " |")
+            cells.append(f"{(b & res.firm).mean():.3f} / {b.mean():.3f} / {(p < 0.05).mean():.3f} / "
+                         f"{(res.guard_factor > 1).mean():.3f}")
+        arms = "normal" if dist == "normal" else f"{dist} seed effect, {d:g} SD"
+        print(f"| {'paired' if paired else 'unpaired'} | {arms}, ρ = {rho:g} | " + " | ".join(cells) + " |")
+    print()
+
+
+def pairing(reps: int) -> None:
+    """The pairing rule (pairing by design): the paired t where the design shares randomness, Welch where it does not,
+    on normal arms with correlation ρ across seeds; power at 1 SD beside statsmodels' (the noncentral t) and the A/A
+    rate, through :func:`ablate.stats.decide_batch`."""
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    print(f"### Pairing by design, {reps} replications per cell (MC SE {math.sqrt(0.05 * 0.95 / reps):.4f} at 0.05)\n")
+    print("Cells: paired t (design shares randomness) / Welch (it does not); power at 1 SD with statsmodels' "
+          "TTestPower (d_z = 1 / √(2 (1 − ρ))) / TTestIndPower (d = 1) in brackets; A/A rate\n")
+    print("| ρ | N | power: paired / Welch (statsmodels) | A/A: paired / Welch |")
+    print("|---|---|---|---|")
+    for rho in (0.0, 0.5):
+        for n in (3, 5, 10, 20, 50):
+            rng = np.random.default_rng([19, n, int(10 * rho)])
+            cells = []
+            for d in (1.0, 0.0):
+                t, c = _arms(rng, n, reps, rho, d)
+                rates = [float(np.isin(decide_batch(t, c, paired=pr).verdict, (BETTER, WORSE) if d == 0 else (BETTER,))
+                               .mean()) for pr in (True, False)]
+                cells.append(rates)
+            want = (float(TTestPower().power(1 / math.sqrt(2 * (1 - rho)), nobs=n, alpha=0.05)),
+                    float(TTestIndPower().power(1.0, nobs1=n, alpha=0.05)))
+            print(f"| {rho:g} | {n} | {cells[0][0]:.3f} / {cells[0][1]:.3f} ({want[0]:.3f} / {want[1]:.3f}) | "
+                  f"{cells[1][0]:.3f} / {cells[1][1]:.3f} |")
     print()
 
 
@@ -220,6 +275,69 @@ def coverage(reps: int) -> None:
     print()
 
 
+def bca_paired(reps: int) -> None:
+    """A/A at 20 pairs (ρ = 0): how often scipy's BCa bootstrap interval of mean(T - C) excludes 0, beside the paired
+    t (``ttest_rel``) and the verdict on the same replications: the resampling alternative for the paired path."""
+    print(f"### Paired A/A at 20 pairs: BCa of mean(T − C) (scipy, 999 resamples) / paired t / verdict, {reps} "
+          f"replications per cell (MC SE {math.sqrt(0.05 * 0.95 / reps):.4f} at 0.05)\n")
+    print("| shape | SD ratio | BCa | paired t | verdict |")
+    print("|---|---|---|---|---|")
+    for d, r in (("normal", 1), ("lognormal", 2), ("lognormal", 3)):
+        rng = np.random.default_rng([3, r, 20])
+        t, c = r * shape(rng, d, (reps, 20)), shape(rng, d, (reps, 20))
+        rej = 0
+        for k in range(0, reps, 500):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ci = stats.bootstrap((t[k:k + 500] - c[k:k + 500],), np.mean, axis=-1, method="BCa", n_resamples=999,
+                                     random_state=k).confidence_interval
+            rej += int(((ci.low > 0) | (ci.high < 0)).sum())
+        plain = float((stats.ttest_rel(t, c, axis=1).pvalue < 0.05).mean())
+        ver = float(np.isin(decide_batch(t, c, paired=True).verdict, (BETTER, WORSE)).mean())
+        print(f"| {d} | 1:{r} | {rej / reps:.3f} | {plain:.3f} | {ver:.3f} |")
+    print()
+
+
+def pi_alternatives(reps: int) -> None:
+    """Coverage of the 95% P(T>C) interval: Newcombe's (what the verdict prints) beside statsmodels' Brunner-Munzel
+    interval (``rank_compare_2indep(...).conf_int()``) and scipy's BCa bootstrap of P̂ on the same replications."""
+    from statsmodels.stats.nonparametric import rank_compare_2indep
+
+    from ablate.stats.pi_interval import newcombe_interval
+
+    def auc(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        d = x[..., :, None] - y[..., None, :]
+        return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-1, -2))
+
+    print(f"### P(T>C) interval: Newcombe / Brunner-Munzel (statsmodels) / BCa (scipy), {reps} replications per cell "
+          f"(MC SE {math.sqrt(0.05 * 0.95 / reps):.3f} at 0.95)\n")
+    print("| shape | shift (SD) | N | true P | sep | Newcombe | Brunner-Munzel | BCa |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dist, shift, n in (("normal", 1.0, 5), ("normal", 2.0, 5), ("normal", 2.0, 10), ("normal", 2.0, 20),
+                           ("lognormal", 0.0, 5), ("lognormal", 1.0, 5), ("lognormal", 1.0, 10),
+                           ("lognormal", 1.0, 20), ("lognormal", 2.0, 5), ("lognormal", 2.0, 10)):
+        big = np.random.default_rng(99)
+        bt, bc = shift + shape(big, dist, (400_000,)), shape(big, dist, (400_000,))
+        p_true = float((bt > bc).mean())
+        rng = np.random.default_rng([n, int(shift), len(dist)])
+        hit = [0, 0, 0]
+        sep = 0
+        for _ in range(reps):
+            t, c = shift + shape(rng, dist, (n,)), shape(rng, dist, (n,))
+            est = float(auc(t, c))
+            sep += est in (0.0, 1.0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                bm = rank_compare_2indep(t, c).conf_int(alpha=0.05)
+                bca = stats.bootstrap((t, c), auc, method="BCa", n_resamples=999, vectorized=True,
+                                      random_state=1).confidence_interval
+            for k, (lo, hi) in enumerate((newcombe_interval(est, n, n, 0.95), bm, (bca.low, bca.high))):
+                hit[k] += bool(np.isfinite(lo) and lo <= p_true <= hi)
+        print(f"| {dist} | {shift:g} | {n} | {p_true:.3f} | {sep / reps:.2f} | "
+              + " | ".join(f"{h / reps:.3f}" for h in hit) + " |")
+    print()
+
+
 def _at95(comp: object) -> tuple[float, float]:
     """Δ's 95% CI where the skew guard widened the shown one (the guard's level is the decision's, not 95%)."""
     import dataclasses
@@ -236,18 +354,29 @@ def main() -> None:
     ap.add_argument("--transfer-reps", type=int, default=2000)
     ap.add_argument("--coverage-reps", type=int, default=2000)
     ap.add_argument("--settle-reps", type=int, default=200_000)
-    ap.add_argument("--only", choices=["grid", "settle", "advice", "transfer", "coverage"])
+    ap.add_argument("--pairing-reps", type=int, default=20000)
+    ap.add_argument("--pi-reps", type=int, default=400)
+    ap.add_argument("--only", choices=["grid", "settle", "power", "pairing", "advice", "transfer", "coverage",
+                                           "pi-alternatives", "bca-paired"])
     args = ap.parse_args()
     if args.only in (None, "grid"):
         grid(args.reps)
     if args.only in (None, "settle"):
         settle(args.settle_reps)
+    if args.only == "power":
+        power(args.reps)
+    if args.only in (None, "pairing"):
+        pairing(args.pairing_reps)
     if args.only in (None, "advice"):
         advice(args.pilots)
     if args.only in (None, "transfer"):
         transfer(args.transfer_reps)
     if args.only in (None, "coverage"):
         coverage(args.coverage_reps)
+    if args.only in (None, "pi-alternatives"):
+        pi_alternatives(args.pi_reps)
+    if args.only in (None, "bca-paired"):
+        bca_paired(2000)
 
 
 if __name__ == "__main__":

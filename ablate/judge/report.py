@@ -370,7 +370,7 @@ def _terms() -> list[str]:
         "verdict.json: **better** / **worse** (p_adj < α: adopt / reject), **equivalent** (the CI lies inside "
         "±margin: no difference that matters), **inconclusive** (the data cannot decide at this N, with the seeds "
         "to run), **insufficient data** (< 3 completed seeds, or nothing to test). **indicative**: a better/worse "
-        "below 20 seeds per arm (50 pairs) whose p × 10 does not clear the level: no test of the mean holds α "
+        "below 20 seeds per arm (20 pairs) whose p × 10 does not clear the level: no test of the mean holds α "
         "there for every metric shape, so it is a lead to confirm with the seeds named, not a result.",
         "- **CI level**: each CI of Δ is at the level its decision was taken at (1 − α/m, Holm's step level, a "
         "sequential boundary, divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict "

@@ -223,7 +223,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
             margin: float | str | None = None, n_comparisons: int = 1, rng: Any = None,
             pvalue_adjusted: float | None = None, multiplicity: str | None = None,
             p_threshold: float | None = None, cap: int = SEED_CAP, pi_interval: bool = True,
-            n_resamples: int | None = None, pair_from: int | None = None) -> Comparison:
+            n_resamples: int | None = None) -> Comparison:
     """Compare a treatment with the control: test, CI, effect sizes, verdict and seed advice.
 
     Parameters
@@ -259,10 +259,6 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         Compute the P(T>C) confidence interval (Newcombe's score interval, or Clopper-Pearson when paired).
     n_resamples : int, optional
         Deprecated alias: 0 means ``pi_interval=False`` (there is no bootstrap any more).
-    pair_from : int, optional
-        For an unpaired comparison of arms that ran the same seeds (``Pairing.pair_from``): the N from which
-        ``pairing=auto`` would pair them. The seed advice then plans with the test the rule will use at each
-        N (Welch below, the paired t at ρ = 0 from there on).
 
     Returns
     -------
@@ -344,8 +340,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         delta = _f(r.margin[0])
         target = delta if delta is not None else (abs(diff) if diff else None)
         advice = recommend_seeds(min(nt, nc), sd_, df_, alpha=a / m, paired=used_paired, target=target,
-                                 target_kind="margin" if delta is not None else "observed", cap=cap,
-                                 pair_from=None if used_paired else pair_from)
+                                 target_kind="margin" if delta is not None else "observed", cap=cap)
         data_flags += _data_flags(ts, cs, used_paired, advice)
     if bool(paired) and not used_paired:
         data_flags.append(Flag("paired_fallback", f"fewer than 3 complete seed pairs: unpaired analysis of all "

@@ -34,11 +34,12 @@ MIN_SEEDS = 3
 MAX_FAILED_FRACTION = 0.5
 
 #: Seeds per arm (pairs when paired) from which a better/worse verdict is firm at its own level: there the skew
-#: guard sees the skew of the metric shapes that make the t-test reject too often (unpaired from 20, paired from
-#: 50, where it looks at the 50 differences). Below, no test of the mean holds α for every shape (Bahadur &
-#: Savage 1956): lognormal arms of SD ratio 1:3 reach 0.09-0.14 at N = 3-19 (docs/verdict.md). From here the worst
-#: grid cell is 0.0541 +- 0.0005 (lognormal 1:2, N = 20, unpaired; 200,000 replications, docs/verdict.md).
-FIRM_FROM = {False: 20, True: 50}
+#: guard sees the skew of the metric shapes that make the t-test reject too often (paired, through the arms' pooled
+#: residuals as well as the differences, :func:`ablate.stats.shape.skew_against`). Below, no test of the mean holds
+#: α for every shape (Bahadur & Savage 1956): lognormal arms of SD ratio 1:3 reach 0.09-0.14 at N = 3-19
+#: (docs/verdict.md). From here the worst grid cell is 0.054 (lognormal 1:2, N = 20, unpaired and paired; 200,000
+#: replications, MC SE 0.0005, docs/verdict.md).
+FIRM_FROM = {False: 20, True: 20}
 #: Below :data:`FIRM_FROM`, a better/worse verdict is firm only when p x FIRM_FACTOR still clears its level (the
 #: factor replaces the skew guard's, never multiplies it): the worst cell of the unequal-spread grid is then 0.04.
 FIRM_FACTOR = 10.0
@@ -274,10 +275,13 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     Skew guard (issue 14): where the values are evidently skewed (D'Agostino's z >= 1.96, one-sided p < 0.025,
     ``scipy.stats.skewtest``) with the long tail on the side opposite to Δ (:func:`ablate.stats.shape.skew_against`),
     the t-test rejects too often in Δ's direction, so the decision uses ``p x 10`` (needs p < alpha/10) and
-    the CI is widened to the matching level; ``guard_factor`` records it. Where it cannot look (fewer than 8
-    values) nothing changes. Measured in docs/verdict.md: it keeps the A/A false-positive rate at or below
-    0.055 from N = 20 for lognormal and bimodal arms with SD ratios 2-3, at 98-100% of the t-test's power on
-    normal data (it fires on 1-3% of normal ablations); below 20 seeds the skew is not visible (known limit).
+    the CI is widened to the matching level; ``guard_factor`` records it. Paired, it reads the differences and,
+    unless the seeds evidently share variation across arms, the arms' pooled residuals too (the larger z; issue 27:
+    the differences of arms that share nothing hide the skew). Where it cannot look (fewer than 8 values: 3 seeds
+    per arm, or 3 pairs) nothing changes. Measured in docs/verdict.md: it keeps the A/A false-positive rate at or
+    below 0.055 from N = 20 for lognormal and bimodal arms with SD ratios 2-3, unpaired and paired, at 98-100% of
+    the t-test's power on normal data (it fires on 1-4% of normal ablations); below 20 seeds the skew is not visible
+    (known limit).
     """
     from scipy import special, stats
 

@@ -132,7 +132,7 @@ def _mde_d(n: int, a: float, pw: float, paired: bool, ratio: float) -> float:
 
 
 def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired: bool = False,
-                 cap: int = SEED_CAP, pair_from: int | None = None) -> int | None:
+                 cap: int = SEED_CAP) -> int | None:
     """Seeds per arm (or pairs) to detect standardised effect ``d`` with ``power``; None above ``cap``.
 
     Parameters
@@ -142,16 +142,12 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
     alpha, power, paired : see :func:`mde_d`.
     cap : int
         Largest N considered; above it the answer is None ("not resolvable within budget").
-    pair_from : int, optional
-        Unpaired (``d`` is Cohen's d) on a shared seed list that ``pairing=auto`` pairs from this N on: from
-        there the power is the paired t's at ρ = 0 (d_z = d / √2), the test the verdict will then run.
 
     Returns
     -------
     int or None
         The smallest N whose power reaches ``power`` (= ceil of ``solve_power(effect_size=d, nobs1=None,
-        ...)``), at least 3 (the verdict's minimum); 17 for d = 1 unpaired, and 17 too with
-        ``pair_from=20``; 23 for d = 0.85 unpaired, 24 with ``pair_from=20``.
+        ...)``), at least 3 (the verdict's minimum); 17 for d = 1 unpaired, 23 for d = 0.85.
 
     Raises
     ------
@@ -168,78 +164,54 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
     if isinstance(d, bool) or not isinstance(d, int | float) or not math.isfinite(d):
         raise _iv.fail("d", "must be a finite number", d)
     d = abs(float(d))
-    pf = _pair_from(pair_from, paired)
-    if d == 0 or d < _rule_mde(cap, a, pw, bool(paired), pf):
+    if d == 0 or d < _mde_d(cap, a, pw, bool(paired), 1.0):
         return None
-    if d >= _rule_mde(MIN_SEEDS, a, pw, bool(paired), pf):
+    if d >= _mde_d(MIN_SEEDS, a, pw, bool(paired), 1.0):
         return MIN_SEEDS
-    return _smallest_n(d, a, pw, bool(paired), cap, pf)
+    return _smallest_n(d, a, pw, bool(paired), cap)
 
 
-def _pair_from(pair_from: Any, paired: bool) -> int | None:
-    """``pair_from`` validated; None when the analysis is already paired (nothing switches)."""
-    if pair_from is None or paired:
-        return None
-    return _iv.positive_int(pair_from, "pair_from", lo=1)
-
-
-def _rule_mde(n: int, a: float, pw: float, paired: bool, pair_from: int | None) -> float:
-    """MDE (in the unit of the effect passed: d, or d_z when paired) of the test the rule runs at ``n``:
-    unpaired below ``pair_from``, the paired t at ρ = 0 from there (d = √2 d_z)."""
-    if pair_from is not None and n >= pair_from:
-        return math.sqrt(2.0) * _mde_d(n, a, pw, True, 1.0)
-    return _mde_d(n, a, pw, paired, 1.0)
-
-
-def _power_grid(es: Any, ns: Any, a: float, paired: bool, pair_from: int | None) -> Any:
-    """:func:`t_power` for effects ``es`` (column) at every N of ``ns`` (row): one vectorised call per test.
-    With ``pair_from``, N >= pair_from uses the paired t at d_z = d / √2 (ρ = 0)."""
+def _power_grid(es: Any, ns: Any, a: float, paired: bool) -> Any:
+    """:func:`t_power` for effects ``es`` (column) at every N of ``ns`` (row): one vectorised call."""
     import numpy as np
 
     es = np.atleast_1d(np.asarray(es, float))[:, None]
     ns = np.asarray(ns)[None, :]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if paired:
-            return np.asarray(t_power(es, ns, alpha=a, paired=True))
-        power = np.asarray(t_power(es, ns, alpha=a, paired=False))
-        if pair_from is not None and ns.max() >= pair_from:
-            hi = ns >= pair_from
-            paired_power = np.asarray(t_power(es / math.sqrt(2.0), ns, alpha=a, paired=True))
-            power = np.where(hi, paired_power, power)
-    return power
+        return np.asarray(t_power(es, ns, alpha=a, paired=paired))
 
 
-def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int, pair_from: int | None = None) -> int:
+def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
     """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: :func:`t_power`
     evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
     in one vectorised call instead of a root search)."""
     import numpy as np
 
     ns = np.arange(MIN_SEEDS, cap + 1)
-    power = _power_grid(d, ns, a, paired, pair_from)[0]
+    power = _power_grid(d, ns, a, paired)[0]
     ok = np.flatnonzero(power >= pw)
     return int(ns[ok[0]]) if ok.size else cap
 
 
-def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int,
-                       pair_from: int | None = None) -> tuple[int | None, int | None]:
+def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int
+                       ) -> tuple[int | None, int | None]:
     """:func:`seeds_needed` for two effects (point SD and its UCL) in one vectorised power evaluation."""
     import numpy as np
 
     out: list[int | None] = []
     todo = []
     for d in (abs(d1), abs(d2)):
-        if not math.isfinite(d) or d == 0 or d < _rule_mde(cap, a, pw, paired, pair_from):
+        if not math.isfinite(d) or d == 0 or d < _mde_d(cap, a, pw, paired, 1.0):
             out.append(None)
-        elif d >= _rule_mde(MIN_SEEDS, a, pw, paired, pair_from):
+        elif d >= _mde_d(MIN_SEEDS, a, pw, paired, 1.0):
             out.append(MIN_SEEDS)
         else:
             out.append(-1)
             todo.append(d)
     if todo:
         ns = np.arange(MIN_SEEDS, cap + 1)
-        reached = _power_grid(todo, ns, a, paired, pair_from) >= pw
+        reached = _power_grid(todo, ns, a, paired) >= pw
         found = iter(int(ns[np.argmax(r)]) if r.any() else cap for r in reached)
         out = [next(found) if v == -1 else v for v in out]
     return out[0], out[1]
@@ -307,9 +279,6 @@ class SeedAdvice:
     power : float or None
         The power ``n_needed`` seeds per arm buy for ``target`` at the point ``sd`` (the test's power function).
     cap : int
-    pair_from : int or None
-        Unpaired now, on a seed list ``pairing=auto`` pairs from this N on: ``n_needed`` plans with the paired
-        t at ρ = 0 from there (the test the verdict will run).
     """
 
     n: int
@@ -325,7 +294,6 @@ class SeedAdvice:
     n_needed_point: int | None
     power: float | None
     cap: int
-    pair_from: int | None = None
 
     @property
     def resolvable(self) -> bool:
@@ -355,7 +323,7 @@ class SeedAdvice:
 
 def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired: bool = False,
                     target: float | None = None, target_kind: Literal["margin", "observed"] | None = None,
-                    power: float = POWER, cap: int = SEED_CAP, pair_from: int | None = None) -> SeedAdvice | None:
+                    power: float = POWER, cap: int = SEED_CAP) -> SeedAdvice | None:
     """MDE at ``n`` and seeds per arm needed for ``target`` (verdict spec B7).
 
     Parameters
@@ -374,8 +342,6 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
     target_kind : {"margin", "observed"}, optional
     power : float
     cap : int
-    pair_from : int, optional
-        Unpaired on a shared seed list that ``pairing=auto`` pairs from this N on (see :func:`seeds_needed`).
 
     Returns
     -------
@@ -401,14 +367,13 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
         raise _iv.fail("sd", "must be a finite number >= 0", sd)
     if sd == 0:
         return None
-    pf = _pair_from(pair_from, paired)
-    md = _rule_mde(n, a, pw, bool(paired), pf)
+    md = _mde_d(n, a, pw, bool(paired), 1.0)
     up = sd_upper_limit(sd, df, level=PLAN_SD_LEVEL)
     nn = nu = bought = None
     if target is not None and target > 0:
-        nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap, pf)
+        nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap)
         if nu is not None:
-            bought = float(_power_grid(target / sd, [nu], a, bool(paired), pf)[0, 0])
+            bought = float(_power_grid(target / sd, [nu], a, bool(paired))[0, 0])
     return SeedAdvice(n=n, paired=paired, alpha=a, sd=float(sd), sd_upper=up, mde=md * sd, mde_d=md,
                       target=target, target_kind=target_kind if target else None, n_needed=nu, n_needed_point=nn,
-                      power=bought, cap=cap, pair_from=pf)
+                      power=bought, cap=cap)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,25 @@ def test_verdict_json_interval_not_collapsed(tmp_path: Path, pairing: str) -> No
     assert lo < 0.7 and hi == 1.0
     md = (root / "verdict.md").read_text()
     assert f"[{lo:.2f}, 1.00]" in md and "[1.00, 1.00]" not in md
+
+
+def test_library_alternatives_have_no_interval_at_complete_separation() -> None:
+    """Why Newcombe's interval stays (docs/verdict.md, P(T>C)): at complete separation statsmodels' Brunner-Munzel
+    interval and scipy's BCa bootstrap of P̂ both return NaN (their variance estimate is 0), where the verdict's
+    interval is [0.643, 1] (the score equation's root below 1 at n = 5 + 5)."""
+    from statsmodels.stats.nonparametric import rank_compare_2indep
+
+    t, c = np.array([2.0, 3.0, 4.0, 5.0, 6.0]), np.array([0.0, 0.5, 1.0, 1.2, 0.3])
+
+    def auc(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        d = x[..., :, None] - y[..., None, :]
+        return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-1, -2))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bm = rank_compare_2indep(t, c).conf_int(alpha=0.05)
+        bca = stats.bootstrap((t, c), auc, method="BCa", n_resamples=999, vectorized=True,
+                              random_state=1).confidence_interval
+    assert np.isnan(bm).all() and np.isnan([bca.low, bca.high]).all()
+    lo, hi = compare(t, c).prob_improvement_ci
+    assert hi == 1.0 and lo == pytest.approx(0.6427, abs=1e-4)
