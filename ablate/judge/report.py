@@ -290,7 +290,8 @@ def _seed_section(v: Mapping[str, Any]) -> list[str]:
             msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
         L.append(f"- **{c['arm']}**: {msg}")
     L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
-          "Seeds needed are planned on the pooled SD's 90% upper confidence limit, since SDs from few seeds are "
+          "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
+          "differences), since SDs from few seeds are "
           "noisy (the point SD would reach the power in only about half the pilots). "
           "ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     return L

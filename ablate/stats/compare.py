@@ -41,9 +41,9 @@ class Flag:
     ----------
     code : str
         Stable identifier (``small_n``, ``outliers``, ``sd_ratio``, ``skew_spread``, ``one_arm_constant``,
-        ``non_normal``,
-        ``paired_fallback``, ``failures_differ``, ``tests_disagree``, ``robust_floor``, ``holm_ci``,
-        ``indicative``, ``ties``).
+        ``non_normal``, ``paired_fallback``, ``failures_differ``, ``tests_disagree``, ``robust_floor``, ``holm_ci``,
+        ``skew_guard``, ``indicative`` (the P(T>C) interval), ``indicative_verdict``, ``multiplicity`` (Dunnett
+        replaced by Holm)).
     message : str
         One sentence for the report.
     """

@@ -4,8 +4,8 @@
 Through :func:`ablate.stats.recommend_seeds` (what :func:`ablate.stats.compare` calls); the true power of the
 advised N is statsmodels' (``TTestIndPower`` / ``TTestPower``) at the true SD. The target is the margin δ, or the
 pilot's observed |Δ| (the promise is then 80% power for an effect of that size). 120 pilots per cell (Monte-Carlo
-SE 0.037 at an assurance of 0.8); ``python benchmarks/seed_advice_table.py`` prints the full table (4000 pilots,
-with the point-SD advice beside it).
+SE 0.037 at an assurance of 0.8); ``python benchmarks/stats27_tables.py --only advice`` prints the full table
+(4000 pilots, with the point-SD advice beside it).
 """
 
 from __future__ import annotations
