@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.record.sweepdir import SweepDir
+from ablate.record.sweepdir import PLOTS_HOLDER, SweepDir
 from ablate.stats.multiplicity import stage_levels
 from tests.helpers import ablate_cli
 
@@ -61,6 +61,7 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
     assert "only large effects are detectable at N = 3" in md  # the small-N flag
     # `ablate -m` returned with the text; a detached drawer holding the sweep dir's lock draws the PNGs and
     # rewrites verdict.md to show them: taking the lock waits for it (as any later ablate command does)
+    assert (sd / ".lock").read_text().endswith(PLOTS_HOLDER)  # handed to the drawer (its line stays after it)
     lock = SweepDir(sd)
     lock.acquire()
     lock.release()

@@ -174,6 +174,8 @@ SCRATCH = tempfile.TemporaryDirectory()  # the importing process's: removed at i
 def train(cfg):
     with open(os.path.join(SCRATCH.name, f"seed{cfg.seed}"), "w") as fh:  # fails once the dir is gone
         fh.write("x")
+    with open(os.path.join(os.environ["ABLATE_RUN_DIR"], "scratch_dir"), "w") as fh:  # where it was
+        fh.write(SCRATCH.name)
     return {"val_acc": 0.5 + 0.01 * cfg.seed, "files": len(os.listdir(SCRATCH.name))}
 '''
 
@@ -196,3 +198,7 @@ def test_a_forks_exit_leaves_the_warm_parents_objects_alone(project: Path) -> No
     # one directory for the whole launch, kept until the warm parent ends: one trial at a time, one file per seed
     # (both arms of a seed write the same name), so each trial saw the files of the seeds before it
     assert sorted(r["metrics"]["files"] for r in recs) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    # and removed when the warm parent ended: it exits without tearing its modules down (os._exit), but only
+    # after its atexit functions, weakref finalizers among them, have run
+    dirs = {p.read_text() for p in sd.glob("trials/*/seed=*/run/scratch_dir")}
+    assert len(dirs) == 1 and not Path(dirs.pop()).exists()
