@@ -127,7 +127,11 @@ class WarmParent:
         self._out: IO[bytes] = self._proc.stdout
         self._in: IO[bytes] = self._proc.stdin
         if meanwhile is not None:
-            meanwhile()
+            try:
+                meanwhile()
+            except BaseException:  # a Ctrl-C meanwhile: the warm parent ends with it
+                self.close()
+                raise
         line = self._out.readline()
         msg = json.loads(line) if line.strip() else {"ready": None, "error": "it exited while importing the task"}
         self.report: dict[str, Any] | None = msg.get("ready")
