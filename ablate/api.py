@@ -98,14 +98,17 @@ class Verdict(dict):  # type: ignore[type-arg]
         return f"Verdict({self.get('metric')}: {state}{words}; {self.get('sweep_dir')})"
 
 
-def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None) -> Verdict | dict[str, Any] | None:
+def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None,
+                 plots_later: bool = False) -> Verdict | dict[str, Any] | None:
     """Run the ablation described by an already composed config; returns the verdict (None for dry
-    runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``)."""
+    runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``). ``plots_later`` (``ablate -m``):
+    return with the verdict's text, its PNGs drawn after it by a detached process
+    (:func:`ablate.orchestrate.pipeline.execute`); by default they are drawn before returning."""
     from ablate.orchestrate.pipeline import start
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
-               config_dirs=composed.config_dirs, choices=composed.choices)
+               config_dirs=composed.config_dirs, choices=composed.choices, plots_later=plots_later)
     return _verdict_of(sd)
 
 

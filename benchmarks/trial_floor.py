@@ -6,6 +6,11 @@ wall on a shared machine); the load average is printed before and after.
 
 1. **digits**: ``ablate -m variable=lr seeds=10`` (30 trials, 2 slots, warm): wall clock against the per-slot
    sum of the trials' own training time (``train_s``, the loop alone, returned by the task). Target ≤ 2x.
+   The command returns with the verdict's text; its PNGs are drawn after it by a detached process (not a
+   child: its CPU is not in the figure), and the time until it is done is printed too. With ``--old REV``
+   the same run of git revision REV (its ``ablate`` and its digits example, exported with ``git archive``,
+   run with it first on ``PYTHONPATH``) is interleaved with it, and the per-seed verdict values of the two
+   compared (the same seeds must give the same numbers).
 2. **learned imports**: a task importing torch at module top whose first ``optimizer.step()`` imports
    ``torch._dynamo``; 1 slot, warm, ``launcher.learn_imports=true`` against ``false``. Per trial, the task
    returns its own process's CPU time at its end (a fork starts at 0: this is the trial's CPU up to the
@@ -22,6 +27,7 @@ Usage::
 
     python benchmarks/trial_floor.py                     # all five, 2 repeats
     python benchmarks/trial_floor.py --only learn app --repeats 3
+    python benchmarks/trial_floor.py --only digits --repeats 2 --old 73613bb   # before/after, interleaved
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import ABLATE, Timing, cleanup, make_noop_project, make_torch_project, tempdir, timed
-from warm_trials import make_digits_project
+from warm_trials import REPO, make_digits_project
 
 DYNAMO_TASK = '''
 import time
@@ -111,17 +118,61 @@ def slope(a: list[Timing], b: list[Timing], dn: int) -> tuple[float, float]:
             statistics.median((y.wall_s - x.wall_s) / dn for x, y in zip(a, b, strict=True)))
 
 
-def bench_digits(root: Path, repeats: int) -> None:
-    proj = make_digits_project(root / "digits")
+def plots_done(sweep: Path) -> float:
+    """Seconds until the detached plot drawer of ``sweep`` lets go of its lock (0 when it already had)."""
+    sys.path.insert(0, str(REPO))
+    from ablate.record.sweepdir import SweepDir
+
+    t0 = time.perf_counter()
+    sd = SweepDir(sweep)
+    sd.acquire()  # waits while the holder is the plot drawer
+    sd.release()
+    return time.perf_counter() - t0
+
+
+def export(rev: str, dest: Path) -> Path:
+    """``ablate``, its Hydra plugin and the examples of git revision ``rev``, with the project files the digits
+    project copies, exported to ``dest``."""
+    dest.mkdir(parents=True)
+    names = ["ablate", "hydra_plugins", "examples", "conf", "dvc.yaml", "dvc.lock", "params.yaml"]
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, *names], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    (dest / "data").mkdir()
+    shutil.copy2(REPO / "data" / "digits.npz", dest / "data" / "digits.npz")
+    return dest
+
+
+def verdict_values(sweep: Path) -> dict[str, dict[str, float]]:
+    return {a["arm"]: a["values"] for a in json.loads((sweep / "verdict.json").read_text())["arms"]}
+
+
+def bench_digits(root: Path, repeats: int, old: str | None = None) -> None:
+    systems = ("new", "old") if old else ("new",)
+    projs = {"new": make_digits_project(root / "digits")}
+    envs: dict[str, dict[str, str] | None] = {"new": None}
+    if old:
+        src = export(old, root / "old-src")
+        projs["old"] = make_digits_project(root / "digits-old", src)
+        envs["old"] = {**os.environ, "PYTHONPATH": str(src)}
+    values: dict[str, dict[str, dict[str, float]]] = {}
     for r in range(repeats):
-        sweep = proj / "outputs" / f"d{r}"
-        t = ablate(proj, str(sweep), "variable=lr", "seeds=10", "launcher.max_parallel=2")
-        recs = results(sweep)
-        train = sum(x["metrics"]["train_s"] for x in recs)
-        task = sum(x["task_s"] for x in recs)
-        print(f"  run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s; sum(train_s) {train:.1f} s -> "
-              f"{train / 2:.1f} s per slot; wall / per-slot training = {t.wall_s / (train / 2):.2f} (target <= 2); "
-              f"sum(task_s) {task:.1f} s", flush=True)
+        for s in order(r, systems) if old else systems:
+            proj = projs[s]
+            sweep = proj / "outputs" / f"d{r}"
+            t = timed([ABLATE, "-m", "progress=off", f"hydra.sweep.dir={sweep}", "variable=lr", "seeds=10",
+                       "launcher.max_parallel=2"], proj, envs[s])
+            drawn = plots_done(sweep)
+            recs = results(sweep)
+            train = sum(x["metrics"]["train_s"] for x in recs)
+            task = sum(x["task_s"] for x in recs)
+            values.setdefault(s, verdict_values(sweep))
+            print(f"  {s} run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s; sum(train_s) {train:.1f} s -> "
+                  f"{train / 2:.1f} s per slot; wall / per-slot training = {t.wall_s / (train / 2):.2f} (target <= 2); "
+                  f"sum(task_s) {task:.1f} s; plots done {drawn:.1f} s after it returned "
+                  f"(load {load()})", flush=True)
+    if old:
+        same = values["new"] == values["old"]
+        print(f"  per-seed verdict values of {old} and this tree: {'identical' if same else 'DIFFERENT'}")
 
 
 def bench_learn(root: Path, repeats: int, n: int) -> None:
@@ -233,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--learn-trials", type=int, default=8)
     ap.add_argument("--noop-sizes", type=int, nargs=2, default=[10, 100])
     ap.add_argument("--app-sizes", type=int, nargs=2, default=[6, 16])
+    ap.add_argument("--old", metavar="REV", help="digits: also run git revision REV, interleaved")
     args = ap.parse_args(argv)
     root = tempdir("ablate-floor-")
     t0 = time.time()
@@ -241,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.only:
             print(f"\n{name}:", flush=True)
             if name == "digits":
-                bench_digits(root, max(1, args.repeats - 1))
+                bench_digits(root, max(1, args.repeats - 1) if not args.old else args.repeats, args.old)
             elif name == "learn":
                 bench_learn(root, args.repeats, args.learn_trials)
             elif name == "inline":

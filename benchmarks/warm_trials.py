@@ -41,11 +41,12 @@ REPO = Path(__file__).resolve().parents[1]
 SYSTEMS = ("warm", "fresh")
 
 
-def make_digits_project(root: Path) -> Path:
-    """A git + DVC copy of this repository's digits example (as tests/conftest.py builds it)."""
+def make_digits_project(root: Path, repo: Path = REPO) -> Path:
+    """A git + DVC copy of the digits example of ``repo`` (this repository, or an exported older revision of
+    it), as tests/conftest.py builds it."""
     root.mkdir(parents=True)
     for name in ("conf", "examples", "dvc.yaml", "dvc.lock", "params.yaml"):
-        src = REPO / name
+        src = repo / name
         if src.is_dir():
             shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:

@@ -407,6 +407,19 @@ def non_default_options(opts: VerdictOptions, given: Mapping[str, Any], saved: M
     return out
 
 
+def preimport() -> None:
+    """Import the libraries a verdict is computed with (numpy and ``ablate.stats``, ``scipy.stats``, the
+    report), so that a caller with idle time pays for them then, not after its trials: the orchestrator while
+    a warm parent imports the task (:class:`ablate.trials.launchers.base.Monitor`, ``meanwhile``), on the core
+    the warm parent leaves free. An import that fails here is left to fail where the verdict needs it."""
+    import contextlib
+    import importlib
+
+    for name in ("scipy.stats", "ablate.stats", "ablate.judge.report"):  # lazy: numpy, scipy (about 1 s of CPU)
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
 def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
                   rows: list[dict[str, Any]] | None = None, *, write: bool = True,
                   plots_later: bool = False, digest: TrialDigest | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 from ablate import __version__
 from ablate.errors import AblationFailed, ConfigError, PinError
 from ablate.judge.confounds import hash_config_files
-from ablate.judge.verdict import sequential_rounds, write_verdict
+from ablate.judge.verdict import draw_plots_in_background, preimport, sequential_rounds, write_verdict
 from ablate.orchestrate.options import Options, parse_options
 from ablate.orchestrate.progress import Progress
 from ablate.pin import ignored
@@ -285,9 +285,10 @@ def _describe(plan: Plan) -> str:
     return describe_suite(plan) if isinstance(plan, SuitePlan) else describe(plan)
 
 
-def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwargs: Any) -> SweepDir | None:
-    """Plan, pin and run an ablation (:func:`create`, then :func:`execute`); returns its sweep dir
-    (None for ``dry_run``).
+def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, plots_later: bool = False,
+          **kwargs: Any) -> SweepDir | None:
+    """Plan, pin and run an ablation (:func:`create`, then :func:`execute`, which ``plots_later`` is passed
+    to); returns its sweep dir (None for ``dry_run``).
 
     Raises
     ------
@@ -298,7 +299,7 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, **kwarg
     """
     sd = create(cfg, out=out, **kwargs)
     if sd is not None:
-        execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True))
+        execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True), plots_later=plots_later)
     return sd
 
 
@@ -425,7 +426,7 @@ def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
 
 
 def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool = False,
-            detach: bool = False) -> dict[str, Any] | None:
+            detach: bool = False, plots_later: bool = False) -> dict[str, Any] | None:
     """Run what is left of the ablation in ``sd``, then write results.csv and the verdict.
 
     Safe to repeat: completed trials are never run again; trials still queued or running in a
@@ -438,6 +439,12 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         Also re-run trials stopped from outside (status ``killed`` or ``timeout``), as a new attempt.
     detach : bool
         Submit what is left and return without waiting (``wait=false``; detachable launchers only).
+    plots_later : bool
+        True (``ablate -m``): return once verdict.json and verdict.md are written; the PNG plots are drawn
+        after them by a detached process that holds the sweep dir's lock
+        (:func:`ablate.judge.verdict.draw_plots_in_background`, as ``ablate verdict`` does), so other ablate
+        commands on it wait for them. Drawn here all the same with a tracker (it logs the PNGs) and inside a
+        DVC stage (``$DVC_STAGE``: DVC hashes the outputs as soon as the command exits).
 
     Returns
     -------
@@ -461,7 +468,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         aborted = False
         launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
-            monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort")
+            monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort",
+                              meanwhile=preimport)  # while a warm parent starts: the verdict's scipy & co
             if "ok" in progress.outcome.values():  # a resume: the task has returned the metric before
                 monitor.metric_seen()
             for seeds, arms in _rounds(sd, plan):
@@ -495,9 +503,12 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
         digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
-        verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest)
+        later = plots_later and not opts.get("tracker") and not os.environ.get("DVC_STAGE")
+        verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest, plots_later=later)
         if opts.get("tracker"):
             log_after_ablation(sd, opts["tracker"], _log)
+        if later:
+            draw_plots_in_background(sd)  # the drawer holds the lock from here (released below is a no-op)
     if monitor.contract_error is not None:
         rec = monitor.contract_error
         if rec.get("metric_missing"):  # several trials, and none returned it: task.metric names the wrong key

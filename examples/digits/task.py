@@ -5,7 +5,10 @@ from ``cfg.seed`` before calling it (weight init and batch order depend on that 
 
 torch and numpy are imported at the top of the module, not inside ``train``: the warm parent of
 ``launcher=local`` (and of a packed SLURM job) imports this module once, so every trial forked from it
-starts with torch loaded (docs/howto.md, "Fast warm trials"). The task reports its own training time,
+starts with torch loaded (docs/howto.md, "Fast warm trials"). So is ``torch._dynamo``, which torch imports
+lazily when the first optimizer is built (about 1 s of CPU): imported here, the warm parent holds it before
+the first trial, where learning it would leave the first trial of each slot to pay it and the next fork to
+wait while the parent imports it. The task reports its own training time,
 ``train_s`` (the optimisation loop alone), so a run's wall clock can be set against the training it
 exists for.
 """
@@ -17,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch._dynamo  # what torch.optim.SGD(...) imports on first use: paid once, by the warm parent)
 from torch import nn
 
 import ablate

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ablate.record.sweepdir import PLOTS_HOLDER
 from tests.helpers import ablate_cli, commit_all, git, run
 
 pytestmark = pytest.mark.slow
@@ -34,6 +35,10 @@ def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Pa
     dvc(project, "repro", "ablate_lr")
     sd = project / "outputs" / "dvc" / "lr"
     verdict = json.loads((sd / "verdict.json").read_text())
+    # inside a DVC stage ($DVC_STAGE) the plots are drawn before ablate exits, not by a detached drawer: DVC
+    # hashes verdict.json as the command ends, and a later rewrite would show the stage as modified
+    assert verdict["plots"]["values"] == "verdict_values.png" and (sd / "verdict_values.png").is_file()
+    assert PLOTS_HOLDER not in (sd / ".lock").read_text()
     assert [c["arm"] for c in verdict["comparisons"]] == ["lr=0.005", "lr=0.2"]
     assert git(project, "status", "--porcelain").split() == ["M", "dvc.lock"]  # outputs are git-ignored
 

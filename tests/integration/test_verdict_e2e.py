@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ablate.record.sweepdir import PLOTS_HOLDER, SweepDir
 from ablate.stats.multiplicity import stage_levels
 from tests.helpers import ablate_cli
 
@@ -58,7 +59,15 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
     assert "## Provenance" in md and "- code: commit `" in md and "(clean tree)" in md
     assert "- data: `data/digits.npz` md5:" in md
     assert "only large effects are detectable at N = 3" in md  # the small-N flag
+    # `ablate -m` returned with the text; a detached drawer holding the sweep dir's lock draws the PNGs and
+    # rewrites verdict.md to show them: taking the lock waits for it (as any later ablate command does)
+    assert (sd / ".lock").read_text().endswith(PLOTS_HOLDER)  # handed to the drawer (its line stays after it)
+    lock = SweepDir(sd)
+    lock.acquire()
+    lock.release()
     assert (sd / "verdict_values.png").stat().st_size > 1000
+    assert "](verdict_values.png)" in (sd / "verdict.md").read_text()
+    assert json.loads((sd / "verdict.json").read_text())["plots"]["values"] == "verdict_values.png"
 
     before = _hashes(sd)
     res = ablate_cli(project, "verdict", str(sd), "--alpha", "0.01")

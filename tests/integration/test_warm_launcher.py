@@ -174,6 +174,8 @@ SCRATCH = tempfile.TemporaryDirectory()  # the importing process's: removed at i
 def train(cfg):
     with open(os.path.join(SCRATCH.name, f"seed{cfg.seed}"), "w") as fh:  # fails once the dir is gone
         fh.write("x")
+    with open(os.path.join(os.environ["ABLATE_RUN_DIR"], "scratch_dir"), "w") as fh:  # where it was
+        fh.write(SCRATCH.name)
     return {"val_acc": 0.5 + 0.01 * cfg.seed, "files": len(os.listdir(SCRATCH.name))}
 '''
 
@@ -196,3 +198,62 @@ def test_a_forks_exit_leaves_the_warm_parents_objects_alone(project: Path) -> No
     # one directory for the whole launch, kept until the warm parent ends: one trial at a time, one file per seed
     # (both arms of a seed write the same name), so each trial saw the files of the seeds before it
     assert sorted(r["metrics"]["files"] for r in recs) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    # and removed when the warm parent ended: it exits without tearing its modules down (os._exit), but only
+    # after its atexit functions, weakref finalizers among them, have run
+    dirs = {p.read_text() for p in sd.glob("trials/*/seed=*/run/scratch_dir")}
+    assert len(dirs) == 1 and not Path(dirs.pop()).exists()
+
+
+def test_the_orchestrator_does_its_meanwhile_work_while_the_warm_parent_starts(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm launch runs the monitor's `meanwhile` work (the verdict's imports, under `ablate -m`) once, in the
+    orchestrating process, once the warm parent was started (its process runs then); the trial then runs
+    forked from it as ever. A second launch with the same monitor does not run it again."""
+    from ablate.record.sweepdir import SweepDir
+    from ablate.trials.launchers.base import Monitor, TrialRef
+    from ablate.trials.launchers.local import LocalLauncher
+
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "task.epochs=1", "launcher=local")
+    assert res.returncode == 0, res.stderr
+    sd = _sweep(project)
+    for seed in (0, 1):
+        (sd / "trials" / "control" / f"seed={seed}" / "result.json").unlink()  # to run again
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    calls: list[int] = []
+
+    def zygotes() -> None:  # this process's children running the warm parent, as the work runs
+        kids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                and _ppid(p) == os.getpid() and b"launchers.zygote" in _cmdline(p)]
+        calls.append(len(kids))
+
+    monitor = Monitor(meanwhile=zygotes)
+    for seed in (0, 1):
+        LocalLauncher(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", seed, 2)], monitor)
+        rec = json.loads((sd / "trials" / "control" / f"seed={seed}" / "result.json").read_text())
+        manifest = json.loads((sd / "trials" / "control" / f"seed={seed}" / "manifest.json").read_text())
+        assert rec["status"] == "ok" and rec["attempt"] == 2 and manifest["warm_parent"] != os.getpid()
+    assert calls == [1]
+
+
+def _ppid(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_monitor_meanwhile_runs_once() -> None:
+    from ablate.trials.launchers.base import Monitor
+
+    calls: list[str] = []
+    monitor = Monitor(meanwhile=lambda: calls.append("x"))
+    monitor.idle()
+    monitor.idle()
+    assert calls == ["x"] and Monitor().idle() is None

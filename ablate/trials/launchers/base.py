@@ -71,10 +71,14 @@ class Monitor:
         verdict's metric fails alone, unless :data:`MISSING_METRIC_STOP` trials lack it and none returned it.
         Trials of :data:`SAME_FAILURE_ARMS` arms failing with the same line before their first step, with none
         finished ok, stop it too (``same_failure``): the task fails whatever the arm.
+    meanwhile : callable, optional
+        Work of the orchestrating process (the verdict's imports) that a launcher runs, once, through
+        :meth:`idle`, while it only waits for its workers to start (a warm parent importing the task).
     """
 
     def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
-                 abort_on_failure: bool = False) -> None:
+                 abort_on_failure: bool = False, meanwhile: Callable[[], None] | None = None) -> None:
+        self._meanwhile = meanwhile
         self._lock = threading.Lock()
         self._on_event = on_event
         self._abort_on_failure = abort_on_failure
@@ -89,6 +93,12 @@ class Monitor:
         self._failed_before_start: dict[str, set[str]] = {}
         #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
         self.halted: str | None = None
+
+    def idle(self) -> None:
+        """Run the ``meanwhile`` work, the first time only (a launcher calls it while it waits, idle)."""
+        work, self._meanwhile = self._meanwhile, None
+        if work is not None:
+            work()
 
     def started(self, ref: TrialRef) -> None:
         if self._on_event:

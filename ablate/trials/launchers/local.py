@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
@@ -153,7 +153,7 @@ class LocalLauncher(Launcher):
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
         self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
-        self._warm = self._start_warm(sd, cwd, self._hash_seed) if self.warm and trials else None
+        self._warm = self._start_warm(sd, cwd, self._hash_seed, monitor.idle) if self.warm and trials else None
 
         unstarted: list[TrialRef] = []  # taken from the queue, then never forked: the warm parent had died
         killed: list[TrialRef] = []  # running when the warm parent died, and died with it
@@ -205,8 +205,9 @@ class LocalLauncher(Launcher):
             left = len(unstarted) + work.qsize()
             monitor.halt(warm_death_message(sd, warm, len(killed), left))
 
-    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str) -> Any:
-        """Start this launch's warm parent (raises UserError when the task cannot be forked safely)."""
+    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str, meanwhile: Callable[[], None] | None = None) -> Any:
+        """Start this launch's warm parent (raises UserError when the task cannot be forked safely); ``meanwhile``
+        runs here while it imports the task (:meth:`Monitor.idle`)."""
         env = dict(os.environ)
         env["PYTHONHASHSEED"] = hash_seed
         env["PYTHONUNBUFFERED"] = "1"
@@ -214,7 +215,7 @@ class LocalLauncher(Launcher):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
         return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"), preload=self.preload,
-                          learn=self.learn_imports)
+                          learn=self.learn_imports, meanwhile=meanwhile)
 
     def _kill_all(self) -> None:
         self._stopping.set()

@@ -77,6 +77,9 @@ class WarmParent:
         reach every fork).
     preload : sequence of str
         Modules it imports after the task (``launcher.preload``), checked like the task's imports.
+    meanwhile : callable, optional
+        Run in this process after the warm parent is started, before waiting for its ready report (the
+        orchestrator's own imports, on the core the warm parent leaves free).
     learn : bool
         True (``launcher.learn_imports``, the default): after each trial it also imports what that trial
         imported and it had not, when a probe finds that safe (:class:`ablate.trials.launchers.zygote.Learner`).
@@ -91,7 +94,7 @@ class WarmParent:
 
     def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
                  entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None,
-                 preload: Sequence[str] = (), learn: bool = True) -> None:
+                 preload: Sequence[str] = (), learn: bool = True, meanwhile: Callable[[], None] | None = None) -> None:
         cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
         if preload:
             cmd += ["--preload", *[str(m) for m in preload]]
@@ -123,6 +126,12 @@ class WarmParent:
         assert self._proc.stdout is not None and self._proc.stdin is not None
         self._out: IO[bytes] = self._proc.stdout
         self._in: IO[bytes] = self._proc.stdin
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:  # a Ctrl-C meanwhile: the warm parent ends with it
+                self.close()
+                raise
         line = self._out.readline()
         msg = json.loads(line) if line.strip() else {"ready": None, "error": "it exited while importing the task"}
         self.report: dict[str, Any] | None = msg.get("ready")

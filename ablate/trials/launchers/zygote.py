@@ -457,5 +457,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def leave(run: Callable[[], int]) -> None:
+    """Run ``run`` (:func:`main`) and end this process as each fork ends: its ``atexit`` functions (the task
+    module's ``weakref.finalize`` callbacks among them), the streams flushed, then ``os._exit``. A warm parent
+    holding torch would otherwise spend 1-2 s tearing its modules down, which the launcher waits for
+    (:meth:`ablate.trials.launchers.warm.WarmParent.close`) before the verdict. Never returns."""
+    import atexit
+    import traceback
+
+    code = 1
+    try:
+        code = run()
+    except SystemExit as exc:  # Learner.learn: forking is no longer safe
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main)
