@@ -33,6 +33,7 @@ from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
+from ablate.trials.launchers.early import scope as early_parents
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
 from ablate.trials.trial import load_plan
 
@@ -67,6 +68,8 @@ def prepare(cfg: Mapping[str, Any], *, variable_name: str | None, available_vari
         raise ConfigError(f"launcher={launcher.name} runs trials in this process's children, so it cannot detach",
                           where="wait", fix="use `launcher=slurm` to submit and exit, or drop `wait=false`")
     variable = parse_variable(cfg.get("variable"), variable_name, available_variables or [])
+    if not opts.dry_run and isinstance(cfg.get("task"), Mapping):  # within start()'s scope: the warm parent
+        launcher.start_early(cfg["task"], opts.seeds, opts.determinism, str(Path(cwd or os.getcwd()).absolute()))
 
     with trial_hydra(PLAN_RUN_DIR, cfg.get("task")):  # `${hydra:...}` as in a trial, its run dir a placeholder
         plan = make_plan(cfg, variable, opts.seeds, compose=compose, choices=choices)
@@ -297,9 +300,10 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, plots_l
     AblationFailed
         The ablation was aborted (``on_failure=abort``).
     """
-    sd = create(cfg, out=out, **kwargs)
-    if sd is not None:
-        execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True), plots_later=plots_later)
+    with early_parents():  # one started while planning (LocalLauncher.start_early) and not launched ends here
+        sd = create(cfg, out=out, **kwargs)
+        if sd is not None:
+            execute(sd, out=out, detach=not load_plan(sd)["options"].get("wait", True), plots_later=plots_later)
     return sd
 
 

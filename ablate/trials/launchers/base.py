@@ -188,6 +188,11 @@ class Launcher(abc.ABC):
         """One line for the plan printout (e.g. ``local, 2 at a time``)."""
         return self.name
 
+    def start_early(self, task: Mapping[str, Any], seeds: Sequence[int], determinism: str, cwd: str) -> None:
+        """Start, before the plan and pins are written, what the launch will need and can begin now (``local``:
+        its warm parent, :mod:`ablate.trials.launchers.early`); nothing for the others."""
+        return None
+
     def check(self, options: Mapping[str, Any] | None = None) -> None:
         """Check that trials can be launched from here; called before the sweep dir is created.
 

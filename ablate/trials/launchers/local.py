@@ -36,12 +36,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
 from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
 from ablate.trials import proctree, seeding
+from ablate.trials.launchers import early
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
 from ablate.trials.launchers.warm import WarmParent, check_preload
 from ablate.trials.trial import PARENT_ENV, load_plan, write_result
@@ -153,7 +154,9 @@ class LocalLauncher(Launcher):
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
         self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
-        self._warm = self._start_warm(sd, cwd, self._hash_seed, monitor.idle) if self.warm and trials else None
+        any_seed = set(modes.values()) <= {"off"}  # then it is a draw per launch: an early parent's is as good
+        self._warm = (self._start_warm(sd, cwd, self._hash_seed, monitor.idle, any_seed) if self.warm and trials
+                      else None)
 
         unstarted: list[TrialRef] = []  # taken from the queue, then never forked: the warm parent had died
         killed: list[TrialRef] = []  # running when the warm parent died, and died with it
@@ -205,17 +208,41 @@ class LocalLauncher(Launcher):
             left = len(unstarted) + work.qsize()
             monitor.halt(warm_death_message(sd, warm, len(killed), left))
 
-    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str, meanwhile: Callable[[], None] | None = None) -> Any:
-        """Start this launch's warm parent (raises UserError when the task cannot be forked safely); ``meanwhile``
-        runs here while it imports the task (:meth:`Monitor.idle`)."""
+    def start_early(self, task: Mapping[str, Any], seeds: Sequence[int], determinism: str, cwd: str) -> None:
+        """Start the warm parent now, before the plan and pins exist, importing the task's installed packages
+        meanwhile (:mod:`ablate.trials.launchers.early`: only within its ``scope``, and only with
+        ``launcher.warm=true``); the launch takes it over. Its ``PYTHONHASHSEED`` follows the ablation's rule
+        on the options (:func:`ablate.trials.seeding.ablation_hash_seed`); a plan whose rule gives another is
+        served by a warm parent started then."""
+        if not self.warm:
+            return
+        names = early.task_imports(task, cwd)
+        if names:
+            rule = {"seeds": list(seeds), "arms": [{"name": "control"}], "options": {"determinism": determinism}}
+            early.start(cwd, self._warm_env(seeding.ablation_hash_seed(rule)), names)
+
+    def _warm_env(self, hash_seed: str) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONHASHSEED"] = hash_seed
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
+        return env
+
+    def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str, meanwhile: Callable[[], None] | None = None,
+                    any_seed: bool = False) -> Any:
+        """Start this launch's warm parent, or take the one started early (:meth:`start_early`) when it fits:
+        the same environment and working dir, and ``hash_seed`` (any, with ``any_seed``: the rule draws one).
+        Raises UserError when the task cannot be forked safely; ``meanwhile`` runs here while it imports the task
+        (:meth:`Monitor.idle`)."""
+        env = self._warm_env(hash_seed)
+        taken = early.claim(cwd, env, lambda seed: any_seed or seed == hash_seed)
+        if taken is not None:
+            env = taken.env
+            self._hash_seed = env["PYTHONHASHSEED"]  # the same value, or (any_seed) its draw: every trial's
         return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"), preload=self.preload,
-                          learn=self.learn_imports, meanwhile=meanwhile)
+                          learn=self.learn_imports, meanwhile=meanwhile, early=taken)
 
     def _kill_all(self) -> None:
         self._stopping.set()

@@ -83,6 +83,10 @@ class WarmParent:
     learn : bool
         True (``launcher.learn_imports``, the default): after each trial it also imports what that trial
         imported and it had not, when a probe finds that safe (:class:`ablate.trials.launchers.zygote.Learner`).
+    early : EarlyParent, optional
+        A warm parent started before the sweep dir existed (:mod:`ablate.trials.launchers.early`), to hand the
+        sweep dir to instead of starting one (``env`` is then its own). Should it not report ready (an early
+        import it refused, or any other failure), it is ended and one is started here, which reports as usual.
 
     Raises
     ------
@@ -94,26 +98,15 @@ class WarmParent:
 
     def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
                  entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None,
-                 preload: Sequence[str] = (), learn: bool = True, meanwhile: Callable[[], None] | None = None) -> None:
-        cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
-        if preload:
-            cmd += ["--preload", *[str(m) for m in preload]]
-        if not learn:
-            cmd.append("--no-learn")
-        out_fd = log_fd = None
-        if log is None:
-            out_fd = os.dup(1)  # fd 1 of the warm parent is the protocol: our stdout travels as another fd
-            cmd += ["--stdout-fd", str(out_fd)]
-        else:
-            log_fd = open_log(log)  # never through a symlink planted in the sweep dir
-        try:
-            self._proc = subprocess.Popen(
-                cmd, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd,
-                start_new_session=True, pass_fds=() if out_fd is None else (out_fd,), preexec_fn=preexec_fn)
-        finally:
-            for fd in (out_fd, log_fd):
-                if fd is not None:
-                    os.close(fd)
+                 preload: Sequence[str] = (), learn: bool = True, meanwhile: Callable[[], None] | None = None,
+                 early: Any = None) -> None:
+        def fresh() -> subprocess.Popen[bytes]:
+            return _start(sweep_root, cwd, env, log, entry, preexec_fn, preload, learn)
+
+        proc = None
+        if early is not None and log is not None and preexec_fn is None:
+            proc = early.hand_over(sweep_root, log, entry, preload, learn)
+        self._proc = proc or fresh()
         self.log = log or "the job's stderr"
         self._log_file = log
         self.env = dict(env)
@@ -132,8 +125,14 @@ class WarmParent:
             except BaseException:  # a Ctrl-C meanwhile: the warm parent ends with it
                 self.close()
                 raise
-        line = self._out.readline()
-        msg = json.loads(line) if line.strip() else {"ready": None, "error": "it exited while importing the task"}
+        msg = self._ready_line()
+        if msg.get("ready") is None and proc is not None:  # the early one did not get there: start one afresh
+            self.close()
+            self._closing = False
+            self._proc = fresh()
+            assert self._proc.stdout is not None and self._proc.stdin is not None
+            self._out, self._in = self._proc.stdout, self._proc.stdin
+            msg = self._ready_line()
         self.report: dict[str, Any] | None = msg.get("ready")
         if self.report is None:
             self.close()
@@ -158,6 +157,10 @@ class WarmParent:
             raise UserError(problem, where="launcher.warm", fix=unsafe_fix(self.report))
         self._reader = threading.Thread(target=self._read, name="ablate-warm-reader", daemon=True)
         self._reader.start()
+
+    def _ready_line(self) -> dict[str, Any]:
+        line = self._out.readline()
+        return json.loads(line) if line.strip() else {"ready": None, "error": "it exited while importing the task"}
 
     @property
     def pid(self) -> int:
@@ -261,6 +264,30 @@ class WarmParent:
             self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
+
+
+def _start(sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None, entry: str,
+           preexec_fn: Callable[[], None] | None, preload: Sequence[str], learn: bool) -> subprocess.Popen[bytes]:
+    """Start ``python -m ablate.trials.launchers.zygote SWEEP_DIR ...`` (see :class:`WarmParent`)."""
+    cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
+    if preload:
+        cmd += ["--preload", *[str(m) for m in preload]]
+    if not learn:
+        cmd.append("--no-learn")
+    out_fd = log_fd = None
+    if log is None:
+        out_fd = os.dup(1)  # fd 1 of the warm parent is the protocol: our stdout travels as another fd
+        cmd += ["--stdout-fd", str(out_fd)]
+    else:
+        log_fd = open_log(log)  # never through a symlink planted in the sweep dir
+    try:
+        return subprocess.Popen(
+            cmd, cwd=cwd, env=dict(env), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_fd,
+            start_new_session=True, pass_fds=() if out_fd is None else (out_fd,), preexec_fn=preexec_fn)
+    finally:
+        for fd in (out_fd, log_fd):
+            if fd is not None:
+                os.close(fd)
 
 
 def unsafe_reason(report: Mapping[str, Any]) -> str | None:

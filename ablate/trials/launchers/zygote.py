@@ -3,7 +3,11 @@
 Used by ``launcher=local`` (one per launch, :class:`ablate.trials.launchers.warm.WarmParent`) and by a packed
 SLURM job (``launcher=slurm``, ``trials_per_job=k``: one per job start, see
 :mod:`ablate.trials.launchers.slurm_pack_job`). Started as
-``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``.
+``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``, or by ``launcher=local``
+before the sweep dir exists as ``... --early MODULE ...``: it imports those of the task's installed packages that
+are safe to import before the code is pinned (:mod:`ablate.trials.launchers.early`), then reads one line
+``{"sweep": DIR, "log": PATH, "entry": MODULE, "preload": [...], "learn": BOOL}`` from stdin and goes on as
+below (end of stdin instead: it exits).
 It imports what every trial would import (ablate's trial code, omegaconf, the task module from the
 pinned code snapshot, and with it torch, plus the entry module), checks that forking is still safe, then
 serves fork requests. Each trial is a fresh ``os.fork()`` of this process, which never runs a trial itself,
@@ -44,7 +48,7 @@ from typing import Any
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
 from ablate.trials import seeding, trial, warmfork
-from ablate.trials.launchers import fork_hazards
+from ablate.trials.launchers import early, fork_hazards
 from ablate.trials.launchers.warm import unsafe_reason
 from ablate.trials.tasks.interface import import_callable, preload_warm
 from ablate.trials.trial import PARENT_ENV, die_with_parent
@@ -93,9 +97,12 @@ def import_modules(names: list[str]) -> tuple[list[str], dict[str, str]]:
     return done, errors
 
 
-def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None = None) -> dict[str, Any]:
+def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None = None,
+            early_done: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs, and the
-    declared ``modules``: ``launcher.preload``), then report whether forking is safe.
+    declared ``modules``: ``launcher.preload``), then report whether forking is safe. ``early_done``: what
+    :func:`import_early` imported before the sweep dir was known (refused when the snapshot holds a module of
+    one of those names, :func:`ablate.trials.launchers.early.shadowed`).
 
     Returns
     -------
@@ -106,12 +113,17 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
         ``cuda`` (True when torch initialised CUDA here), ``imported`` (task specs imported),
         ``import_errors`` (spec -> message; those trials fail on their own with the full error),
         ``preloaded`` (the declared modules imported), ``preload_errors`` (module -> message: the launcher
-        refuses), ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``.
+        refuses), ``hash_seed`` (this interpreter's ``PYTHONHASHSEED``), ``pid``, ``early`` (the modules
+        imported before the sweep dir was known; their seconds are in ``import_s``).
     """
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)
     plan = trial.load_plan(sd)
     code_root = pins.trial_code_root(sd, plan)
+    early_names = list((early_done or {}).get("imported") or [])
+    if early_names and (hit := early.shadowed(early_names, str(code_root))):
+        raise RuntimeError(f"the code snapshot has its own {hit[0]!r}, imported from the installed packages before "
+                           "the snapshot existed")
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
     with fork_hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
@@ -130,9 +142,56 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     for name in ("numpy", "torch"):  # what seeding looks up in every trial, found once here for every fork
         seeding.installed(name)
     declared, preload_errors = import_modules(list(modules or []))
+    seen = watch.report()
+    seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
     return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
-            "hash_seed": os.environ.get("PYTHONHASHSEED"), **watch.report()}
+            "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, **seen}
+
+
+def import_early(names: list[str]) -> dict[str, Any]:
+    """Import those of ``names`` that :func:`ablate.trials.launchers.early.installed` allows before the sweep dir
+    exists, watched as the task's import is (:class:`ablate.trials.launchers.fork_hazards.Watch`).
+
+    Returns
+    -------
+    dict
+        ``imported`` (the modules imported), ``import_s`` (their seconds), ``refused`` (why this warm parent
+        must not serve trials: an import failed, or left a thread, a socket or CUDA behind; None when none did).
+    """
+    project = os.getcwd()
+    todo = [n for n in names if n not in sys.modules and early.installed(n, project)]
+    with fork_hazards.Watch(project) as watch:
+        done, errors = import_modules(todo)
+    seen = {**hazards(), **watch.report(), "imported": done}
+    refused = (f"importing {next(iter(errors))} failed ({next(iter(errors.values()))})" if errors
+               else unsafe_reason(seen))
+    return {"imported": done, "import_s": seen["import_s"], "refused": refused}
+
+
+def _read_line(fd: int) -> dict[str, Any] | None:
+    """One JSON line from ``fd``, read a byte at a time (what follows it stays unread); None at end of file."""
+    data = b""
+    while not data.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return None
+        data += byte
+    msg = json.loads(data)
+    return msg if isinstance(msg, dict) else None
+
+
+def _take_log(path: str) -> None:
+    """Make ``path`` (the warm parent's log in the sweep dir) this process's fds 1 and 2, with what it wrote before
+    (to fd 2: the file its starter gave it) copied in first."""
+    fd = open_log(path)  # never through a symlink planted in the sweep dir
+    with contextlib.suppress(OSError):
+        os.lseek(2, 0, os.SEEK_SET)
+        while chunk := os.read(2, 65536):
+            os.write(fd, chunk)
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
 
 
 def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
@@ -426,12 +485,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m ablate.trials.launchers.zygote")
-    ap.add_argument("sweep_dir")
+    ap.add_argument("sweep_dir", nargs="?")
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
     ap.add_argument("--stdout-fd", type=int, default=None)
     ap.add_argument("--preload", nargs="*", default=[])
     ap.add_argument("--no-learn", action="store_true")
+    ap.add_argument("--early", nargs="*", default=None, metavar="MODULE")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if (args.sweep_dir is None) == (args.early is None):
+        ap.error("give SWEEP_DIR, or --early MODULE ... (the sweep dir then comes on stdin)")
 
     die_with_parent()
     req_fd, out_fd = os.dup(0), os.dup(1)  # the protocol; fds 0 and 1 are left to what the task prints
@@ -444,9 +506,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.dup2(2, 1)
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
+    done = None
+    if args.early is not None:  # started before the sweep dir existed (ablate.trials.launchers.early)
+        done = import_early(args.early)
+        if done["refused"]:
+            _write(out_fd, {"ready": None, "error": f"early start refused: {done['refused']}"})
+            return 0  # the launcher starts a warm parent the ordinary way, which reports it as it should
+        got = _read_line(req_fd)
+        if got is None:
+            return 0  # planning refused, or the run ended without a launch: nothing to serve
+        args.sweep_dir, args.preload, args.no_learn = str(got["sweep"]), list(got["preload"]), not got["learn"]
+        args.entry = str(got["entry"]) if got["entry"] in ENTRIES else ENTRIES[0]
+        _take_log(str(got["log"]))
     root = str(Path(args.sweep_dir))
     try:
-        report = preload(root, args.entry, args.preload)
+        report = preload(root, args.entry, args.preload, done)
     except Exception as exc:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
