@@ -133,6 +133,11 @@ def scope() -> Iterator[None]:
             parent.close()
 
 
+def active() -> bool:
+    """True within a :func:`scope` (only there is an early warm parent started)."""
+    return _STARTED.get() is not None
+
+
 def start(cwd: str, env: Mapping[str, str], modules: Sequence[str]) -> EarlyParent | None:
     """Start an early warm parent importing ``modules`` (the task's, :func:`task_imports`); None outside a
     :func:`scope` or without a module to import."""

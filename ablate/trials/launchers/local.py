@@ -214,7 +214,7 @@ class LocalLauncher(Launcher):
         ``launcher.warm=true``); the launch takes it over. Its ``PYTHONHASHSEED`` follows the ablation's rule
         on the options (:func:`ablate.trials.seeding.ablation_hash_seed`); a plan whose rule gives another is
         served by a warm parent started then."""
-        if not self.warm:
+        if not self.warm or not early.active():
             return
         names = early.task_imports(task, cwd)
         if names:
