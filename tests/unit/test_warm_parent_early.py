@@ -5,6 +5,7 @@ Real files in a temp project (a git work tree) and a temp site dir; the lists ar
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -86,3 +87,14 @@ def test_a_venv_inside_the_project_is_still_installed(tree: Path, monkeypatch: p
     assert installed("venvpkg", str(tree))
     monkeypatch.setattr(sys, "prefix", sys.base_prefix)
     assert not installed("venvpkg", str(tree))
+
+
+def test_the_warm_parent_imports_early_only_the_prefix_it_may(tree: Path) -> None:
+    """``zygote.import_early`` stops at the first name it may not import (the task imports what follows after it),
+    and says nothing is refused when what it imported left no thread behind."""
+    _write(tree, {"ownmod.py": ""})
+    code = ("import json, sys\nfrom ablate.trials.launchers import zygote\n"
+            "out = zygote.import_early(sys.argv[1:])\n"
+            "print(json.dumps({**out, 'held': [m for m in ('colorsys', 'wave') if m in sys.modules]}))")
+    out = json.loads(run([sys.executable, "-c", code, "colorsys", "ownmod", "wave"], tree).stdout)
+    assert out["imported"] == ["colorsys"] and out["held"] == ["colorsys"] and out["refused"] is None

@@ -65,7 +65,7 @@ class EarlyParent:
     env : mapping
         Its environment, ``PYTHONHASHSEED`` included (fixed when its interpreter starts).
     modules : sequence of str
-        What it imports while it waits (it imports only those :func:`installed` allows).
+        What it imports while it waits, in this order (up to the first that :func:`installed` does not allow).
     """
 
     def __init__(self, cwd: str, env: Mapping[str, str], modules: Sequence[str]) -> None:

@@ -150,8 +150,9 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
 
 
 def import_early(names: list[str]) -> dict[str, Any]:
-    """Import those of ``names`` that :func:`ablate.trials.launchers.early.installed` allows before the sweep dir
-    exists, watched as the task's import is (:class:`ablate.trials.launchers.fork_hazards.Watch`).
+    """Import ``names`` (in the task's order) up to the first that :func:`ablate.trials.launchers.early.installed`
+    does not allow before the sweep dir exists (what follows it, the task imports after it), watched as the
+    task's import is (:class:`ablate.trials.launchers.fork_hazards.Watch`).
 
     Returns
     -------
@@ -160,7 +161,13 @@ def import_early(names: list[str]) -> dict[str, Any]:
         must not serve trials: an import failed, or left a thread, a socket or CUDA behind; None when none did).
     """
     project = os.getcwd()
-    todo = [n for n in names if n not in sys.modules and early.installed(n, project)]
+    todo: list[str] = []
+    for name in names:
+        if name in sys.modules:
+            continue
+        if not early.installed(name, project):
+            break
+        todo.append(name)
     with fork_hazards.Watch(project) as watch:
         done, errors = import_modules(todo)
     seen = {**hazards(), **watch.report(), "imported": done}
