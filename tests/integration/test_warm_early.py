@@ -143,3 +143,20 @@ def test_a_refused_run_ends_its_early_warm_parent_with_the_same_one_line_error(e
     cold = _ablate(early_project, tmp_path, "seeds=3", "launcher.warm=false")  # no early start at all
     assert cold.returncode == 2 and cold.stderr.strip() == err.strip()
     assert _marks(tmp_path) == []
+
+
+def test_an_early_import_that_starts_a_thread_is_refused_as_a_warm_parent_started_afresh_refuses_it(
+        early_project: Path, tmp_path: Path) -> None:
+    """The early warm parent imports the package, sees its thread, and exits; the launch starts one the ordinary
+    way, whose refusal names the task file's own import line (which the early one could not know)."""
+    (tmp_path / "site" / "threadmark.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True, name='marked').start()\n")
+    (early_project / "probe.py").write_text("import threadmark\n\n\ndef train(cfg):\n    return {'val_acc': 0.5}\n")
+    commit_all(early_project, "a task importing a package that starts a thread")
+    res = _ablate(early_project, tmp_path, "seeds=3", "launcher=local")
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()[-1:]
+    assert line.startswith("ablate: error: `launcher.warm`: importing probe"), res.stderr
+    assert "started 1 thread(s)" in line
+    assert "`marked`" in line and "pulled in by `import threadmark` (probe.py line 1)" in line, line
+    assert "launcher.warm=false" in line
