@@ -105,6 +105,49 @@ def trial_workdir(sd: SweepDir, plan: Mapping[str, Any], task: Mapping[str, Any]
     return work, root
 
 
+def live_workdir(project: Path, run_dir: Path) -> Path:
+    """A single run's working dir (``ablate`` without ``-m``): ``<run dir>/work``, a mirror of the live project.
+
+    A single run runs the live tree's code (as a Hydra run does), so this mirrors the project dir itself: the
+    dirs holding files git lists (tracked, or untracked and not ignored) as real dirs, every other entry of
+    them as a link to the project's (files, and ignored dirs such as ``data/`` or ``outputs/`` as a whole).
+    Relative reads see the project; what the task writes into its working dir (a ``chdir=false`` app's
+    metrics file, a checkpoint) lands in the run dir, never in the live tree. Outside a git repository only
+    the top level is mirrored.
+    """
+    import subprocess
+
+    work = run_dir / WORK_DIR_NAME
+    own = os.path.relpath(run_dir, project)  # the run dir itself is never mirrored (it is under the project)
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "-c", "-o", "--exclude-standard"], cwd=project,
+                             capture_output=True, check=False).stdout.decode(errors="replace")
+    except OSError:  # no git: the top level only
+        out = ""
+    real = {""}
+    for rel in filter(None, out.split("\0")):
+        parent = os.path.dirname(rel)
+        while parent not in real:
+            real.add(parent)
+            parent = os.path.dirname(parent)
+    real = {d for d in real if not (d == own or d.startswith(own + os.sep))}
+    for rel in sorted(real):  # parents first
+        (work / rel).mkdir(parents=True, exist_ok=True)
+        with os.scandir(project / rel) as it:
+            for e in it:
+                r = os.path.join(rel, e.name) if rel else e.name
+                if r in real or r == own or e.name in _SKIP or os.path.lexists(work / r):
+                    continue
+                os.symlink(e.path, work / r)
+    return work
+
+
+def own_workdir(cwd: Path, tp: Any) -> Path | None:
+    """``cwd`` when it is the trial's (or single run's) own working dir, ``<dir>/work``, whose files the metric
+    readers look at after the run dir's; else None (a cwd shared with others is never read)."""
+    return cwd if Path(cwd).resolve() == (Path(tp.dir) / WORK_DIR_NAME).resolve() else None
+
+
 _LISTINGS: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
 
 
