@@ -59,7 +59,7 @@ task = {"data": ["data/digits.npz"]}
 mirror = []
 for i in range(n):
     t0 = time.process_time()
-    workdir.trial_workdir(sd, plan, task, sd.root / "trials" / "control" / f"seed={i}")
+    workdir.trial_workdir(sd, plan, task, sd.root / sys.argv[5] / "control" / f"seed={i}")
     mirror.append(time.process_time() - t0)
 t0 = time.process_time()
 for _ in range(n):
@@ -83,12 +83,11 @@ def make_snapshot(root: Path, paths: tuple[str, ...] | None) -> Path:
     return sweep
 
 
-def one_round(sweep: Path, n: int, module: str) -> dict[str, float]:
-    trials = sweep / "trials"
-    if trials.exists():
-        cleanup(trials)
-    out = subprocess.run([sys.executable, "-c", ROUND, str(sweep), str(n), str(REPO), module], capture_output=True,
-                         text=True, check=True)
+def one_round(sweep: Path, n: int, module: str, name: str) -> dict[str, float]:
+    """One round into ``<sweep>/<name>`` (a new dir each round: deleting the last round's thousands of links just
+    before would charge the file system's deferred work to this one's)."""
+    out = subprocess.run([sys.executable, "-c", ROUND, str(sweep), str(n), str(REPO), module, name],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -113,7 +112,7 @@ def main() -> None:
             got: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
             for r in range(args.rounds):
                 for s in (list(systems) if r % 2 == 0 else list(systems)[::-1]):
-                    got[s].append(one_round(sweep, args.trials, systems[s]))
+                    got[s].append(one_round(sweep, args.trials, systems[s], f"trials{r}{s.replace(' ', '')}"))
             for s, rounds in got.items():
                 med = {k: statistics.median(x[k] for x in rounds) for k in ("cold", "warm", "guard")}
                 print(f"  {name} snapshot ({files} files), {s}: mirror cold {med['cold']:.2f} ms, mirror warm "

@@ -221,8 +221,8 @@ def guard_snapshot(root: Path | None) -> Iterator[None]:
     """Detect writes into the shared code snapshot while a trial's task runs (any form).
 
     Two scans of the snapshot (:func:`snapshot_state`, one ``lstat`` per file), before and after the task:
-    about 0.3 ms of CPU both for the digits example's snapshot, 4 ms for this repository's 314 files
-    (``benchmarks/trial_workdir.py``).
+    0.3 ms of CPU both for the digits example's snapshot, 4 ms for this repository's 316 files
+    (``benchmarks/results/trial_workdir.txt``).
 
     Raises
     ------
