@@ -44,7 +44,7 @@ from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import im
     import_callable,
     warm_app,
 )
-from ablate.trials.workdir import task_workdir
+from ablate.trials.workdir import guard_snapshot, trial_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
@@ -312,9 +312,9 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             return done("pin_mismatch", error="; ".join(mismatch))
         hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
         sd.mkdir(tp.dir / "run")  # every form's run dir, with the sweep dir's mode (the forms find it made)
-        workdir = None
-        if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
-            workdir = task_workdir(sd, plan, cfg.get("task") or {})
+        workdir = snapshot = None
+        if form.name == "fn":  # run in the trial's own mirror of the snapshot (task.data linked in), as scripts do
+            workdir, snapshot = trial_workdir(sd, plan, cfg.get("task") or {}, tp.dir)
             manifest["cwd"] = str(workdir)
             # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
             # task changes; inline: restored when the trial ends)
@@ -340,7 +340,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         run_opts = {**opts, "determinism": mode}
 
         def runner() -> Any:
-            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext():
+            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext(), \
+                    guard_snapshot(snapshot):  # a write into the snapshot every trial shares is named
                 return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None

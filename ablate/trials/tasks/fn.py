@@ -41,6 +41,7 @@ from ablate.trials.tasks import metrics
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.capture import trial_output
 from ablate.trials.tasks.taskcheck import check_task_fn
+from ablate.trials.workdir import WORK_DIR_NAME
 
 #: The metric settings of an ``fn`` task, and their defaults (see the module docstring).
 FN_METRIC_SETTINGS = {"metric_source": "auto", "metric_pattern": None, "reduce": "last"}
@@ -162,13 +163,14 @@ def _read_lines(path: Path, start: int) -> list[str]:
 
 
 def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Path, tp: Any,
-               starts: tuple[int, int]) -> Any:
+               starts: tuple[int, int], work_dir: Path | None = None) -> Any:
     """What an ``fn`` trial records: the return value when it holds ``metric`` (or when ``metric_source`` is
     ``return``), else a :class:`TaskOutput` with the metric read from the other sources (see the module).
 
     A value that is neither None nor a mapping is returned as it is (the trial refuses it, naming the
     contract). A mapping without the metric that no other source has either is returned as it is too:
-    that trial fails alone, as before.
+    that trial fails alone, as before. Files are looked for under ``run_dir``, then among those the task
+    wrote into ``work_dir`` (its working dir, ``<trial dir>/work``; never the links to the code).
 
     Raises
     ------
@@ -185,7 +187,7 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
     try:
         found, record = metrics.collect(run_dir, out_lines, metric, source=source, reduce=s["reduce"],
                                         stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
-                                        patterns=s["patterns"])
+                                        patterns=s["patterns"], work_dir=work_dir)
     except ConfigError as exc:
         if value is not None:
             return value  # the mapping lacks the metric: this trial fails alone, naming what it returned
@@ -200,9 +202,10 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
 
 
 def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str | None, tp: Any, run_dir: Path,
-                  s: Mapping[str, Any] | None = None) -> Any:
+                  s: Mapping[str, Any] | None = None, work_dir: Path | None = None) -> Any:
     """Call an ``fn`` task (``call()``) with its printed output reaching ``tp``'s logs when it reads printed
-    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`).
+    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`; the
+    files it wrote into ``work_dir``, its working dir, after those in ``run_dir``).
 
     Used by a trial (:meth:`FnForm.run`) and by a single run (``ablate`` without ``-m``, in Hydra's run dir).
     """
@@ -210,7 +213,7 @@ def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str 
     with trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext() as cap:
         value = call()
     starts = (cap.stdout_start, cap.stderr_start) if cap is not None else (0, 0)
-    return metrics_of(value, metric, s, run_dir, tp, starts)
+    return metrics_of(value, metric, s, run_dir, tp, starts, work_dir)
 
 
 class FnForm:
@@ -228,17 +231,22 @@ class FnForm:
             arm: Mapping[str, Any], code_root: Any = None) -> Any:
         """Import ``task.fn`` from the code snapshot, call it with the trial's resolved config, and read its
         metric (:func:`metrics_of`). The trial (:func:`ablate.trials.trial.run_trial`) has set ``$ABLATE_RUN_DIR``
-        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir."""
+        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir, and
+        made the trial's own working dir (``<trial dir>/work``, :func:`ablate.trials.workdir.trial_workdir`) the
+        cwd: what the task writes there is read as the run dir's files are."""
         task = cfg.get("task") or {}
         s = fn_settings(task)
         fn = import_callable(str(task["fn"]), code_root)
         run_dir = Path(tp.dir) / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tp.dir) / WORK_DIR_NAME
+
         def call() -> Any:
             with trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext():
                 return fn(_node(cfg, arm))
 
-        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s)
+        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s,
+                             work if work.is_dir() else None)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""
