@@ -139,6 +139,12 @@ def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
     return refs
 
 
+def plain_config(arm_config: Mapping[str, Any]) -> bool:
+    """True when an arm's config has nothing to resolve (no interpolation, no key of Hydra's per-trial state):
+    each trial's resolved config is then this config with the trial's seed, the same in any process."""
+    return not _interpolated(arm_config) and not _per_trial(arm_config)
+
+
 class TaskContractError(TypeError):
     """The task broke its contract (returned a non-mapping or a non-number): a user error."""
 
