@@ -10,7 +10,7 @@ serves fork requests. Each trial is a fresh ``os.fork()`` of this process, which
 so nothing a trial does (module state it mutates, RNG draws, CUDA, threads) reaches the next one.
 
 Protocol: JSON lines. This process writes one ``{"ready": REPORT}`` line, then reads requests
-``{"id": N, "argv": [...], "env": {...}, "threads": T, "stdout": PATH, "stderr": PATH}`` from stdin
+``{"id": N, "argv": [...], "env": {...}, "threads": T, "stdout": PATH, "stderr": PATH, "reseed": B}`` from stdin
 and answers ``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "exit": CODE}`` when it has
 ended (CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). The fork runs
 ``ENTRY.main(argv)`` (the entry named at start: ``ablate.trials.trial`` by default); without ``stdout``/``stderr``
@@ -216,7 +216,7 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
         os.environ[WARM_ENV] = str(os.getppid())
 
         os.environ[PARENT_ENV] = str(os.getppid())  # trial.main: die with the warm parent
-        _fresh_process_state(int(req.get("threads") or 0))
+        _fresh_process_state(int(req.get("threads") or 0), reseed=bool(req.get("reseed", True)))
         argv = [str(a) for a in req["argv"]]
         sys.argv = [entry, *argv]
         code = importlib.import_module(entry).main(argv)
@@ -243,17 +243,18 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
             os._exit(code)
 
 
-def _fresh_process_state(threads: int) -> None:
+def _fresh_process_state(threads: int, reseed: bool = True) -> None:
     """What a fresh interpreter would have: RNGs from OS entropy (the trial seeds them again when
-    its determinism mode says so) and the slot's thread count."""
+    its determinism mode says so; ``reseed=False``: numpy's and torch's are left to the trial, which seeds both
+    before its task runs) and the slot's thread count."""
     import random
 
     random.seed()
     np = sys.modules.get("numpy")
-    if np is not None:
+    if np is not None and reseed:
         np.random.seed()
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is not None and reseed:
         torch.seed()
     if threads > 1 and (np is not None or torch is not None):  # pools were kept at 1 thread until the fork
         from threadpoolctl import threadpool_limits
