@@ -122,10 +122,14 @@ def record_digest(record: Mapping[str, Any]) -> str:
     (keys sorted, compact): written into result.json at the end of the trial, so an accidental edit of
     the record later shows (:func:`digest_mismatch`). Not a defence against a same-user adversary, who
     can recompute it."""
+    return _digest_of(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
+
+
+def _digest_of(text: str) -> str:
+    """:func:`record_digest` of the record whose :func:`to_json` is ``text``."""
     import hashlib
 
-    data = json.loads(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
-    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canon = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
 
@@ -133,6 +137,18 @@ def with_digest(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` with its :func:`record_digest` as the last field."""
     rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
     return {**rec, DIGEST_FIELD: record_digest(rec)}
+
+
+def with_digest_json(record: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """:func:`with_digest` and its :func:`to_json`, the record encoded once (the digest field is added to the
+    text as :func:`to_json` would write it: the last field of the object)."""
+    rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
+    text = to_json(rec)
+    digest = _digest_of(text)
+    out = {**rec, DIGEST_FIELD: digest}
+    if not rec or not text.endswith("\n}\n"):
+        return out, to_json(out)
+    return out, f"{text[:-3]},\n  {json.dumps(DIGEST_FIELD)}: {json.dumps(digest)}\n}}\n"
 
 
 def digest_mismatch(record: Mapping[str, Any]) -> bool:

@@ -78,3 +78,16 @@ def test_a_task_module_is_imported_from_the_snapshot_even_after_the_live_tree_co
         for d in (snap, live):
             if str(d) in sys.path:
                 sys.path.remove(str(d))
+
+
+def test_config_yaml_from_its_template_is_the_dump_of_each_trials_config() -> None:
+    from ablate.record.sweepdir import dump_yaml
+    from ablate.trials.trial import config_yaml
+
+    arm = {"task": {"fn": "m:f", "lr": 0.1, "note": "seed: 3", "layers": [8, 8]}, "seeds": [0, 1], "alpha": 0.05}
+    for seed in (0, 1, 17, 2**32 - 1):
+        assert config_yaml(arm, {**arm, "seed": seed}) == dump_yaml({**arm, "seed": seed})
+    changed = {**arm, "task": {**arm["task"], "lr": 0.2}, "seed": 4}  # not the template's config: dumped itself
+    assert config_yaml(arm, changed) == dump_yaml(changed)
+    app = {"task": {"app": "a.py", "params": {"seed": 5}}, "seed": 5}  # the seed twice: no template
+    assert config_yaml(app, app) == dump_yaml(app)

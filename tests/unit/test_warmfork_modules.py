@@ -64,3 +64,40 @@ def test_the_parents_names_are_built_again_only_when_its_modules_changed(pkg: st
 
     names, newest = held.now()
     assert names is not first and "wfpkg_i25.b" in names and newest == "wfpkg_i25.b"
+
+
+def test_a_forks_exit_runs_its_own_finalizers_and_never_the_parents(tmp_path: Path) -> None:
+    """A real fork: the parent's finalizer (made before the fork) does not run at the fork's exit, the one the
+    fork made does, and one of the parent's that the fork called itself ran then, once."""
+    import os
+    import weakref
+
+    class Obj:
+        pass
+
+    def mark(name: str) -> None:
+        with open(tmp_path / name, "a") as fh:
+            fh.write("ran\n")
+
+    parent_obj, called_obj = Obj(), Obj()
+    parent_fin = weakref.finalize(parent_obj, mark, "parent")
+    called_fin = weakref.finalize(called_obj, mark, "called")
+    pid = os.fork()
+    if pid == 0:  # the fork: what zygote._child does around the trial
+        try:
+            warmfork.forked([], [])
+            own_obj = Obj()
+            weakref.finalize(own_obj, mark, "own")
+            called_fin()  # the trial finalises one of the parent's objects itself
+            warmfork.leave_parent_finalizers()
+            weakref.finalize._exitfunc()  # what the fork's exit runs (atexit)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (tmp_path / "own").read_text() == "ran\n" and (tmp_path / "called").read_text() == "ran\n"
+    assert not (tmp_path / "parent").exists()
+    assert parent_fin.alive and called_fin.alive  # the parent's own are untouched here
+    parent_fin.detach()
+    called_fin.detach()
+    warmfork._STATE.clear()

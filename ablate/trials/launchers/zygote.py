@@ -141,7 +141,8 @@ def prepare_trials(plan: Mapping[str, Any]) -> None:
     """Do here, once, the work every fork would repeat before its task runs, so each inherits it: the static part
     of the environment each manifest records (the installed packages, the CPU), the source files torch's seeding
     reads (its lazy CUDA seeding records the caller's stack, with lines from linecache), and each ``fn`` arm's
-    config node (:func:`ablate.trials.tasks.interface.prepare_node`) when its config has nothing to resolve, so
+    config node (:func:`ablate.trials.tasks.interface.prepare_node`) and ``config.yaml`` template
+    (:func:`ablate.trials.trial.config_yaml`) when its config has nothing to resolve, so
     that what a fork would build is exactly this (one with interpolations is resolved in the fork: a resolver
     such as ``oc.env`` reads the fork's own environment). Every trial still checks its pins itself."""
     pins.capture_environment(light=True)
@@ -153,7 +154,9 @@ def prepare_trials(plan: Mapping[str, Any]) -> None:
         if not task.get("fn") or not trial.plain_config(config):
             continue
         with contextlib.suppress(Exception):  # the trial builds its own, and reports what fails
-            prepare_node(trial.resolve_config(config, seed), arm)
+            cfg = trial.resolve_config(config, seed)
+            prepare_node(cfg, arm)
+            trial.prime_config(config, cfg)
 
 
 def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
