@@ -110,7 +110,10 @@ def _sanitize_floats(obj: Any) -> Any:
 
 def to_json(obj: Any) -> str:
     """Serialise ``obj`` as standard JSON (NaN and inf become strings), indented, keys in given order."""
-    return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
+    try:  # no NaN or inf in it (nearly always): encoded as it is, without a sanitised copy
+        return json.dumps(obj, indent=2, default=_json_default, allow_nan=False) + "\n"
+    except (ValueError, TypeError):  # a non-finite float (or a mapping json cannot encode): sanitise, as always
+        return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
 #: The field of result.json holding the digest of the rest of the record (:func:`record_digest`).

@@ -492,8 +492,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             isolation.restore(inline_before)
         if saved_env is not None:
             clear_import_hooks()
-            os.environ.clear()
-            os.environ.update(saved_env)
+            isolation.set_environ(saved_env)
 
 
 def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any]) -> list[str]:

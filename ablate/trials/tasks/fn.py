@@ -74,8 +74,7 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
         held = _FROM_ROOT.get(top)
         if root not in sys.path[:1]:
             sys.path.insert(0, root)
-            _drop_outside(top, root)
-        elif held is None or held[0] != root or held[1] is not sys.modules.get(top):
+        if held is None or held[0] != root or held[1] is not sys.modules.get(top):
             _drop_outside(top, root)  # else imported from the snapshot already, here or in the warm parent (see below)
     try:
         mod = importlib.import_module(mod_name)
@@ -98,8 +97,8 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
 
 
 #: Top-level package -> (code root, its module) once :func:`import_callable` imported it from that root. While
-#: that module object is still ``sys.modules[top]`` and the root first on ``sys.path``, nothing of ``top`` can come
-#: from elsewhere (a submodule is found through the package's own path, in the snapshot), so the scan of
+#: that module object is still ``sys.modules[top]``, nothing of ``top`` can come from elsewhere (the scan ran
+#: before it was imported, and a submodule is found through the package's own path, in the snapshot), so the scan of
 #: ``sys.modules`` (about 750 copy-on-write page faults in a fork of a parent holding torch) and the finders'
 #: cache reset are skipped; the snapshot itself is never edited, and its digest is checked by every trial.
 _FROM_ROOT: dict[str, tuple[str, Any]] = {}
