@@ -258,11 +258,14 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DE
     except OSError as exc:
         raise os_error(exc, path) from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
             if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)  # replaces a symlink at `path` itself, never its target
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -583,6 +586,13 @@ class SweepDir:
         cur = self.root
         for part in rel.parts:
             cur = cur / part
+            try:  # most already exist (a trial's dir, made by its launcher): one lstat each then
+                if stat.S_ISDIR(os.lstat(cur).st_mode):
+                    continue
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise os_error(exc, cur, "create") from exc
             try:
                 os.mkdir(cur, self.mode)
                 os.chmod(cur, self.mode, follow_symlinks=False)  # mkdir's mode is filtered by the umask
