@@ -523,7 +523,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
             f"(the sweep dir {sd.root} keeps what ran): {what}",
             where=where or "task",
-            fix=(fix or "fix the task (the trial's log is in its dir)") + ", then start the ablation again",
+            fix=fix or "fix the task (the trial's log is in its dir), then start the ablation again",
         )
     if monitor.same_failure is not None:
         rec = monitor.same_failure
