@@ -502,7 +502,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         elif stopped and monitor.halted is None:
             _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
-        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
+        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reuses it
         later = plots_later and not opts.get("tracker") and not os.environ.get("DVC_STAGE")
         verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest, plots_later=later)
         if opts.get("tracker"):
