@@ -31,8 +31,8 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     The command returns once the text is written; the PNG plots are drawn after it by a detached process
     holding the sweep dir's lock (:func:`ablate.judge.verdict.draw_plots_in_background`), or before returning
     with ``--wait-plots``. When nothing the verdict depends on changed since it was written (trial
-    records, plan, options, config files, ablate; :mod:`ablate.record.verdict_key`), it is reprinted as it is,
-    without recomputing (``--recompute`` forces it)."""
+    records, plan, options, config files, ablate; :mod:`ablate.record.verdict_key`), it is kept as it is
+    and its path printed, without recomputing (``--recompute`` forces it)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -57,7 +57,8 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    "process that holds the sweep dir until done; other ablate commands on it wait for it)")
     p.add_argument("--recompute", action="store_true",
                    help="compute the verdict again even when nothing it depends on changed (by default an "
-                   "unchanged verdict is reprinted: same trial records, plan, options, config files and ablate)")
+                   "unchanged verdict is reused, not recomputed: same trial records, plan, options, config files and "
+                   "ablate)")
     p.add_argument("--reset", action="store_true", default=None,
                    help="forget the options remembered from earlier `ablate verdict` calls (back to the "
                    "ablation's own); `--margin none` clears only the margin")

@@ -174,10 +174,11 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         verdict = c["verdict"]
         firm = c.get("firm") is not False
         tag = "" if firm else " (indicative)"
+        lead = "a lead, not yet a result"  # an indicative verdict is a lead to confirm, not advice to act on
         if verdict == "better":
-            what = f"**better{tag}**: adopt it; it improves {metric}{size}."
+            what = f"**better{tag}**: {'adopt it' if firm else lead}; it improves {metric}{size}."
         elif verdict == "worse":
-            what = f"**worse{tag}**: reject it; it makes {metric} worse{size}."
+            what = f"**worse{tag}**: {'reject it' if firm else lead}; it makes {metric} worse{size}."
         elif verdict == "equivalent":
             what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
                     f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")

@@ -451,8 +451,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     digest : TrialDigest, optional
         Fed the bytes of every result.json (by whoever collected ``rows``, given the same digest) and
         every manifest.json (here): the verdict's reuse key is then recorded in ``.verdict_key.json``
-        (:mod:`ablate.record.verdict_key`), so ``ablate verdict`` with unchanged inputs reprints it. Without
-        it, any recorded key is removed.
+        (:mod:`ablate.record.verdict_key`), so ``ablate verdict`` with unchanged inputs keeps it
+        (and prints its path). Without it, any recorded key is removed.
 
     Returns
     -------

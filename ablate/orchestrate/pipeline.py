@@ -506,7 +506,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         elif stopped and monitor.halted is None:
             _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
-        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reprints it
+        digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reuses it
         later = plots_later and not opts.get("tracker") and not os.environ.get("DVC_STAGE")
         verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest, plots_later=later)
         if opts.get("tracker"):
@@ -527,7 +527,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             f"trial {rec.get('arm')}/seed={rec.get('seed')} shows the task itself is wrong, so the ablation stopped "
             f"(the sweep dir {sd.root} keeps what ran): {what}",
             where=where or "task",
-            fix=(fix or "fix the task (the trial's log is in its dir)") + ", then start the ablation again",
+            fix=fix or "fix the task (the trial's log is in its dir), then start the ablation again",
         )
     if monitor.same_failure is not None:
         rec = monitor.same_failure

@@ -2,11 +2,15 @@
 
 It runs in Hydra's run dir (``hydra.run.dir``) and writes config.yaml, manifest.json and
 result.json there. The code is the live working tree (as with any Hydra run); the commit and
-whether the tree is dirty are recorded in the manifest.
+whether the tree is dirty are recorded in the manifest. The task (any form) runs in ``<run dir>/work``,
+a mirror of the live project (:func:`ablate.trials.workdir.live_workdir`), so what it writes to a
+relative path (a ``chdir=false`` app's metrics file, a checkpoint) lands in the run dir, never in the
+live tree.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -22,6 +26,7 @@ from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_js
 from ablate.trials import seeding
 from ablate.trials.tasks.interface import TaskOutput, attach, get_form, import_callable, run_fn
 from ablate.trials.trial import TaskContractError, coerce_metrics
+from ablate.trials.workdir import live_workdir
 
 
 def single_trial(cfg: Any) -> dict[str, float]:
@@ -63,8 +68,9 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         manifest["determinism"] = {"mode": opts.determinism, "seed": int(cfg.seed), "via": "command"}
         write_json(out_dir / "manifest.json", manifest)
         run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
-        out = get_form("command").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
-                                      arm={"name": "control"})
+        with contextlib.chdir(live_workdir(Path.cwd(), out_dir)):  # its relative writes land in the run dir
+            out = get_form("command").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
+                                          arm={"name": "control"})
         metrics = coerce_metrics(out.metrics if isinstance(out, TaskOutput) else out, opts.metric)  # type: ignore[arg-type]
     else:
         fn = import_callable(str(cfg.task.fn), Path.cwd())
@@ -72,8 +78,11 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         write_json(out_dir / "manifest.json", manifest)
         os.environ.update({"ABLATE_RUN_DIR": str(out_dir), "ABLATE_TRIAL_DIR": str(out_dir),
                            "ABLATE_SEED": str(int(cfg.seed))})  # as in a trial: where it logs
+        work = live_workdir(Path.cwd(), out_dir)
         t0 = time.perf_counter()
-        out = run_fn(lambda: fn(cfg), container["task"], opts.metric, TrialPaths(out_dir), out_dir)  # type: ignore[index]
+        with contextlib.chdir(work):  # its relative writes land in the run dir
+            out = run_fn(lambda: fn(cfg), container["task"], opts.metric, TrialPaths(out_dir), out_dir,  # type: ignore[index]
+                         work_dir=work)
         if isinstance(out, TaskOutput):
             source = out.source
             print(f"metric {opts.metric!r} from {source['kind']} ({source['path']}): {source['match']}",
@@ -111,6 +120,8 @@ def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) ->
     manifest["determinism"] = {"mode": opts.determinism, "seed": seed, "via": "app overrides"}
     write_json(out_dir / "manifest.json", manifest)
     run_opts = {"determinism": opts.determinism, "timeout_min": opts.timeout_min}
-    out = get_form("app").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}}, arm={"name": "control"})
+    with contextlib.chdir(live_workdir(Path.cwd(), out_dir)):  # its relative writes land in the run dir
+        out = get_form("app").run(container, TrialPaths(out_dir), run_opts, plan={"variable": {}},
+                                  arm={"name": "control"})
     print(f"metric {opts.metric!r} from {out.source['kind']} ({out.source['path']})", file=sys.stderr)
     return out.metrics

@@ -110,7 +110,10 @@ def _sanitize_floats(obj: Any) -> Any:
 
 def to_json(obj: Any) -> str:
     """Serialise ``obj`` as standard JSON (NaN and inf become strings), indented, keys in given order."""
-    return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
+    try:  # no NaN or inf in it (nearly always): encoded as it is, without a sanitised copy
+        return json.dumps(obj, indent=2, default=_json_default, allow_nan=False) + "\n"
+    except (ValueError, TypeError):  # a non-finite float (or a mapping json cannot encode): sanitise, as always
+        return json.dumps(_sanitize_floats(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
 #: The field of result.json holding the digest of the rest of the record (:func:`record_digest`).
@@ -122,10 +125,14 @@ def record_digest(record: Mapping[str, Any]) -> str:
     (keys sorted, compact): written into result.json at the end of the trial, so an accidental edit of
     the record later shows (:func:`digest_mismatch`). Not a defence against a same-user adversary, who
     can recompute it."""
+    return _digest_of(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
+
+
+def _digest_of(text: str) -> str:
+    """:func:`record_digest` of the record whose :func:`to_json` is ``text``."""
     import hashlib
 
-    data = json.loads(to_json({k: v for k, v in record.items() if k != DIGEST_FIELD}))
-    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canon = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
 
@@ -133,6 +140,18 @@ def with_digest(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` with its :func:`record_digest` as the last field."""
     rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
     return {**rec, DIGEST_FIELD: record_digest(rec)}
+
+
+def with_digest_json(record: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """:func:`with_digest` and its :func:`to_json`, the record encoded once (the digest field is added to the
+    text as :func:`to_json` would write it: the last field of the object)."""
+    rec = {k: v for k, v in record.items() if k != DIGEST_FIELD}
+    text = to_json(rec)
+    digest = _digest_of(text)
+    out = {**rec, DIGEST_FIELD: digest}
+    if not rec or not text.endswith("\n}\n"):
+        return out, to_json(out)
+    return out, f"{text[:-3]},\n  {json.dumps(DIGEST_FIELD)}: {json.dumps(digest)}\n}}\n"
 
 
 def digest_mismatch(record: Mapping[str, Any]) -> bool:
@@ -239,11 +258,14 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = DE
     except OSError as exc:
         raise os_error(exc, path) from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
             if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)  # replaces a symlink at `path` itself, never its target
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -564,6 +586,13 @@ class SweepDir:
         cur = self.root
         for part in rel.parts:
             cur = cur / part
+            try:  # most already exist (a trial's dir, made by its launcher): one lstat each then
+                if stat.S_ISDIR(os.lstat(cur).st_mode):
+                    continue
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise os_error(exc, cur, "create") from exc
             try:
                 os.mkdir(cur, self.mode)
                 os.chmod(cur, self.mode, follow_symlinks=False)  # mkdir's mode is filtered by the umask

@@ -32,7 +32,7 @@ from ablate.plan.app_config import resolve_container
 from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.record.failure import failure_line
-from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest, write_atomic, write_json
+from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
@@ -44,7 +44,7 @@ from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import im
     import_callable,
     warm_app,
 )
-from ablate.trials.workdir import task_workdir
+from ablate.trials.workdir import guard_snapshot, trial_workdir
 
 #: Environment variable through which the local launcher tells a trial its parent's pid.
 PARENT_ENV = "ABLATE_PARENT_PID"
@@ -104,6 +104,40 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     return out  # type: ignore[return-value]
 
 
+_SEED_MARK = 987654321987654321  # a seed no plan holds (seeds are below 2**32): where a template's seed goes
+_yaml_cache: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, str]] = {}
+
+
+def config_yaml(arm_config: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
+    """``config.yaml``'s text for a trial of the arm whose plan config is ``arm_config`` and resolved config
+    ``cfg``: :func:`ablate.record.sweepdir.dump_yaml` of ``cfg``, dumped once per arm in a process (or in the warm
+    parent before its forks: :func:`prime_config`) with a marker for the seed, which each trial fills in (its
+    top-level ``seed: N`` line is the only place the seed goes). A ``cfg`` that differs from the template other
+    than in ``seed`` (an app's seed in its params, a per-trial value) is dumped itself."""
+    rest = {k: v for k, v in cfg.items() if k != "seed"}
+    hit = _yaml_cache.get(id(arm_config))
+    if hit is None or hit[0] is not arm_config or hit[1] != rest or not isinstance(cfg.get("seed"), int):
+        hit = prime_config(arm_config, cfg)
+    if hit is None:
+        return dump_yaml(cfg)
+    return f"{hit[2]}{int(cfg['seed'])}{hit[3]}"
+
+
+def prime_config(arm_config: Mapping[str, Any], cfg: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Dump the template :func:`config_yaml` fills in for ``arm_config``; None when the seed marker does not
+    stand alone on one top-level line of the dump."""
+    if not isinstance(cfg.get("seed"), int) or isinstance(cfg.get("seed"), bool):
+        return None
+    text = dump_yaml({**cfg, "seed": _SEED_MARK})
+    line = f"seed: {_SEED_MARK}\n"
+    at = text.find(line)
+    if text.count(str(_SEED_MARK)) != 1 or at < 0 or (at > 0 and text[at - 1] != "\n"):
+        return None
+    hit = (arm_config, {k: v for k, v in cfg.items() if k != "seed"}, text[:at + 6], text[at + len(line) - 1:])
+    _yaml_cache[id(arm_config)] = hit
+    return hit
+
+
 def _interpolated(node: Any) -> bool:
     """True when some string in ``node`` holds ``${`` (an interpolation, escaped or not): only then can resolving
     change anything (a config of plain values resolves to an equal copy of itself)."""
@@ -137,6 +171,12 @@ def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
         if isinstance(v, str) and "${" in v:
             refs |= references(v, path)
     return refs
+
+
+def plain_config(arm_config: Mapping[str, Any]) -> bool:
+    """True when an arm's config has nothing to resolve (no interpolation, no key of Hydra's per-trial state):
+    each trial's resolved config is then this config with the trial's seed, the same in any process."""
+    return not _interpolated(arm_config) and not _per_trial(arm_config)
 
 
 class TaskContractError(TypeError):
@@ -204,8 +244,8 @@ def write_result(tp: TrialPaths, record: dict[str, Any]) -> dict[str, Any]:
     """Write ``result.json`` atomically, with its digest (:func:`ablate.record.sweepdir.record_digest`), and
     return the record."""
     tp.dir.mkdir(parents=True, exist_ok=True)
-    record = with_digest(record)
-    write_json(tp.result, record)
+    record, text = with_digest_json(record)
+    write_atomic(tp.result, text)
     return record
 
 
@@ -305,16 +345,16 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         threads = opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
         os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
         manifest["determinism"] = {"mode": mode}
-        write_atomic(tp.config, dump_yaml(cfg))
+        write_atomic(tp.config, config_yaml(rec["config"], cfg))
         mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
         if mismatch:
             write_json(tp.manifest, manifest)
             return done("pin_mismatch", error="; ".join(mismatch))
         hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
         sd.mkdir(tp.dir / "run")  # every form's run dir, with the sweep dir's mode (the forms find it made)
-        workdir = None
-        if form.name == "fn":  # run in the snapshot, with task.data linked in, as command tasks do
-            workdir = task_workdir(sd, plan, cfg.get("task") or {})
+        workdir = snapshot = None
+        if form.name == "fn":  # run in the trial's own mirror of the snapshot (task.data linked in), as scripts do
+            workdir, snapshot = trial_workdir(sd, plan, cfg.get("task") or {}, tp.dir)
             manifest["cwd"] = str(workdir)
             # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
             # task changes; inline: restored when the trial ends)
@@ -340,7 +380,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         run_opts = {**opts, "determinism": mode}
 
         def runner() -> Any:
-            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext():
+            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext(), \
+                    guard_snapshot(snapshot):  # a write into the snapshot every trial shares is named
                 return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
@@ -452,8 +493,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             isolation.restore(inline_before)
         if saved_env is not None:
             clear_import_hooks()
-            os.environ.clear()
-            os.environ.update(saved_env)
+            isolation.set_environ(saved_env)
 
 
 def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any]) -> list[str]:
@@ -501,10 +541,7 @@ def die_with_parent() -> None:
     if not want or not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        proctree.libc().prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (a warm parent's forks find libc open)
     except (OSError, AttributeError):
         return
     if str(os.getppid()) != want:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all
+from tests.helpers import REPO, ablate_cli, commit_all, run
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "store_app"
@@ -151,6 +151,22 @@ def test_store_app_ablated_as_it_is(store_project: Path) -> None:
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
     assert "manifests differ" not in rep.stdout, rep.stdout
+
+
+def test_a_single_run_of_the_store_app_writes_into_its_run_dir_never_the_live_project(store_project: Path) -> None:
+    status = run(["git", "status", "--porcelain"], store_project).stdout
+    res = ablate_cli(store_project, "task=store", "seed=2", "hydra.run.dir=outputs/single")
+    assert res.returncode == 0, res.stderr
+    out = store_project / "outputs" / "single"
+    result = json.loads((out / "result.json").read_text())
+    # chdir=false: its metrics file and checkpoint are in the run's own working dir, and the value is the app's log
+    own = json.loads((out / "work" / "metrics.json").read_text())
+    assert own["seed"] == 2 and result["metrics"]["val_acc"] == own["history"][-1]["val_acc"]
+    assert (out / "work" / "checkpoints" / "last.pt").stat().st_size > 0
+    assert (out / "work" / "src" / "train.py").resolve() == store_project / "src" / "train.py"  # the live code
+    assert not (store_project / "metrics.json").exists() and not (store_project / "checkpoints").exists()
+    assert run(["git", "status", "--porcelain"], store_project).stdout == status
+    untouched(store_project)
 
 
 SCRIPT = textwrap.dedent("""\

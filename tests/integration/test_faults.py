@@ -49,8 +49,8 @@ def train(cfg):
         return 0.5
     if fault == "interrupt":
         raise KeyboardInterrupt
-    if fault == "tamper" and cfg.seed == 0 and not Path("tampered").exists():
-        Path("tampered").write_text("once")
+    if fault == "tamper" and cfg.seed == 0 and not log.with_name("tampered").exists():  # once, across attempts
+        log.with_name("tampered").write_text("once")
         with open("data/digits.npz", "ab") as fh:  # edits the shared data mid-ablation (once)
             fh.write(b"x")
     if fault == "slow":

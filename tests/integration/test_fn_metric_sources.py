@@ -4,7 +4,8 @@ Two function tasks in a real git + DVC project, each returning nothing:
 
 - ``train_csv`` writes a Lightning-style ``metrics.csv`` (``epoch,step,train_loss,val_loss``, validation rows
   apart from training rows, as Lightning's ``CSVLogger`` writes them) into ``$ABLATE_RUN_DIR``, or into
-  ``HydraConfig.get().runtime.output_dir`` (``train_csv_hydra``); read with ``reduce: min``;
+  ``HydraConfig.get().runtime.output_dir`` (``train_csv_hydra``), or into its working dir by a relative path
+  (``train_csv_cwd``: the trial's own ``<trial dir>/work``); read with ``reduce: min``;
 - ``train_print`` prints ``epoch N val loss X`` lines, the last one written with ``os.write(1, ...)`` (a C-level
   write, which ``contextlib.redirect_stdout`` would miss) and a subprocess's line on stderr; read with
   ``metric_pattern``.
@@ -52,6 +53,10 @@ def train_csv(cfg):
     _write_csv(os.environ["ABLATE_RUN_DIR"], cfg)
 
 
+def train_csv_cwd(cfg):
+    _write_csv(".", cfg)  # its cwd: the trial's own working dir
+
+
 def train_csv_hydra(cfg):
     from hydra.core.hydra_config import HydraConfig
 
@@ -72,6 +77,7 @@ PATTERN = r"epoch (?P<step>\d+) val loss (?P<val_loss>[0-9.]+)"
 CASES = {
     "csv": {"fn": "fnsrc:train_csv", "reduce": "min"},
     "csv_hydra": {"fn": "fnsrc:train_csv_hydra", "reduce": "min"},
+    "csv_cwd": {"fn": "fnsrc:train_csv_cwd", "reduce": "min"},
     "print": {"fn": "fnsrc:train_print", "metric_pattern": PATTERN, "metric_source": "stdout"},
 }
 
@@ -116,7 +122,7 @@ LAUNCHERS = {"inline": ("launcher=inline",), "local-warm": ("launcher=local", "l
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-@pytest.mark.parametrize("case", ["csv", "csv_hydra"])
+@pytest.mark.parametrize("case", ["csv", "csv_hydra", "csv_cwd"])
 def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, launcher: str) -> None:
     sd = sweep_of(proj, f"task=fnsrc_{case}", *LAUNCHERS[launcher])
     recs = results(sd)
@@ -126,7 +132,7 @@ def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, l
     for (arm, seed), rec in recs.items():
         assert rec["status"] == "ok", rec
         assert "inline_restored" not in rec, rec  # $ABLATE_RUN_DIR is ablate's setting, not the task's change
-        csv_path = sd / "trials" / arm / f"seed={seed}" / "run" / "metrics.csv"
+        csv_path = sd / "trials" / arm / f"seed={seed}" / ("work" if case == "csv_cwd" else "run") / "metrics.csv"
         want, step = csv_min(csv_path)
         assert rec["metrics"]["val_loss"] == want == per_seed[arm][str(seed)]
         src = rec["metric_source"]
@@ -192,7 +198,7 @@ def test_fn_metric_settings_checked_before_any_trial(proj: Path) -> None:
     assert set(proj.glob("outputs/ablate/*/*")) == before, "refused before any sweep dir or trial"
 
 
-@pytest.mark.parametrize("case", ["csv", "print"])
+@pytest.mark.parametrize("case", ["csv", "csv_cwd", "print"])
 def test_single_run_reads_the_same_sources(proj: Path, case: str) -> None:
     """``ablate`` without ``-m``: one run in Hydra's run dir, which is $ABLATE_RUN_DIR, read the same way."""
     res = ablate_cli(proj, f"task=fnsrc_{case}", "seed=1", timeout=300)
@@ -200,8 +206,9 @@ def test_single_run_reads_the_same_sources(proj: Path, case: str) -> None:
     result_path = Path(res.stdout.strip().splitlines()[-1])
     rec = json.loads(result_path.read_text())
     run = result_path.parent
-    if case == "csv":
-        want, step = csv_min(run / "metrics.csv")
+    if case.startswith("csv"):  # csv_cwd: in the run's own working dir, never the live project
+        want, step = csv_min(run / ("work" if case == "csv_cwd" else "") / "metrics.csv")
+        assert not (proj / "metrics.csv").exists()
         assert rec["metric_source"]["kind"] == "csv" and rec["metric_source"]["step"] == step
     else:
         lines = (run / "stdout.log").read_text().splitlines()

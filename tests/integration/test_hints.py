@@ -64,12 +64,14 @@ def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
 
 
 TAMPER = '''
+import os
 from pathlib import Path
 
 
 def train(cfg):
-    if cfg.task.tamper and cfg.seed == 0 and not Path("tampered").exists():  # once: its re-run leaves the data be
-        Path("tampered").write_text("once")
+    marker = Path(os.environ["ABLATE_TRIAL_DIR"]).parents[2] / "tampered"  # in the sweep dir: outlives the attempt
+    if cfg.task.tamper and cfg.seed == 0 and not marker.exists():  # once: its re-run leaves the data be
+        marker.write_text("once")
         with open("data/digits.npz", "ab") as fh:
             fh.write(b"x")
     return {"val_acc": 0.5 + 0.01 * cfg.seed}

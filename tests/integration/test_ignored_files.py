@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 
 TASK = '''
 import json
+import os
 from pathlib import Path
 
 
@@ -22,12 +23,14 @@ def train(cfg):
     here = Path(__file__).parent
     if cfg.task.where == "beside":  # next to the task's own file: the snapshot's copy of the folder
         w = json.loads((here / "weights.local.json").read_text())["w"]
-    elif cfg.task.where == "relative":  # relative to the working directory: the snapshot too
+    elif cfg.task.where == "relative":  # relative to the working directory: the trial's mirror of the snapshot
         w = json.loads(Path("wtask/weights.local.json").read_text())["w"]
     else:
         w = 1.0
-    in_snapshot = float(Path.cwd() == here.parent)  # function tasks run in the code snapshot
-    return {"val_acc": 0.5 + 0.01 * cfg.seed * w, "in_snapshot": in_snapshot}
+    # function tasks run in their trial's own mirror of the code snapshot, its files links to the snapshot's
+    in_mirror = float(Path.cwd() == Path(os.environ["ABLATE_TRIAL_DIR"]) / "work"
+                      and Path("wtask/task.py").resolve() == Path(__file__).resolve())
+    return {"val_acc": 0.5 + 0.01 * cfg.seed * w, "in_mirror": in_mirror}
 '''
 
 
@@ -95,8 +98,8 @@ def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launch
         assert "FileNotFoundError" in rec["error"] and \
             "wtask/weights.local.json is git-ignored and not tracked by DVC" in rec["error"], rec["error"]
     ok = json.loads((sd / "trials" / "control" / "seed=1" / "result.json").read_text())
-    assert ok["metrics"]["in_snapshot"] == 1.0
+    assert ok["metrics"]["in_mirror"] == 1.0
     man = json.loads((sd / "trials" / "control" / "seed=1" / "manifest.json").read_text())
-    assert Path(man["cwd"]) == sd / "code"
+    assert Path(man["cwd"]) == sd / "trials" / "control" / "seed=1" / "work"
     md = (sd / "verdict.md").read_text()
     assert "- unpinned: `wtask/weights.local.json` is git-ignored and not tracked by DVC" in md

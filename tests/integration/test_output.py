@@ -13,11 +13,13 @@ from tests.helpers import REPO, ablate_cli, commit_all
 pytestmark = pytest.mark.slow
 
 TASK = '''
+import os
 from pathlib import Path
 
 
 def train(cfg):
-    marker = Path(f"failed-{cfg.task.lr}-{cfg.seed}")
+    # the sweep dir outlives an attempt (each attempt's working dir is its own): <sweep>/trials/<arm>/seed=<n>
+    marker = Path(os.environ["ABLATE_TRIAL_DIR"]).parents[2] / f"failed-{cfg.task.lr}-{cfg.seed}"
     if cfg.task.flaky and not marker.exists():  # every trial of a flaky arm fails once, then succeeds
         marker.write_text("x")
         raise RuntimeError("flaky: first attempt fails")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, only_sweep
+from tests.helpers import ablate_cli, commit_all, only_sweep, wait_for_plots
 
 pytestmark = pytest.mark.slow
 ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
@@ -32,7 +32,9 @@ def ablate(cwd: Path, *args: str, env: dict[str, str] | None = None,
 def done_sweep(project: Path) -> Path:
     res = ablate_cli(project, *ONE, "launcher=inline")
     assert res.returncode == 0, res.stderr
-    return only_sweep(project)
+    sd = only_sweep(project)
+    wait_for_plots(sd)  # `ablate -m` returns before its plots: the drawer rewrites verdict.md/json, then lets go
+    return sd
 
 
 def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -> None:

@@ -1,14 +1,18 @@
 """One contract for the three task forms (fn, command, app): every path of ablate, the same ablation, the same numbers.
 
 Each form runs a tiny task that writes what it received (``seen.json``: the values of ``x``, ``y``, ``z`` and
-the ``opt`` group it ran with) and returns ``score = x * (1 + seed / 100) + y + opt.k``. The matrix runs
-every form through every path (single ablation, resume, a suite of a key and a group variable, a group
-variable, a transfer run, an interpolated treatment value, a dry run, repro, ``--against``; launcher=inline,
-and local with fresh and with warm trials), each with real processes, and checks for every treatment
-trial that what the task *received* differs from what the control trial of the same seed received in
-exactly the treatment's own key: the one way to catch an arm that silently ran the control's config, or an
-override built from the wrong variable. Where a combination cannot work yet, the refusal is asserted.
-The SLURM cell (one job array) is ``tests/slurm/test_task_forms_slurm.py``.
+the ``opt`` group it ran with), writes its seed to ``cwd.txt`` in its working dir (a relative path, as a
+checkpoint is written), and returns ``score = x * (1 + seed / 100) + y + opt.k``; with ``poke`` set it also
+writes next to its own source file, into the shared code snapshot, which must stop the ablation naming the
+path. The matrix runs every form through every path (single ablation, resume, a suite of a key and a group
+variable, a group variable, a transfer run, an interpolated treatment value, a dry run, repro, ``--against``,
+a single run without ``-m``; launcher=inline, and local with fresh and with warm trials), each with real
+processes, and checks that every trial's relative write is in its own trial dir (``<trial dir>/work``) with
+its own seed while the snapshot every trial shares is unchanged, and, for every treatment trial, that what
+the task *received* differs from what the control trial of the same seed received in exactly the
+treatment's own key: the one way to catch an arm that silently ran the control's config, or an override
+built from the wrong variable. Where a combination cannot work yet, the refusal is asserted. The SLURM
+cell (one job array) is ``tests/slurm/test_task_forms_slurm.py``.
 
 Kept cheap: tiny tasks, 3 seeds (the fewest a verdict takes), each ablation run once per form and shared
 by the cells that only read it.
@@ -40,6 +44,9 @@ def train(cfg):
     seen = {"x": t.x, "y": t.y, "z": t.z, "opt": {"name": t.opt.name, "k": t.opt.k}}
     (Path(t.out) / "seen.json").write_text(json.dumps(seen))
     (Path(t.out) / "marker.txt").write_text(str(cfg.seed))
+    Path("cwd.txt").write_text(str(cfg.seed))  # relative: into the working dir
+    if t.poke:
+        (Path(__file__).resolve().parent / "poked.txt").write_text(str(cfg.seed))  # into the code it runs from
     return {"score": t.x * (1 + cfg.seed / 100) + t.y + t.opt.k}
 '''
 COMMAND = '''
@@ -50,11 +57,16 @@ def value(text):  # the script's own reading of a Hydra override value: a quoted
         return text[1:-1].replace("\\\\'", "'")
     return float(text)
 
-args = {k: value(v) for k, v in (a.split("=", 1) for a in sys.argv[1:])}
+args = {k: value(v) for k, v in (a.split("=", 1) for a in sys.argv[1:]) if k != "poke"}
 seen = {"x": args["x"], "y": args["y"], "z": args["z"], "opt": {"name": args["opt.name"], "k": args["opt.k"]}}
 with open(os.path.join(os.environ["ABLATE_RUN_DIR"], "seen.json"), "w") as fh:
     json.dump(seen, fh)
 score = args["x"] * (1 + int(args["seed"]) / 100) + args["y"] + args["opt.k"]
+with open("cwd.txt", "w") as fh:  # relative: into the working dir
+    fh.write(str(int(args["seed"])))
+if "poke=true" in sys.argv:
+    with open(os.path.join(os.path.dirname(os.path.realpath(__file__)), "poked.txt"), "w") as fh:
+        fh.write("x")  # into the code it runs from
 with open(os.environ["ABLATE_METRICS_FILE"], "w") as fh:
     json.dump({"score": score}, fh)
 '''
@@ -70,6 +82,9 @@ def main(cfg):
     seen = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "opt": {"name": cfg.opt.name, "k": cfg.opt.k}}
     (Path(cfg.out) / "seen.json").write_text(json.dumps(seen))
     (Path(cfg.out) / "marker.txt").write_text(str(cfg.seed))
+    Path("cwd.txt").write_text(str(cfg.seed))  # relative: into the working dir (hydra.job.chdir is false)
+    if cfg.poke:
+        (Path(__file__).resolve().parent / "poked.txt").write_text(str(cfg.seed))  # into the code it runs from
     return {"score": cfg.x * (1 + cfg.seed / 100) + cfg.y + cfg.opt.k}
 
 
@@ -77,7 +92,7 @@ if __name__ == "__main__":
     main()
 '''
 OPTS = {"a": {"name": "a", "k": 0.0}, "b": {"name": "b", "k": 2.0}}
-VALUES = {"x": 1.0, "y": 0.0, "z": "plain"}
+VALUES = {"x": 1.0, "y": 0.0, "z": "plain", "poke": False}
 #: Where each form's keys live in ablate's config: (key prefix, group prefix).
 WHERE = {"fn": ("task.", "task/"), "command": ("task.params.", "task/params/"), "app": ("", "")}
 INTERP = "${hydra:runtime.output_dir}/alt"
@@ -123,6 +138,16 @@ def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     for k, v in d.items():
         out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
     return out
+
+
+def snapshot_unchanged(sd: Path, plan: dict[str, Any]) -> None:
+    """The code snapshot every trial shares holds exactly the files listed at launch, with the pinned content."""
+    from ablate.pin import digest, pins
+
+    pin = plan["pins"]["code"]
+    listed = (sd / pin["snapshot_files"]).read_text().splitlines()
+    assert digest.list_files(sd / "code", skip=pins.snapshot_skip(pin)) == listed
+    assert digest.digest(sd / "code", follow_symlinks=False, files=listed)["digest"] == pin["snapshot"]
 
 
 def sweeps(root: Path) -> list[Path]:
@@ -191,6 +216,7 @@ def check_sweep(sd: Path, form: str, *, y: float = 0.0) -> dict[str, Any]:
             assert manifest["seed"] == seed and manifest["config"]["seed"] == seed
             if form != "command":  # ${hydra:runtime.output_dir} is the trial's own run dir, on every launcher
                 assert (t / "run" / "marker.txt").read_text() == str(seed)
+            assert (t / "work" / "cwd.txt").read_text() == str(seed)  # its cwd is its own, on every launcher
             seen[arm["name"], seed] = flat(got)
     for seed in seeds:
         control = seen["control", seed]
@@ -205,6 +231,7 @@ def check_sweep(sd: Path, form: str, *, y: float = 0.0) -> dict[str, Any]:
             assert differs == want, (f"{form}: treatment {arm['name']} (variable {variable}, seed {seed}) received "
                                      f"{differs} where the control's config differs only in {want}")
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+    snapshot_unchanged(sd, plan)
     return plan
 
 
@@ -338,3 +365,41 @@ def test_repro_of_a_suite_treatment(projects: Callable[[str], Project], form: st
     original = json.loads((sd / "trials" / "opt=b" / f"seed={seed}" / "run" / "seen.json").read_text())
     assert json.loads(again.read_text()) == original and original["opt"] == OPTS["b"]
     assert run(["git", "status", "--porcelain"], p.root).stdout == ""
+
+
+#: The override that makes each form's task write next to its own source file (into the shared snapshot).
+POKE = {"fn": "task.poke=true", "command": "task.params.poke=true", "app": "app.poke=true"}
+
+
+@pytest.mark.parametrize(("form", "launcher"), [("fn", "inline"), ("command", "inline"), ("app", "inline"),
+                                                ("fn", "local-warm"), ("fn", "local-fresh")])
+def test_a_write_into_the_shared_snapshot_stops_the_ablation_naming_it(projects: Callable[[str], Project], form: str,
+                                                                      launcher: str) -> None:
+    p = projects(form)
+    before = set(p.root.glob("outputs/ablate/*/*"))
+    args = LAUNCHERS.get(launcher, ("launcher=inline",))
+    res = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", POKE[form], *args, ok=False)
+    (sd,) = set(p.root.glob("outputs/ablate/*/*")) - before
+    written = sd / "code" / ("contract_app" if form == "app" else "") / "poked.txt"
+    assert res.returncode == 2, res.stderr
+    (line,) = [x for x in res.stderr.splitlines() if "shared code snapshot" in x and x.startswith("ablate: ")]
+    assert f"wrote into the shared code snapshot, which every trial of the ablation reads: {written}" in line, line
+    assert "Fix: write under the working dir" in line, line
+    results = [json.loads(r.read_text()) for r in sd.glob("trials/*/seed=*/result.json")]
+    failed = [r for r in results if r["status"] == "failed"]
+    assert failed and all(str(written) in r["error"] for r in failed), results
+    assert all(r["status"] == "interrupted" for r in results if r not in failed), results  # stopped, never ok
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_single_run_writes_into_its_own_dir_never_the_live_project(projects: Callable[[str], Project],
+                                                                    form: str) -> None:
+    p = projects(form)
+    status = run(["git", "status", "--porcelain"], p.root).stdout
+    before = set(p.root.glob("outputs/ablate/*/*"))
+    p.ablate("task=contract", "seed=2")
+    (out,) = set(p.root.glob("outputs/ablate/*/*")) - before
+    assert json.loads((out / "result.json").read_text())["metrics"]["score"] == 1.02
+    assert (out / "work" / "cwd.txt").read_text() == "2"  # its relative write, in its own dir
+    assert not (p.root / "cwd.txt").exists()
+    assert run(["git", "status", "--porcelain"], p.root).stdout == status

@@ -133,8 +133,13 @@ def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatc
     assert {s["hash"] for s in seen.values()} == {_hash_under("4", "ablate-warm")}
     import random
 
+    import torch
+
     for seed in (4, 7, 9):
         assert seen[("plain", seed)]["draw"] == seen[("other", seed)]["draw"] == random.Random(seed).random()
+        # torch as seeded by the trial (the fork leaves it to the trial: no entropy draw first)
+        want = float(torch.rand(1, generator=torch.Generator().manual_seed(seed)))
+        assert seen[("plain", seed)]["torch_draw"] == seen[("other", seed)]["torch_draw"] == want
 
 
 @pytest.mark.parametrize("kind", sorted(UNSAFE))

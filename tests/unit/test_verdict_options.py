@@ -150,7 +150,7 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     assert c["verdict"] == "better" and c["firm"] is False and c["firm_from"] == 20
     md = (root / "verdict.md").read_text()
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    assert "**better (indicative)**: adopt it; it improves val_acc" in bottom
+    assert "**better (indicative)**: a lead, not yet a result; it improves val_acc" in bottom
     assert ("Indicative only: with 5 seeds per arm no test of the mean holds α for every metric shape" in bottom
             and "20 seeds per arm (15 more) would make it firm: run the ablation again with "
             "`ablate -m variable=lr seeds=20`" in bottom)

@@ -71,7 +71,7 @@ def test_minimize_delta_has_one_sign_everywhere(tmp_path: Path) -> None:
     assert "**better (indicative)**. Welch p = 0.0387 < α = 0.05; Δ = -0.0192, 95% CI [-0.0371, -0.0013]" in md
     assert "| lr=0.1 | Welch t | 5/5 | -0.0192 | -2.6 | [-0.0371, -0.0013] (95%) |" in md
     assert "| **-0.019 [-0.037, -0.001]** | **↑ better (indicative)** |" in md  # one label in every place
-    assert "**better (indicative)**: adopt it; it improves val_loss" in md
+    assert "**better (indicative)**: a lead, not yet a result; it improves val_loss" in md
 
 
 def test_post_hoc_verdict_is_labelled_and_the_preregistered_one_stays(tmp_path: Path) -> None:

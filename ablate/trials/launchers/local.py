@@ -133,6 +133,7 @@ class LocalLauncher(Launcher):
         self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
         self._died_with_parent: set[TrialRef] = set()  # trials of this launch that died with their warm parent
         self._hash_seed = "0"  # this launch's PYTHONHASHSEED (seeding.ablation_hash_seed), set by launch
+        self._seeds_rngs: set[str] = set()  # arms whose trials seed numpy and torch themselves, set by launch
 
     def describe(self) -> str:
         gpu = f", GPUs {self.gpus}" if self.gpus else ""
@@ -153,6 +154,9 @@ class LocalLauncher(Launcher):
         errors: list[BaseException] = []
 
         modes = {a["name"]: seeding.trial_mode(plan, a) for a in plan["arms"]}  # per arm: it can be the variable
+        # arms whose trials seed numpy and torch from the trial seed before the task runs: an fn task, seeded
+        self._seeds_rngs = {a["name"] for a in plan["arms"] if modes[a["name"]] in ("seeded", "strict")
+                            and ((a.get("config") or {}).get("task") or {}).get("fn")}
         self._hash_seed = seeding.ablation_hash_seed(plan)  # one per ablation, warm or not (as under slurm)
         any_seed = set(modes.values()) <= {"off"}  # then it is a draw per launch: an early parent's is as good
         self._warm = (self._start_warm(sd, cwd, self._hash_seed, monitor.idle, any_seed) if self.warm and trials
@@ -271,7 +275,8 @@ class LocalLauncher(Launcher):
             delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
             omp = str(env.get("OMP_NUM_THREADS") or "")
             proc = self._warm.start([str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)], delta,
-                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr))
+                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr),
+                                    reseed=ref.arm not in self._seeds_rngs)
         else:
             cmd = [sys.executable, "-m", "ablate.trials.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
             out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir

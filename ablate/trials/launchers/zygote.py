@@ -14,7 +14,7 @@ serves fork requests. Each trial is a fresh ``os.fork()`` of this process, which
 so nothing a trial does (module state it mutates, RNG draws, CUDA, threads) reaches the next one.
 
 Protocol: JSON lines. This process writes one ``{"ready": REPORT}`` line, then reads requests
-``{"id": N, "argv": [...], "env": {...}, "threads": T, "stdout": PATH, "stderr": PATH}`` from stdin
+``{"id": N, "argv": [...], "env": {...}, "threads": T, "stdout": PATH, "stderr": PATH, "reseed": B}`` from stdin
 and answers ``{"id": N, "pid": P}`` once the trial is forked and ``{"id": N, "exit": CODE}`` when it has
 ended (CODE as :attr:`subprocess.Popen.returncode`: negative for a signal). The fork runs
 ``ENTRY.main(argv)`` (the entry named at start: ``ablate.trials.trial`` by default); without ``stdout``/``stderr``
@@ -50,7 +50,7 @@ from ablate.record.sweepdir import SweepDir, open_log
 from ablate.trials import seeding, trial, warmfork
 from ablate.trials.launchers import early, fork_hazards
 from ablate.trials.launchers.warm import unsafe_reason
-from ablate.trials.tasks.interface import import_callable, preload_warm
+from ablate.trials.tasks.interface import import_callable, preload_warm, prepare_node
 from ablate.trials.trial import PARENT_ENV, die_with_parent
 from ablate.trials.workdir import task_workdir
 
@@ -139,9 +139,11 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
         import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
     import omegaconf  # noqa: F401  (every trial resolves its config)
     import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
+    import xxhash  # noqa: F401  (each trial digests its code and data pins, before and after its task)
     for name in ("numpy", "torch"):  # what seeding looks up in every trial, found once here for every fork
         seeding.installed(name)
     declared, preload_errors = import_modules(list(modules or []))
+    prepare_trials(plan)
     seen = watch.report()
     seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
     return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
@@ -201,6 +203,28 @@ def _take_log(path: str) -> None:
     os.close(fd)
 
 
+def prepare_trials(plan: Mapping[str, Any]) -> None:
+    """Do here, once, the work every fork would repeat before its task runs, so each inherits it: the static part
+    of the environment each manifest records (the installed packages, the CPU), the source files torch's seeding
+    reads (its lazy CUDA seeding records the caller's stack, with lines from linecache), and each ``fn`` arm's
+    config node (:func:`ablate.trials.tasks.interface.prepare_node`) and ``config.yaml`` template
+    (:func:`ablate.trials.trial.config_yaml`) when its config has nothing to resolve, so
+    that what a fork would build is exactly this (one with interpolations is resolved in the fork: a resolver
+    such as ``oc.env`` reads the fork's own environment). Every trial still checks its pins itself."""
+    pins.capture_environment(light=True)
+    seeding.prime_torch_seeding()
+    seed = (plan.get("seeds") or [0])[0]
+    for arm in plan["arms"]:
+        config = arm.get("config") or {}
+        task = config.get("task") or {}
+        if not task.get("fn") or not trial.plain_config(config):
+            continue
+        with contextlib.suppress(Exception):  # the trial builds its own, and reports what fails
+            cfg = trial.resolve_config(config, seed)
+            prepare_node(cfg, arm)
+            trial.prime_config(config, cfg)
+
+
 def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
     """Import each ``app`` task's script here, when a probe fork that imported it alone found that safe.
 
@@ -234,11 +258,13 @@ def _write(fd: int, msg: Mapping[str, Any]) -> None:
         data = data[os.write(fd, data):]
 
 
-def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Learner, report_fd: int) -> None:
+def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Learner, report_fd: int,
+           modules: tuple[frozenset[str], str | None] | None = None) -> None:
     """In the forked trial: detach, take the request's logs and environment, reseed, run ``entry.main``,
-    report the modules it imported that this process had not (on ``report_fd``), exit. Never returns."""
+    report the modules it imported that this process had not (on ``report_fd``), exit. Never returns.
+    ``modules``: this process's module names at the fork (:class:`ablate.trials.warmfork.ParentModules`)."""
     code = 1
-    warmfork.forked(learn.declared, learn.learned)
+    warmfork.forked(learn.declared, learn.learned, modules)
     try:
         os.setsid()  # its own session and process group: killed as a group, never by our Ctrl-C
         signal.set_wakeup_fd(-1)
@@ -259,7 +285,7 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
         os.environ[WARM_ENV] = str(os.getppid())
 
         os.environ[PARENT_ENV] = str(os.getppid())  # trial.main: die with the warm parent
-        _fresh_process_state(int(req.get("threads") or 0))
+        _fresh_process_state(int(req.get("threads") or 0), reseed=bool(req.get("reseed", True)))
         argv = [str(a) for a in req["argv"]]
         sys.argv = [entry, *argv]
         code = importlib.import_module(entry).main(argv)
@@ -286,17 +312,18 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
             os._exit(code)
 
 
-def _fresh_process_state(threads: int) -> None:
+def _fresh_process_state(threads: int, reseed: bool = True) -> None:
     """What a fresh interpreter would have: RNGs from OS entropy (the trial seeds them again when
-    its determinism mode says so) and the slot's thread count."""
+    its determinism mode says so; ``reseed=False``: numpy's and torch's are left to the trial, which seeds both
+    before its task runs) and the slot's thread count."""
     import random
 
     random.seed()
     np = sys.modules.get("numpy")
-    if np is not None:
+    if np is not None and reseed:
         np.random.seed()
     torch = sys.modules.get("torch")
-    if torch is not None:
+    if torch is not None and reseed:
         torch.seed()
     if threads > 1 and (np is not None or torch is not None):  # pools were kept at 1 thread until the fork
         from threadpoolctl import threadpool_limits
@@ -402,9 +429,11 @@ def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
 def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) -> None:
     """Fork one trial (``entry.main(request argv)``) per request line on ``req_fd`` and report pids and
     exit codes on ``out_fd``; between forks, preload what the trials imported (``learner``)."""
+    import gc
     import selectors
 
     learner = learner or Learner([], enabled=False)
+    held = warmfork.ParentModules()
     reports: dict[int, int] = {}  # pid -> read end of the pipe its list of new imports comes on
     sig_r, sig_w = os.pipe()
     os.set_blocking(sig_r, False)
@@ -457,10 +486,12 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
                     sys.stdout.flush()
                     sys.stderr.flush()
                     rep_r, rep_w = os.pipe() if learner.enabled else (-1, -1)
+                    modules = held.now()
+                    gc.freeze()  # what this process holds: no collection in a fork walks it (copy-on-write)
                     pid = os.fork()
                     if pid == 0:
                         others = list(reports.values()) + ([rep_r] if rep_r >= 0 else [])
-                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w, *others], learner, rep_w)
+                        _child(req, entry, [req_fd, out_fd, sig_r, sig_w, *others], learner, rep_w, modules)
                     if rep_w >= 0:
                         os.close(rep_w)
                         reports[pid] = rep_r

@@ -57,7 +57,7 @@ from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
 from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect, compile_patterns
-from ablate.trials.workdir import guard_snapshot
+from ablate.trials.workdir import guard_snapshot, own_workdir
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).
 APP_TASK_KEYS: dict[str, Any] = {
@@ -626,7 +626,7 @@ class AppForm:
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
                                   reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
                                   patterns=compile_patterns(s["metric_pattern"]),
-                                  work_dir=cwd if snapshot is not None else None)
+                                  work_dir=own_workdir(cwd, tp))
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):

@@ -85,7 +85,7 @@ from ablate.trials import seeding
 from ablate.trials.tasks import argstyle, metrics
 from ablate.trials.tasks.base import ScriptFailed, TaskOutput, TrialTimeout
 from ablate.trials.tasks.trialpath import safe_alias
-from ablate.trials.workdir import guard_snapshot, trial_workdir
+from ablate.trials.workdir import guard_snapshot, own_workdir, trial_workdir
 
 #: Keys a command-form task config may have (anything else is refused: it would not reach the script).
 COMMAND_TASK_KEYS = {
@@ -482,7 +482,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
         values, source = metrics.collect(run_dir, out_lines, name, source=s["metric_source"], reduce=s["reduce"],
                                          stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
                                          patterns=patterns, metrics_file=metrics_path,
-                                         work_dir=cwd if snapshot is not None else None)
+                                         work_dir=own_workdir(cwd, tp))
     except ConfigError as exc:
         if s["metric_source"] == "auto" and not patterns and not metrics_path.is_file():
             raise ConfigError(

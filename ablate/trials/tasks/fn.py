@@ -41,6 +41,7 @@ from ablate.trials.tasks import metrics
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.capture import trial_output
 from ablate.trials.tasks.taskcheck import check_task_fn
+from ablate.trials.workdir import WORK_DIR_NAME
 
 #: The metric settings of an ``fn`` task, and their defaults (see the module docstring).
 FN_METRIC_SETTINGS = {"metric_source": "auto", "metric_pattern": None, "reduce": "last"}
@@ -70,20 +71,20 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
                           fix="e.g. `task.fn=examples.digits.task:train`")
     if code_root is not None:
         root = str(code_root)
+        top = mod_name.split(".")[0]
+        held = _FROM_ROOT.get(top)
         if root not in sys.path[:1]:
             sys.path.insert(0, root)
-        top = mod_name.split(".")[0]
-        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-            f = getattr(sys.modules[name], "__file__", None) or ""
-            if not f.startswith(root):
-                del sys.modules[name]
-        importlib.invalidate_caches()
+        if held is None or held[0] != root or held[1] is not sys.modules.get(top):
+            _drop_outside(top, root)  # else imported from the snapshot already, here or in the warm parent (see below)
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import module {mod_name!r} ({exc})", where="task.fn",
                           fix="check the module path; it is imported from the project root "
                           "(the pinned commit's snapshot)") from exc
+    if code_root is not None and str(getattr(sys.modules.get(top), "__file__", None) or "").startswith(root):
+        _FROM_ROOT[top] = (root, sys.modules[top])
     obj: Any = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -96,23 +97,54 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
     return obj
 
 
+#: Top-level package -> (code root, its module) once :func:`import_callable` imported it from that root. While
+#: that module object is still ``sys.modules[top]``, nothing of ``top`` can come from elsewhere (the scan ran
+#: before it was imported, and a submodule is found through the package's own path, in the snapshot), so the scan of
+#: ``sys.modules`` (about 750 copy-on-write page faults in a fork of a parent holding torch) and the finders'
+#: cache reset are skipped; the snapshot itself is never edited, and its digest is checked by every trial.
+_FROM_ROOT: dict[str, tuple[str, Any]] = {}
+
+
+def _drop_outside(top: str, root: str) -> None:
+    """Drop from ``sys.modules`` the modules of package ``top`` imported from outside ``root`` (the live tree),
+    so the snapshot's copies are imported instead."""
+    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+        f = getattr(sys.modules[name], "__file__", None) or ""
+        if not f.startswith(root):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+_HYDRA_USE: dict[str, tuple[int, int, bool]] = {}
+
+
 def uses_hydra_config(fn: Callable[..., Any]) -> bool:
-    """Whether the function's module names ``HydraConfig`` (read from its source file; no Hydra import)."""
+    """Whether the function's module names ``HydraConfig`` (read from its source file, once per version of the
+    file in a process; no Hydra import)."""
     try:
         path = inspect.getsourcefile(fn)
-        return bool(path) and "HydraConfig" in Path(path).read_text(encoding="utf-8", errors="replace")
+        if not path:
+            return False
+        st = os.stat(path)
+        hit = _HYDRA_USE.get(path)
+        if hit is not None and hit[:2] == (st.st_mtime_ns, st.st_size):
+            return hit[2]
+        uses = "HydraConfig" in Path(path).read_text(encoding="utf-8", errors="replace")
+        _HYDRA_USE[path] = (st.st_mtime_ns, st.st_size, uses)
+        return uses
     except (TypeError, OSError):
         return False
 
 
-_NODES: dict[int, tuple[Mapping[str, Any], dict[str, Any], Any]] = {}
+_NODES: dict[int, tuple[Mapping[str, Any], dict[str, Any], bytes | None]] = {}
 
 
 def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
     """The trial's config as the OmegaConf ``DictConfig`` the task receives, built once per arm in a process
-    that runs several of its trials (``launcher=inline``) and copied per seed: the task gets its own copy, so
-    what it changes in it never reaches the next trial."""
-    import copy
+    that runs several of its trials (``launcher=inline``), or in the warm parent before it forks them
+    (:func:`prepare_node`), and copied per seed (unpickled: a sixth of a deep copy's cost, a tenth of building
+    it): the task gets its own copy, so what it changes in it never reaches the next trial."""
+    import pickle
 
     from omegaconf import OmegaConf
 
@@ -120,15 +152,33 @@ def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
     hit = _NODES.get(id(arm))
     same = hit is not None and hit[0] is arm and hit[1] == rest
     if same and hit[2] is not None:  # type: ignore[index]
-        node = copy.deepcopy(hit[2])  # type: ignore[index]
+        node = pickle.loads(hit[2])  # type: ignore[index]
         node.seed = cfg.get("seed")
         return node
     node = OmegaConf.create(dict(cfg))
     if hit is None:  # the first trial of this arm here: a one-trial process never pays for a template
         _NODES[id(arm)] = (arm, rest, None)
     elif same:  # a second one: keep a template for the rest
-        _NODES[id(arm)] = (arm, rest, copy.deepcopy(node))
+        _NODES[id(arm)] = (arm, rest, _template(node))
     return node
+
+
+def _template(node: Any) -> bytes | None:
+    import pickle
+
+    try:
+        return pickle.dumps(node)
+    except Exception:  # a value that does not pickle: every trial builds its own
+        return None
+
+
+def prepare_node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> None:
+    """Build the template :func:`_node` copies for ``arm`` from one trial's resolved config ``cfg`` (the warm
+    parent, before it forks the arm's trials: each fork then copies it instead of building its own). A trial
+    whose config differs from ``cfg`` other than in ``seed`` builds its own, as without it."""
+    from omegaconf import OmegaConf
+
+    _NODES[id(arm)] = (arm, {k: v for k, v in cfg.items() if k != "seed"}, _template(OmegaConf.create(dict(cfg))))
 
 
 def fn_settings(task: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,13 +212,14 @@ def _read_lines(path: Path, start: int) -> list[str]:
 
 
 def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Path, tp: Any,
-               starts: tuple[int, int]) -> Any:
+               starts: tuple[int, int], work_dir: Path | None = None) -> Any:
     """What an ``fn`` trial records: the return value when it holds ``metric`` (or when ``metric_source`` is
     ``return``), else a :class:`TaskOutput` with the metric read from the other sources (see the module).
 
     A value that is neither None nor a mapping is returned as it is (the trial refuses it, naming the
     contract). A mapping without the metric that no other source has either is returned as it is too:
-    that trial fails alone, as before.
+    that trial fails alone, as before. Files are looked for under ``run_dir``, then among those the task
+    wrote into ``work_dir`` (its working dir, ``<trial dir>/work``; never the links to the code).
 
     Raises
     ------
@@ -185,7 +236,7 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
     try:
         found, record = metrics.collect(run_dir, out_lines, metric, source=source, reduce=s["reduce"],
                                         stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
-                                        patterns=s["patterns"])
+                                        patterns=s["patterns"], work_dir=work_dir)
     except ConfigError as exc:
         if value is not None:
             return value  # the mapping lacks the metric: this trial fails alone, naming what it returned
@@ -200,9 +251,10 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
 
 
 def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str | None, tp: Any, run_dir: Path,
-                  s: Mapping[str, Any] | None = None) -> Any:
+                  s: Mapping[str, Any] | None = None, work_dir: Path | None = None) -> Any:
     """Call an ``fn`` task (``call()``) with its printed output reaching ``tp``'s logs when it reads printed
-    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`).
+    lines (:func:`ablate.trials.tasks.capture.trial_output`), and read its metric (:func:`metrics_of`; the
+    files it wrote into ``work_dir``, its working dir, after those in ``run_dir``).
 
     Used by a trial (:meth:`FnForm.run`) and by a single run (``ablate`` without ``-m``, in Hydra's run dir).
     """
@@ -210,7 +262,7 @@ def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str 
     with trial_output(tp.stdout, tp.stderr) if s["lines"] else contextlib.nullcontext() as cap:
         value = call()
     starts = (cap.stdout_start, cap.stderr_start) if cap is not None else (0, 0)
-    return metrics_of(value, metric, s, run_dir, tp, starts)
+    return metrics_of(value, metric, s, run_dir, tp, starts, work_dir)
 
 
 class FnForm:
@@ -228,17 +280,22 @@ class FnForm:
             arm: Mapping[str, Any], code_root: Any = None) -> Any:
         """Import ``task.fn`` from the code snapshot, call it with the trial's resolved config, and read its
         metric (:func:`metrics_of`). The trial (:func:`ablate.trials.trial.run_trial`) has set ``$ABLATE_RUN_DIR``
-        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir."""
+        (``$ABLATE_TRIAL_DIR``, ``$ABLATE_SEED``) to this run dir, which is also HydraConfig's output dir, and
+        made the trial's own working dir (``<trial dir>/work``, :func:`ablate.trials.workdir.trial_workdir`) the
+        cwd: what the task writes there is read as the run dir's files are."""
         task = cfg.get("task") or {}
         s = fn_settings(task)
         fn = import_callable(str(task["fn"]), code_root)
         run_dir = Path(tp.dir) / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tp.dir) / WORK_DIR_NAME
+
         def call() -> Any:
             with trial_hydra(run_dir, task) if uses_hydra_config(fn) else contextlib.nullcontext():
                 return fn(_node(cfg, arm))
 
-        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s)
+        return call_and_read(call, task, plan.get("metric") or task.get("metric"), tp, run_dir, s,
+                             work if work.is_dir() else None)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """A dry run of an ``fn`` task names the callable."""

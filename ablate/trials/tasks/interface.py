@@ -35,7 +35,7 @@ from ablate.trials.tasks.base import (
     is_script_form,
 )
 from ablate.trials.tasks.fn import call_and_read as run_fn
-from ablate.trials.tasks.fn import import_callable
+from ablate.trials.tasks.fn import import_callable, prepare_node
 
 _FORMS: dict[str, TaskForm] = {"fn": fn.FORM, "command": command.FORM, "app": app.FORM}
 
@@ -125,5 +125,5 @@ def config_dirs(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> list[st
 
 
 __all__ = ["FORM_KEYS", "ScriptFailed", "TaskForm", "TaskOutput", "TrialTimeout", "attach", "config_dirs",
-           "form_of", "get_form", "import_callable", "is_script_form", "preload_warm", "run_fn", "seed_route",
-           "split_cli", "warm_app", "with_cli_overrides"]
+           "form_of", "get_form", "import_callable", "is_script_form", "preload_warm", "prepare_node", "run_fn",
+           "seed_route", "split_cli", "warm_app", "with_cli_overrides"]
