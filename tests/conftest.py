@@ -12,6 +12,32 @@ import pytest
 
 from tests.helpers import REPO, run
 
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests for ``pytest -n 2 --dist loadgroup`` (README's test command, pytest-xdist). Every test that
+    uses the SLURM cluster runs in one worker, one job set at a time, as without xdist (the cluster has 2 CPUs:
+    a test's wait for its jobs must not depend on another test's jobs). A file whose tests share a module- or
+    session-scoped fixture of its own (a sweep run once, then read by each test) runs in one worker, so that
+    fixture is built once. Every other test goes to whichever worker is free."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif _shares_a_fixture_of_its_file(item, path):
+            item.add_marker(pytest.mark.xdist_group(path))
+
+
+def _shares_a_fixture_of_its_file(item: pytest.Item, path: str) -> bool:
+    """True when ``item`` uses a fixture scoped wider than a function and defined in its own file."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        fd = defs[-1]
+        if fd.scope in ("module", "package", "session") and str(fd.baseid).split("::", 1)[0] == path:
+            return True
+    return False
+
+
 #: Files of this repository copied into every test project.
 PROJECT_FILES = ("conf", "examples", "dvc.yaml", "dvc.lock", "params.yaml")
 
