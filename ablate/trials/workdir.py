@@ -71,9 +71,10 @@ def trial_workdir(sd: SweepDir, plan: Mapping[str, Any], task: Mapping[str, Any]
     snapshot's (``task.data`` links included, see :func:`task_workdir`). Relative reads see the pinned
     code and data, as in the snapshot; what the task writes into its working dir (a ``chdir=false``
     app's metrics file, a checkpoint, ``outputs/``) lands in this trial's dir, never in the snapshot
-    that every trial shares. The snapshot's listing is read once per process (:func:`mirror_listing`;
-    a warm parent reads it before forking), so a trial pays for one ``mkdir`` per dir and one
-    ``symlink`` per file.
+    that every trial shares. The snapshot's listing is read once per process (:func:`mirror_listing`),
+    so a trial pays for one ``mkdir`` per dir and one ``symlink`` per file; under a warm launch of
+    ``launcher=local`` the orchestrator builds them ahead, while the warm parent imports the task
+    (:func:`ablate.trials.launchers.local._workdirs_ahead`), and the trial finds them made.
 
     Returns
     -------

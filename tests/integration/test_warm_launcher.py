@@ -262,3 +262,51 @@ def test_monitor_meanwhile_runs_once() -> None:
     monitor.idle()
     monitor.idle()
     assert calls == ["x"] and Monitor().idle() is None
+
+
+SLOW_IMPORT_TASK = '''
+import os
+import time
+
+time.sleep(float(os.environ.get("SLOW_IMPORT_S", "0")))  # a task module slow to import (torch, at scale)
+
+
+def train(cfg):
+    return {"val_acc": 0.5 + 0.01 * cfg.seed, "listing": float(len(os.listdir(".")))}
+'''
+
+
+def test_trial_working_dirs_are_built_while_the_warm_parent_imports_the_task(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the warm parent imports the task (2 s here), the orchestrator builds each fn trial's working dir; each
+    trial then finds its mirror made (older than the config.yaml it writes before it would build one), the same
+    entries a trial builds for itself (launcher.warm=false), and runs in it."""
+    (project / "slowimport.py").write_text(SLOW_IMPORT_TASK)
+    (project / "conf" / "task" / "slowimport.yaml").write_text("fn: slowimport:train\nmetric: val_acc\n"
+                                                               "goal: maximize\nmode: plain\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [other]\n")
+    commit_all(project, "a task slow to import")
+    monkeypatch.setenv("SLOW_IMPORT_S", "2")
+    res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=1")
+    assert res.returncode == 0, res.stderr
+    warm_sd = _sweep(project)
+    monkeypatch.setenv("SLOW_IMPORT_S", "0")
+    res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
+                     "launcher.warm=false")
+    assert res.returncode == 0, res.stderr
+    (fresh_sd,) = [p for p in project.glob("outputs/ablate/*/*") if p != warm_sd]
+
+    def tree(work: Path) -> list[tuple[str, bool, str]]:
+        return sorted((str(p.relative_to(work)), p.is_symlink(), os.readlink(p).split("/code/", 1)[-1]
+                       if p.is_symlink() else "") for p in work.rglob("*"))
+
+    trials = sorted(warm_sd.glob("trials/*/seed=*"))
+    assert len(trials) == 6
+    for tp in trials:
+        rec = json.loads((tp / "result.json").read_text())
+        assert rec["status"] == "ok", rec.get("error")
+        work = tp / "work"
+        assert work.stat().st_mtime < (tp / "config.yaml").stat().st_mtime, tp  # made before the trial started
+        assert tree(work) == tree(fresh_sd / tp.relative_to(warm_sd) / "work")  # what the trial would have built
+        assert rec["metrics"]["listing"] == len(os.listdir(work))  # the trial ran in it

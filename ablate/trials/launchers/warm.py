@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
 from ablate.errors import UserError
@@ -80,6 +81,11 @@ class WarmParent:
     meanwhile : callable, optional
         Run in this process after the warm parent is started, before waiting for its ready report (the
         orchestrator's own imports, on the core the warm parent leaves free).
+    until_ready : iterable, optional
+        Small steps of work (each ``next`` does one and yields anything but None) taken after ``meanwhile``,
+        one at a time, only while the warm parent has not yet reported ready: what is left when it has is
+        dropped (each trial does its own part itself). The trials' working dirs, built meanwhile
+        (:func:`ablate.trials.workdir.trial_workdir`).
     learn : bool
         True (``launcher.learn_imports``, the default): after each trial it also imports what that trial
         imported and it had not, when a probe finds that safe (:class:`ablate.trials.launchers.zygote.Learner`).
@@ -99,7 +105,7 @@ class WarmParent:
     def __init__(self, sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None,
                  entry: str = "ablate.trials.trial", preexec_fn: Callable[[], None] | None = None,
                  preload: Sequence[str] = (), learn: bool = True, meanwhile: Callable[[], None] | None = None,
-                 early: Any = None) -> None:
+                 early: Any = None, until_ready: Iterable[Any] = ()) -> None:
         def fresh() -> subprocess.Popen[bytes]:
             return _start(sweep_root, cwd, env, log, entry, preexec_fn, preload, learn)
 
@@ -119,12 +125,15 @@ class WarmParent:
         assert self._proc.stdout is not None and self._proc.stdin is not None
         self._out: IO[bytes] = self._proc.stdout
         self._in: IO[bytes] = self._proc.stdin
-        if meanwhile is not None:
-            try:
+        try:
+            if meanwhile is not None:
                 meanwhile()
-            except BaseException:  # a Ctrl-C meanwhile: the warm parent ends with it
-                self.close()
-                raise
+            steps = iter(until_ready)
+            while not select.select([self._out], [], [], 0)[0] and next(steps, None) is not None:
+                pass  # nothing read from the pipe yet, so nothing is buffered: select sees what it holds
+        except BaseException:  # a Ctrl-C meanwhile: the warm parent ends with it
+            self.close()
+            raise
         msg = self._ready_line()
         if msg.get("ready") is None and proc is not None:  # the early one did not get there: start one afresh
             self.close()
