@@ -265,10 +265,16 @@ def test_monitor_meanwhile_runs_once() -> None:
 
 
 SLOW_IMPORT_TASK = '''
+import glob
 import os
 import time
 
-time.sleep(float(os.environ.get("SLOW_IMPORT_S", "0")))  # a task module slow to import (torch, at scale)
+# A task module slow to import (torch, at scale): here it waits, up to 60 s, until the trials' working dirs of the
+# running ablation exist (WAIT_FOR_WORKDIRS of them), so the test does not depend on how fast the machine is
+want = int(os.environ.get("WAIT_FOR_WORKDIRS", "0"))
+deadline = time.time() + 60
+while want and len(glob.glob("outputs/ablate/*/*/trials/*/seed=*/work")) < want and time.time() < deadline:
+    time.sleep(0.05)
 
 
 def train(cfg):
@@ -278,20 +284,21 @@ def train(cfg):
 
 def test_trial_working_dirs_are_built_while_the_warm_parent_imports_the_task(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While the warm parent imports the task (2 s here), the orchestrator builds each fn trial's working dir; each
-    trial then finds its mirror made (older than the config.yaml it writes before it would build one), the same
-    entries a trial builds for itself (launcher.warm=false), and runs in it."""
+    """While the warm parent imports the task (here, until the 6 trials' working dirs exist: without them built
+    ahead, it waits 60 s and no trial finds its dir made), the orchestrator builds each fn trial's working dir;
+    each trial then finds its mirror made (older than the config.yaml it writes before it would build one), the
+    same entries a trial builds for itself (launcher.warm=false), and runs in it."""
     (project / "slowimport.py").write_text(SLOW_IMPORT_TASK)
     (project / "conf" / "task" / "slowimport.yaml").write_text("fn: slowimport:train\nmetric: val_acc\n"
                                                                "goal: maximize\nmode: plain\n")
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [other]\n")
     commit_all(project, "a task slow to import")
-    monkeypatch.setenv("SLOW_IMPORT_S", "2")
+    monkeypatch.setenv("WAIT_FOR_WORKDIRS", "6")
     res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
                      "launcher.max_parallel=1")
     assert res.returncode == 0, res.stderr
     warm_sd = _sweep(project)
-    monkeypatch.setenv("SLOW_IMPORT_S", "0")
+    monkeypatch.delenv("WAIT_FOR_WORKDIRS")
     res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
                      "launcher.warm=false")
     assert res.returncode == 0, res.stderr
