@@ -19,7 +19,7 @@ from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
 from ablate.record.failure import failure_line
 from ablate.record.names import value_label
-from ablate.stats.compare import level_text
+from ablate.stats.compare import firm_shortfall, level_text
 from ablate.stats.multiplicity import LABELS
 
 
@@ -137,7 +137,8 @@ def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str
     if n is None:
         return "run more seeds per arm"
     if need is None:
-        return (f"more than {cap} seeds per arm would be needed (> cap): it cannot be decided within budget"
+        return (f"more than {cap} seeds per arm would be needed (> cap: the seed advice's cap, the most seeds per arm "
+                f"it plans for, is {cap}): it cannot be decided within budget"
                 + ("" if adv.get("target_kind") == "margin" else "; set a margin to test for no meaningful "
                    "difference instead"))
     what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
@@ -200,10 +201,14 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is only indicative, and the seeds that would make it firm."""
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
+    pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
+    short = firm_shortfall(c.get("pvalue_adjusted"), c.get("decision_level"), c.get("decision_label") or "α", pname,
+                           lim)
     return (f"Indicative only: with {n} {'pairs' if c.get('paired') else 'seeds per arm'} no test of the mean holds "
             f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
-            f"there) and p × 10 does not clear the level; {lim} seeds per arm ({max(0, lim - n)} more) would make "
-            f"it firm: {_rerun(v, lim)}.")
+            f"there) and {short}; {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
+            f"for a firm verdict; the seeds for 80% power are a separate answer, under Seed recommendation): "
+            f"{_rerun(v, lim)}.")
 
 
 def _robust(c: Mapping[str, Any]) -> str:
@@ -289,6 +294,10 @@ def _seed_section(v: Mapping[str, Any]) -> list[str]:
         msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
         if c.get("seed_advice_sequential"):
             msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
+        if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
+            msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
+                    "per arm in the bottom line answer another question: from how many seeds ablate calls this "
+                    "verdict firm.)")
         L.append(f"- **{c['arm']}**: {msg}")
     L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
           "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
@@ -372,7 +381,7 @@ def _terms() -> list[str]:
         "verdict.json: **better** / **worse** (p_adj < α: adopt / reject), **equivalent** (the CI lies inside "
         "±margin: no difference that matters), **inconclusive** (the data cannot decide at this N, with the seeds "
         "to run), **insufficient data** (< 3 completed seeds, or nothing to test). **indicative**: a better/worse "
-        "below 20 seeds per arm (20 pairs) whose p × 10 does not clear the level: no test of the mean holds α "
+        "below 20 seeds per arm (20 pairs) whose p_adj × 10 is not below its level: no test of the mean holds α "
         "there for every metric shape, so it is a lead to confirm with the seeds named, not a result.",
         "- **CI level**: each CI of Δ is at the level its decision was taken at (1 − α/m, Holm's step level, a "
         "sequential boundary, divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict "

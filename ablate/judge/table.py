@@ -95,7 +95,7 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     dict
         ``primary``, ``goal``, ``metrics``, ``mean_ci_level`` (0.95), ``missing_metrics`` (asked for, returned by
         no completed trial), ``rows``: one per arm, control first, each
-        ``{arm, variable, value, verdict, marker, bold, cells: {metric: {n, mean, ci, delta, delta_ci,
+        ``{arm, variable, value, verdict, marker, bold, indicative, firm, cells: {metric: {n, mean, ci, delta, delta_ci,
         delta_ci_level}}}``; ``delta``/``delta_ci`` are raw treatment − control in metric units (None for
         the control). Primary cells repeat the verdict's numbers; the others are descriptive.
 
@@ -122,6 +122,7 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
                                "verdict": None if c is None else c.get("verdict"), "bold": False, "cells": {}}
         row["marker"] = MARKERS.get(row["verdict"], ("", ""))[0] if c is not None else ""
         row["indicative"] = c is not None and c.get("firm") is False  # as the bottom line labels it
+        row["firm"] = None if c is None else c.get("firm")  # verdict.json's: None unless better/worse
         level = float(c["ci_level"]) if c and c.get("ci_level") else None
         for m in cols:
             if m == primary:
@@ -305,11 +306,15 @@ def latex(table: Mapping[str, Any], verdict: Mapping[str, Any], *, label: str = 
 
 
 CSV_COLUMNS = ["arm", "variable", "value", "metric", "role", "n", "mean", "ci_low", "ci_high", "ci_level", "delta",
-               "delta_ci_low", "delta_ci_high", "delta_ci_level", "verdict", "bold"]
+               "delta_ci_low", "delta_ci_high", "delta_ci_level", "verdict", "firm", "bold"]
 
 
 def to_csv(table: Mapping[str, Any]) -> str:
-    """The table in long form: one line per arm and metric, full precision, the columns of ``CSV_COLUMNS``."""
+    """The table in long form: one line per arm and metric, full precision, the columns of ``CSV_COLUMNS``.
+
+    ``firm`` is verdict.json's ``firm``: ``true`` / ``false`` (indicative) for a better/worse verdict, empty for the
+    other verdicts and the control.
+    """
     import csv
     import io
 
@@ -326,7 +331,8 @@ def to_csv(table: Mapping[str, Any]) -> str:
                         table["mean_ci_level"],
                         *("" if x is None else repr(float(x)) for x in (c.get("delta"), dci[0], dci[1])),
                         "" if c.get("delta_ci_level") is None else c["delta_ci_level"],
-                        r.get("verdict") or "", str(bool(r["bold"])).lower()])
+                        r.get("verdict") or "", "" if r.get("firm") is None else str(bool(r["firm"])).lower(),
+                        str(bool(r["bold"])).lower()])
     return buf.getvalue()
 
 

@@ -333,7 +333,8 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         rec.pop("insufficient_code", None)
         rec["seed_advice"] = rec.pop("seeds")
         if c.seeds is not None:
-            rec["seed_advice"]["message"] = c.seeds.message()
+            rec["seed_advice"]["message"] = c.seeds.message(
+                multiplicity=c.multiplicity if c.n_comparisons > 1 else None)
         rec["failures"]["message"] = c.failures.message() if c.failures else None
         rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
                           "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,

@@ -523,12 +523,43 @@ def finish(comp: Comparison) -> Comparison:
                                                        comp.guard_factor, n, comp.paired))
         if not firm:
             firm_from = FIRM_FROM[comp.paired]
-            flags.append(Flag("indicative_verdict", indicative_reason(n, comp.paired)))
+            pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
+            flags.append(Flag("indicative_verdict", indicative_reason(
+                n, comp.paired, shortfall=firm_shortfall(comp.pvalue_adjusted, comp.decision_level,
+                                                         comp.decision_label, pname, firm_from))))
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from)
     return dataclasses.replace(comp, reason=_reason(comp, code))
 
 
-def indicative_reason(n: int, paired: bool) -> str:
+def firm_shortfall(p: float | None, level: float | None, label: str = "α", pname: str = "p_adj",
+                   firm_from: int = FIRM_FROM[False]) -> str:
+    """Why an indicative verdict's p is not enough below ``firm_from`` seeds, in words that need no glossary.
+
+    Parameters
+    ----------
+    p : float or None
+        The p the decision used (adjusted for the family, ``pname`` names it).
+    level : float or None
+        The level it was compared with (``label`` names it: α, or a sequential boundary).
+    label, pname : str
+    firm_from : int
+        Seeds per arm from which a better/worse verdict is firm.
+
+    Returns
+    -------
+    str
+        ``p_adj (p adjusted for testing several treatments) × 10 = 0.45 is not below α = 0.05 (below 20 seeds per
+        arm a verdict is firm only when p_adj is 10 times under its level)``.
+    """
+    why = (f"(below {firm_from} seeds per arm a verdict is firm only when {pname} is {FIRM_FACTOR:g} times under "
+           "its level)")
+    what = f"{pname} (p adjusted for testing several treatments)" if pname == "p_adj" else pname
+    if p is None or level is None:
+        return f"{what} × {FIRM_FACTOR:g} is not below the level {why}"
+    return f"{what} × {FIRM_FACTOR:g} = {p * FIRM_FACTOR:.2g} is not below {label} = {level:.3g} {why}"
+
+
+def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str:
     """Why a better/worse verdict at ``n`` seeds per arm is indicative, and what would make it firm (one sentence).
 
     Parameters
@@ -536,6 +567,8 @@ def indicative_reason(n: int, paired: bool) -> str:
     n : int
         Completed seeds per arm (pairs when paired).
     paired : bool
+    shortfall : str, optional
+        :func:`firm_shortfall`'s words for this verdict's p; default: without the numbers.
 
     Returns
     -------
@@ -544,8 +577,8 @@ def indicative_reason(n: int, paired: bool) -> str:
     lim = FIRM_FROM[bool(paired)]
     return (f"indicative: with {n} {'pairs' if paired else 'seeds per arm'} (< {lim}) no test of the mean holds α for "
             f"every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 there, "
-            f"docs/verdict.md), and p × {FIRM_FACTOR:g} does not clear the level; {lim} seeds per arm would make "
-            f"it firm")
+            f"docs/verdict.md), and {shortfall or firm_shortfall(None, None, firm_from=lim)}; {lim} seeds per arm "
+            f"would make it firm (ablate's rule for a firm verdict, not a power target)")
 
 
 def _reason(c: Comparison, code: int) -> str:

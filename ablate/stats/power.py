@@ -302,18 +302,33 @@ class SeedAdvice:
         upper confidence limit)."""
         return self.n_needed is not None
 
-    def message(self, fmt: Any = lambda v: f"{v:.3g}") -> str:
-        """One sentence for the report: MDE now, then the advised N and the power it buys."""
-        lv = "" if self.alpha == 0.05 else f", two-sided level {self.alpha:.3g} (the comparison's α/m)"
+    def message(self, fmt: Any = lambda v: f"{v:.3g}", *, multiplicity: str | None = None) -> str:
+        """One sentence for the report: MDE now, then the advised N and the power it buys.
+
+        Parameters
+        ----------
+        fmt : callable
+            Formats a number in metric units.
+        multiplicity : str, optional
+            The family's correction (``"holm"``, ``"bh"``, ...) when more than one treatment shares the control:
+            the MDE line then says that its level is α/m and how that relates to the level the decision used.
+        """
+        if multiplicity:
+            rel = {"holm": "the strictest of Holm's step levels", "bh": "the strictest of Benjamini-Hochberg's "
+                   "step levels", "bonferroni": "the level Bonferroni's decision used"}.get(multiplicity,
+                                                                                "not the decision's own level")
+            lv = f", two-sided, at α/m = {self.alpha:.3g}, {rel}"
+        else:
+            lv = "" if self.alpha == 0.05 else f", two-sided level {self.alpha:.3g} (the comparison's α/m)"
         mde = f"MDE at N = {self.n}: {fmt(self.mde)} (d = {self.mde_d:.2f}{lv})"
         if self.target is None or self.target == 0:
             return mde + "."
         what = f"δ = {fmt(self.target)}" if self.target_kind == "margin" else \
             f"the observed |Δ| = {fmt(self.target)} (optimistic: winner's curse)"
         if self.n_needed is None:
-            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm (> cap): not resolvable "
-                    f"within budget" + ("" if self.target_kind == "margin" else "; set a margin and test "
-                                        "equivalence") + ".")
+            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm (> cap: the advice's "
+                    f"cap, the most seeds per arm it plans for, is {self.cap}): not resolvable within budget"
+                    + ("" if self.target_kind == "margin" else "; set a margin and test equivalence") + ".")
         # the share measured in docs/verdict.md (0.73-0.91 of 5-seed pilots) and held >= 0.75 by
         # tests/unit/test_stats_seed_advice.py; not the limit's own level (9 of 10), which the measured pilots do not
         # reach

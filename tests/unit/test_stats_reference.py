@@ -200,9 +200,13 @@ class TestPower:
         want = [math.ceil(TTestIndPower().solve_power(effect_size=d / up, alpha=0.05, power=0.8)) for d in (0.01, 0.02)]
         assert want == [54, 15]
         assert a.n_needed_point == 24 and a.n_needed is None  # 54 > the cap of 50
-        assert "needs more than 50 seeds per arm (> cap)" in a.message()
+        assert ("needs more than 50 seeds per arm (> cap: the advice's cap, the most seeds per arm it plans for, is "
+                "50): not resolvable within budget") in a.message()
         wide = recommend_seeds(5, s, 8, target=0.01, target_kind="margin", cap=100)
         assert wide is not None and wide.n_needed == 54
+        c = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=10)
+        assert c is not None and c.n_needed is None and "(> cap: the advice's cap, the most seeds per arm it plans " \
+            "for, is 10)" in c.message()  # the cap named is the one in force
         b = recommend_seeds(5, s, 8, target=0.02, target_kind="margin")
         assert b is not None and (b.n_needed_point, b.n_needed) == (7, 15)
         assert b.power == pytest.approx(TTestIndPower().power(0.02 / s, 15, 0.05), abs=1e-9)

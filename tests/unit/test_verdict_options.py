@@ -108,7 +108,10 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
     assert "- **lr=0.2** (vs control 0.05): **better**: adopt it; it improves val_acc by" in bottom
     assert "- **lr=0.1** (vs control 0.05): **inconclusive**: " in bottom
-    assert "more than 50 seeds per arm would be needed (> cap): it cannot be decided within budget" in bottom
+    assert ("more than 50 seeds per arm would be needed (> cap: the seed advice's cap, the most seeds per arm it plans "
+            "for, is 50): it cannot be decided within budget") in bottom
+    seeds = md[md.index("## Seed recommendation"):md.index("## Flags")]
+    assert "(> cap: the advice's cap, the most seeds per arm it plans for, is 50)" in seeds
     # Welch's 97.5% interval (5 seeds per arm: pairing=auto does not pair), scipy's ttest_ind(...).confidence_interval
     assert ("**better**: adopt it; it improves val_acc by 0.0692 (9.7%); 97.5% CI of the difference [0.0478, 0.0906]"
             in bottom)
@@ -152,8 +155,17 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
     assert "**better (indicative)**: a lead, not yet a result; it improves val_acc" in bottom
     assert ("Indicative only: with 5 seeds per arm no test of the mean holds α for every metric shape" in bottom
-            and "20 seeds per arm (15 more) would make it firm: run the ablation again with "
+            and "20 seeds per arm (15 more) would make it firm (ablate's rule for a firm verdict; the seeds for 80% "
+            "power are a separate answer, under Seed recommendation): run the ablation again with "
             "`ablate -m variable=lr seeds=20`" in bottom)
+    # what is multiplied by what, and why, in place (one treatment: no adjustment, so p); Welch's p from scipy
+    p10 = stats.ttest_ind(T, C, equal_var=False).pvalue * 10
+    assert (f"p × 10 = {p10:.2g} is not below α = 0.05 (below 20 seeds per arm a verdict is firm only when p is 10 "
+            "times under its level)") in bottom
+    assert "p × 10 does not clear" not in md
+    seeds = md[md.index("## Seed recommendation"):md.index("## Flags")]
+    assert ("(This is the seeds for 80% power at the observed effect; the 20 seeds per arm in the bottom line answer "
+            "another question: from how many seeds ablate calls this verdict firm.)") in seeds
     assert "indicative_verdict" in md
     strong = make_sweep(tmp_path / "sw2", {"control": C, "lr=0.1": STRONG})
     c2 = write_verdict(SweepDir.open(strong), {"plots": False})["comparisons"][0]
