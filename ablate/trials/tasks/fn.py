@@ -55,7 +55,8 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
 
     When ``code_root`` is given (the code snapshot of the pinned commit), modules of the task's
     top-level package that were already imported from elsewhere are dropped from ``sys.modules`` so
-    the snapshot's copy is used, not the live working tree's.
+    the snapshot's copy is used, not the live working tree's; so is every module imported from another
+    snapshot than ``code_root`` (an earlier ablation in this process), whatever its package.
 
     Raises
     ------
@@ -75,8 +76,12 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
         held = _FROM_ROOT.get(top)
         if root not in sys.path[:1]:
             sys.path.insert(0, root)
+        if _ROOTS and root not in _ROOTS[-1:]:  # another snapshot than the last one this process imported from
+            _drop_other_snapshots(root)
         if held is None or held[0] != root or held[1] is not sys.modules.get(top):
             _drop_outside(top, root)  # else imported from the snapshot already, here or in the warm parent (see below)
+        if root not in _ROOTS[-1:]:
+            _ROOTS.append(root)
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
@@ -103,6 +108,22 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
 #: ``sys.modules`` (about 750 copy-on-write page faults in a fork of a parent holding torch) and the finders'
 #: cache reset are skipped; the snapshot itself is never edited, and its digest is checked by every trial.
 _FROM_ROOT: dict[str, tuple[str, Any]] = {}
+
+
+#: The code roots :func:`import_callable` imported from in this process, the last one last.
+_ROOTS: list[str] = []
+
+
+def _drop_other_snapshots(root: str) -> None:
+    """Drop from ``sys.modules`` every module imported from another code snapshot than ``root`` (an earlier
+    ablation of another commit run in this process: ``ablate.run`` twice under ``launcher=inline``), whatever its
+    package: a module the task imports (a sibling ``helper.py``) is then this snapshot's, as in a fresh process."""
+    others = tuple(r + os.sep for r in _ROOTS if r != root)
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None) or ""
+        if f.startswith(others) and not f.startswith(root + os.sep):
+            del sys.modules[name]
+    importlib.invalidate_caches()
 
 
 def _drop_outside(top: str, root: str) -> None:

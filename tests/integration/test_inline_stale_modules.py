@@ -1,0 +1,45 @@
+"""Several ablations in one process (the Python API, ``launcher=inline``): each trial imports the task's code
+from its own ablation's snapshot, including the project modules the task module imports (not only the task's
+own package), never a copy an earlier ablation of another commit left in ``sys.modules``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import ablate
+from tests.helpers import commit_all
+
+pytestmark = pytest.mark.slow
+
+TASK = '''
+import helper
+
+
+def train(cfg):
+    return {"val_acc": helper.VALUE + 0.001 * cfg.seed}
+'''
+
+
+def test_a_second_ablation_imports_the_helpers_of_its_own_commit(project: Path) -> None:
+    (project / "stale_task.py").write_text(TASK)
+    (project / "helper.py").write_text("VALUE = 0.1\n")
+    (project / "conf" / "task" / "stale.yaml").write_text("fn: stale_task:train\nmetric: val_acc\ngoal: maximize\n"
+                                                          "mode: a\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
+    commit_all(project, "a task importing a helper module")
+    try:
+        first = ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline",
+                           overrides=["task=stale"], sweep_dir=project / "outputs" / "first")
+        (project / "helper.py").write_text("VALUE = 0.9\n")
+        commit_all(project, "the helper changed")
+        second = ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline",
+                            overrides=["task=stale"], sweep_dir=project / "outputs" / "second")
+        got = {sd: sorted(ablate.load(v.sweep_dir)["val_acc"].round(3)) for sd, v in (("1", first), ("2", second))}
+        # helper.py of each ablation's commit (VALUE + 0.001 * seed, seeds 0-2, two arms)
+        assert got == {"1": [0.1, 0.1, 0.101, 0.101, 0.102, 0.102], "2": [0.9, 0.9, 0.901, 0.901, 0.902, 0.902]}
+    finally:
+        for name in ("helper", "stale_task"):
+            sys.modules.pop(name, None)
