@@ -31,6 +31,20 @@ def commit_all(cwd: Path, message: str = "update") -> str:
     return git(cwd, "rev-parse", "HEAD").strip()
 
 
+def add_mode_task(project: Path, name: str, source: str, out: Path, *, mode: str, values: str,
+                  extra: str = "", message: str = "task") -> Path:
+    """Add an ``fn`` task to ``project`` and commit it: module ``<name>.py`` (``source``, with ``train``),
+    ``conf/task/<name>.yaml`` (metric ``val_acc``, maximized; ``mode``, ``extra`` lines, ``out``: a dir made
+    here for what the task records) and the variable ``mode`` over ``values`` (a YAML list). Returns ``out``."""
+    (project / f"{name}.py").write_text(source)
+    out.mkdir()
+    (project / "conf" / "task" / f"{name}.yaml").write_text(
+        f"fn: {name}:train\nmetric: val_acc\ngoal: maximize\nmode: {mode}\n{extra}out: {out}\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text(f"key: task.mode\nvalues: {values}\n")
+    commit_all(project, message)
+    return out
+
+
 def ablate_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the real ``ablate`` console script in ``cwd`` (a separate process)."""
     exe = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ablate.record.sweepdir import dump_yaml
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, add_mode_task
 
 pytestmark = pytest.mark.slow
 
@@ -36,13 +36,8 @@ def train(cfg):
                          ids=["inline", "warm"])
 def test_a_reused_config_is_each_trials_own_as_in_a_fresh_process(project: Path, tmp_path: Path,
                                                                    launcher: tuple[str, ...]) -> None:
-    (project / "mutate.py").write_text(MUTATE)
-    out = tmp_path / "seen"
-    out.mkdir()
-    (project / "conf" / "task" / "mutate.yaml").write_text(
-        f"fn: mutate:train\nmetric: val_acc\ngoal: maximize\nmode: a\nlayers: [8, 8]\nout: {out}\n")
-    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
-    commit_all(project, "a task that changes its config")
+    out = add_mode_task(project, "mutate", MUTATE, tmp_path / "seen", mode="a", values="[b]",
+                        extra="layers: [8, 8]\n", message="a task that changes its config")
     runs = {}
     for name, extra in (("reused", launcher), ("fresh", ("launcher=local", "launcher.warm=false"))):
         res = ablate_cli(project, "-m", "variable=mode", "task=mutate", "seeds=5", *extra)

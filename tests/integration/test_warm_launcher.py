@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, add_mode_task, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +52,7 @@ UNSAFE = {
 
 @pytest.fixture
 def probe_project(project: Path, tmp_path: Path) -> Path:
-    (project / "probe.py").write_text(PROBE)
-    out = tmp_path / "seen"
-    out.mkdir()
-    (project / "conf" / "task" / "probe.yaml").write_text(
-        f"fn: probe:train\nmetric: val_acc\ngoal: maximize\nmode: plain\nout: {out}\n")
-    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [exit]\n")
-    commit_all(project, "probe task")
+    add_mode_task(project, "probe", PROBE, tmp_path / "seen", mode="plain", values="[exit]", message="probe task")
     return project
 
 
