@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import ablate
+from ablate.errors import ConfigError
 from tests.helpers import commit_all
 
 pytestmark = pytest.mark.slow
@@ -40,6 +41,33 @@ def test_a_second_ablation_imports_the_helpers_of_its_own_commit(project: Path) 
         got = {sd: sorted(ablate.load(v.sweep_dir)["val_acc"].round(3)) for sd, v in (("1", first), ("2", second))}
         # helper.py of each ablation's commit (VALUE + 0.001 * seed, seeds 0-2, two arms)
         assert got == {"1": [0.1, 0.1, 0.101, 0.101, 0.102, 0.102], "2": [0.9, 0.9, 0.901, 0.901, 0.902, 0.902]}
+    finally:
+        for name in ("helper", "stale_task"):
+            sys.modules.pop(name, None)
+
+
+def test_a_module_the_new_commit_deleted_is_not_found_in_an_earlier_snapshot(project: Path) -> None:
+    """The same kind with another input: the second commit deletes helper.py, which the task still imports. A
+    fresh process fails to import it; so must the inline trial, never finding the first snapshot's copy on
+    ``sys.path``."""
+    (project / "stale_task.py").write_text(TASK)
+    (project / "helper.py").write_text("VALUE = 0.1\n")
+    (project / "conf" / "task" / "stale.yaml").write_text("fn: stale_task:train\nmetric: val_acc\ngoal: maximize\n"
+                                                          "mode: a\n")
+    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
+    commit_all(project, "a task importing a helper module")
+    try:
+        ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline", overrides=["task=stale"],
+                   sweep_dir=project / "outputs" / "first")
+        for name in ("helper", "stale_task"):  # a fresh process's state as far as these are concerned
+            sys.modules.pop(name, None)
+        (project / "helper.py").unlink()
+        commit_all(project, "the helper deleted")
+        with pytest.raises(ConfigError, match="No module named 'helper'"):  # the task is wrong: it stops at once
+            ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline",
+                       overrides=["task=stale"], sweep_dir=project / "outputs" / "second")
+        rows = ablate.load(project / "outputs" / "second")
+        assert sorted(rows["status"]) == ["failed", *["pending"] * 5], rows[["arm", "seed", "status"]]  # none "ok"
     finally:
         for name in ("helper", "stale_task"):
             sys.modules.pop(name, None)
