@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, commit_all, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.values=[0.2]"]
@@ -113,9 +113,12 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     res = ablate_cli(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
     assert (proxy / "verdict.json").read_bytes() == before
-    # --against is remembered; a later verdict whose target was removed still writes (and says so)
+    # --against is remembered; a later verdict whose target was removed still writes (and says so). The target's
+    # last `ablate verdict` left its plots to a detached process that writes there until it is done: wait for it,
+    # as a user removing the dir would have to (rmtree beside it fails with "Directory not empty")
     import shutil
 
+    wait_for_plots(target)
     shutil.rmtree(target)
     res = ablate_cli(project, "verdict", str(proxy))
     assert res.returncode == 0, res.stderr
