@@ -137,6 +137,13 @@ def snapshot() -> dict[str, Any]:
     return state
 
 
+def within(path: str, root: str) -> bool:
+    """True when ``path`` is ``root`` or below it (a sibling sharing its prefix, ``/sw/code2`` beside
+    ``/sw/code``, is not); both as given, no symlink resolved."""
+    root = root.rstrip(os.sep) or os.sep
+    return path == root or path.startswith(root if root == os.sep else root + os.sep)
+
+
 def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_root: str | None = None) -> list[str]:
     """Put back what an inline trial changed of the state :func:`snapshot` took (``before``), and name
     each change the task made: what differs from ``baseline`` (the state just before the task ran, after
@@ -157,7 +164,7 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
         base = {**_TORCH_DEFAULTS, **base}
     changed: list[str] = []
     def theirs(paths: list[str]) -> list[str]:  # sys.path without ablate's own entries (the code snapshot)
-        return [p for p in paths if own_root is None or not p.startswith(own_root)]
+        return [p for p in paths if own_root is None or not within(p, own_root)]
 
     for key, value in now.items():
         old = base.get(key)

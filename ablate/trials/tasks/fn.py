@@ -37,6 +37,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import trial_hydra
+from ablate.trials.isolation import within
 from ablate.trials.tasks import metrics
 from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.capture import trial_output
@@ -88,7 +89,7 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
         raise ConfigError(f"cannot import module {mod_name!r} ({exc})", where="task.fn",
                           fix="check the module path; it is imported from the project root "
                           "(the pinned commit's snapshot)") from exc
-    if code_root is not None and str(getattr(sys.modules.get(top), "__file__", None) or "").startswith(root):
+    if code_root is not None and within(str(getattr(sys.modules.get(top), "__file__", None) or ""), root):
         _FROM_ROOT[top] = (root, sys.modules[top])
     obj: Any = mod
     for part in attr.split("."):
@@ -131,7 +132,7 @@ def _drop_outside(top: str, root: str) -> None:
     so the snapshot's copies are imported instead."""
     for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
         f = getattr(sys.modules[name], "__file__", None) or ""
-        if not f.startswith(root):
+        if not within(f, root):
             del sys.modules[name]
     importlib.invalidate_caches()
 
