@@ -79,6 +79,7 @@ class Timing:
 
     wall_s: float
     cpu_s: float
+    stdout: str = ""
 
 
 def timed(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> Timing:
@@ -91,7 +92,7 @@ def timed(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> T
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Timing(wall, cpu)
+    return Timing(wall, cpu, proc.stdout)
 
 
 def summary(values: Sequence[float]) -> str:

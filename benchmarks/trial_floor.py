@@ -10,7 +10,11 @@ wall on a shared machine); the load average is printed before and after.
    child: its CPU is not in the figure), and the time until it is done is printed too. With ``--old REV``
    the same run of git revision REV (its ``ablate`` and its digits example, exported with ``git archive``,
    run with it first on ``PYTHONPATH``) is interleaved with it, and the per-seed verdict values of the two
-   compared (the same seeds must give the same numbers).
+   compared (the same seeds must give the same numbers). Without it, interleaved, the **bare floor**: no ablate
+   at all, one ``python`` process that imports the example's module (numpy, torch, ``torch._dynamo``) and
+   forks one worker per slot, each training its half of the same 30 configs and seeds (read from the ablate
+   run's manifests) one after the other, with the same seeding and thread count, writing nothing. Its ratio
+   is what the machine's interpreter start and imports leave of the target before ablate does anything.
 2. **learned imports**: a task importing torch at module top whose first ``optimizer.step()`` imports
    ``torch._dynamo``; 1 slot, warm, ``launcher.learn_imports=true`` against ``false``. Per trial, the task
    returns its own process's CPU time at its end (a fork starts at 0: this is the trial's CPU up to the
@@ -44,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import ABLATE, Timing, cleanup, make_noop_project, make_torch_project, tempdir, timed
+from _common import ABLATE, Timing, cleanup, make_noop_project, make_torch_project, summary, tempdir, timed
 from warm_trials import REPO, make_digits_project
 
 DYNAMO_TASK = '''
@@ -146,8 +150,53 @@ def verdict_values(sweep: Path) -> dict[str, dict[str, float]]:
     return {a["arm"]: a["values"] for a in json.loads((sweep / "verdict.json").read_text())["arms"]}
 
 
+BARE_DIGITS = '''
+import json, os, random, sys
+sys.path.insert(0, os.getcwd())
+from examples.digits import task  # numpy, torch, torch._dynamo (and ablate, for log_step) at its top
+import numpy as np, torch
+trials, threads = json.load(open(sys.argv[1]))
+
+
+class NS(dict):
+    __getattr__ = dict.__getitem__
+
+
+def ns(x):
+    return NS({k: ns(v) for k, v in x.items()}) if isinstance(x, dict) else x
+
+
+pipes = []
+for half in (trials[0::2], trials[1::2]):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        torch.set_num_threads(threads)
+        out = []
+        for cfg, seed in half:
+            random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
+            out.append(task.train(ns(cfg))["train_s"])
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    pipes.append(r)
+done = []
+for r in pipes:
+    with os.fdopen(r) as f:
+        done += json.loads(f.read())
+    os.wait()
+print(sum(done))
+'''
+
+
+def bare_trials(sweep: Path) -> tuple[list[tuple[dict, int]], int]:
+    """The (config, seed) of every trial of an ablate run of the digits example, in start order, and its threads."""
+    mans = [json.loads(p.read_text()) for p in sweep.glob("trials/*/seed=*/manifest.json")]
+    mans.sort(key=lambda m: m["started_at"])
+    return [(m["config"], m["seed"]) for m in mans], int(mans[0]["determinism"]["threads"] or 1)
+
+
 def bench_digits(root: Path, repeats: int, old: str | None = None) -> None:
-    systems = ("new", "old") if old else ("new",)
+    systems = ("new", "old") if old else ("new", "bare")
     projs = {"new": make_digits_project(root / "digits")}
     envs: dict[str, dict[str, str] | None] = {"new": None}
     if old:
@@ -155,8 +204,18 @@ def bench_digits(root: Path, repeats: int, old: str | None = None) -> None:
         projs["old"] = make_digits_project(root / "digits-old", src)
         envs["old"] = {**os.environ, "PYTHONPATH": str(src)}
     values: dict[str, dict[str, dict[str, float]]] = {}
+    ratios: dict[str, list[float]] = {}
+    trials_file = root / "bare-trials.json"
     for r in range(repeats):
-        for s in order(r, systems) if old else systems:
+        for s in order(r, systems):  # the first repeat runs ablate first: the bare floor trains its configs
+            if s == "bare":
+                t = timed([sys.executable, "-c", BARE_DIGITS, str(trials_file)], projs["new"])
+                train = float(t.stdout)
+                ratios.setdefault(s, []).append(t.wall_s / (train / 2))
+                print(f"  bare run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s; sum(train_s) {train:.1f} s -> "
+                      f"{train / 2:.1f} s per slot; wall / per-slot training = {ratios[s][-1]:.2f} "
+                      f"(load {load()})", flush=True)
+                continue
             proj = projs[s]
             sweep = proj / "outputs" / f"d{r}"
             t = timed([ABLATE, "-m", "progress=off", f"hydra.sweep.dir={sweep}", "variable=lr", "seeds=10",
@@ -166,10 +225,18 @@ def bench_digits(root: Path, repeats: int, old: str | None = None) -> None:
             train = sum(x["metrics"]["train_s"] for x in recs)
             task = sum(x["task_s"] for x in recs)
             values.setdefault(s, verdict_values(sweep))
+            if s == "new" and not trials_file.exists():
+                trials_file.write_text(json.dumps(bare_trials(sweep)))
+            ratios.setdefault(s, []).append(t.wall_s / (train / 2))
             print(f"  {s} run {r}: wall {t.wall_s:.1f} s, cpu {t.cpu_s:.1f} s; sum(train_s) {train:.1f} s -> "
-                  f"{train / 2:.1f} s per slot; wall / per-slot training = {t.wall_s / (train / 2):.2f} (target <= 2); "
+                  f"{train / 2:.1f} s per slot; wall / per-slot training = {ratios[s][-1]:.2f} (target <= 2); "
                   f"sum(task_s) {task:.1f} s; plots done {drawn:.1f} s after it returned "
                   f"(load {load()})", flush=True)
+    for s, rs in ratios.items():
+        print(f"  {s}: wall / per-slot training {summary(rs)} (median [min, max] of {len(rs)})")
+    if "bare" in ratios:
+        print(f"  ablate's ratio / the bare floor's (medians): "
+              f"{statistics.median(ratios['new']) / statistics.median(ratios['bare']):.2f}")
     if old:
         same = values["new"] == values["old"]
         print(f"  per-seed verdict values of {old} and this tree: {'identical' if same else 'DIFFERENT'}")
@@ -238,13 +305,16 @@ def bench_local(root: Path, repeats: int, sizes: tuple[int, int]) -> None:
         for n in (sizes if r % 2 == 0 else sizes[::-1]):
             runs[n].append(ablate(proj, f"outputs/l{n}_{r}", "variable=x", f"seeds={n // 2}",
                                   "launcher.max_parallel=2"))
-        out = subprocess.run([sys.executable, "-c", FORK_FLOOR, "200"], capture_output=True, text=True, check=True)
-        floors.append(float(out.stdout))
+            for _ in range(3):  # the floor's own measurement moves 2-3x between runs: many, beside every run
+                out = subprocess.run([sys.executable, "-c", FORK_FLOOR, "100"], capture_output=True, text=True,
+                                     check=True)
+                floors.append(float(out.stdout))
     wc, ww = slope(runs[n1], runs[n2], n2 - n1)
     floor = statistics.median(floors)
     print(f"  warm local no-op (torch at top), slope N {n1}->{n2}: {wc * 1000:.1f} ms CPU, {ww * 1000:.0f} ms wall "
-          f"per trial; fork floor (fork + exit + wait of a process holding torch) {floor * 1000:.2f} ms: "
-          f"{wc / floor:.1f}x (target at most 3x)")
+          f"per trial; fork floor (fork + exit + wait of a process holding torch, ms, {len(floors)} runs of 100 "
+          f"beside the ablate runs) {summary([f * 1000 for f in floors])}: {wc / floor:.1f}x the median "
+          f"(target at most 3x)")
 
 
 def bench_app(root: Path, repeats: int, sizes: tuple[int, int]) -> None:
@@ -293,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.only:
             print(f"\n{name}:", flush=True)
             if name == "digits":
-                bench_digits(root, max(1, args.repeats - 1) if not args.old else args.repeats, args.old)
+                bench_digits(root, args.repeats, args.old)
             elif name == "learn":
                 bench_learn(root, args.repeats, args.learn_trials)
             elif name == "inline":
