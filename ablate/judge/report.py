@@ -204,9 +204,9 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
     pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
     short = firm_shortfall(c.get("pvalue_adjusted"), c.get("decision_level"), c.get("decision_label") or "α", pname,
                            lim)
-    return (f"Indicative only: with {n} {'pairs' if c.get('paired') else 'seeds per arm'} no test of the mean holds "
-            f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
-            f"there) and {short}; {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
+    return (f"Indicative only: with {n} seeds per arm{' (paired)' if c.get('paired') else ''} no test of the mean "
+            f"holds α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
+            f"there), and {short}. {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
             f"for a firm verdict; the seeds for 80% power are a separate answer, under Seed recommendation): "
             f"{_rerun(v, lim)}.")
 

@@ -266,3 +266,21 @@ def test_verdict_defaults_are_stated_once_and_match_the_shipped_config() -> None
     assert shipped == {k: v for k, v in asdict(DEFAULTS).items() if k != "against"}
     plan_time = asdict(Options(seeds=[0, 1, 2], metric="val_acc"))
     assert {k: plan_time[k] for k in shipped} == shipped
+
+
+def test_paired_indicative_wording_counts_seeds_per_arm(tmp_path: Path) -> None:
+    """A paired indicative verdict names its N as seeds per arm, as the seeds it asks for are ("with 5 pairs ...
+    20 seeds per arm" read as two units), in the bottom line and the flag; the paired t p from scipy."""
+    t = [0.722, 0.699, 0.743, 0.706, 0.727]  # C + 0.010, 0.004, 0.012, 0.002, 0.008: paired t p = 0.0178
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": t}, options={"pairing": "paired"})
+    c = write_verdict(SweepDir.open(root), {"plots": False})["comparisons"][0]
+    assert c["paired"] is True and c["pvalue"] == pytest.approx(stats.ttest_rel(t, C).pvalue, rel=1e-9)
+    assert c["pvalue"] == pytest.approx(0.0178113, rel=1e-5)
+    assert c["verdict"] == "better" and c["firm"] is False
+    md = (root / "verdict.md").read_text()
+    bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
+    assert "Indicative only: with 5 seeds per arm (paired) no test of the mean holds α" in bottom
+    assert ". 20 seeds per arm (15 more) would make it firm" in bottom
+    flags = md[md.index("## Flags"):]
+    assert "indicative: with 5 seeds per arm (paired) (< 20) no test of the mean holds α" in flags
+    assert "pairs" not in bottom
