@@ -74,15 +74,20 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
     if code_root is not None:
         root = str(code_root)
         top = mod_name.split(".")[0]
+        if root in _ROOT_IDS and _ROOT_IDS[root] != _dir_id(root):  # a new snapshot at a path used before
+            _forget_root(root)
         held = _FROM_ROOT.get(top)
         if root not in sys.path[:1]:
             sys.path.insert(0, root)
         if _ROOTS and root not in _ROOTS[-1:]:  # another snapshot than the last one this process imported from
             _drop_other_snapshots(root)
+        if root not in _ROOTS[-1:]:  # the first import from this snapshot in this process
+            _drop_shadowed(root)
         if held is None or held[0] != root or held[1] is not sys.modules.get(top):
             _drop_outside(top, root)  # else imported from the snapshot already, here or in the warm parent (see below)
         if root not in _ROOTS[-1:]:
             _ROOTS.append(root)
+            _ROOT_IDS[root] = _dir_id(root)
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
@@ -113,6 +118,52 @@ _FROM_ROOT: dict[str, tuple[str, Any]] = {}
 
 #: The code roots :func:`import_callable` imported from in this process, the last one last.
 _ROOTS: list[str] = []
+#: Code root -> its directory's (device, inode) when first imported from: a snapshot made anew at the same path (a
+#: sweep dir deleted and run again in one process) is another snapshot, whose modules are imported afresh.
+_ROOT_IDS: dict[str, tuple[int, int] | None] = {}
+
+
+def _dir_id(root: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _forget_root(root: str) -> None:
+    """Forget the snapshot once at ``root`` (gone, and another made there): drop its modules from
+    ``sys.modules``, as :func:`_drop_other_snapshots` does for another path."""
+    for name, mod in list(sys.modules.items()):
+        if within(getattr(mod, "__file__", None) or "", root):
+            del sys.modules[name]
+    for top in [t for t, (r, _m) in _FROM_ROOT.items() if r == root]:
+        del _FROM_ROOT[top]
+    _ROOTS[:] = [r for r in _ROOTS if r != root]
+    _ROOT_IDS.pop(root, None)
+    importlib.invalidate_caches()
+
+
+def _drop_shadowed(root: str) -> None:
+    """Drop from ``sys.modules`` every module imported from outside the snapshot ``root`` that the snapshot
+    provides itself (``helper.py`` or ``pkg/sub/__init__.py`` in it under that module's name): the caller's
+    own process imported it from the live tree (a notebook's ``import helper`` before ``ablate.run`` under
+    ``launcher=inline``, perhaps of a file edited and committed since). A fresh process, with the snapshot
+    first on ``sys.path``, would import the snapshot's copy; so does the trial. Modules of the interpreter's
+    installation (``sys.prefix``: the standard library, site-packages, a venv inside the project) are kept."""
+    installed = tuple({p.rstrip(os.sep) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                           sys.base_exec_prefix)})
+    dropped = False
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if not f or f.startswith(installed) or within(f, root):
+            continue
+        rel = os.path.join(root, *name.split("."))
+        if os.path.isfile(rel + ".py") or os.path.isfile(os.path.join(rel, "__init__.py")):
+            del sys.modules[name]
+            dropped = True
+    if dropped:
+        importlib.invalidate_caches()
 
 
 def _drop_other_snapshots(root: str) -> None:
