@@ -149,8 +149,23 @@ def _verdict_while_running(sd: SweepDir, overrides: dict[str, object], name: str
     from ablate.judge.options import VERDICT_OVERRIDES
     from ablate.judge.report import render_markdown
     from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import PLOTS_LOG, PLOTS_WAIT_S
 
     holder = sd.lock_holder()
+    if sd.drawing_plots():  # waited PLOTS_WAIT_S for an earlier verdict's plot drawer, which still holds it
+        import re
+
+        pid = (re.match(r"pid (\d+)", holder) or [None, "PID"])[1]
+        waited = f"{PLOTS_WAIT_S / 60:.0f} minutes" if PLOTS_WAIT_S >= 60 else f"{PLOTS_WAIT_S:g} s"
+        busy = f"the process drawing an earlier verdict's plots has held {sd.root} for more than {waited} ({holder})"
+        fix = (f"wait for it, or stop it (`kill {pid}`; its log is {sd.root / PLOTS_LOG}), then run `ablate {name}` "
+               "again")
+        if any(k in VERDICT_OVERRIDES or k == "reset" for k in overrides):
+            raise SweepDirError(f"{busy}, so options cannot be remembered now", where=f"ablate {name}", fix=fix)
+        verdict = write_verdict(sd, overrides, write=False)
+        print(render_markdown(verdict))
+        print(f"ablate: {busy}: this verdict is printed and not written. Fix: {fix}", file=sys.stderr)
+        return 0
     if any(k in VERDICT_OVERRIDES or k == "reset" for k in overrides):
         raise SweepDirError(f"an ablation is running in {sd.root} ({holder}), so options cannot be remembered now",
                             where=f"ablate {name}",

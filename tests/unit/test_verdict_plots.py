@@ -162,3 +162,46 @@ def test_a_holder_line_replaces_a_longer_one_with_no_old_tail_and_a_refusal_skip
         os.close(fd)
     assert sd.lock_holder() == f"pid {os.getpid()} (ablate resume d) on {os.uname().nodename} since now"
     assert sd.live_holder(wait_s=0.0) == sd.lock_holder()
+
+
+def test_a_plot_drawer_held_past_the_wait_is_named_as_such(tmp_path: Path, monkeypatch, capsys) -> None:
+    """`ablate verdict` waits for an earlier verdict's plot drawer up to PLOTS_WAIT_S (10 minutes; 0.3 s here,
+    the one value patched); past it, the message names the drawer, its pid to stop and its log, never "an
+    ablation is running"; with an option to remember, the same in a one-line refusal (exit 2), nothing written."""
+    import ablate.record.sweepdir as sweepdir
+
+    root = _sweep(tmp_path / "sw")
+    holder = SweepDir.open(root)
+    assert holder.try_acquire()
+    code = ("import sys; from ablate.record.sweepdir import write_plots_holder; "
+            f"write_plots_holder({holder._lock_fd}); print('ready', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             pass_fds=(holder._lock_fd,), env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert child.stdout.readline() == b"ready\n"  # type: ignore[union-attr]  # its pid is the holder's now
+        holder.forget_lock()
+        monkeypatch.setattr(sweepdir, "PLOTS_WAIT_S", 0.3)
+        assert dispatch("verdict", [str(root)]) == 0
+        out = capsys.readouterr()
+        assert "# Ablation of" in out.out and not (root / "verdict.md").exists()
+        assert "an ablation is running" not in out.err
+        assert (f"ablate: the process drawing an earlier verdict's plots has held {root} for more than 0.3 s "
+                f"(pid {child.pid} ") in out.err
+        assert (f"stop it (`kill {child.pid}`; its log is {root / PLOTS_LOG}), then run `ablate verdict` "
+                "again") in out.err
+        from ablate.cli.main import main
+
+        assert main(["verdict", str(root), "--alpha", "0.01"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert "earlier verdict's plots has held" in err and "so options cannot be remembered now" in err
+        assert not (root / "verdict_options.json").exists()
+        # the fix it names: `kill PID`, then the verdict again (drawn before returning, here)
+        subprocess.run(["kill", str(child.pid)], check=True)
+        child.wait(timeout=60)
+        assert dispatch("verdict", [str(root), "--wait-plots"]) == 0
+        assert "](verdict_values.png)" in (root / "verdict.md").read_text()
+    finally:
+        child.stdin.close()  # type: ignore[union-attr]
+        child.stdout.close()  # type: ignore[union-attr]
+        child.wait()
