@@ -365,3 +365,29 @@ def test_a_list_element_as_the_variable(project: Path) -> None:
         assert rec["metrics"]["val_acc"] == 0.5 + 0.01 * seed + 0.001 * sum(layers)
         cfg = yaml.safe_load((sd / "trials" / arm / f"seed={seed}" / "config.yaml").read_text())
         assert cfg["task"]["layers"] == layers
+
+
+def test_a_pattern_that_takes_part_of_a_number_stops_the_ablation(argparse_project: Path) -> None:
+    """`(?P<val_acc>\\d)` on the script's `val_acc 0.8...` takes only its `0`: never recorded as the metric. The
+    first trial stops the ablation with one line naming the group, what it took, the whole number and a pattern
+    that takes it; no trial is recorded `ok`. The pattern it names then runs, with the script's own values."""
+    write_task(argparse_project, "cut", {**ARGPARSE_TASK, "metric_pattern": r"val_acc (?P<val_acc>\d)"}, {})
+    res = ablate_cli(argparse_project, "-m", "task=cut", "variable=lr", "seeds=3")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("ablate: error: `task.metric_pattern`: trial ") and "shows the task itself is wrong" in line
+    assert ": the group 'val_acc' took '0' of the number '0." in line
+    assert "Fix: capture the whole number, e.g. `(?P<val_acc>[-+0-9.eE]+)`" in line
+    sd = only_sweep(argparse_project)
+    assert not [r for r in trial_results(sd).values() if r["status"] == "ok"]
+    # the pattern the fix names
+    write_task(argparse_project, "whole", {**ARGPARSE_TASK, "metric_pattern": r"val_acc (?P<val_acc>[-+0-9.eE]+)"}, {})
+    res = ablate_cli(argparse_project, "-m", "task=whole", "variable=lr", "seeds=3",
+                     "hydra.sweep.dir=outputs/whole")
+    assert res.returncode == 0, res.stderr[-2000:]
+    script = argparse_project / "argparse_train" / "train.py"
+    for (arm, seed), rec in trial_results(argparse_project / "outputs" / "whole").items():
+        lr = {"control": "0.5", "lr=0.05": "0.05"}[arm]
+        own = run_script(argparse_project, str(script), "--epochs", "3", "--lr", lr, "--hidden", "16", "--seed",
+                         str(seed))
+        assert rec["metrics"]["val_acc"] == last_match(r"val_acc (?P<v>[-+0-9.eE]+)", own, "v"), (arm, seed)

@@ -91,3 +91,33 @@ def test_a_log_that_is_already_the_fd_is_not_teed(tmp_path: Path) -> None:
     with open(tmp_path / "stdout.log", "ab") as out, open(tmp_path / "stderr.log", "ab") as err:
         subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], stdout=out, stderr=err, timeout=60, check=True)
     assert (tmp_path / "stdout.log").read_text() == "before\npy line\nfd line\nafter 7 []\n"
+
+
+@pytest.mark.parametrize("pattern, line, expected", [
+    (r"val_mse (?P<val_mse>[0-9.]+)", "val_mse 1.1e-06", ("1.1", "1.1e-06")),  # the docs' old pattern
+    (r"loss=(?P<loss>\d+)", "loss=12.5", ("12", "12.5")),
+    (r"acc (?P<acc>\d)", "acc 0.97 | lr 0.1", ("0", "0.97")),
+])
+def test_a_group_that_takes_part_of_a_number_is_refused(pattern: str, line: str, expected: tuple[str, str]) -> None:
+    from ablate.errors import ConfigError
+    from ablate.trials.tasks.metrics import compile_patterns, read_lines
+
+    with pytest.raises(ConfigError) as err:
+        read_lines(["epoch 1", line], compile_patterns(pattern))
+    took, whole = expected
+    assert err.value.where == "task.metric_pattern"
+    assert f"took {took!r} of the number {whole!r} in printed line 2 ({line!r})" in str(err.value)
+
+
+@pytest.mark.parametrize("pattern, line, value", [
+    (r"val_mse (?P<val_mse>[-+0-9.eE]+)", "val_mse 1.1e-06", 1.1e-06),
+    (r"loss=(?P<loss>[0-9.]+)", "loss=12.5, lr=0.1", 12.5),
+    (r"acc (?P<acc>[0-9.]+)%", "acc 97%", 97.0),
+    (r"step (?P<step>\d+): loss (?P<loss>[-+0-9.eE]+)", "step 3: loss -2.5E+01", -25.0),
+])
+def test_a_group_that_takes_the_whole_number_reads_it(pattern: str, line: str, value: float) -> None:
+    from ablate.trials.tasks.metrics import compile_patterns, read_lines
+
+    found, _ = read_lines([line], compile_patterns(pattern))
+    (name,) = [k for k in found]
+    assert found[name][-1][1] == value

@@ -282,9 +282,32 @@ def read_lines(lines: Iterable[str], patterns: Sequence[re.Pattern[str]] = ()
                     num = float(val)
                 except ValueError:
                     continue
+                _whole_number(m, name, text, i)
                 out.setdefault(name, []).append((step, num))
                 where.setdefault(name, []).append(f"line {i}: {text.strip()[:200]}")
     return out, where
+
+
+#: A number as Python's ``float`` reads one (sign, digits, a point, an exponent): what a metric's group must take whole.
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _whole_number(m: re.Match[str], name: str, text: str, lineno: int) -> None:
+    """Refuse a pattern whose group ``name`` took only the start of a number in the line (``[0-9.]+`` on
+    ``1.1e-06`` takes ``1.1``; ``\\d+`` on ``0.97`` takes ``0``): the value recorded would be wrong, silently.
+
+    Raises
+    ------
+    ConfigError
+        Naming the group, what it took, the whole number and the line, with a pattern that takes it.
+    """
+    whole = _NUMBER.match(text, m.start(name))
+    if whole is not None and whole.end() > m.end(name):
+        raise ConfigError(f"the group {name!r} took {m.group(name)!r} of the number {whole.group()!r} in printed "
+                          f"line {lineno} ({text.strip()[:200]!r}): the metric would be recorded wrong",
+                          where="task.metric_pattern",
+                          fix=f"capture the whole number, e.g. `(?P<{name}>[-+0-9.eE]+)` or "
+                          f"`(?P<{name}>[-+]?\\d*\\.?\\d+(?:[eE][-+]?\\d+)?)`")
 
 
 def read_stdout(lines: Iterable[str]) -> dict[str, Series]:
