@@ -25,7 +25,7 @@ _LAZY = {"Verdict": "ablate.api", "run": "ablate.api", "load": "ablate.record.re
 
 
 #: Public modules by their documented names (``ablate.seeding.worker_init_fn``), imported on first use.
-_MODULES = {"seeding": "ablate.trials.seeding"}
+_MODULES = {"seeding": "ablate.seeding"}
 
 
 def __getattr__(name: str) -> Any:
@@ -39,3 +39,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Verdict", "__version__", "load", "log_step", "run"]
+
+
+def __dir__() -> list[str]:
+    """The public names (``dir(ablate)``, tab completion): the lazy ones are not in the module's dict yet."""
+    return sorted({*__all__, *_MODULES})

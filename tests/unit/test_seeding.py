@@ -205,3 +205,18 @@ def test_dataloader_workers_get_their_own_streams_and_a_rerun_the_same() -> None
     assert _load(seed=3) == first  # same seed: same order, same worker streams
     other = _load(seed=4)
     assert [x[1:] for x in other] != [x[1:] for x in first]
+
+
+def test_the_documented_import_paths_work_in_a_fresh_interpreter() -> None:
+    """README and docs/howto.md name `ablate.seeding.worker_init_fn` and `from ablate.seeding import ...`: both
+    work in a fresh process (not only as an attribute after `import ablate`), and `dir(ablate)` lists the public
+    names."""
+    import subprocess
+    import sys
+
+    code = ("from ablate.seeding import worker_init_fn, dataloader_generator; import ablate; "
+            "from ablate.trials import seeding; "
+            "assert worker_init_fn is seeding.worker_init_fn is ablate.seeding.worker_init_fn; "
+            "assert dataloader_generator is seeding.dataloader_generator; print(sorted(dir(ablate)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(["Verdict", "__version__", "load", "log_step", "run", "seeding"])
