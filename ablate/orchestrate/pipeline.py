@@ -244,7 +244,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             out(f"  untracked: {pins_mod.untracked_summary(code['untracked_files'], code.get('untracked_count'))} "
                 "(git does not track them: outside the code snapshot, so no trial sees them)")
 
-        tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"])
+        tree, unpinned = ignored.find(plan.control.config.get("task") or {}, cwd, code["root"],
+                                      outputs=[Path(sweep_dir).absolute()] if str(sweep_dir).strip() else [])
         if unpinned:
             out("  " + ignored.warning(unpinned, tree).removeprefix("ablate: "))
         for path in data_paths:

@@ -95,8 +95,27 @@ def ignored_files(root: str | os.PathLike[str], tree: str | os.PathLike[str],
             continue
         if any(path == o or path in o.parents or o in path.parents for o in outs):
             continue
+        if rel.endswith("/") and run_outputs(path):
+            continue
         found.append(rel)
     return sorted(found)
+
+
+#: How deep below an ignored folder :func:`run_outputs` looks for a run's own records.
+OUTPUT_DEPTH = 4
+
+
+def run_outputs(folder: Path) -> bool:
+    """Whether an ignored folder holds the outputs of runs, not task inputs: an ablate sweep dir
+    (``ablation.yaml``) or a Hydra run dir (``.hydra/``) within :data:`OUTPUT_DEPTH` levels (``outputs/``,
+    ``multirun/``, the Lightning-Hydra template's ``logs/train/runs/<time>/``). A task reads its inputs, not
+    earlier runs' outputs, so naming these folders as unpinned inputs is noise."""
+    for depth in range(OUTPUT_DEPTH):
+        stars = "*/" * depth
+        for name in ("ablation.yaml", ".hydra"):
+            if next(iter(folder.glob(stars + name)), None) is not None:
+                return True
+    return False
 
 
 def dvc_outputs(root: str | os.PathLike[str]) -> list[Path]:

@@ -103,3 +103,30 @@ def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launch
     assert Path(man["cwd"]) == sd / "trials" / "control" / "seed=1" / "work"
     md = (sd / "verdict.md").read_text()
     assert "- unpinned: `wtask/weights.local.json` is git-ignored and not tracked by DVC" in md
+
+
+def test_folders_of_earlier_runs_are_outputs_not_unpinned_inputs(ign_project: Path) -> None:
+    """An earlier ablation's `outputs/`, Hydra's `multirun/` and a Lightning-Hydra-template app's own
+    `logs/train/runs/<time>/` hold runs' records (`ablation.yaml`, `.hydra/`), not task inputs: never named as
+    unpinned, in the dry run or the run, wherever this ablation's sweep dir is; an ignored folder of real inputs
+    beside them still is."""
+    (ign_project / "rootask.py").write_text(TASK)
+    (ign_project / "conf" / "task" / "rootask.yaml").write_text(
+        "fn: rootask:train\nmetric: val_acc\ngoal: maximize\nwhere: none\n")
+    with open(ign_project / ".gitignore", "a") as fh:
+        fh.write("logs/\nmultirun/\nweights/\nsweeps/\n")
+    commit_all(ign_project, "root task")
+    first = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "seeds=3", "launcher=inline")
+    assert first.returncode == 1, first.stderr  # its treatment reads the ignored weights file: that arm fails
+    assert list(ign_project.glob("outputs/ablate/*/*/ablation.yaml"))
+    for run in ("logs/train/runs/2026-12-01_10-00-00/.hydra", "multirun/2026-12-01/10-00-00/0/.hydra"):
+        (ign_project / run).mkdir(parents=True)
+        (ign_project / run / "config.yaml").write_text("seed: 0\n")
+    (ign_project / "weights").mkdir()
+    (ign_project / "weights" / "w.bin").write_bytes(b"x")
+    for args in (["dry_run=true"], ["seeds=3", "launcher=inline"]):
+        res = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "hydra.sweep.dir=sweeps/b", *args)
+        assert res.returncode == (0 if args == ["dry_run=true"] else 1), res.stderr
+        line = next(ln for ln in (res.stdout + res.stderr).splitlines() if "git-ignored" in ln)
+        listed = line.split("does not track: ")[1].split(". The code")[0].split(", ")
+        assert listed == ["weights/", "wtask/cache/", "wtask/weights.local.json"], line
