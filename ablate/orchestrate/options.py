@@ -13,6 +13,7 @@ from ablate.plan.checks import boolean, choice, number
 from ablate.record.results import RESERVED_COLUMNS
 from ablate.trackers import check_tracker
 from ablate.trials.seeding import check_mode, check_variable_values
+from ablate.trials.tasks.base import FORM_KEYS
 
 ON_FAILURE = ("report", "retry", "abort")
 GOALS = ("maximize", "minimize")
@@ -71,6 +72,11 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         raise ConfigError("must be a config node (conf/task/<name>.yaml)", where="task",
                           fix="choose a task option by name (`task=<name>`), not a value")
     metric = task.get("metric")
+    if not metric and not any(task.get(k) for k in FORM_KEYS):  # nothing of a task: none was chosen
+        raise ConfigError("no task is selected: the composed config's `task` names no `fn`, `command` or `app` and "
+                          "no metric", where="task",
+                          fix="choose one with `+task=<name>` (a file conf/task/<name>.yaml), or make it the default "
+                          "in conf/ablate.yaml: `defaults: [ablate_base, {task: <name>}, _self_]`")
     if not isinstance(metric, str) or not metric:
         raise ConfigError("the task declares no metric to compare arms on", where="task.metric",
                           fix="set `metric: val_acc` (a key the task returns) in conf/task/<name>.yaml")

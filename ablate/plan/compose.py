@@ -170,6 +170,15 @@ def _translate(exc: Exception, hydra: Any, overrides: Sequence[str], config_name
     """Turn a Hydra composition error into a ConfigError that names the key and the fix."""
     msg = str(exc).strip()
     first = msg.splitlines()[0] if msg else type(exc).__name__
+    m = re.search(r"Could not override '([^']+)'\. No match in the defaults list", msg)
+    if m:  # a config group the primary config's defaults list does not name: Hydra appends it only with `+`
+        group = m.group(1)
+        given = next((o for o in overrides if o.split("=", 1)[0] == group), f"{group}=<option>")
+        option = given.split("=", 1)[1] if "=" in given else "<option>"
+        return ConfigError(f"`{given}` replaces the {group!r} entry of the defaults list of {config_name}.yaml, and "
+                           "it has none", where=group,
+                           fix=f"append it with `+{given}`, or make it the default: add `- {group}: {option}` to the "
+                           f"defaults list of conf/{config_name}.yaml (before `_self_`)")
     m = re.search(r"Could not override '([^']+)'", msg) or re.search(r"Key '([^']+)' is not in struct", msg)
     if m:
         key = m.group(1)

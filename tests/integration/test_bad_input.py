@@ -244,3 +244,27 @@ def test_single_run_with_a_non_numeric_metric_is_one_line_and_its_fix_runs(proje
     fixed = ablate_cli(project, "task.fn=str_task:train")
     assert fixed.returncode == 0, fixed.stderr
     assert "val_acc=0.97" in fixed.stderr, fixed.stderr
+
+
+def test_no_task_selected_names_the_choice_and_its_fixes_run(project: Path) -> None:
+    """A project whose primary config chooses no task (its conf/task/ holds options, none the default): one line
+    saying no task is selected (not "the task declares no metric"), exit 2; both fixes it names then run."""
+    (project / "conf" / "ablate.yaml").write_text("defaults:\n  - ablate_base\n  - _self_\n")
+    commit_all(project, "no default task")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("ablate: error: `task`: no task is selected") and "declares no metric" not in line
+    assert "choose one with `+task=<name>`" in line
+    assert ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "+task=digits_mlp").returncode == 0
+    # without the `+`, Hydra cannot replace an entry the defaults list lacks: said so, with both fixes
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "task=digits_mlp")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line == ("ablate: error: `task`: `task=digits_mlp` replaces the 'task' entry of the defaults list of "
+                    "ablate.yaml, and it has none. Fix: append it with `+task=digits_mlp`, or make it the default: add "
+                    "`- task: digits_mlp` to the defaults list of conf/ablate.yaml (before `_self_`).")
+    (project / "conf" / "ablate.yaml").write_text("defaults: [ablate_base, {task: digits_mlp}, _self_]\n")
+    commit_all(project, "the default task, as the fix writes it")
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
+    assert res.returncode == 0, res.stderr
