@@ -14,7 +14,9 @@ this module loads the pipeline (Hydra, OmegaConf, numpy ...) inside the function
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,9 +118,10 @@ def _verdict_of(sd: Any) -> Verdict | dict[str, Any] | None:
     """The verdict of a sweep dir just run: None for a dry run (no sweep dir), the submitted dir for ``wait=false``."""
     if sd is None:
         return None
+    root = Path(sd.root).absolute()  # valid from any working dir (ablate.run from a subdirectory restores it)
     if not sd.verdict_json.exists():  # wait=false: submitted, collected later with `ablate collect`
-        return {"sweep_dir": str(sd.root), "submitted": True}
-    return Verdict.open(sd.root)
+        return {"sweep_dir": str(root), "submitted": True}
+    return Verdict.open(root)
 
 
 def _override(key: str, value: Any) -> str:
@@ -134,8 +137,10 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
         sweep_dir: str | os.PathLike[str] | None = None, **settings: Any) -> Verdict | dict[str, Any] | None:
     """Run an ablation and return its verdict; the Python form of ``ablate -m variable=... seeds=...``.
 
-    Run it from the project directory (the git work tree whose commit is pinned; ``task.data`` and
-    ``task.fn`` modules are relative to it), as the CLI is. It blocks until every trial has finished
+    It runs in the project directory, the one holding ``config_dir`` (the git work tree whose commit is pinned;
+    ``task.data`` and ``task.fn`` modules are relative to it), as the CLI with ``--config-path`` does: called
+    from a subdirectory (``ablate.run("../conf")`` in ``notebooks/``), it changes there for the call, says so,
+    and changes back. It blocks until every trial has finished
     (unless ``wait=False``) and raises nothing for failing trials: they are in the verdict.
 
     Parameters
@@ -213,12 +218,19 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
+    from ablate.plan.project import project_of
     from ablate.trials.tasks.interface import split_cli, with_cli_overrides
 
     ovs, app_ovs = split_cli(ovs)
-    if suite is not None:  # a suite: one ablation per variable, one shared control
-        from ablate.orchestrate.suite import run_suite
+    root = project_of(cfg_path)
+    if root is not None:  # a config dir elsewhere (from notebooks/: "../conf"): run in its project, as the CLI does
+        cfg_path = os.path.abspath(cfg_path)  # type: ignore[arg-type]
+        print(f"ablate: running in {root}, the project of config_dir {config_dir} (its paths are relative to it; "
+              "this process's working dir is restored after)", file=sys.stderr)
+    with contextlib.chdir(root) if root is not None else contextlib.nullcontext():
+        if suite is not None:  # a suite: one ablation per variable, one shared control
+            from ablate.orchestrate.suite import run_suite
 
-        return _verdict_of(run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs))
-    composed = compose(ovs, config_path=cfg_path)
-    return run_composed(with_cli_overrides(composed, app_ovs))
+            return _verdict_of(run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs))
+        composed = compose(ovs, config_path=cfg_path)
+        return run_composed(with_cli_overrides(composed, app_ovs))

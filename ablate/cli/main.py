@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from ablate.errors import AblateError, UserError
@@ -162,13 +161,11 @@ def _enter_project(config_path: str) -> None:
     are relative to its root, the directory holding the config dir. Run from elsewhere, ablate would pin
     the wrong repo and look for the data in the wrong place; it changes to that root and says so once.
     """
-    conf = Path(config_path).absolute()
-    if not conf.is_dir():
-        return  # Hydra's own error names the missing directory
-    root = conf.parent
-    here = Path.cwd().absolute()
-    if here == root:
-        return
+    from ablate.plan.project import project_of
+
+    root = project_of(config_path)
+    if root is None:
+        return  # already there, or Hydra's own error names the missing directory
     os.chdir(root)
     print(f"ablate: running in {root}, the project of --config-path {config_path} (its paths are relative to it)",
           file=sys.stderr)

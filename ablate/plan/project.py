@@ -25,3 +25,20 @@ def conf_above(cwd: str | os.PathLike[str] | None = None) -> Path | None:
                                            or (parent / "conf" / "task").is_dir()):
             return parent
     return None
+
+
+def project_of(config_path: str | os.PathLike[str] | None) -> Path | None:
+    """The project root a config dir names (the directory holding it), when that is not the working dir.
+
+    A project's paths (``task.data``, the task's module or script, the git repo its code is pinned to, the
+    sweep dir) are relative to its root, so ``ablate --config-path ../conf`` and ``ablate.run("../conf")``
+    from a subdirectory (``notebooks/``) run there. None when ``config_path`` is None, not a directory (Hydra's
+    own error names it), or already in the working dir.
+    """
+    if config_path is None:
+        return None
+    conf = Path(os.path.abspath(config_path))  # `..` resolved (not symlinks)
+    if not conf.is_dir():
+        return None
+    root = conf.parent
+    return None if root == Path(os.path.abspath(os.getcwd())) else root

@@ -69,3 +69,29 @@ def test_api_refuses_too_few_seeds_before_any_trial(project: Path, kwargs: dict,
     assert str(exc.value).startswith(said)
     assert "a verdict needs at least 3 seeds per arm for a mean, a spread and a test" in str(exc.value)
     assert not (project / "outputs").exists()
+
+
+def test_run_from_a_subdirectory_runs_in_the_project_of_its_config_dir(project: Path) -> None:
+    """A notebook in `notebooks/` calls `ablate.run("../conf", ...)`: the ablation runs in the project (its data,
+    task module and sweep dir relative to the root, as `ablate --config-path ../conf` does), says so once, and
+    the caller's working dir is its own again afterwards; the verdict's sweep dir is absolute."""
+    import subprocess
+    import sys
+
+    nb = project / "notebooks"
+    nb.mkdir()
+    (nb / ".gitkeep").write_text("")
+    from tests.helpers import commit_all
+
+    commit_all(project, "a notebooks dir")
+    code = ("import os, ablate; v = ablate.run('../conf', variable='lr', values=[0.2], seeds=3, launcher='inline', "
+            "overrides={'task.epochs': 1}); print(v.sweep_dir); print(os.getcwd()); print(sorted(v.words))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=nb, capture_output=True, text=True, timeout=900,
+                         env={**__import__("os").environ, "PYTHONHASHSEED": "0"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    sweep, cwd, arms = res.stdout.strip().splitlines()[-3:]
+    assert Path(sweep).is_absolute() and Path(sweep).parent.parent == project / "outputs" / "ablate"
+    assert cwd == str(nb) and arms == "['lr=0.2']"
+    assert f"ablate: running in {project}, the project of config_dir ../conf" in res.stderr
+    rows = ablate.load(sweep)
+    assert len(rows) == 6 and set(rows["status"]) == {"ok"}
