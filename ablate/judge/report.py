@@ -20,7 +20,11 @@ from ablate.pin.pins import untracked_summary
 from ablate.record.failure import failure_line
 from ablate.record.names import value_label
 from ablate.stats.compare import firm_shortfall, level_text
+from ablate.stats.core import verdict_label
 from ablate.stats.multiplicity import LABELS
+
+#: What an indicative better/worse is, in the bottom line: a lead to confirm, not advice to act on.
+LEAD = "a lead, not yet a result"
 
 
 def _num(v: Any, dec: int | None = None) -> str:
@@ -158,7 +162,7 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         L += ["Do not act on these results: the ablation is invalid (see the warning above). "
               "Fix the cause and run it again.", ""]
     if v.get("post_hoc"):
-        pre = "; ".join(f"{p['arm']} **{p['verdict']}{' (indicative)' if p.get('firm') is False else ''}**"
+        pre = "; ".join(f"{p['arm']} **{verdict_label(p['verdict'], p.get('firm'))}**"
                         for p in v.get("preregistered_verdict") or [])
         L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
               f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
@@ -174,12 +178,11 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
                 if diff is not None else "")
         verdict = c["verdict"]
         firm = c.get("firm") is not False
-        tag = "" if firm else " (indicative)"
-        lead = "a lead, not yet a result"  # an indicative verdict is a lead to confirm, not advice to act on
+        word = verdict_label(verdict, c.get("firm"))
         if verdict == "better":
-            what = f"**better{tag}**: {'adopt it' if firm else lead}; it improves {metric}{size}."
+            what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
         elif verdict == "worse":
-            what = f"**worse{tag}**: {'reject it' if firm else lead}; it makes {metric} worse{size}."
+            what = f"**{word}**: {'reject it' if firm else LEAD}; it makes {metric} worse{size}."
         elif verdict == "equivalent":
             what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
                     f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
@@ -188,7 +191,7 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         else:
             what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
         if verdict in ("better", "worse") and not firm:
-            what += " " + _indicative(c, v)
+            what += " " + indicative_note(c, _rerun(v, c.get("firm_from") or 20))
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
         L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
@@ -197,8 +200,17 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     return L
 
 
-def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
-    """Why a better/worse verdict is only indicative, and the seeds that would make it firm."""
+def indicative_note(c: Mapping[str, Any], rerun: str) -> str:
+    """Why a better/worse verdict is only indicative, and the seeds that would make it firm (verdict.md's bottom
+    line; the audit's too).
+
+    Parameters
+    ----------
+    c : mapping
+        A comparison of verdict.json (``firm`` False).
+    rerun : str
+        What to run for the seeds that make it firm (a clause, e.g. verdict.md's "run the ablation again with ...").
+    """
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
     pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
@@ -208,7 +220,7 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
             f"holds α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
             f"there), and {short}. {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
             f"for a firm verdict; the seeds for 80% power are a separate answer, under Seed recommendation): "
-            f"{_rerun(v, lim)}.")
+            f"{rerun}.")
 
 
 def _robust(c: Mapping[str, Any]) -> str:
@@ -236,8 +248,8 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         val = _value_if_hidden(c)
         shown = f" (value {val})" if val else ""  # the treatment's value, always
         control = _control_value(v, c)
-        firm = " (indicative)" if c.get("firm") is False else ""
-        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}{firm}**{size}. {c['reason']}")
+        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{verdict_label(c['verdict'], c.get('firm'))}**"
+                 f"{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -287,18 +299,24 @@ def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
     return [*L, ""]
 
 
+def seed_advice_text(c: Mapping[str, Any]) -> str:
+    """A comparison's seed recommendation (verdict.md's Seed recommendation line; the audit's too): the seeds for
+    80% power and, for an indicative verdict, what they answer beside the seeds that make it firm."""
+    adv = c.get("seed_advice")
+    msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
+    if c.get("seed_advice_sequential"):
+        msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
+    if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
+        msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
+                "per arm in the bottom line answer another question: from how many seeds ablate calls this "
+                "verdict firm.)")
+    return msg
+
+
 def _seed_section(v: Mapping[str, Any]) -> list[str]:
     L = ["## Seed recommendation", ""]
     for c in v["comparisons"]:
-        adv = c.get("seed_advice")
-        msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
-        if c.get("seed_advice_sequential"):
-            msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
-        if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
-            msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
-                    "per arm in the bottom line answer another question: from how many seeds ablate calls this "
-                    "verdict firm.)")
-        L.append(f"- **{c['arm']}**: {msg}")
+        L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
     L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
           "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are "
