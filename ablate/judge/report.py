@@ -9,7 +9,8 @@ from the verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ablate.judge.against import against_markdown
@@ -132,7 +133,8 @@ def _rerun(v: Mapping[str, Any], seeds: int) -> str:
             "overrides of this run; a new sweep dir)")
 
 
-def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str:
+def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None,
+                rerun: Callable[[int], str] | None = None) -> str:
     """What to run next for an undecided treatment, from its seed advice (one advised number)."""
     adv = c.get("seed_advice") or {}
     if c.get("seed_advice_sequential"):
@@ -148,13 +150,12 @@ def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str
     what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
     buys = f"; power {power:.2f} at the SD seen so far" if isinstance(power, int | float) else ""
     return (f"run {max(1, need - n)} more seeds per arm ({need} per arm: 80% power for {what}, planned on the "
-            f"SD's 90% upper confidence limit{buys}) to decide: {_rerun(v or {}, need)}")
+            f"SD's 90% upper confidence limit{buys}) to decide: {(rerun or partial(_rerun, v or {}))(need)}")
 
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     """What a reader can act on, per treatment: the verdict word, what to do, and the numbers behind it."""
     comps = v["comparisons"]
-    metric = v["metric"]
     L = ["## Bottom line", ""]
     if not comps:
         return [*L, "No treatment arms.", ""]
@@ -169,35 +170,63 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
               f"{pre or '–'} (in verdict.json under `preregistered_verdict`; `ablate verdict DIR --reset` "
               "brings it back).", ""]
     for c in comps:
-        ci = c.get("ci")
-        level = _level(c.get("ci_level"))
-        diff = c.get("diff")
-        size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
-                                                 else "")
-                + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
-                if diff is not None else "")
-        verdict = c["verdict"]
-        firm = c.get("firm") is not False
-        word = verdict_label(verdict, c.get("firm"))
-        if verdict == "better":
-            what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
-        elif verdict == "worse":
-            what = f"**{word}**: {'reject it' if firm else LEAD}; it makes {metric} worse{size}."
-        elif verdict == "equivalent":
-            what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
-                    f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
-        elif verdict == "inconclusive":
-            what = f"**inconclusive**: {_more_seeds(c, v)}."
-        else:
-            what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
-        if verdict in ("better", "worse") and not firm:
-            what += " " + indicative_note(c, _rerun(v, c.get("firm_from") or 20))
+        what = bottom_line_words(c, v, dec)
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
         L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
         L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
     L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
     return L
+
+
+def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None = None,
+                      rerun: Callable[[int], str] | None = None) -> str:
+    """One treatment's bottom line: the verdict word (``better (indicative)`` where indicative), what to do, the
+    numbers behind it and, for an indicative or inconclusive verdict, the seeds to run (``ablate audit`` says its
+    post-hoc verdict in these words too).
+
+    Parameters
+    ----------
+    c : mapping
+        A comparison of verdict.json.
+    v : mapping
+        The verdict (its ``metric``, ``arms``, ``variable``).
+    dec : int, optional
+        Decimals for the numbers; default: verdict.md's, from the arms' SDs.
+    rerun : callable, optional
+        seeds per arm -> the clause saying what to run; default: verdict.md's "run the ablation again with ...".
+
+    Returns
+    -------
+    str
+    """
+    if dec is None:
+        dec = _decimals([a.get("sd") for a in v["arms"]] + [a.get("sem") for a in v["arms"]])
+    metric = v["metric"]
+    ci = c.get("ci")
+    level = _level(c.get("ci_level"))
+    diff = c.get("diff")
+    size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
+                                             else "")
+            + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
+            if diff is not None else "")
+    verdict = c["verdict"]
+    firm = c.get("firm") is not False
+    word = verdict_label(verdict, c.get("firm"))
+    if verdict == "better":
+        what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
+    elif verdict == "worse":
+        what = f"**{word}**: {'reject it' if firm else LEAD}; it makes {metric} worse{size}."
+    elif verdict == "equivalent":
+        what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
+                f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
+    elif verdict == "inconclusive":
+        what = f"**inconclusive**: {_more_seeds(c, v, rerun)}."
+    else:
+        what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+    if verdict in ("better", "worse") and not firm:
+        what += " " + indicative_note(c, (rerun or partial(_rerun, v))(c.get("firm_from") or 20))
+    return what
 
 
 def indicative_note(c: Mapping[str, Any], rerun: str) -> str:
