@@ -5,7 +5,7 @@
     import ablate
 
     verdict = ablate.run("conf", variable="lr", seeds=10, launcher="local", overrides={"task.epochs": 5})
-    verdict.words                  # {"lr=0.005": "worse", "lr=0.2": "inconclusive"}
+    verdict.words                  # {"lr=0.005": "worse", "lr=0.2": "inconclusive", "lr=0.1": "better (indicative)"}
     df = ablate.load(verdict)      # one row per trial: arm, value, seed, status, ..., duration_s, metrics
 
 See docs/api.md for a notebook walk-through. ``import ablate`` loads this module on first use of a public name, and
@@ -38,7 +38,13 @@ class Verdict(dict):  # type: ignore[type-arg]
     sweep_dir : Path
         The ablation's sweep dir (every record of the ablation is there).
     words : dict
-        Treatment arm name -> verdict word (``better``, ``worse``, ``equivalent``, ``inconclusive`` ...).
+        Treatment arm name -> verdict word as verdict.md's bottom line says it: ``better``, ``worse``,
+        ``better (indicative)``, ``worse (indicative)``, ``equivalent``, ``inconclusive``, ``insufficient data``.
+        An indicative better/worse (below 20 seeds per arm unless p x 10 clears the level) is a lead to confirm,
+        not a result, so its word says so; the plain word is ``verdict["comparisons"][i]["verdict"]``.
+    firm : dict
+        Treatment arm name -> verdict.json's ``firm``: True (a firm better/worse), False (indicative), None (the
+        other verdicts). ``verdict.words[arm] == "better"`` holds only for a firm better.
     invalid : bool
         True when the whole ablation is invalid (confounded, or too many failed trials).
     markdown : str
@@ -70,7 +76,14 @@ class Verdict(dict):  # type: ignore[type-arg]
 
     @property
     def words(self) -> dict[str, str]:
-        return {str(c.get("arm")): str(c.get("verdict")) for c in self.get("comparisons") or []}
+        from ablate.stats.core import verdict_label
+
+        return {str(c.get("arm")): verdict_label(c.get("verdict"), c.get("firm"))
+                for c in self.get("comparisons") or []}
+
+    @property
+    def firm(self) -> dict[str, bool | None]:
+        return {str(c.get("arm")): c.get("firm") for c in self.get("comparisons") or []}
 
     @property
     def invalid(self) -> bool:

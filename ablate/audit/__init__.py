@@ -1,6 +1,7 @@
 """``ablate audit SOURCE...``: judge runs ablate did not launch (Hydra dirs, MLflow stores, W&B run dirs,
 ablate sweep dirs): the arms, every difference between them classified (variable, derived, confounds), what
-is missing, the verdict's statistics post hoc, and the minimal ablation that settles the comparison.
+is missing, the verdict's statistics post hoc, and the minimal ablation that settles the comparison (written when
+the runs are confounded, too few, or give an indicative better/worse: then with the seeds that make it firm).
 
 Writes ``audit.json`` and ``audit.md`` into the output dir (each written whole, or not at all) and, for a
 comparison with a variable, ``ablation/conf/{task,variable}/audit.yaml``. Every check runs before any file
@@ -29,7 +30,7 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
     ConfigError
         Unreadable sources, no runs, no common metric, mixed directions, not two arms.
     """
-    from ablate.audit.analysis import audit
+    from ablate.audit.analysis import audit, indicative
     from ablate.audit.arms import group
     from ablate.audit.minimal import plan, write
     from ablate.audit.report import render
@@ -43,7 +44,8 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
     where = repo or next((r.repo for r in runs if r.repo), None)
     report["minimal"] = None
     out = Path(out)
-    if report["variable"] is not None and (report["confounds"] or report["statistics"]["verdict"] is None):
+    stats = report["statistics"]
+    if report["variable"] is not None and (report["confounds"] or stats["verdict"] is None or indicative(stats)):
         a, b = group(runs, seed_key)
         report["minimal"] = plan(a, b, report, app=app or _app(runs, where), out=out, repo=where)
     out.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from typing import Any
 from ablate.audit.arms import Arm, classify, group
 from ablate.audit.runs import Run
 from ablate.errors import ConfigError
+from ablate.stats.core import FIRM_FROM
 
 #: Logged series that are counters, not metrics (never proposed as the metric).
 COUNTERS = ("epoch", "step", "global_step", "trainer/global_step", "iteration")
@@ -86,6 +87,12 @@ def _seeds(arm: Arm, seed_key: str) -> list[int]:
     return [int(s) for s in ints]  # type: ignore[arg-type]
 
 
+def indicative(stats: dict[str, Any]) -> bool:
+    """Whether the post-hoc verdict is an indicative better/worse (verdict.json's ``firm`` False)."""
+    v = stats.get("verdict")
+    return v is not None and v["comparisons"][0].get("firm") is False
+
+
 def statistics(a: Arm, b: Arm, metric: str, goal: str, rule: str, seed_key: str, variable: str | None
                ) -> dict[str, Any]:
     """The verdict's statistics on the two arms' values (B against A as control), via
@@ -135,12 +142,15 @@ def _sample_size(va: dict[int, float], vb: dict[int, float], n: int, goal: str) 
 
 
 def advised_seeds(stats: dict[str, Any]) -> int:
-    """Seeds per arm for the minimal ablation: the seed advice (on the SD's upper limit), else the default."""
+    """Seeds per arm for the minimal ablation: the seed advice (on the SD's upper limit), else the default; for an
+    indicative better/worse at least the seeds from which ablate calls it firm (``firm_from``, 20), as the verdict's
+    bottom line says: fewer would give an indicative verdict again, which settles nothing."""
     if stats.get("verdict") is None:
         return int(stats["sample_size"]["seeds_needed"])
-    adv = (stats["verdict"]["comparisons"][0].get("seed_advice") or {})
-    n = adv.get("n_needed")
-    return max(MIN_REPLICATES, int(n)) if n else DEFAULT_SEEDS
+    c = stats["verdict"]["comparisons"][0]
+    n = (c.get("seed_advice") or {}).get("n_needed")
+    seeds = max(MIN_REPLICATES, int(n)) if n else DEFAULT_SEEDS
+    return max(seeds, int(c.get("firm_from") or FIRM_FROM[bool(c.get("paired"))])) if c.get("firm") is False else seeds
 
 
 def audit(runs: Sequence[Run], *, variable: str | None = None, metric: str | None = None, goal: str | None = None,

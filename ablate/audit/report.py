@@ -1,15 +1,29 @@
 """audit.md: the audit for people (the bottom line first, then the differences, the statistics, what is missing,
-and the one ablation that settles it). The verdict part reuses the verdict's own wording
-(:func:`ablate.judge.report.render_markdown` sections are not repeated: the numbers are in audit.json)."""
+and the one ablation that settles it). The verdict part is the verdict's own wording, from the same code
+(:func:`ablate.judge.report.bottom_line_words`, :func:`ablate.judge.report.seed_advice_text`): an indicative
+better/worse reads ``better (indicative)`` with the seeds that make it firm, as in verdict.md; the other sections
+of :func:`ablate.judge.report.render_markdown` are not repeated (the numbers are in audit.json)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
+
+from ablate.judge.report import bottom_line_words, seed_advice_text
 
 
 def _f(x: Any) -> str:
     return "n/a" if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def _rerun(a: Mapping[str, Any], seeds: int) -> str:
+    """What to run for ``seeds`` seeds per arm: the minimal ablation when there is one."""
+    m = a.get("minimal")
+    if m:
+        return f"run the ablation that settles it ({a['seeds_advised']} seeds per arm, its command below)"
+    return (f"run both sides as an ablation with {seeds} seeds per arm (name the variable with `--variable KEY` and "
+            "`ablate audit` writes it)")
 
 
 def render(a: Mapping[str, Any]) -> str:
@@ -38,10 +52,11 @@ def render(a: Mapping[str, Any]) -> str:
     if v is None:
         L.append(f"- **Not enough runs**: {st['sample_size']['message']}.")
     else:
-        c = v["comparisons"][0]
-        L.append(f"- Post-hoc verdict for B against A: **{c['verdict']}**. {c['reason']}")
-        if (c.get("seed_advice") or {}).get("message"):
-            L.append(f"- Seeds: {c['seed_advice']['message']}")
+        c = v["comparisons"][0]  # in the words of verdict.md's bottom line and seed recommendation, from the same code
+        L.append(f"- Post-hoc verdict for B against A: {bottom_line_words(c, v, rerun=partial(_rerun, a))} "
+                 f"{c['reason']}")
+        if c.get("seed_advice"):
+            L.append(f"- Seeds: {seed_advice_text(c)}")
     m = a.get("minimal")
     if m:
         L.append(f"- **The run that settles it** isolates `{m['isolates']}` at {m['pinned_to']}, "

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ablate.stats.core import verdict_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Marker colour per verdict word.
 COLORS = {"better": "#1a7f37", "worse": "#cf222e", "equivalent": "#0969da", "inconclusive": "#6e7781",
@@ -15,6 +20,16 @@ COLORS = {"better": "#1a7f37", "worse": "#cf222e", "equivalent": "#0969da", "inc
 
 
 def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
+    """The forest plot as PNG bytes (:func:`forest_figure`), or None when no treatment has a Δ."""
+    fig = forest_figure(verdict)
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def forest_figure(verdict: Mapping[str, Any]) -> Figure | None:
     """Δ = treatment − control (metric units, raw sign) with its simultaneous CI, one row per treatment.
 
     Parameters
@@ -24,8 +39,9 @@ def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
 
     Returns
     -------
-    bytes or None
-        The PNG, or None when no treatment has a Δ.
+    matplotlib.figure.Figure or None
+        The figure (Agg canvas), or None when no treatment has a Δ. The legend words are verdict.md's: an
+        indicative better/worse is ``better (indicative)``, drawn as a hollow marker.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -45,7 +61,9 @@ def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
         ci = c.get("delta_ci")
         if ci:
             ax.plot(ci, [y, y], color=color, linewidth=2)
-        ax.plot([c["delta"]], [y], "o", color=color, markersize=7, label=r["verdict"])
+        label = verdict_label(r["verdict"], r.get("firm"))
+        ax.plot([c["delta"]], [y], "o", color=color, markersize=7, label=label,
+                markerfacecolor="white" if label != r["verdict"] else color)
     ax.axvline(0.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r["arm"] for r in reversed(rows)])
@@ -58,6 +76,4 @@ def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.legend(uniq.values(), uniq.keys(), loc="best", fontsize=8, frameon=False)
     ax.set_ylim(-0.7, len(rows) - 0.3)
     fig.subplots_adjust(left=0.28, right=0.97, bottom=max(0.12, 0.5 / (1.2 + 0.45 * len(rows))), top=0.95)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return fig

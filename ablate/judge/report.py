@@ -9,7 +9,8 @@ from the verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ablate.judge.against import against_markdown
@@ -20,7 +21,11 @@ from ablate.pin.pins import untracked_summary
 from ablate.record.failure import failure_line
 from ablate.record.names import value_label
 from ablate.stats.compare import firm_shortfall, level_text
+from ablate.stats.core import verdict_label
 from ablate.stats.multiplicity import LABELS
+
+#: What an indicative better/worse is, in the bottom line: a lead to confirm, not advice to act on.
+LEAD = "a lead, not yet a result"
 
 
 def _num(v: Any, dec: int | None = None) -> str:
@@ -128,7 +133,8 @@ def _rerun(v: Mapping[str, Any], seeds: int) -> str:
             "overrides of this run; a new sweep dir)")
 
 
-def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str:
+def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None,
+                rerun: Callable[[int], str] | None = None) -> str:
     """What to run next for an undecided treatment, from its seed advice (one advised number)."""
     adv = c.get("seed_advice") or {}
     if c.get("seed_advice_sequential"):
@@ -144,13 +150,12 @@ def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None) -> str
     what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
     buys = f"; power {power:.2f} at the SD seen so far" if isinstance(power, int | float) else ""
     return (f"run {max(1, need - n)} more seeds per arm ({need} per arm: 80% power for {what}, planned on the "
-            f"SD's 90% upper confidence limit{buys}) to decide: {_rerun(v or {}, need)}")
+            f"SD's 90% upper confidence limit{buys}) to decide: {(rerun or partial(_rerun, v or {}))(need)}")
 
 
 def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     """What a reader can act on, per treatment: the verdict word, what to do, and the numbers behind it."""
     comps = v["comparisons"]
-    metric = v["metric"]
     L = ["## Bottom line", ""]
     if not comps:
         return [*L, "No treatment arms.", ""]
@@ -158,37 +163,14 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
         L += ["Do not act on these results: the ablation is invalid (see the warning above). "
               "Fix the cause and run it again.", ""]
     if v.get("post_hoc"):
-        pre = "; ".join(f"{p['arm']} **{p['verdict']}{' (indicative)' if p.get('firm') is False else ''}**"
+        pre = "; ".join(f"{p['arm']} **{verdict_label(p['verdict'], p.get('firm'))}**"
                         for p in v.get("preregistered_verdict") or [])
         L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
               f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
               f"{pre or '–'} (in verdict.json under `preregistered_verdict`; `ablate verdict DIR --reset` "
               "brings it back).", ""]
     for c in comps:
-        ci = c.get("ci")
-        level = _level(c.get("ci_level"))
-        diff = c.get("diff")
-        size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
-                                                 else "")
-                + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
-                if diff is not None else "")
-        verdict = c["verdict"]
-        firm = c.get("firm") is not False
-        tag = "" if firm else " (indicative)"
-        lead = "a lead, not yet a result"  # an indicative verdict is a lead to confirm, not advice to act on
-        if verdict == "better":
-            what = f"**better{tag}**: {'adopt it' if firm else lead}; it improves {metric}{size}."
-        elif verdict == "worse":
-            what = f"**worse{tag}**: {'reject it' if firm else lead}; it makes {metric} worse{size}."
-        elif verdict == "equivalent":
-            what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
-                    f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
-        elif verdict == "inconclusive":
-            what = f"**inconclusive**: {_more_seeds(c, v)}."
-        else:
-            what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
-        if verdict in ("better", "worse") and not firm:
-            what += " " + _indicative(c, v)
+        what = bottom_line_words(c, v, dec)
         val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
         L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
     if v.get("non_default_options"):
@@ -197,8 +179,67 @@ def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
     return L
 
 
-def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
-    """Why a better/worse verdict is only indicative, and the seeds that would make it firm."""
+def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None = None,
+                      rerun: Callable[[int], str] | None = None) -> str:
+    """One treatment's bottom line: the verdict word (``better (indicative)`` where indicative), what to do, the
+    numbers behind it and, for an indicative or inconclusive verdict, the seeds to run (``ablate audit`` says its
+    post-hoc verdict in these words too).
+
+    Parameters
+    ----------
+    c : mapping
+        A comparison of verdict.json.
+    v : mapping
+        The verdict (its ``metric``, ``arms``, ``variable``).
+    dec : int, optional
+        Decimals for the numbers; default: verdict.md's, from the arms' SDs.
+    rerun : callable, optional
+        seeds per arm -> the clause saying what to run; default: verdict.md's "run the ablation again with ...".
+
+    Returns
+    -------
+    str
+    """
+    if dec is None:
+        dec = _decimals([a.get("sd") for a in v["arms"]] + [a.get("sem") for a in v["arms"]])
+    metric = v["metric"]
+    ci = c.get("ci")
+    level = _level(c.get("ci_level"))
+    diff = c.get("diff")
+    size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
+                                             else "")
+            + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
+            if diff is not None else "")
+    verdict = c["verdict"]
+    firm = c.get("firm") is not False
+    word = verdict_label(verdict, c.get("firm"))
+    if verdict == "better":
+        what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
+    elif verdict == "worse":
+        what = f"**{word}**: {'reject it' if firm else LEAD}; it makes {metric} worse{size}."
+    elif verdict == "equivalent":
+        what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
+                f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
+    elif verdict == "inconclusive":
+        what = f"**inconclusive**: {_more_seeds(c, v, rerun)}."
+    else:
+        what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
+    if verdict in ("better", "worse") and not firm:
+        what += " " + indicative_note(c, (rerun or partial(_rerun, v))(c.get("firm_from") or 20))
+    return what
+
+
+def indicative_note(c: Mapping[str, Any], rerun: str) -> str:
+    """Why a better/worse verdict is only indicative, and the seeds that would make it firm (verdict.md's bottom
+    line; the audit's too).
+
+    Parameters
+    ----------
+    c : mapping
+        A comparison of verdict.json (``firm`` False).
+    rerun : str
+        What to run for the seeds that make it firm (a clause, e.g. verdict.md's "run the ablation again with ...").
+    """
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
     pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
@@ -208,7 +249,7 @@ def _indicative(c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
             f"holds α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
             f"there), and {short}. {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
             f"for a firm verdict; the seeds for 80% power are a separate answer, under Seed recommendation): "
-            f"{_rerun(v, lim)}.")
+            f"{rerun}.")
 
 
 def _robust(c: Mapping[str, Any]) -> str:
@@ -236,8 +277,8 @@ def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
         val = _value_if_hidden(c)
         shown = f" (value {val})" if val else ""  # the treatment's value, always
         control = _control_value(v, c)
-        firm = " (indicative)" if c.get("firm") is False else ""
-        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{c['verdict']}{firm}**{size}. {c['reason']}")
+        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{verdict_label(c['verdict'], c.get('firm'))}**"
+                 f"{size}. {c['reason']}")
     return [*L, ""]
 
 
@@ -287,18 +328,24 @@ def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
     return [*L, ""]
 
 
+def seed_advice_text(c: Mapping[str, Any]) -> str:
+    """A comparison's seed recommendation (verdict.md's Seed recommendation line; the audit's too): the seeds for
+    80% power and, for an indicative verdict, what they answer beside the seeds that make it firm."""
+    adv = c.get("seed_advice")
+    msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
+    if c.get("seed_advice_sequential"):
+        msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
+    if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
+        msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
+                "per arm in the bottom line answer another question: from how many seeds ablate calls this "
+                "verdict firm.)")
+    return msg
+
+
 def _seed_section(v: Mapping[str, Any]) -> list[str]:
     L = ["## Seed recommendation", ""]
     for c in v["comparisons"]:
-        adv = c.get("seed_advice")
-        msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
-        if c.get("seed_advice_sequential"):
-            msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
-        if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
-            msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
-                    "per arm in the bottom line answer another question: from how many seeds ablate calls this "
-                    "verdict firm.)")
-        L.append(f"- **{c['arm']}**: {msg}")
+        L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
     L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
           "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are "

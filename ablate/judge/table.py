@@ -36,9 +36,10 @@ MARKERS = {
     "inconclusive": ("○", r"$\circ$"),
     "insufficient data": ("–", "--"),
 }
-LEGEND = "↑ better, ↓ worse, ≈ equivalent (within the margin), ○ inconclusive, – insufficient data"
+LEGEND = ("↑ better, ↓ worse, ≈ equivalent (within the margin), ○ inconclusive, – insufficient data; (indicative): "
+          "a better/worse that is a lead, not yet firm")
 LEGEND_TEX = (r"$\uparrow$ better, $\downarrow$ worse, $\approx$ equivalent (within the margin), "
-              r"$\circ$ inconclusive, -- insufficient data")
+              r"$\circ$ inconclusive, -- insufficient data; (indicative): a better/worse that is a lead, not yet firm")
 
 
 def _finite(x: Any) -> bool:
@@ -292,7 +293,8 @@ def latex(table: Mapping[str, Any], verdict: Mapping[str, Any], *, label: str = 
             c = r["cells"][m]
             cells += [_tex_num(_mean_text(c, decs[m], r" $\pm$ ")), _tex_num(_delta_text(c, decs[m]))]
             if m == table["primary"]:
-                cells.append(MARKERS.get(r["verdict"], ("", ""))[1] if r["verdict"] else "")
+                cells.append(MARKERS.get(r["verdict"], ("", ""))[1] + (" (indicative)" if r.get("indicative") else "")
+                             if r["verdict"] else "")
         if r["bold"]:
             cells = [rf"\textbf{{{x}}}" if x and x != "--" else x for x in cells]
         lines.append(" & ".join(cells) + r" \\")

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ablate.stats.core import verdict_label
+
 DOES_NOT_TRANSFER = "does not transfer"
 SHRINKS = "shrinks with scale"
 DIFFERS = "differs across scales"
@@ -155,6 +157,8 @@ class ScaleEffect:
         The verdict word at this scale.
     seed_advice : str or None
         The seeds-needed advice at this scale.
+    firm : bool or None
+        That verdict's ``firm`` (False: an indicative better/worse, worded ``better (indicative)``).
     """
 
     scale: Any
@@ -163,6 +167,7 @@ class ScaleEffect:
     ci_level: float | None
     verdict: str
     seed_advice: str | None = None
+    firm: bool | None = None
 
 
 @dataclass
@@ -275,7 +280,7 @@ def _fmt(x: float | None) -> str:
 
 
 def _message(r: TransferResult, alpha: float, key: str) -> str:
-    per = "; ".join(f"{key}={e.scale}: Δ = {_fmt(e.delta)} ({e.verdict})" for e in r.effects)
+    per = "; ".join(f"{key}={e.scale}: Δ = {_fmt(e.delta)} ({verdict_label(e.verdict, e.firm)})" for e in r.effects)
     if r.pvalue_adjusted is None:
         p = "interaction not tested (" + ("; ".join(r.notes) or "too few seeds") + ")"
     else:

@@ -32,6 +32,7 @@ from ablate.plan.overrides import format_override
 from ablate.record.names import arm_name
 from ablate.record.results import write_results
 from ablate.record.sweepdir import SweepDir, create_unique_dir, dump_yaml, read_json, write_atomic, write_json
+from ablate.stats.core import verdict_label
 from ablate.trials.tasks.interface import attach, with_cli_overrides
 
 TRANSFER_RECORD = "transfer.yaml"
@@ -270,7 +271,7 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
             ci = c.get("ci")
             eff = ScaleEffect(scale=val, delta=None if c.get("diff") is None else sign * c["diff"],
                               ci=None if not ci or ci[0] is None else tuple(sorted((sign * ci[0], sign * ci[1]))),
-                              ci_level=c.get("ci_level"), verdict=c["verdict"],
+                              ci_level=c.get("ci_level"), verdict=c["verdict"], firm=c.get("firm"),
                               seed_advice=(c.get("seed_advice") or {}).get("message"))
             paired = paired and bool(c.get("paired"))
             to_vals = lambda a: {int(k): (float("nan") if x is None else float(x))  # noqa: E731
@@ -309,13 +310,14 @@ def render_transfer(report: Mapping[str, Any]) -> str:
         for e in r["effects"]:
             ci = f" [{e['ci'][0]:+.3g}, {e['ci'][1]:+.3g}]" if e.get("ci") else ""
             d = "–" if e["delta"] is None else f"{e['delta']:+.3g}"
-            cells.append(f"{d}{ci} {MARKERS.get(e['verdict'], ('', ''))[0]}")
+            tag = verdict_label(e["verdict"], e.get("firm"))[len(e["verdict"]):]  # " (indicative)" or ""
+            cells.append(f"{d}{ci} {MARKERS.get(e['verdict'], ('', ''))[0]}{tag}")
         p = r.get("pvalue_adjusted")
         cells += ["–" if p is None else f"{p:.3g}", r["flag"]]
         L.append("| " + " | ".join(cells) + " |")
     L += ["", "Δ = treatment − control in metric units, with each scale's verdict CI and marker (↑ better, ↓ worse, "
-          "≈ equivalent, ○ inconclusive). The interaction test asks whether Δ is the same at every scale; Holm over "
-          "the treatments.", ""]
+          "≈ equivalent, ○ inconclusive; (indicative): a lead, not yet firm). The interaction test asks whether Δ is "
+          "the same at every scale; Holm over the treatments.", ""]
     for test in dict.fromkeys(r["test"] for r in report["results"]):
         arms = ", ".join(r["arm"] for r in report["results"] if r["test"] == test)
         L.append(f"- Test that ran ({arms}): **{test}**, because {_why_test(test)}.")

@@ -45,6 +45,30 @@ FIRM_FROM = {False: 20, True: 20}
 FIRM_FACTOR = 10.0
 
 
+#: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
+INDICATIVE_TAG = " (indicative)"
+
+
+def verdict_label(verdict: str | None, firm: bool | None) -> str:
+    """A verdict word as people read it: ``better (indicative)`` / ``worse (indicative)`` where ``firm`` is False.
+
+    Parameters
+    ----------
+    verdict : str or None
+        The plain word (``verdict`` in verdict.json, :attr:`ablate.stats.Comparison.verdict`).
+    firm : bool or None
+        verdict.json's ``firm`` (:func:`is_firm`): False marks an indicative better/worse; None (the other
+        verdicts) and True add nothing.
+
+    Returns
+    -------
+    str
+        The word the bottom line of verdict.md uses; verdict.json keeps the plain word and ``firm``.
+    """
+    word = str(verdict)
+    return word + INDICATIVE_TAG if firm is False and word in (VERDICTS[BETTER], VERDICTS[WORSE]) else word
+
+
 def firm_factor(n: Any, paired: Any) -> np.ndarray:
     """The factor p must survive for a better/worse verdict to be firm: 10 below :data:`FIRM_FROM`, else 1.
 

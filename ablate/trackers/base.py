@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from ablate.plan.arms import flatten
 from ablate.record.results import to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
+from ablate.stats.core import verdict_label
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,10 @@ class AblationRecord:
 
     @property
     def verdict_words(self) -> dict[str, str]:
-        """Treatment arm -> verdict word, from verdict.json."""
-        return {str(c.get("arm")): str(c.get("verdict")) for c in self.verdict.get("comparisons") or []}
+        """Treatment arm -> verdict word as verdict.md's bottom line says it (``better (indicative)`` for an
+        indicative better, :func:`ablate.stats.core.verdict_label`), from verdict.json's ``verdict`` and ``firm``."""
+        return {str(c.get("arm")): verdict_label(c.get("verdict"), c.get("firm"))
+                for c in self.verdict.get("comparisons") or []}
 
     def summary_metrics(self) -> dict[str, float]:
         """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment

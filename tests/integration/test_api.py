@@ -23,7 +23,9 @@ def test_run_returns_verdict_and_load_gives_one_row_per_trial(project: Path) -> 
     assert verdict["sweep_dir"] == str(verdict.sweep_dir)  # dict access, as before
     assert verdict["alpha"] == 0.1
     assert list(verdict.words) == ["lr=0.5"]
-    assert verdict.words["lr=0.5"] == verdict["comparisons"][0]["verdict"]
+    c = verdict["comparisons"][0]
+    assert verdict.words["lr=0.5"] == c["verdict"] + (" (indicative)" if c["firm"] is False else "")
+    assert verdict.firm == {"lr=0.5": c["firm"]}
     assert verdict.invalid is False
     assert "task.optim.lr" in verdict.markdown and verdict._repr_markdown_() == verdict.markdown
     assert repr(verdict).startswith("Verdict(val_acc: lr=0.5: ")

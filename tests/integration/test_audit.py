@@ -170,6 +170,58 @@ def test_no_confound_and_three_replicates_give_a_plain_post_hoc_verdict(tmp_path
     assert "No confound found" in md and "Post-hoc verdict" in md
 
 
+def test_an_indicative_post_hoc_verdict_is_the_verdict_ablate_gives(tmp_path: Path) -> None:
+    """Hydra multiruns whose values give a better verdict at p between 0.005 and 0.05 with 4 seeds: the audit says
+    what ablate says on the same numbers, `better (indicative)` and the 20 seeds per arm that make it firm (it said
+    a plain **better** and "needs 8 seeds per arm" before), and the same seed advice."""
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from ablate.stats import compare
+    from tests.helpers import make_sweep
+
+    repo = _make(tmp_path / "indicative", "--scenario", "indicative")
+    res, a = _audit(tmp_path, str(repo / "multirun"), "--metric", "val_acc")
+    assert res.returncode == 0, res.stderr
+    assert a["variable"]["key"] == "epochs" and a["confounds"] == []
+    old, new = _own_log(repo, "a"), _own_log(repo, "b")
+    t, c = [new[s] for s in sorted(new)], [old[s] for s in sorted(old)]
+    comp = a["statistics"]["verdict"]["comparisons"][0]
+    assert comp["paired"] is False
+    p = sps.ttest_ind(t, c, equal_var=False).pvalue
+    assert 0.005 < p < 0.05 and comp["pvalue"] == pytest.approx(p, rel=1e-9)  # significant, not 10 times under α
+    ref = compare(t, c)
+    assert (ref.verdict, ref.firm, ref.firm_from) == ("better", False, 20)
+    assert (comp["verdict"], comp["firm"], comp["firm_from"]) == (ref.verdict, ref.firm, ref.firm_from)
+    # ablate's own verdict on the same values: its bottom line's words and seed advice are the audit's
+    sd = make_sweep(tmp_path / "sw", {"control": c, "epochs=5": t}, key="epochs", options={"pairing": "unpaired"})
+    v = write_verdict(SweepDir.open(sd), {"plots": False})
+    (mine,) = v["comparisons"]
+    assert (mine["verdict"], mine["firm"], mine["pvalue"]) == (comp["verdict"], comp["firm"], comp["pvalue"])
+    assert mine["seed_advice"]["message"] == comp["seed_advice"]["message"] == ref.seeds.message()
+    vmd = (sd / "verdict.md").read_text()
+    bottom = next(x for x in vmd.splitlines() if x.startswith("- **epochs=5**"))
+    said = bottom[bottom.index("**better (indicative)**"):bottom.index("would make it firm")]
+    assert "20 seeds per arm (16 more) " in said
+    md = (tmp_path / "audit" / "audit.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("- Post-hoc verdict"))
+    assert line.startswith("- Post-hoc verdict for B against A: **better (indicative)**: a lead, not yet a result")
+    assert said in line and "**better**" not in md
+    seeds = next(x for x in vmd[vmd.index("## Seed recommendation"):].splitlines() if x.startswith("- **epochs=5**"))
+    assert f"- Seeds: {seeds.removeprefix('- **epochs=5**: ')}" in md.splitlines()
+    assert a["seeds_advised"] == 20  # the ablation that settles it runs the seeds that make it firm
+    assert ref.seeds.n_needed < 20
+    assert "run the ablation that settles it (20 seeds per arm, its command below)" in line
+    # ... and it does: its command, run as written, gives a firm better
+    steps = [shlex.split(s) for s in a["minimal"]["command"].split(" && ")]
+    assert steps[-1][-1] == "seeds=20"
+    subprocess.run(steps[1], cwd=repo, check=True, capture_output=True)
+    run = ablate_cli(repo, *steps[-1][1:], "launcher=inline")
+    assert run.returncode == 0, run.stderr
+    (settled,) = json.loads(Path(run.stdout.strip().splitlines()[-1]).with_name("verdict.json").read_text())[
+        "comparisons"]
+    assert (settled["verdict"], settled["firm"], settled["n_treatment"]) == ("better", True, 20)
+
+
 def test_one_replicate_per_side_says_one_seed_is_a_sample_size_of_one(tmp_path: Path) -> None:
     repo = _make(tmp_path / "single", "--scenario", "single")
     res, a = _audit(tmp_path, str(repo / "multirun"))

@@ -72,7 +72,8 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
         assert metrics["ablate.duration_s"] > 0
     assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(3)}
     verdict = json.loads((sd / "verdict.json").read_text())
-    assert parent.data.tags["ablate.verdict.lr_0.5"] == verdict["comparisons"][0]["verdict"]
+    c = verdict["comparisons"][0]
+    assert parent.data.tags["ablate.verdict.lr_0.5"] == c["verdict"] + (" (indicative)" if c["firm"] is False else "")
     assert parent.data.params["variable.key"] == "task.optim.lr"
     names = {f.path for f in client.list_artifacts(parent.info.run_id)}
     assert {"verdict.md", "verdict.json", "results.csv", "ablation.yaml"} <= names
@@ -165,7 +166,8 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
         assert r["exit"] == 0
     assert seen == {(a, str(s)) for a in ("control", "lr=0.5") for s in range(3)}
     verdict = json.loads((sd / "verdict.json").read_text())
-    assert verdict_run["summary"]["verdict/lr=0.5"] == verdict["comparisons"][0]["verdict"]
+    c = verdict["comparisons"][0]
+    assert verdict_run["summary"]["verdict/lr=0.5"] == c["verdict"] + (" (indicative)" if c["firm"] is False else "")
     assert_no_secret_on_disk(wandb_dir, sd)
 
 

@@ -1,0 +1,93 @@
+"""An indicative better/worse says "(indicative)" wherever a verdict word reaches a person or code that prints it
+(issue: the Python API and the plots dropped it): the `Verdict` repr and `.words`, the forest plot's legend, the
+LaTeX table, the trackers' verdict words, the transfer report. verdict.json keeps `verdict` = "better" plus
+`firm` = false. Fixture: two treatments under Holm, lr=0.2 firm, lr=0.1 better at Holm's second step but
+indicative (p_adj x 10 >= 0.05, from scipy + statsmodels below)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from ablate.api import Verdict
+from ablate.judge.forest import forest_figure
+from ablate.judge.table import latex
+from ablate.judge.transfer import ScaleEffect, TransferResult, finish
+from ablate.judge.verdict import write_verdict
+from ablate.record.sweepdir import SweepDir
+from ablate.stats import compare
+from ablate.stats.core import verdict_label
+from ablate.trackers.base import read_ablation
+from tests.helpers import make_sweep
+
+C = [0.712, 0.695, 0.731, 0.704, 0.719]
+T = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch vs C: p = 0.0386886 (spec C1)
+STRONG = [v + 0.05 for v in T]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = make_sweep(tmp_path_factory.mktemp("labels") / "sw", {"control": C, "lr=0.2": STRONG, "lr=0.1": T},
+                      options={"pairing": "unpaired"})
+    write_verdict(SweepDir.open(root), {"plots": False})
+    return root, json.loads((root / "verdict.json").read_text())
+
+
+def test_fixture_is_one_firm_one_indicative(sweep: tuple[Path, dict]) -> None:
+    """The real numbers: Holm's p_adj of lr=0.1 is below 0.05 but x 10 is not; lr=0.2's x 10 still is."""
+    _, v = sweep
+    ps = [stats.ttest_ind(x, C, equal_var=False).pvalue for x in (STRONG, T)]
+    p_adj = multipletests(ps, alpha=0.05, method="holm")[1]
+    assert p_adj[0] * 10 < 0.05 and p_adj[1] < 0.05 <= p_adj[1] * 10
+    got = {c["arm"]: (c["verdict"], c["firm"]) for c in v["comparisons"]}
+    assert got == {"lr=0.2": ("better", True), "lr=0.1": ("better", False)}  # machine fields unchanged
+
+
+def test_verdict_repr_words_and_firm(sweep: tuple[Path, dict]) -> None:
+    root, _ = sweep
+    v = Verdict.open(root)
+    assert v.words == {"lr=0.2": "better", "lr=0.1": "better (indicative)"}
+    assert v.firm == {"lr=0.2": True, "lr=0.1": False}
+    assert f"Verdict(val_acc: lr=0.2: better, lr=0.1: better (indicative); {root})" == repr(v) == str(v)
+    assert [c["verdict"] for c in v["comparisons"]] == ["better", "better"]  # the plain words stay in the dict
+
+
+def test_forest_legend_says_indicative(sweep: tuple[Path, dict]) -> None:
+    _, v = sweep
+    fig = forest_figure(v)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert sorted(labels) == ["better", "better (indicative)"]
+
+
+def test_latex_table_says_indicative(sweep: tuple[Path, dict]) -> None:
+    root, v = sweep
+    rows = {line.split(" & ")[0]: line for line in latex(v["table"], v).splitlines() if " & " in line}
+    assert rows["lr=0.1"].rstrip(" \\").endswith(r"$\uparrow$ (indicative)")
+    assert rows[r"\textbf{lr=0.2}"].rstrip(" \\").endswith(r"\textbf{$\uparrow$}")
+    assert r"$\uparrow$ (indicative)" in (root / "ablation_table.tex").read_text()
+
+
+def test_tracker_words_say_indicative(sweep: tuple[Path, dict]) -> None:
+    root, _ = sweep
+    ab = read_ablation(root)
+    assert ab.verdict_words == {"lr=0.2": "better", "lr=0.1": "better (indicative)"}
+
+
+def test_transfer_message_says_indicative() -> None:
+    effects = [ScaleEffect(scale=s, delta=0.02, ci=(0.001, 0.04), ci_level=0.95, verdict="better", seed_advice=None,
+                           firm=f) for s, f in ((1, True), (2, False))]
+    r = finish([TransferResult(arm="lr=0.1", effects=effects, test="t", pvalue=0.5)], 0.05, "width")[0]
+    assert "width=1: Δ = +0.02 (better); width=2: Δ = +0.02 (better (indicative))" in r.message
+
+
+def test_verdict_label_follows_compare() -> None:
+    c = compare(T, C)  # p = 0.0387 at 5 seeds: better, indicative
+    assert (c.verdict, c.firm) == ("better", False)
+    assert verdict_label(c.verdict, c.firm) == "better (indicative)"
+    strong = compare(STRONG, C)
+    assert (strong.verdict, strong.firm) == ("better", True) and verdict_label(strong.verdict, strong.firm) == "better"
+    assert verdict_label("inconclusive", None) == "inconclusive"
