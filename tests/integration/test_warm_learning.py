@@ -79,8 +79,11 @@ def test_the_warm_parent_preloads_what_the_first_trial_imported(lazy_project: tu
     assert "lazyprobe.heavy" in first["manifest"]["warm"]["imported"]
     assert first["manifest"]["warm"]["preloaded"] == {"declared": [], "learned": []}
     assert set(importers) & trial_pids == {int(first["result"]["metrics"]["pid"])}
-    # the warm parent imported it itself; no probe was needed: the trial that imported it ended with one thread
-    assert sorted(importers) == sorted([parent, int(first["result"]["metrics"]["pid"])])
+    # the warm parent imported it itself, after a probe fork imported it alone (no thread, no CUDA, no random draw
+    # at import); nothing else did
+    probes = [p for p in importers if p not in (parent, int(first["result"]["metrics"]["pid"]))]
+    assert sorted(importers) == sorted([parent, int(first["result"]["metrics"]["pid"]), *probes])
+    assert len(probes) == 1 and importers.index(probes[0]) < importers.index(parent)
     for t in later:
         assert "lazyprobe.heavy" in t["manifest"]["warm"]["preloaded"]["learned"]
         assert "lazyprobe.heavy" not in t["manifest"]["warm"]["imported"]

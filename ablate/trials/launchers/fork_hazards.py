@@ -303,3 +303,52 @@ def explain(report: Mapping[str, Any], task: str) -> tuple[str, str] | None:
     fixes.append("or run each trial in a fresh process with `launcher.warm=false`"
                  + (f" (each trial then imports the task itself: {float(cost):.2f} s here)" if cost else ""))
     return ". ".join(parts), "; ".join(dict.fromkeys(fixes))
+
+
+def rng_marks() -> dict[str, Any]:
+    """Where the process-global random generators stand now (python's ``random``, numpy's global
+    ``RandomState`` and torch's default CPU generator, those imported), to tell later whether an import drew
+    from them (:func:`rng_drawn`)."""
+    import random
+
+    marks: dict[str, Any] = {"random": hash(random.getstate())}
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(np, "random"):
+        marks["numpy"] = _numpy_mark(np.random.get_state())
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_rng_state"):
+        marks["torch"] = hash(torch.get_rng_state().numpy().tobytes())
+    return marks
+
+
+def _numpy_mark(state: Any) -> int:
+    return hash((state[1].tobytes(), state[2], state[3], state[4]))
+
+
+def rng_drawn(before: Mapping[str, Any]) -> list[str]:
+    """The global generators drawn from since ``before`` (:func:`rng_marks`): a module that draws random
+    numbers when imported (``W = torch.randn(64, 8)``, ``random.shuffle(ids)`` at its top) in a warm parent
+    gives every trial forked from it that one draw, made before any seed was set, where a fresh process
+    (``launcher.warm=false``) draws it after ablate seeded it from the trial's seed. numpy or torch imported
+    since ``before`` counts as drawn when its generator is no longer where its import left it (numpy: a
+    fresh ``RandomState``'s position; torch: its generator re-seeded with ``torch.initial_seed()``)."""
+    after = rng_marks()
+    drawn = [name for name, mark in after.items() if name in before and before[name] != mark]
+    np = sys.modules.get("numpy")
+    if "numpy" in after and "numpy" not in before:
+        st = np.random.get_state()  # type: ignore[union-attr]
+        fresh = np.random.RandomState().get_state()  # type: ignore[union-attr]  # where an unseeded new one stands
+        if (st[2], st[3]) != (fresh[2], fresh[3]):
+            drawn.append("numpy")
+    torch = sys.modules.get("torch")
+    if "torch" in after and "torch" not in before:
+        g = torch.Generator()  # type: ignore[union-attr]
+        g.manual_seed(torch.initial_seed())  # type: ignore[union-attr]
+        if not torch.equal(torch.get_rng_state(), g.get_state()):  # type: ignore[union-attr]
+            drawn.append("torch")
+    return drawn
+
+
+#: How :func:`ablate.trials.launchers.warm.unsafe_reason` names each generator.
+RNG_NAMES = {"random": "python's `random`", "numpy": "numpy's global generator (`np.random`)",
+             "torch": "torch's default generator"}

@@ -312,6 +312,11 @@ def unsafe_reason(report: Mapping[str, Any]) -> str | None:
     or the same fields after it imported what trials imported (``imported``: those modules).
     """
     task = ", ".join([*(report.get("imported") or []), *(report.get("preloaded") or [])]) or "the task module"
+    if report.get("rng_drawn"):
+        rngs = " and ".join(fork_hazards.RNG_NAMES.get(n, n) for n in report["rng_drawn"])
+        return (f"importing {task} drew random numbers from {rngs} in the warm parent every trial is forked from: "
+                "every trial would share that one draw, made before any seed was set (a fresh process draws it "
+                "after ablate seeds it from the trial's seed)")
     if report.get("cuda"):
         return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
                 "forked process cannot use CUDA")
@@ -328,6 +333,9 @@ def unsafe_reason(report: Mapping[str, Any]) -> str | None:
 def unsafe_fix(report: Mapping[str, Any]) -> str:
     """The cheapest fix for what :func:`unsafe_reason` found: a library setting, the import to move, or
     ``launcher.warm=false`` with what it costs."""
+    if report.get("rng_drawn"):
+        return ("draw them inside the task function (seeded there), or run each trial in a fresh process with "
+                "`launcher.warm=false`")
     named = None if report.get("cuda") else fork_hazards.explain(report, "")
     if named is not None:
         return named[1]

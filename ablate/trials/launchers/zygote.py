@@ -126,6 +126,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
                            "the snapshot existed")
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
+    marks = fork_hazards.rng_marks()
     with fork_hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
         for spec in specs:
             try:
@@ -133,6 +134,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
                 imported.append(spec)
             except Exception as exc:  # the trial reports it with its own message
                 errors[spec] = str(exc)
+    rng_drawn = fork_hazards.rng_drawn(marks)  # a draw at import: every fork would share it, unseeded
     apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
@@ -148,7 +150,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
     return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
-            "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, **seen}
+            "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, "rng_drawn": rng_drawn, **seen}
 
 
 def import_early(names: list[str]) -> dict[str, Any]:
@@ -240,7 +242,11 @@ def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tupl
             with contextlib.chdir(workdir):
                 return {"function": preload_warm(task, code_root)}
 
-        probe = run_in_probe(load)
+        def probed(load: Callable[[], dict[str, Any]] = load) -> dict[str, Any]:
+            marks = fork_hazards.rng_marks()
+            return {**load(), "rng_drawn": fork_hazards.rng_drawn(marks)}
+
+        probe = run_in_probe(probed)
         why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
         if why:
             fallback[app] = why
@@ -337,15 +343,16 @@ class Learner:
     """What the warm parent preloads beyond the task: the declared modules (``launcher.preload``) and those it
     learns from its trials (each fork reports the modules it imported that the parent had not).
 
-    :meth:`learn` runs between forks. The modules a trial reported, not yet held, are safe to import here when
-    the trial that imported them ended with one thread and CUDA untouched (:func:`hazards`, checked with
-    :func:`ablate.trials.launchers.warm.unsafe_reason`: a thread started at import would still be running).
-    When the trial cannot tell (it ended with threads of its own, or with CUDA), a probe (a fork that imports
-    only those modules, checks the same, and exits) decides; only what it found safe is imported here, so a
-    module that starts a thread or initialises CUDA never reaches this process. After the import the same check
-    runs here: should it fail, this process stops forking (its trials then end as when a warm parent dies).
-    A module refused once (unsafe, or failing to import) is never tried again; the reason goes to this
-    process's stderr (the warm parent's log), once.
+    :meth:`learn` runs between forks. The modules a trial reported, not yet held, are imported here only when
+    a probe (a fork that imports only those modules, checks, and exits) found them safe
+    (:func:`ablate.trials.launchers.warm.unsafe_reason`): no thread started, CUDA untouched, and no draw from
+    python's, numpy's or torch's global generator at import (:func:`ablate.trials.launchers.fork_hazards.rng_drawn`:
+    held here, such a module would give every later trial one unseeded draw, where the trial that imported it
+    drew after its own seeding). So a module that starts a thread, initialises CUDA or draws at import never
+    reaches this process, and learning changes where an import is paid, not what a trial computes. After the
+    import the same check runs here: should it fail, this process stops forking (its trials then end as when a
+    warm parent dies). A module refused once (unsafe, or failing to import) is never tried again; the reason
+    goes to this process's stderr (the warm parent's log), once.
     """
 
     def __init__(self, declared: list[str], enabled: bool) -> None:
@@ -360,16 +367,21 @@ class Learner:
         todo = [r for r in roots if r not in sys.modules and r not in self.refused]
         if not self.enabled or not todo:
             return
-        ok = todo
-        if trial_end is None or unsafe_reason(trial_end) is not None:
-            probe = self._probe(todo)
-            why = probe.get("error") or unsafe_reason({**probe, "imported": todo})
-            if why:
-                self._refuse(todo, why)
-                return
-            for name, err in (probe.get("errors") or {}).items():
-                self._refuse([name], f"importing it failed in a probe ({err})")
-            ok = [r for r in todo if r in (probe.get("ok") or [])]
+        # a probe fork imports them first, so a thread, CUDA or a random draw at import never reaches this
+        # process (the trial's own end, ``trial_end``, cannot show a draw: it seeded before importing them)
+        probe = self._probe(todo)
+        why = probe.get("error") or unsafe_reason({**probe, "rng_drawn": [], "imported": todo})
+        if why:
+            self._refuse(todo, why)
+            return
+        for name, err in (probe.get("errors") or {}).items():
+            self._refuse([name], f"importing it failed in a probe ({err})")
+        drawn = probe.get("drawn") or {}
+        first = next((i for i, name in enumerate(todo) if name in drawn), len(todo))
+        if first < len(todo):  # it and what follows it stay the trials' own (a later one may import it)
+            self._refuse(todo[first:], unsafe_reason({"rng_drawn": drawn[todo[first]], "imported": [todo[first]]})
+                         or "it drew random numbers at import")
+        ok = [r for r in todo[:first] if r in (probe.get("ok") or [])]
         done, errors = import_modules(ok)
         for name, err in errors.items():
             self._refuse([name], f"importing it failed ({err})")
@@ -387,9 +399,16 @@ class Learner:
 
     @staticmethod
     def _probe(names: list[str]) -> dict[str, Any]:
-        def imports() -> dict[str, Any]:
-            ok, errors = import_modules(names)
-            return {"ok": ok, "errors": errors}
+        def imports() -> dict[str, Any]:  # one at a time, in order: which of them draws at import
+            ok, errors, drawn = [], {}, {}
+            for name in names:
+                marks = fork_hazards.rng_marks()
+                done, failed = import_modules([name])
+                ok += done
+                errors.update(failed)
+                if rngs := fork_hazards.rng_drawn(marks):
+                    drawn[name] = rngs
+            return {"ok": ok, "errors": errors, "drawn": drawn}
 
         return run_in_probe(imports)
 
