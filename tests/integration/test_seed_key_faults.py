@@ -49,6 +49,9 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
         assert "seed: 0" in err and "task.seed_key=null" in err, err
         assert "not a setting" not in err, err
     assert not list(project.glob("outputs/ablate/*/*/ablation.yaml"))
+    single = ablate_cli(project, "task=noseed", "seed=1")  # a single run (no -m) is refused alike, before it runs
+    assert single.returncode != 0 and "task.seed_key" in single.stderr and "seed: 0" in single.stderr, single.stderr
+    assert "Traceback" not in single.stderr, single.stderr
     # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone)
     res = ablate_cli(project, *args, "+task.seed_key=null")
     assert res.returncode == 0, res.stderr

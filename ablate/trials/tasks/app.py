@@ -567,7 +567,8 @@ def _seed_key_fix(key: str, config_file: str) -> str:
     return (f"add {add} to the app's config ({config_file}) and seed from it, or set `seed_key: <the key the app "
             "seeds from>` in the task's YAML (`+task.seed_key=<key>` on the command line), or `seed_key: null` "
             "(`+task.seed_key=null`) if ablate should pass no seed: each trial then gets its seed only in "
-            "$ABLATE_SEED (and PYTHONHASHSEED), and the app seeds itself as it does when run alone")
+            "$ABLATE_SEED (and PYTHONHASHSEED unless determinism=off), and the app seeds itself as it does "
+            "when run alone")
 
 
 def check_seed_key(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> None:

@@ -624,7 +624,7 @@ def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
                 f"{s['seed_key']!r}", where="task.seed_key",
                 fix="set `seed_key:` in the task's YAML to the script's own seed argument (`+task.seed_key=<name>` "
                 "on the command line), or `seed_key: null` (`+task.seed_key=null`) if it takes no seed: each trial "
-                "then gets its seed only in $ABLATE_SEED (and PYTHONHASHSEED)",
+                "then gets its seed only in $ABLATE_SEED (and PYTHONHASHSEED unless determinism=off)",
             )
         if m:
             styles = {"hydra": "`args: hydra` passes key=value", "--key=value": "`args: --key=value` passes "
