@@ -555,7 +555,7 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
             L.append(f"- {a['arm']}: {a['n_failed']} of {a['n'] + a['n_failed']} finished trials failed ("
                      + ", ".join(f"{k}: {n}" for k, n in sorted(bad.items())) + ")")
             for seed, err in list((a.get("errors") or {}).items())[:5]:
-                L.append(f"  - seed {seed}: {failure_line(err, 200) or '?'}")
+                L.append(f"  - seed {seed}: {failure_line(err) or '?'}")
     for c in v["comparisons"]:
         f = c.get("failures") or {}
         if f.get("pvalue") is not None:

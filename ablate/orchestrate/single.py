@@ -24,7 +24,7 @@ from ablate.plan.app_config import resolve_container
 from ablate.plan.hydra_semantics import trial_hydra
 from ablate.record.sweepdir import TrialPaths, dump_yaml, write_atomic, write_json
 from ablate.trials import seeding
-from ablate.trials.tasks.interface import TaskOutput, attach, get_form, import_callable, run_fn
+from ablate.trials.tasks.interface import TaskOutput, attach, check_app_seed_key, get_form, import_callable, run_fn
 from ablate.trials.trial import TaskContractError, coerce_metrics
 from ablate.trials.workdir import live_workdir
 
@@ -114,6 +114,7 @@ def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) ->
     raw.pop("hydra", None)  # type: ignore[union-attr]
     raw["task"]["overrides"] = [*list(raw["task"].get("overrides") or []), *APP_OVERRIDES]  # type: ignore[index]
     attached, _, _ = attach(raw, None, None, Path.cwd())  # type: ignore[arg-type]
+    check_app_seed_key(attached["task"], Path.cwd())  # as planning refuses it: Hydra would refuse `seed=<k>`
     with trial_hydra(out_dir / "run", attached["task"]):
         container = resolve_container({**attached, "seed": seed})
     manifest["config"] = container

@@ -8,7 +8,8 @@ Before any trial starts, the launching process records (in ``ablation.yaml``):
   ``<sweep>/code/`` (tracked files only) and every trial imports the task from there, so edits made
   after launch never reach a trial. Files git does not track (a notebook, scratch notes) are outside
   the snapshot and cannot reach a trial, so they do not make the tree dirty: they are listed in the
-  plan (``untracked_files``), and a trial that imports one fails naming it and ``git add`` as the fix.
+  plan (``untracked_files``), and a trial that imports one (an ``fn`` task, or a script's log ending in
+  its ``ModuleNotFoundError``) fails naming it and ``git add`` as the fix.
   DVC's own working files (``dvc_plots/``, ``.dvc/tmp/``) never count as changes.
 - **data**: for each path the task declares (``task.data``), its DVC hash, computed with DVC's own
   hashing (its state database caches hashes by inode, mtime and size, so unchanged large
@@ -320,26 +321,49 @@ def untracked_task_file(task: Mapping[str, Any], cwd: str | os.PathLike[str], co
     return None
 
 
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def _script_dirs(task: Mapping[str, Any]) -> list[str]:
+    """The dirs of a ``command`` or ``app`` task's script (relative to the task's dir): ``python dir/x.py`` puts
+    its script's dir first on ``sys.path``, so a module beside it is imported from there."""
+    words: list[Any] = [task["app"]] if task.get("app") else []
+    command = task.get("command")
+    words += command if isinstance(command, list) else str(command or "").split()
+    return list(dict.fromkeys(Path(str(w)).parent.as_posix() for w in words if str(w).endswith(".py")))
+
+
 def untracked_import(exc: BaseException, code: Mapping[str, Any]) -> str | None:
     """Why a trial's ModuleNotFoundError happened, when the missing module is a file or folder that was
     untracked at launch (``code["untracked_files"]``, relative to the git root; the task's modules are
-    imported relative to ``code["subdir"]``); None otherwise."""
+    imported relative to ``code["subdir"]``); None otherwise. A script's failure:
+    :func:`untracked_script_import`."""
     for _ in range(8):  # the task's import raises a ConfigError from the ModuleNotFoundError
         if exc is None or isinstance(exc, ModuleNotFoundError):
             break
         exc = exc.__cause__  # type: ignore[assignment]
     name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
-    if not name:
-        return None
+    return _untracked_module(name, code, [""]) if name else None
+
+
+def untracked_script_import(text: str, code: Mapping[str, Any], task: Mapping[str, Any]) -> str | None:
+    """:func:`untracked_import` for a script's failure: the module its log's last ``ModuleNotFoundError`` names
+    (``text``: the trial's recorded error, quoting the end of the log), looked for beside the task's script
+    and in the task's dir."""
+    found = _NO_MODULE.findall(text)
+    return _untracked_module(found[-1], code, [*_script_dirs(task), ""]) if found else None
+
+
+def _untracked_module(name: str, code: Mapping[str, Any], dirs: Sequence[str]) -> str | None:
     untracked = code.get("untracked_files") or []
     subdir = str(code.get("subdir") or "")
-    base = "/".join([p for p in (subdir, name.replace(".", "/")) if p])
-    candidates = (f"{base}.py", f"{base}/", f"{base}/__init__.py")
-    for c in candidates:
-        shown = _under_untracked(c, untracked)
-        if shown:
-            return (f"{shown} is not tracked by git, so the code snapshot the trial runs from lacks it (untracked "
-                    f"files never reach a trial). Fix: `git add {shown} && git commit`, then run again.")
+    for d in dirs:
+        base = "/".join([p for p in (subdir, d if d != "." else "", name.replace(".", "/")) if p])
+        for c in (f"{base}.py", f"{base}/", f"{base}/__init__.py"):
+            shown = _under_untracked(c, untracked)
+            if shown:
+                return (f"{shown} exists in the live tree but is not committed, so the trial's code snapshot lacks "
+                        f"it. Fix: `git add {shown} && git commit`, then run again.")
     return None
 
 

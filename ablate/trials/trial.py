@@ -31,7 +31,7 @@ from ablate.pin.ignored import explain_missing
 from ablate.plan.app_config import resolve_container
 from ablate.plan.arms import flatten, references
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
-from ablate.record.failure import failure_line
+from ablate.record.failure import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
 from ablate.trials.seeding import clear_import_hooks
@@ -478,8 +478,12 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
         code_pin = (plan.get("pins") or {}).get("code") or {}
         untracked = pins_mod.untracked_import(exc, code_pin)
+        script_why = None if untracked or not isinstance(exc, ScriptFailed) else \
+            pins_mod.untracked_script_import(msg, code_pin, task_cfg)
         if untracked and isinstance(exc, UserError):  # the task's import: its cause replaces the generic fix
             msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
+        elif script_why:  # the script's log ends in the import error: the cause heads the message, the log follows
+            msg = f"{exception_line(msg)}: {script_why}\n{msg}"
         elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
             msg = f"{msg.rstrip('.')}. {why}"
         before = getattr(exc, "before_first_step", None)  # a script tells by what it printed; else steps logged

@@ -96,8 +96,8 @@ def test_a_task_importing_an_untracked_module_fails_naming_it(project: Path, mon
     sd = only_sweep(project)
     rec = json.loads((sd / "trials" / "control" / "seed=0" / "result.json").read_text())
     assert rec["status"] == "failed"
-    why = ("helper_untracked.py is not tracked by git, so the code snapshot the trial runs from lacks it "
-           "(untracked files never reach a trial). Fix: `git add helper_untracked.py && git commit`, then run again.")
+    why = ("helper_untracked.py exists in the live tree but is not committed, so the trial's code snapshot lacks it. "
+           "Fix: `git add helper_untracked.py && git commit`, then run again.")
     if at_top:
         assert rec["error"] == f"`task.fn`: cannot import module 'utask' (No module named 'helper_untracked'): {why}"
         assert why in res.stderr and "Traceback" not in res.stderr

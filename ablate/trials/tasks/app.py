@@ -12,7 +12,7 @@ A task config (``conf/task/<name>.yaml``)::
                                     #   (ablate.trials.tasks.metrics)
     metric_pattern: null            # printed lines to read: 'val loss (?P<val_loss>[0-9.eE+-]+)'
     reduce: last                    # last | min | max, for a metric logged at many steps
-    seed_key: seed                  # the app's seed key (passed as seed=<k>); null: not passed
+    seed_key: seed                  # a key of the app's config, set to the seed (seed=<k>); null: not passed
     data: [data/digits.npz]
     env: {}
 
@@ -32,6 +32,7 @@ own process with that same argv instead (:mod:`ablate.trials.tasks.app_warm`).
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import datetime as _dt
 import importlib.util
@@ -54,7 +55,7 @@ from ablate.plan.suite import suite_record
 from ablate.trials import seeding
 from ablate.trials.tasks import app_warm
 from ablate.trials.tasks.base import TaskOutput
-from ablate.trials.tasks.command import RUN_DIR_NAME, read_from, spawn, task_dir
+from ablate.trials.tasks.command import RUN_DIR_NAME, hydra_refused_key, read_from, spawn, tail_lines, task_dir
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
 from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect, compile_patterns
 from ablate.trials.workdir import guard_snapshot, own_workdir
@@ -549,9 +550,8 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     argv = [sys.executable, str(s["app"]), *s["overrides"], *arm_overrides]
     for key in task.get("frozen_now") or []:
         argv.append(format_override(key, select(params, key)))
-    if s["seed_key"]:
-        present = _has(params, s["seed_key"])
-        argv.append(format_override(s["seed_key"], int(seed), "" if present else "+"))
+    if s["seed_key"]:  # a key of the app's config (:func:`check_seed_key`): overridden, never appended
+        argv.append(format_override(s["seed_key"], int(seed)))
     argv.append(RUN_MODE_OVERRIDE)  # one job per trial, whatever hydra.mode the app's config sets
     argv.append(format_override("hydra.run.dir", str(run_dir)))
     argv.append(CALLBACK_OVERRIDE)
@@ -560,6 +560,55 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
 
 def _has(cfg: Mapping[str, Any], key: str) -> bool:
     return select(cfg, key) is not MISSING
+
+
+def _seed_key_fix(key: str, config_file: str) -> str:
+    add = f"`{key}: 0`" if "." not in key else f"the key `{key}` (a value such as 0)"
+    return (f"add {add} to the app's config ({config_file}) and seed from it, or set `seed_key: <the key the app "
+            "seeds from>` in the task's YAML (`+task.seed_key=<key>` on the command line), or `seed_key: null` "
+            "(`+task.seed_key=null`) if ablate should pass no seed: each trial then gets its seed only in "
+            "$ABLATE_SEED (and PYTHONHASHSEED unless determinism=off), and the app seeds itself as it does "
+            "when run alone")
+
+
+def check_seed_key(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> None:
+    """Refuse a ``seed_key`` the app's composed config lacks: Hydra would refuse every trial's ``<key>=<seed>``.
+
+    Raises
+    ------
+    ConfigError
+        The key is not in the composed config (``task.params``), naming the app's config file and the fixes.
+    """
+    s = settings(task)
+    key = s["seed_key"]
+    if not key or _has(task.get("params") or {}, str(key)):
+        return
+    cdir, name, _ = config_location(s, cwd)
+    path = cdir / f"{name}.yaml"
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(Path(cwd).resolve())
+    raise ConfigError(f"the app's composed config has no key {key!r}, so Hydra would refuse every trial's "
+                      f"`{key}=<seed>` (Could not override {key!r})", where="task.seed_key",
+                      fix=_seed_key_fix(str(key), str(path)))
+
+
+def refused_override(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
+    """Hydra refusing an override an app trial passed (the app's own words, from its stderr), or None.
+
+    A seed key the app's config lacks is refused at planning (:func:`check_seed_key`); this names it when a
+    trial meets it anyway (the app's config changed under a resumed ablation).
+    """
+    key = hydra_refused_key(stderr)
+    if key is None:
+        return None
+    s = settings(task)
+    tail = tail_lines(stderr, 3).replace("\n", " | ")
+    if key == s["seed_key"]:
+        return ConfigError(f"the app's config has no key {key!r}, so Hydra refused the trial's seed (stderr: {tail})",
+                           where="task.seed_key", fix=_seed_key_fix(key, "its primary config"))
+    return ConfigError(f"Hydra refused the override of {key!r} (stderr: {tail})", where="task.overrides",
+                       fix="override keys of the app's own config (`python <app> --cfg job` lists them); "
+                       "`+key=value` appends a new one")
 
 
 def preload_warm(task: Mapping[str, Any], code_root: str | os.PathLike[str] | None) -> str:
@@ -590,6 +639,7 @@ class AppForm:
         """The script and its config dir exist, its decorator can be read, and no key resolved only in the
         trial depends on the variable (:func:`check_trial_resolved`)."""
         config_location(settings(plan.control.config["task"]), cwd)
+        check_seed_key(plan.control.config["task"], cwd)
         check_trial_resolved(plan)
         check_arms_with_hydra(plan, cwd)
 
@@ -616,11 +666,15 @@ class AppForm:
         set_env.update({str(k): str(v) for k, v in (s["env"] or {}).items()})
         cwd, snapshot = task_dir(tp, task)
         warm = app_warm.loaded(task, code_root)  # a fork of a warm parent holding the app: call it here
+
+        def refused(stderr: str) -> ConfigError | None:  # read as an app's failure, never a command task's
+            return refused_override(stderr, task)
+
         with guard_snapshot(snapshot):
             if warm is not None:
-                record = app_warm.call(warm, argv, set_env, cwd, tp, {**task, "seed_key": s["seed_key"]})
+                record = app_warm.call(warm, argv, set_env, cwd, tp, task, refused=refused)
             else:
-                record = spawn(argv, set_env, cwd, tp, opts, {**task, "seed_key": s["seed_key"]})
+                record = spawn(argv, set_env, cwd, tp, opts, task, refused=refused)
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],

@@ -23,14 +23,15 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ablate.errors import ConfigError
 from ablate.record.failure import exception_line
 from ablate.record.sweepdir import TrialPaths, open_log, write_json
-from ablate.trials.tasks.command import CommandFailed, _printed_a_metric, _tail, _unknown_key, read_from
+from ablate.trials.tasks.command import CommandFailed, _printed_a_metric, read_from, tail_lines
 
 #: The app modules this process imported for warm trials: script path -> (module, function name).
 _LOADED: dict[str, tuple[ModuleType, str]] = {}
@@ -82,7 +83,8 @@ def _as_main(decorated: Any) -> None:
 
 
 def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[str, str], cwd: Path,
-         tp: TrialPaths, task: Mapping[str, Any], record: dict[str, Any] | None = None) -> dict[str, Any]:
+         tp: TrialPaths, task: Mapping[str, Any], record: dict[str, Any] | None = None, *,
+         refused: Callable[[str], ConfigError | None] | None = None) -> dict[str, Any]:
     """Run the app's ``@hydra.main`` function in this process as ``argv`` (``[python, script, overrides...]``)
     would run it afresh: ``sys.argv`` set to the script and its overrides, ``set_env`` in the environment,
     ``cwd`` as the working dir; write ``command.json`` as :func:`ablate.trials.tasks.command.spawn` does.
@@ -93,7 +95,8 @@ def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[s
     Raises
     ------
     ConfigError
-        Hydra refused a key the app's config lacks.
+        What ``refused`` reads in the failed run's stderr (a key Hydra refused: the app form's
+        :func:`ablate.trials.tasks.app.refused_override`).
     CommandFailed
         The app raised (Hydra printed the error and exited 1) or called ``sys.exit`` with a non-zero code.
     """
@@ -137,13 +140,13 @@ def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[s
     write_json(tp.dir / "command.json", record)
     if code != 0:
         stderr = read_from(tp.stderr, err_start)
-        bad_key = _unknown_key(stderr, task)
+        bad_key = refused(stderr) if refused is not None else None  # the app form's reading (app.refused_override)
         if bad_key is not None:
             raise bad_key
         line = exception_line(stderr)
         failed = CommandFailed(f"the app's @hydra.main function {fn}() exited with code {code}"
                                + (f": {line}" if line else "") + " (called in the trial's process, a fork of the "
-                               f"warm parent); end of its log (stderr.log):\n{_tail(stderr) or '(empty)'}")
+                               f"warm parent); end of its log (stderr.log):\n{tail_lines(stderr) or '(empty)'}")
         failed.before_first_step = not _printed_a_metric(tp, record, task)
         raise failed
     return record

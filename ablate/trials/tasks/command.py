@@ -72,7 +72,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -354,7 +354,8 @@ def read_from(path: Path, offset: int, max_bytes: int = 65536) -> str:
         return ""
 
 
-def _tail(text: str, n_lines: int = 20) -> str:
+def tail_lines(text: str, n_lines: int = 20) -> str:
+    """The last ``n_lines`` lines of ``text``."""
     return "\n".join(text.rstrip().splitlines()[-n_lines:])
 
 
@@ -365,25 +366,32 @@ _HYDRA_KEY_ERRORS = (
 )
 
 
-def _unknown_key(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
-    """Hydra refusing an override the trial passed: the task config names a key the script lacks."""
+def hydra_refused_key(stderr: str) -> str | None:
+    """The key of an override Hydra refused, as its error in ``stderr`` names it, or None."""
     for pat in _HYDRA_KEY_ERRORS:
         m = pat.search(stderr)
         if m:
-            key = m.group(1)
-            s = task_settings(task)
-            where = "task.params." + key
-            if key == s["seed_key"]:
-                where = "task.seed_key"
-            elif key in (s["determinism_key"], s["metrics_key"]):
-                where = "task.determinism_key" if key == s["determinism_key"] else "task.metrics_key"
-            return ConfigError(
-                f"the script's config has no key {key!r}, so Hydra refused the override (stderr: "
-                f"{_tail(stderr, 3).replace(chr(10), ' | ')})",
-                where=where,
-                fix="name keys of the script's own config (`<command> --cfg job` lists them); set "
-                "`seed_key: null` if the script takes no seed",
-            )
+            return m.group(1)
+    return None
+
+
+def _unknown_key(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
+    """Hydra refusing an override the trial passed: the (command) task config names a key the script lacks."""
+    key = hydra_refused_key(stderr)
+    if key is not None:
+        s = task_settings(task)
+        where = "task.params." + key
+        if key == s["seed_key"]:
+            where = "task.seed_key"
+        elif key in (s["determinism_key"], s["metrics_key"]):
+            where = "task.determinism_key" if key == s["determinism_key"] else "task.metrics_key"
+        return ConfigError(
+            f"the script's config has no key {key!r}, so Hydra refused the override (stderr: "
+            f"{tail_lines(stderr, 3).replace(chr(10), ' | ')})",
+            where=where,
+            fix="name keys of the script's own config (`<command> --cfg job` lists them); set "
+            "`seed_key: null` if the script takes no seed",
+        )
     return None
 
 
@@ -497,7 +505,8 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
 
 
 def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths, opts: Mapping[str, Any],
-          task: Mapping[str, Any], record: dict[str, Any] | None = None) -> dict[str, Any]:
+          task: Mapping[str, Any], record: dict[str, Any] | None = None, *,
+          refused: Callable[[str], ConfigError | None] | None = None) -> dict[str, Any]:
     """Run one trial's script to its end, its output appended to the trial's logs; write ``command.json``.
 
     Parameters
@@ -516,6 +525,9 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
         The resolved task config (to name a key Hydra refused).
     record : dict, optional
         Extra fields for ``command.json``.
+    refused : callable, optional
+        Reads a failed run's stderr as the task's form knows it: the :class:`ConfigError` of an argument or
+        override every trial would have refused, or None (default: a ``command`` task's, :func:`refused_by`).
 
     Returns
     -------
@@ -560,7 +572,7 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
         record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0, timed_out=True)
         write_json(tp.dir / "command.json", record)
         raise TrialTimeout(f"exceeded timeout_min ({timeout_s / 60:g} min); the command was killed; log tail:\n"
-                           f"{_tail(read_from(tp.stderr, err_start))}") from None
+                           f"{tail_lines(read_from(tp.stderr, err_start))}") from None
     except BaseException:  # SIGALRM timeout of an inline trial, Ctrl-C: never leave the script running
         _kill(proc, child_group)
         raise
@@ -568,7 +580,7 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
     write_json(tp.dir / "command.json", record)
     if proc.returncode != 0:
         stderr = read_from(tp.stderr, err_start)
-        bad_key = _unknown_key(stderr, task) or _refused_args(stderr, task)
+        bad_key = (refused or (lambda text: refused_by(text, task)))(stderr)
         if bad_key is not None:
             raise bad_key
         rc = proc.returncode
@@ -581,7 +593,7 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
                                                                                            record["stdout_start"]))
         line = exception_line(text)
         failed = CommandFailed(f"the command {how}" + (f": {line}" if line else "")
-                               + f"; end of its log ({log}):\n{_tail(text) or '(empty)'}")
+                               + f"; end of its log ({log}):\n{tail_lines(text) or '(empty)'}")
         failed.before_first_step = not _printed_a_metric(tp, record, task)
         raise failed
     return record
@@ -596,11 +608,24 @@ _REFUSED_ARGS = (
 )
 
 
+def refused_by(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
+    """What a ``command`` task's failed run refused (a Hydra key, the script's own parser), or None."""
+    return _unknown_key(stderr, task) or _refused_args(stderr, task)
+
+
 def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
     """The script's own parser refused the arguments ablate passed: every trial would, so stop (one line)."""
     s = task_settings(task)
     for pat in _REFUSED_ARGS:
         m = pat.search(stderr)
+        if m and _only_the_seed(m.group(1), s):
+            return ConfigError(
+                f"the script refused the seed argument it was given ({exception_line(stderr)}): it takes no "
+                f"{s['seed_key']!r}", where="task.seed_key",
+                fix="set `seed_key:` in the task's YAML to the script's own seed argument (`+task.seed_key=<name>` "
+                "on the command line), or `seed_key: null` (`+task.seed_key=null`) if it takes no seed: each trial "
+                "then gets its seed only in $ABLATE_SEED (and PYTHONHASHSEED unless determinism=off)",
+            )
         if m:
             styles = {"hydra": "`args: hydra` passes key=value", "--key=value": "`args: --key=value` passes "
                       "--key=value", "--key value": "`args: --key value` passes --key value", "env": "`args: env`"}
@@ -612,6 +637,15 @@ def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
                 "takes (`seed_key: null` if it takes no seed)",
             )
     return None
+
+
+def _only_the_seed(refused: str, s: Mapping[str, Any]) -> bool:
+    """Whether the arguments a parser refused are the seed's alone (``--seed 1``, ``--seed=1``)."""
+    if not s["seed_key"] or s["args"] == "env":
+        return False
+    argv = argstyle.render({s["seed_key"]: 0}, s["args"], s["values"], env_prefix=str(s["env_prefix"] or ""))[0]
+    words = refused.split()
+    return bool(argv and words) and len(words) <= 2 and words[0].split("=")[0] == argv[0].split("=")[0]
 
 
 class CommandForm:

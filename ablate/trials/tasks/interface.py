@@ -86,6 +86,12 @@ def attach(cfg: dict[str, Any], compose: Callable[[str], Mapping[str, Any]] | No
     return cfg, compose, choices
 
 
+def check_app_seed_key(task: Mapping[str, Any], cwd: str | os.PathLike[str]) -> None:
+    """Refuse an ``app`` task whose ``seed_key`` its composed config lacks
+    (:func:`ablate.trials.tasks.app.check_seed_key`)."""
+    app.check_seed_key(task, cwd)
+
+
 def seed_route(task: Mapping[str, Any]) -> str:
     """How a script task's trials hand the script its seed, as the Setup line says it (what ablate does, never
     what the script does with it: that is not observed, except when every seed gave the same metrics)."""
