@@ -133,14 +133,14 @@ def test_the_holder_line_always_ends_with_the_marker(tmp_path: Path) -> None:
     from ablate.record.sweepdir import write_plots_holder
 
     path = tmp_path / "lock"
-    path.write_text("x" * 300)
+    path.write_text("x" * 2000)  # longer than any holder line (its command is cut at 300 characters)
     fd = os.open(path, os.O_RDWR)
     try:
         write_plots_holder(fd)
     finally:
         os.close(fd)
     line = path.read_text()
-    assert line.endswith(f": {PLOTS_HOLDER}") and len(line) == 300 and line.startswith(f"pid {os.getpid()} (")
+    assert line.endswith(f": {PLOTS_HOLDER}") and len(line) == 2000 and line.startswith(f"pid {os.getpid()} (")
     assert f") on {os.uname().nodename} since " in line  # the holder's command, then its host and start
 
 
