@@ -247,9 +247,9 @@ def indicative_note(c: Mapping[str, Any], rerun: str) -> str:
                            lim)
     return (f"Indicative only: with {n} seeds per arm{' (paired)' if c.get('paired') else ''} no test of the mean "
             f"holds α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
-            f"there), and {short}. {lim} seeds per arm ({max(0, lim - n)} more) would make it firm (ablate's rule "
-            f"for a firm verdict; the seeds for 80% power are a separate answer, under Seed recommendation): "
-            f"{rerun}.")
+            f"there), and {short}. At {lim} seeds per arm ({max(0, lim - n)} more) it is firm if its {pname} is then "
+            f"below {c.get('decision_label') or 'α'} (ablate's rule for a firm verdict; more seeds can also show no "
+            f"effect; the seeds for 80% power are a separate answer, under Seed recommendation): {rerun}.")
 
 
 def _robust(c: Mapping[str, Any]) -> str:

@@ -577,8 +577,8 @@ def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str
     lim = FIRM_FROM[bool(paired)]
     return (f"indicative: with {n} seeds per arm{' (paired)' if paired else ''} (< {lim}) no test of the mean holds "
             f"α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 there, "
-            f"docs/verdict.md), and {shortfall or firm_shortfall(None, None, firm_from=lim)}; {lim} seeds per arm "
-            f"would make it firm (ablate's rule for a firm verdict, not a power target)")
+            f"docs/verdict.md), and {shortfall or firm_shortfall(None, None, firm_from=lim)}; at {lim} seeds per arm "
+            f"it is firm if its p is then below the level (ablate's rule for a firm verdict, not a power target)")
 
 
 def _reason(c: Comparison, code: int) -> str:

@@ -200,8 +200,8 @@ def test_an_indicative_post_hoc_verdict_is_the_verdict_ablate_gives(tmp_path: Pa
     assert mine["seed_advice"]["message"] == comp["seed_advice"]["message"] == ref.seeds.message()
     vmd = (sd / "verdict.md").read_text()
     bottom = next(x for x in vmd.splitlines() if x.startswith("- **epochs=5**"))
-    said = bottom[bottom.index("**better (indicative)**"):bottom.index("would make it firm")]
-    assert "20 seeds per arm (16 more) " in said
+    said = bottom[bottom.index("**better (indicative)**"):bottom.index("it is firm if its")]
+    assert "At 20 seeds per arm (16 more) " in said
     md = (tmp_path / "audit" / "audit.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith("- Post-hoc verdict"))
     assert line.startswith("- Post-hoc verdict for B against A: **better (indicative)**: a lead, not yet a result")

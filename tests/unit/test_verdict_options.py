@@ -155,9 +155,9 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
     assert "**better (indicative)**: a lead, not yet a result; it improves val_acc" in bottom
     assert ("Indicative only: with 5 seeds per arm no test of the mean holds α for every metric shape" in bottom
-            and "20 seeds per arm (15 more) would make it firm (ablate's rule for a firm verdict; the seeds for 80% "
-            "power are a separate answer, under Seed recommendation): run the ablation again with "
-            "`ablate -m variable=lr seeds=20`" in bottom)
+            and "At 20 seeds per arm (15 more) it is firm if its p is then below α (ablate's rule for a firm "
+            "verdict; more seeds can also show no effect; the seeds for 80% power are a separate answer, under Seed "
+            "recommendation): run the ablation again with `ablate -m variable=lr seeds=20`" in bottom)
     # what is multiplied by what, and why, in place (one treatment: no adjustment, so p); Welch's p from scipy
     p10 = stats.ttest_ind(T, C, equal_var=False).pvalue * 10
     assert (f"p × 10 = {p10:.2g} is not below α = 0.05 (below 20 seeds per arm a verdict is firm only when p is 10 "
@@ -280,7 +280,7 @@ def test_paired_indicative_wording_counts_seeds_per_arm(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
     assert "Indicative only: with 5 seeds per arm (paired) no test of the mean holds α" in bottom
-    assert ". 20 seeds per arm (15 more) would make it firm" in bottom
+    assert ". At 20 seeds per arm (15 more) it is firm if its p is then below α" in bottom
     flags = md[md.index("## Flags"):]
     assert "indicative: with 5 seeds per arm (paired) (< 20) no test of the mean holds α" in flags
     assert "pairs" not in bottom

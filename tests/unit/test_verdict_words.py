@@ -67,8 +67,9 @@ def test_firm_from_and_power_seeds_say_which_question(sweep: tuple[Path, dict, s
     need = c["seed_advice"]["n_needed"]
     assert c["firm_from"] == 20 and need != 20
     bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    assert ("20 seeds per arm (15 more) would make it firm (ablate's rule for a firm verdict; the seeds for 80% power "
-            "are a separate answer, under Seed recommendation)") in bottom
+    assert ("At 20 seeds per arm (15 more) it is firm if its p_adj is then below α (ablate's rule for a firm verdict; "
+            "more seeds can also show no effect; the seeds for 80% power are a separate answer, under Seed "
+            "recommendation)") in bottom
     line = next(x for x in md[md.index("## Seed recommendation"):].splitlines() if x.startswith("- **lr=0.1**"))
     assert line.endswith("(This is the seeds for 80% power at the observed effect; the 20 seeds per arm in the bottom "
                          "line answer another question: from how many seeds ablate calls this verdict firm.)")
