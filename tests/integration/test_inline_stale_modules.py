@@ -24,13 +24,17 @@ def train(cfg):
 '''
 
 
-def test_a_second_ablation_imports_the_helpers_of_its_own_commit(project: Path) -> None:
+def _stale_project(project: Path) -> None:
     (project / "stale_task.py").write_text(TASK)
     (project / "helper.py").write_text("VALUE = 0.1\n")
     (project / "conf" / "task" / "stale.yaml").write_text("fn: stale_task:train\nmetric: val_acc\ngoal: maximize\n"
                                                           "mode: a\n")
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
     commit_all(project, "a task importing a helper module")
+
+
+def test_a_second_ablation_imports_the_helpers_of_its_own_commit(project: Path) -> None:
+    _stale_project(project)
     try:
         first = ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline",
                            overrides=["task=stale"], sweep_dir=project / "outputs" / "first")
@@ -50,12 +54,7 @@ def test_a_module_the_new_commit_deleted_is_not_found_in_an_earlier_snapshot(pro
     """The same kind with another input: the second commit deletes helper.py, which the task still imports. A
     fresh process fails to import it; so must the inline trial, never finding the first snapshot's copy on
     ``sys.path``."""
-    (project / "stale_task.py").write_text(TASK)
-    (project / "helper.py").write_text("VALUE = 0.1\n")
-    (project / "conf" / "task" / "stale.yaml").write_text("fn: stale_task:train\nmetric: val_acc\ngoal: maximize\n"
-                                                          "mode: a\n")
-    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
-    commit_all(project, "a task importing a helper module")
+    _stale_project(project)
     try:
         ablate.run(project / "conf", variable="mode", seeds=[0, 1, 2], launcher="inline", overrides=["task=stale"],
                    sweep_dir=project / "outputs" / "first")
@@ -71,15 +70,6 @@ def test_a_module_the_new_commit_deleted_is_not_found_in_an_earlier_snapshot(pro
     finally:
         for name in ("helper", "stale_task"):
             sys.modules.pop(name, None)
-
-
-def _stale_project(project: Path) -> None:
-    (project / "stale_task.py").write_text(TASK)
-    (project / "helper.py").write_text("VALUE = 0.1\n")
-    (project / "conf" / "task" / "stale.yaml").write_text("fn: stale_task:train\nmetric: val_acc\ngoal: maximize\n"
-                                                          "mode: a\n")
-    (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [b]\n")
-    commit_all(project, "a task importing a helper module")
 
 
 def _values(sweep: Path) -> list[float]:
