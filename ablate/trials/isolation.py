@@ -95,7 +95,11 @@ def contained() -> Iterator[Guard]:
 #: torch's own state at import, for a trial that imported torch itself (no earlier state to restore).
 _TORCH_DEFAULTS = {"torch default dtype": "torch.float32", "torch grad mode": True,
                    "torch deterministic algorithms": (False, False), "cudnn.deterministic": False,
-                   "cudnn.benchmark": False}
+                   "cudnn.benchmark": False, "torch anomaly mode": False}
+#: numpy's error settings as its import leaves them (a trial that imported numpy started from these).
+_NUMPY_DEFAULTS = {"numpy error settings": {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}}
+#: Signals whose handlers an inline trial's task may replace (SIGINT is ablate's own while a trial runs).
+_SIGNALS = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM")
 
 
 def _torch_state(torch: Any) -> dict[str, Any]:
@@ -103,7 +107,8 @@ def _torch_state(torch: Any) -> dict[str, Any]:
             "torch deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
                                                torch.is_deterministic_algorithms_warn_only_enabled()),
             "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
-            "cudnn.benchmark": bool(torch.backends.cudnn.benchmark), "torch threads": torch.get_num_threads()}
+            "cudnn.benchmark": bool(torch.backends.cudnn.benchmark), "torch threads": torch.get_num_threads(),
+            "torch anomaly mode": bool(torch.is_anomaly_enabled())}
 
 
 def _set_torch(torch: Any, key: str, value: Any) -> None:
@@ -119,14 +124,20 @@ def _set_torch(torch: Any, key: str, value: Any) -> None:
         torch.backends.cudnn.benchmark = value
     elif key == "torch threads":
         torch.set_num_threads(value)
+    elif key == "torch anomaly mode":
+        torch.autograd.set_detect_anomaly(value)
 
 
 def snapshot() -> dict[str, Any]:
     """The process-global state an inline trial can change (see :func:`restore`)."""
     import sys
 
+    mask = os.umask(0o077)  # read by setting: put back at once
+    os.umask(mask)
     state: dict[str, Any] = {"os.environ": dict(os.environ), "working directory": os.getcwd(),
-                             "sys.path": list(sys.path)}
+                             "sys.path": list(sys.path), "umask": mask, "recursion limit": sys.getrecursionlimit(),
+                             "signal handlers": {n: signal.getsignal(getattr(signal, n)) for n in _SIGNALS
+                                                 if hasattr(signal, n)}}
     np = sys.modules.get("numpy")
     if np is not None:
         state["numpy error settings"] = np.geterr()
@@ -149,11 +160,14 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
     each change the task made: what differs from ``baseline`` (the state just before the task ran, after
     ablate's own seeding and thread settings; default ``before``).
 
-    Restored: ``os.environ``, the working directory, ``sys.path``, numpy's error settings and print
-    options, torch's default dtype, grad mode, deterministic-algorithms setting, ``cudnn.deterministic``,
-    ``cudnn.benchmark`` and thread count (torch's import-time defaults when the trial imported torch
-    itself). ``sys.path`` entries below ``own_root`` (the sweep dir: ablate put its code snapshot there)
-    are removed without being named. Returns one line per change the task made (empty: none).
+    Restored: ``os.environ``, the working directory, ``sys.path``, the umask, the recursion limit, the
+    handlers of SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM (from the main thread), numpy's error settings
+    (its import-time defaults when the trial imported numpy itself) and print options, torch's default dtype,
+    grad mode, deterministic-algorithms setting, ``cudnn.deterministic``, ``cudnn.benchmark``, thread count
+    and anomaly mode (torch's import-time defaults when the trial imported torch itself). Not torch's float32
+    matmul precision and TF32 switches: once a task mixes their legacy and new APIs, torch refuses to read
+    them. ``sys.path`` entries below ``own_root`` (the sweep dir: ablate put its code snapshot there) are
+    removed without being named. Returns one line per change the task made (empty: none).
     """
     import sys
 
@@ -162,6 +176,9 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
     if "torch default dtype" in now:  # torch imported by the trial itself: it started from its defaults
         before = {**_TORCH_DEFAULTS, **before}
         base = {**_TORCH_DEFAULTS, **base}
+    if "numpy error settings" in now:  # numpy alike
+        before = {**_NUMPY_DEFAULTS, **before}
+        base = {**_NUMPY_DEFAULTS, **base}
     changed: list[str] = []
     def theirs(paths: list[str]) -> list[str]:  # sys.path without ablate's own entries (the code snapshot)
         return [p for p in paths if own_root is None or not within(p, own_root)]
@@ -178,6 +195,14 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
         os.chdir(before["working directory"])
     if now["sys.path"] != before["sys.path"]:
         sys.path[:] = before["sys.path"]
+    if "umask" in before and now["umask"] != before["umask"]:
+        os.umask(before["umask"])
+    if "recursion limit" in before and now["recursion limit"] != before["recursion limit"]:
+        sys.setrecursionlimit(before["recursion limit"])
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
+        for name, handler in (before.get("signal handlers") or {}).items():
+            if handler is not None and now["signal handlers"].get(name) is not handler:
+                signal.signal(getattr(signal, name), handler)
     np = sys.modules.get("numpy")
     if np is not None:
         if "numpy error settings" in before and now["numpy error settings"] != before["numpy error settings"]:
@@ -209,6 +234,11 @@ def _describe(key: str, old: Any, new: Any) -> str:
     if key == "sys.path":
         added = [p for p in new if p not in old]
         return f"sys.path ({'added ' + ', '.join(added[:3]) if added else 'reordered or shortened'})"
+    if key == "signal handlers":
+        names = sorted(n for n in set(old) | set(new) if old.get(n) is not new.get(n))
+        return f"signal handlers ({', '.join(names)})"
+    if key == "umask":
+        return f"umask ({old:04o} -> {new:04o})"
     if key == "numpy print options":
         return f"numpy print options ({ {k: v for k, v in new.items() if old.get(k) != v} })"
     return f"{key} ({old} -> {new})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -193,3 +194,58 @@ def test_inline_trial_changes_to_process_globals_never_reach_later_trials(projec
                          "os.environ (LEAKED_BY_TRIAL", "sys.path (added /nonexistent-leak)"):  # cwd: the trial's chdir
                 assert what in text, (what, restored)
             assert any("restored" in n for n in r.get("notes") or []), r
+
+
+#: Reports the rest of the process-global state ablate restores, then (in the treatment arm) changes it.
+MORE_GLOBALS_TASK = '''
+import os
+import signal
+import sys
+
+import torch
+
+
+def train(cfg):
+    mask = os.umask(0o022)
+    os.umask(mask)
+    seen = {
+        "umask": float(mask),
+        "reclimit": float(sys.getrecursionlimit()),
+        "sigterm": float(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN),
+        "anomaly": float(torch.is_anomaly_enabled()),
+        "val_acc": 0.5 + 0.01 * cfg.seed,
+    }
+    if cfg.task.change:
+        os.umask(0)
+        sys.setrecursionlimit(4321)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        torch.autograd.set_detect_anomaly(True)
+    return seen
+'''
+
+
+def test_inline_trial_changes_to_umask_limits_signals_and_anomaly_mode_never_reach_later_trials(project: Path) -> None:
+    """The same kind with more of the state: a treatment trial sets umask 0 (which made a later ablation's new
+    dirs 0777), the recursion limit, a SIGTERM handler and torch's anomaly mode; every trial starts from the
+    interpreter's state, and the changes are named on the trial that made them."""
+    (project / "more_globals.py").write_text(MORE_GLOBALS_TASK)
+    (project / "conf" / "task" / "more.yaml").write_text("fn: more_globals:train\nmetric: val_acc\nchange: false\n")
+    (project / "conf" / "variable" / "change.yaml").write_text("key: task.change\nvalues: [true]\n")
+    commit_all(project, "a task that changes more process globals")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    res = ablate_cli(project, "-m", "variable=change", "task=more", "seeds=3", "launcher=inline", timeout=600)
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
+    assert len(recs) == 6 and all(r["status"] == "ok" for r in recs), recs
+    for r in recs:
+        seen = {k: v for k, v in r["metrics"].items() if k != "val_acc"}
+        assert seen == {"umask": float(mask), "reclimit": 1000.0, "sigterm": 0.0, "anomaly": 0.0}, r
+        text = "; ".join(r.get("inline_restored") or [])
+        if r["arm"] == "control":
+            assert "umask" not in text and "torch" not in text, r
+        else:
+            for what in (f"umask ({mask:04o} -> 0000)", "recursion limit (1000 -> 4321)", "signal handlers (SIGTERM)",
+                         "torch anomaly mode (False -> True)"):  # what the task changed, from -> to
+                assert what in text, (what, text)
