@@ -79,13 +79,14 @@ def import_callable(spec: str, code_root: str | os.PathLike[str] | None = None) 
         held = _FROM_ROOT.get(top)
         if root not in sys.path[:1]:
             sys.path.insert(0, root)
-        if _ROOTS and root not in _ROOTS[-1:]:  # another snapshot than the last one this process imported from
+        new_root = root not in _ROOTS[-1:]  # not the snapshot this process last imported from
+        if new_root and _ROOTS:  # another snapshot than the last one
             _drop_other_snapshots(root)
-        if root not in _ROOTS[-1:]:  # the first import from this snapshot in this process
+        if new_root:
             _drop_shadowed(root)
         if held is None or held[0] != root or held[1] is not sys.modules.get(top):
             _drop_outside(top, root)  # else imported from the snapshot already, here or in the warm parent (see below)
-        if root not in _ROOTS[-1:]:
+        if new_root:
             _ROOTS.append(root)
             _ROOT_IDS[root] = _dir_id(root)
     try:
