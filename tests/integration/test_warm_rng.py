@@ -61,6 +61,40 @@ def _values(sweep: Path) -> dict[tuple[str, int], float]:
     return {(a, int(s)): float(v) for a, s, v in zip(rows["arm"], rows["seed"], rows["val_acc"], strict=True)}
 
 
+TORCH_TOP_TASK = '''
+import torch
+
+W = torch.randn(4)
+
+
+def train(cfg):
+    return {"val_acc": 0.5 + 0.1 * float(W.sum()) + 0.001 * cfg.task.x}
+'''
+
+NUMPY_TOP_TASK = '''
+import numpy as np
+
+IDS = np.random.permutation(10)
+
+
+def train(cfg):
+    return {"val_acc": 0.5 + 0.001 * float(IDS[0]) + 0.001 * cfg.task.x}
+'''
+
+
+@pytest.mark.parametrize("body, rng", [(TORCH_TOP_TASK, "torch's default generator"),
+                                       (NUMPY_TOP_TASK, "numpy's global generator (`np.random`)")])
+def test_other_generators_drawn_at_import_are_refused_warm(project: Path, body: str, rng: str) -> None:
+    """The same kind with torch's and numpy's global generators (torch and numpy imported by the early warm
+    parent before the task module, or by the task module itself)."""
+    _task(project, body)
+    res = ablate_cli(project, "-m", "variable=x", "task=rng", "seeds=3", "launcher=local")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ablate: error: `launcher.warm`: importing rngtask.task:train drew random numbers from "
+                           f"{rng} in the warm parent"), line
+
+
 def test_a_task_module_drawing_at_import_is_refused_warm_and_runs_fresh(project: Path) -> None:
     _task(project, TOP_TASK)
     res = ablate_cli(project, "-m", "variable=x", "task=rng", "seeds=3", "launcher=local")
