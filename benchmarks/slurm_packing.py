@@ -13,7 +13,7 @@ clock / N, the jobs' own wall (sum of ``sacct`` Elapsed over the jobs / N) and t
 ``sacct`` TotalCPU, user + system of every process of the job, the warm parent and its forks included /
 N). The jobs run under slurmd, outside this process's children, so their CPU comes from SLURM's
 accounting, not from ``getrusage``. A bare ``python -c "import torch"`` is measured in the same run
-for scale. Needs a SLURM cluster with accounting (``bash ablate/trials/launchers/slurm_cluster.sh start``
+for scale. Needs a SLURM cluster with accounting (``bash ablate/trials/launchers/slurm/cluster.sh start``
 gives a local one).
 
 Usage::

@@ -49,7 +49,7 @@ import matplotlib.figure, matplotlib.backends.backend_agg; t.append(time.perf_co
 import ablate.judge.verdict as V
 from ablate.record.results import collect
 from ablate.record.sweepdir import SweepDir
-from ablate.trials.trial import load_plan
+from ablate.trials.config import load_plan
 sd = SweepDir.open(sys.argv[1]); plan = load_plan(sd); rows = collect(sd, plan); t.append(time.perf_counter())
 v = V.analyse(plan, rows, V.resolve_options(plan)); t.append(time.perf_counter())
 v.update(confounds={}, pins={}, config_drift=[]); V._write_plots(sd, v); t.append(time.perf_counter())

@@ -73,7 +73,7 @@ def choose_goal(runs: Sequence[Run], metric: str, goal: str | None) -> tuple[str
 
 
 def _reduce(run: Run, metric: str, rule: str) -> float:
-    from ablate.trials.tasks.metrics import reduce_series
+    from ablate.metrics import reduce_series
 
     return float(reduce_series(run.metrics[metric], rule)[0])
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ablate.plan.overrides import flatten_params
 
-#: A metric as logged: (step, value) pairs in logging order (as :data:`ablate.trials.tasks.metrics.Series`).
+#: A metric as logged: (step, value) pairs in logging order (as :data:`ablate.metrics.Series`).
 Series = list[tuple[int | None, float]]
 
 

@@ -18,7 +18,7 @@ from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.pin.pins import untracked_summary
-from ablate.record.failure import failure_line
+from ablate.record.errorline import failure_line
 from ablate.record.names import value_label
 from ablate.stats.compare import firm_shortfall, level_text
 from ablate.stats.core import verdict_label

@@ -13,7 +13,7 @@ from ablate.plan.checks import boolean, choice, number
 from ablate.record.results import RESERVED_COLUMNS
 from ablate.trackers import check_tracker
 from ablate.trials.seeding import check_mode, check_variable_values
-from ablate.trials.tasks.base import FORM_KEYS
+from ablate.trials.tasks.contract import FORM_KEYS
 
 ON_FAILURE = ("report", "retry", "abort")
 GOALS = ("maximize", "minimize")

@@ -31,11 +31,11 @@ from ablate.record.results import trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
+from ablate.trials.config import load_plan
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
-from ablate.trials.launchers.early import scope as early_parents
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
-from ablate.trials.trial import load_plan
+from ablate.trials.warm.early import scope as early_parents
 
 Composer = Callable[[str], Mapping[str, Any]]
 #: The sweep dir this process is working on (for the Ctrl-C message); None before one exists.

@@ -14,7 +14,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any
 
-from ablate.record.failure import failure_line
+from ablate.record.errorline import failure_line
 from ablate.record.results import trial_state
 from ablate.record.sweepdir import SweepDir
 from ablate.trials.launchers.base import TrialRef

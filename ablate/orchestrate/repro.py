@@ -43,8 +43,10 @@ from ablate.record import timing
 from ablate.record.results import collect, nothing_finished, trial_state
 from ablate.record.sweepdir import SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
+from ablate.trials.config import load_plan
 from ablate.trials.launchers.local import tail
-from ablate.trials.trial import PARENT_ENV, die_with_parent, load_plan, run_trial
+from ablate.trials.proctree import PARENT_ENV, die_with_parent
+from ablate.trials.trial import run_trial
 
 #: Metric names that measure time or speed (compared by neither guarantee): :mod:`ablate.record.timing`.
 TIMING_METRIC = timing.TIMING_METRIC

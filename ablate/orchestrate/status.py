@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ablate.errors import SchedulerError
-from ablate.record.failure import failure_line, log_end
+from ablate.record.errorline import failure_line, log_end
 from ablate.record.results import nothing_finished, trial_state
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class

@@ -178,3 +178,35 @@ def reap(pids: object) -> None:
     for p in pids:  # type: ignore[attr-defined]
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(p, 0)
+
+
+#: Environment variable through which the local launcher tells a trial its parent's pid.
+PARENT_ENV = "ABLATE_PARENT_PID"
+
+
+def die_with_parent() -> None:
+    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
+    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
+    want = os.environ.get(PARENT_ENV)
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc().prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (a warm parent's forks find libc open)
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != want:
+        os._exit(1)
+
+
+def own_process_tree() -> None:
+    """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
+    stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
+    if not become_subreaper():
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        kill_descendants()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_term)

@@ -25,15 +25,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.errors import AblateError, ConfigError, PinError, UserError
+from ablate.errors import AblateError, PinError, UserError
 from ablate.pin import pins as pins_mod
 from ablate.pin.ignored import explain_missing
-from ablate.plan.app_config import resolve_container
-from ablate.plan.arms import flatten, references
-from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
-from ablate.record.failure import exception_line, failure_line
-from ablate.record.sweepdir import SweepDir, TrialPaths, dump_yaml, with_digest_json, write_atomic, write_json
-from ablate.trials import fingerprint, isolation, proctree, seeding, warmfork
+from ablate.plan.hydra_semantics import trial_hydra
+from ablate.record.errorline import exception_line, failure_line
+from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
+from ablate.trials import fingerprint, isolation, proctree, seeding
+from ablate.trials.config import arm_record, config_yaml, load_plan, reads_hydra_state, resolve_config
+from ablate.trials.proctree import die_with_parent, own_process_tree
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
     ScriptFailed,
@@ -44,139 +44,11 @@ from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import im
     import_callable,
     warm_app,
 )
+from ablate.trials.warm import fork
 from ablate.trials.workdir import guard_snapshot, trial_workdir
 
-#: Environment variable through which the local launcher tells a trial its parent's pid.
-PARENT_ENV = "ABLATE_PARENT_PID"
 #: Statuses that mean the trial produced no usable metric.
 FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
-
-
-def load_plan(sd: SweepDir) -> dict[str, Any]:
-    """Read ``ablation.yaml`` of a sweep dir as a plain dict (validated, cached per process; do not mutate).
-
-    Raises
-    ------
-    SweepDirError
-        When ablation.yaml is missing or corrupted.
-    """
-    return sd.plan()
-
-
-def arm_record(plan: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
-    """The plan's record of ``arm`` (name, label, value, config ...)."""
-    for a in plan["arms"]:
-        if a["name"] == arm:
-            return a
-    raise ConfigError(f"no arm named {arm!r} in this ablation", where="arm",
-                      fix=f"one of {', '.join(a['name'] for a in plan['arms'])}")
-
-
-_resolved_cache: dict[int, dict[str, Any]] = {}
-
-
-def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """Resolve an arm's config for one seed: set ``seed``, evaluate interpolations, return a plain dict.
-
-    When no interpolation reads ``seed``, an arm is resolved once per process and copied per seed
-    (the resolvers of a planned config are stable: the plan refused any that were not).
-    """
-    import copy
-
-    key = id(arm_config)
-    hit = _resolved_cache.get(key)
-    if hit is not None and hit["arm"] is arm_config:
-        if hit["reusable"] is None:  # a second trial of this arm in this process: is reuse safe?
-            hit["reusable"] = "seed" not in _raw_refs(arm_config) and not _per_trial(arm_config)
-        if hit["reusable"]:
-            out = copy.deepcopy(hit["resolved"])
-            out["seed"] = int(seed)
-            _seed_app(out, seed)
-            return out
-
-    raw = {**arm_config, "seed": int(seed)}
-    if isinstance(raw.get("task"), Mapping) and raw["task"].get("app"):  # the app's own `${seed}` reads it too
-        raw["task"] = copy.deepcopy(dict(raw["task"]))
-        _seed_app(raw, seed)
-    out = resolve_container(raw) if _interpolated(raw) else copy.deepcopy(raw)  # nothing to resolve: no OmegaConf
-    if hit is None or hit["arm"] is not arm_config:  # one-trial processes never pay for the check
-        _resolved_cache[key] = {"arm": arm_config, "resolved": copy.deepcopy(out), "reusable": None}
-    return out  # type: ignore[return-value]
-
-
-_SEED_MARK = 987654321987654321  # a seed no plan holds (seeds are below 2**32): where a template's seed goes
-_yaml_cache: dict[int, tuple[Mapping[str, Any], dict[str, Any], str, str]] = {}
-
-
-def config_yaml(arm_config: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
-    """``config.yaml``'s text for a trial of the arm whose plan config is ``arm_config`` and resolved config
-    ``cfg``: :func:`ablate.record.sweepdir.dump_yaml` of ``cfg``, dumped once per arm in a process (or in the warm
-    parent before its forks: :func:`prime_config`) with a marker for the seed, which each trial fills in (its
-    top-level ``seed: N`` line is the only place the seed goes). A ``cfg`` that differs from the template other
-    than in ``seed`` (an app's seed in its params, a per-trial value) is dumped itself."""
-    rest = {k: v for k, v in cfg.items() if k != "seed"}
-    hit = _yaml_cache.get(id(arm_config))
-    if hit is None or hit[0] is not arm_config or hit[1] != rest or not isinstance(cfg.get("seed"), int):
-        hit = prime_config(arm_config, cfg)
-    if hit is None:
-        return dump_yaml(cfg)
-    return f"{hit[2]}{int(cfg['seed'])}{hit[3]}"
-
-
-def prime_config(arm_config: Mapping[str, Any], cfg: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """Dump the template :func:`config_yaml` fills in for ``arm_config``; None when the seed marker does not
-    stand alone on one top-level line of the dump."""
-    if not isinstance(cfg.get("seed"), int) or isinstance(cfg.get("seed"), bool):
-        return None
-    text = dump_yaml({**cfg, "seed": _SEED_MARK})
-    line = f"seed: {_SEED_MARK}\n"
-    at = text.find(line)
-    if text.count(str(_SEED_MARK)) != 1 or at < 0 or (at > 0 and text[at - 1] != "\n"):
-        return None
-    hit = (arm_config, {k: v for k, v in cfg.items() if k != "seed"}, text[:at + 6], text[at + len(line) - 1:])
-    _yaml_cache[id(arm_config)] = hit
-    return hit
-
-
-def _interpolated(node: Any) -> bool:
-    """True when some string in ``node`` holds ``${`` (an interpolation, escaped or not): only then can resolving
-    change anything (a config of plain values resolves to an equal copy of itself)."""
-    if isinstance(node, str):
-        return "${" in node
-    if isinstance(node, Mapping):
-        return any(_interpolated(k) or _interpolated(v) for k, v in node.items())
-    if isinstance(node, list | tuple):
-        return any(_interpolated(v) for v in node)
-    return False
-
-
-def _seed_app(resolved: dict[str, Any], seed: int) -> None:
-    """An ``app`` task receives the trial seed at its ``seed_key``: record it there too."""
-    task = resolved.get("task") or {}
-    key = task.get("seed_key", "seed") if isinstance(task, dict) else None
-    if isinstance(task, dict) and task.get("app") and key and isinstance(task.get("params"), dict):
-        node = task["params"]
-        for part in key.split(".")[:-1]:
-            node = node.setdefault(part, {})
-        node[key.split(".")[-1]] = int(seed)
-
-
-def _per_trial(arm_config: Mapping[str, Any]) -> bool:
-    return bool(per_trial_keys(dict(arm_config)))
-
-
-def _raw_refs(arm_config: Mapping[str, Any]) -> set[str]:
-    refs: set[str] = set()
-    for path, v in flatten(dict(arm_config)).items():
-        if isinstance(v, str) and "${" in v:
-            refs |= references(v, path)
-    return refs
-
-
-def plain_config(arm_config: Mapping[str, Any]) -> bool:
-    """True when an arm's config has nothing to resolve (no interpolation, no key of Hydra's per-trial state):
-    each trial's resolved config is then this config with the trial's seed, the same in any process."""
-    return not _interpolated(arm_config) and not _per_trial(arm_config)
 
 
 class TaskContractError(TypeError):
@@ -299,10 +171,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     }
     manifest: dict[str, Any] = {"arm": arm, "seed": int(seed), "started_at": base["started_at"],
                                 "host": base["host"], "pid": os.getpid()}
-    if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (launchers/zygote.py)
+    if os.environ.get("ABLATE_WARM_PARENT") and not in_process:  # launcher=local forked it (trials/warm/parent.py)
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
-        if warmfork.is_fork():  # what the warm parent held beyond the task, and what this trial imported anew
-            manifest["warm"] = {"parent": manifest["warm_parent"], "preloaded": warmfork.preloaded()}
+        if fork.is_fork():  # what the warm parent held beyond the task, and what this trial imported anew
+            manifest["warm"] = {"parent": manifest["warm_parent"], "preloaded": fork.preloaded()}
     saved_env = dict(os.environ) if in_process else None
     inline_before = isolation.snapshot() if in_process else None  # put back after the trial (isolation.restore)
     inline_baseline: dict[str, Any] | None = None  # the same just before the task runs: what it changed
@@ -334,7 +206,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
             form.register_resolvers(task_cfg, code_root)
-        per_trial = _per_trial(rec["config"])
+        per_trial = reads_hydra_state(rec["config"])
         if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
             sd.mkdir(tp.dir / "run")
         with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
@@ -400,7 +272,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             raise KeyboardInterrupt
         task_s = time.perf_counter() - t_task
         if "warm" in manifest:
-            manifest["warm"]["imported"] = warmfork.new_roots()
+            manifest["warm"]["imported"] = fork.new_roots()
         if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
             manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
             if form.name == "fn":  # threads and flags are this process's: only an fn task runs in it
@@ -536,34 +408,6 @@ def _explain(exc: BaseException, msg: str) -> str:
                 "environment). Fix: use launcher=local, or export CUBLAS_WORKSPACE_CONFIG=:4096:8 before running "
                 f"ablate. Original error: {msg}")
     return msg
-
-
-def die_with_parent() -> None:
-    """In a trial child: ask the kernel to SIGKILL us when the ablate process dies (Linux), and exit
-    at once if it is already gone. No-op elsewhere or when not started by this launcher."""
-    want = os.environ.get(PARENT_ENV)
-    if not want or not sys.platform.startswith("linux"):
-        return
-    try:
-        proctree.libc().prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (a warm parent's forks find libc open)
-    except (OSError, AttributeError):
-        return
-    if str(os.getppid()) != want:
-        os._exit(1)
-
-
-def own_process_tree() -> None:
-    """Make this trial process the reaper of every orphan below it, and end its whole tree when it is
-    stopped (SIGTERM: the launcher's timeout or Ctrl-C), so no process of the task outlives the trial."""
-    if not proctree.become_subreaper():
-        return
-
-    def on_term(signum: int, frame: Any) -> None:
-        proctree.kill_descendants()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, on_term)
 
 
 def main(argv: list[str] | None = None) -> int:

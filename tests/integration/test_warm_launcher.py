@@ -220,12 +220,12 @@ def test_the_orchestrator_does_its_meanwhile_work_while_the_warm_parent_starts(
     monkeypatch.delenv("PYTHONPATH", raising=False)
     calls: list[int] = []
 
-    def zygotes() -> None:  # this process's children running the warm parent, as the work runs
+    def warm_parents() -> None:  # this process's children running the warm parent, as the work runs
         kids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                and _ppid(p) == os.getpid() and b"launchers.zygote" in _cmdline(p)]
+                and _ppid(p) == os.getpid() and b"trials.warm.parent" in _cmdline(p)]
         calls.append(len(kids))
 
-    monitor = Monitor(meanwhile=zygotes)
+    monitor = Monitor(meanwhile=warm_parents)
     for seed in (0, 1):
         LocalLauncher(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", seed, 2)], monitor)
         rec = json.loads((sd / "trials" / "control" / f"seed={seed}" / "result.json").read_text())

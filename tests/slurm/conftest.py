@@ -1,4 +1,4 @@
-"""Tests against a real SLURM cluster: the one `bash ablate/trials/launchers/slurm_cluster.sh start` runs on
+"""Tests against a real SLURM cluster: the one `bash ablate/trials/launchers/slurm/cluster.sh start` runs on
 this machine (CI starts it in .ci/run). Tests marked ``slurm`` are skipped, with the reason, when no
 cluster answers ``sinfo``. Jobs run as root on this machine, so the pytest tmp dirs are visible to them;
 every test has its own project and sweep dir (job ids restart at 1 after ``start --fresh``)."""
@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import commit_all
 from tests.slurm.helpers import PROBE_CONF, PROBE_TASK
 
-START = "start one with `bash ablate/trials/launchers/slurm_cluster.sh start`"
+START = "start one with `bash ablate/trials/launchers/slurm/cluster.sh start`"
 
 
 @functools.cache

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slurm
 #: sbatch has run, jobs.json is not written (the window in which a real crash loses the record).
 DIE_AFTER_SBATCH = """
 import os, signal, sys
-import ablate.trials.launchers.slurm as slurm
+import ablate.trials.launchers.slurm.launcher as slurm
 import ablate.record.sweepdir as sweepdir
 
 real = sweepdir.write_json

@@ -51,7 +51,7 @@ def test_repro_lists_differences_of_each_runs_own_dir_apart() -> None:
 
 
 def test_metrics_are_read_from_the_run_dir_then_the_files_the_app_wrote_into_its_working_dir(tmp_path: Path) -> None:
-    from ablate.trials.tasks.metrics import collect
+    from ablate.metrics import collect
 
     run, work, code = tmp_path / "run", tmp_path / "work", tmp_path / "code"
     for d in (run, work, code):

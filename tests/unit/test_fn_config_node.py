@@ -24,7 +24,7 @@ def test_each_trial_gets_its_own_copy_with_its_own_seed() -> None:
 def test_a_config_without_interpolations_resolves_to_what_omegaconf_gives() -> None:
     from omegaconf import OmegaConf
 
-    from ablate.trials.trial import resolve_config
+    from ablate.trials.config import resolve_config
 
     arm = {"task": {"lr": 0.1, "layers": [64, {"a": None}], "inf": float("inf"), "flag": True, "name": "x"},
            "launcher": {"name": "local", "max_parallel": None}, "seeds": [0, 1, 2]}
@@ -82,7 +82,7 @@ def test_a_task_module_is_imported_from_the_snapshot_even_after_the_live_tree_co
 
 def test_config_yaml_from_its_template_is_the_dump_of_each_trials_config() -> None:
     from ablate.record.sweepdir import dump_yaml
-    from ablate.trials.trial import config_yaml
+    from ablate.trials.config import config_yaml
 
     arm = {"task": {"fn": "m:f", "lr": 0.1, "note": "seed: 3", "layers": [8, 8]}, "seeds": [0, 1], "alpha": 0.05}
     for seed in (0, 1, 17, 2**32 - 1):

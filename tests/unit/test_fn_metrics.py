@@ -12,7 +12,7 @@ import pytest
 
 from ablate.errors import ConfigError
 from ablate.record.sweepdir import TrialPaths
-from ablate.trials.tasks.base import TaskOutput
+from ablate.trials.tasks.contract import TaskOutput
 from ablate.trials.tasks.fn import fn_settings, metrics_of
 
 
@@ -100,7 +100,7 @@ def test_a_log_that_is_already_the_fd_is_not_teed(tmp_path: Path) -> None:
 ])
 def test_a_group_that_takes_part_of_a_number_is_refused(pattern: str, line: str, expected: tuple[str, str]) -> None:
     from ablate.errors import ConfigError
-    from ablate.trials.tasks.metrics import compile_patterns, read_lines
+    from ablate.metrics import compile_patterns, read_lines
 
     with pytest.raises(ConfigError) as err:
         read_lines(["epoch 1", line], compile_patterns(pattern))
@@ -116,7 +116,7 @@ def test_a_group_that_takes_part_of_a_number_is_refused(pattern: str, line: str,
     (r"step (?P<step>\d+): loss (?P<loss>[-+0-9.eE]+)", "step 3: loss -2.5E+01", -25.0),
 ])
 def test_a_group_that_takes_the_whole_number_reads_it(pattern: str, line: str, value: float) -> None:
-    from ablate.trials.tasks.metrics import compile_patterns, read_lines
+    from ablate.metrics import compile_patterns, read_lines
 
     found, _ = read_lines([line], compile_patterns(pattern))
     (name,) = [k for k in found]

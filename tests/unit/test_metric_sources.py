@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ablate.errors import ConfigError
-from ablate.trials.tasks.metrics import collect, read_stdout, reduce_series
+from ablate.metrics import collect, read_stdout, reduce_series
 
 VAL_ACC = [(10, 0.5), (20, 0.8), (30, 0.7)]
 
@@ -119,7 +119,7 @@ NANOGPT_LINES = ["Overriding config with config/small.py:", "step 0: train loss 
 
 
 def test_printed_lines_by_a_pattern_with_named_groups(tmp_path: Path) -> None:
-    from ablate.trials.tasks.metrics import compile_patterns
+    from ablate.metrics import compile_patterns
 
     pats = compile_patterns(r"step (?P<step>\d+): train loss (?P<train_loss>[0-9.]+), val loss (?P<val_loss>[0-9.]+)")
     metrics, rec = collect(tmp_path, NANOGPT_LINES, "val_loss", reduce="min", patterns=pats,
@@ -130,7 +130,7 @@ def test_printed_lines_by_a_pattern_with_named_groups(tmp_path: Path) -> None:
 
 
 def test_a_pattern_that_matches_nothing_shows_the_closest_lines(tmp_path: Path) -> None:
-    from ablate.trials.tasks.metrics import compile_patterns
+    from ablate.metrics import compile_patterns
 
     pats = compile_patterns(r"val_loss: (?P<val_loss>[0-9.]+)")  # the script prints `val loss 2.3418`
     with pytest.raises(ConfigError) as e:

@@ -14,7 +14,7 @@ import pytest
 from ablate.errors import ConfigError
 from ablate.judge.seedcheck import ignored_seed, message
 from ablate.plan.arms import parse_variable
-from ablate.record.failure import exception_line, failure_line
+from ablate.record.errorline import exception_line, failure_line
 from ablate.record.timing import is_timing_metric
 from ablate.trials.tasks import argstyle
 from ablate.trials.tasks.command import build_command, shell_quote

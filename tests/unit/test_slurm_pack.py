@@ -13,14 +13,14 @@ from ablate.errors import ConfigError
 from ablate.record.sweepdir import SweepDir
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import JobState
-from ablate.trials.launchers.slurm import SlurmLauncher
-from ablate.trials.launchers.slurm_pack import (
+from ablate.trials.launchers.slurm.launcher import SlurmLauncher
+from ablate.trials.launchers.slurm.pack import (
     WAITING_REASON,
     pack,
     packed_timeout_min,
     per_trial_states,
 )
-from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial, unfinished
+from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial, unfinished
 from tests.helpers import ablate_cli, make_sweep
 
 

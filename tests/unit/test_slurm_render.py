@@ -10,7 +10,7 @@ import pytest
 
 from ablate.errors import ConfigError
 from ablate.trials.launchers import TrialRef, get_launcher
-from ablate.trials.launchers.slurm import (
+from ablate.trials.launchers.slurm.launcher import (
     SlurmLauncher,
     _expand_ids,
     mem_string,

@@ -16,7 +16,7 @@ from ablate.errors import ConfigError
 from ablate.judge.verdict import sequential_rounds, write_verdict
 from ablate.record.sweepdir import SweepDir
 from ablate.stats import boundaries
-from ablate.trials.trial import load_plan
+from ablate.trials.config import load_plan
 from tests.helpers import make_sweep, wait_for_plots
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]

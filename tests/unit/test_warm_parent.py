@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.trials.launchers.warm import unsafe_reason
 from ablate.trials.seeding import MAX_SEED, ablation_hash_seed
+from ablate.trials.warm.starter import unsafe_reason
 
 
 def _plan(modes: list[str], seeds: list[int]) -> dict:

@@ -1,4 +1,4 @@
-"""What the early warm parent may import before the code is pinned (ablate/trials/launchers/early.py).
+"""What the early warm parent may import before the code is pinned (ablate/trials/warm/early.py).
 
 Real files in a temp project (a git work tree) and a temp site dir; the lists are read by hand from the files.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.trials.launchers.early import installed, shadowed, task_imports
+from ablate.trials.warm.early import installed, shadowed, task_imports
 from tests.helpers import run
 
 
@@ -90,11 +90,11 @@ def test_a_venv_inside_the_project_is_still_installed(tree: Path, monkeypatch: p
 
 
 def test_the_warm_parent_imports_early_only_the_prefix_it_may(tree: Path) -> None:
-    """``zygote.import_early`` stops at the first name it may not import (the task imports what follows after it),
+    """``parent.import_early`` stops at the first name it may not import (the task imports what follows after it),
     and says nothing is refused when what it imported left no thread behind."""
     _write(tree, {"ownmod.py": ""})
-    code = ("import json, sys\nfrom ablate.trials.launchers import zygote\n"
-            "out = zygote.import_early(sys.argv[1:])\n"
+    code = ("import json, sys\nfrom ablate.trials.warm import parent\n"
+            "out = parent.import_early(sys.argv[1:])\n"
             "print(json.dumps({**out, 'held': [m for m in ('colorsys', 'wave') if m in sys.modules]}))")
     out = json.loads(run([sys.executable, "-c", code, "colorsys", "ownmod", "wave"], tree).stdout)
     assert out["imported"] == ["colorsys"] and out["held"] == ["colorsys"] and out["refused"] is None

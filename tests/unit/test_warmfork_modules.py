@@ -1,4 +1,4 @@
-"""What a warm fork imported since the fork (:func:`ablate.trials.warmfork.new_roots`): read from the end of
+"""What a warm fork imported since the fork (:func:`ablate.trials.warm.fork.new_roots`): read from the end of
 ``sys.modules`` back to the parent's newest module when that can tell, from every module when it cannot; the
 two answers agree. Real imports of a package written here."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.trials import warmfork
+from ablate.trials.warm import fork
 
 
 @pytest.fixture
@@ -27,37 +27,37 @@ def pkg(tmp_path: Path) -> Iterator[str]:
     sys.path.remove(str(tmp_path))
     for m in [m for m in sys.modules if m.startswith("wfpkg_i25")]:
         del sys.modules[m]
-    warmfork._STATE.clear()
+    fork._STATE.clear()
 
 
 def test_the_modules_added_since_the_fork_are_read_from_the_end(pkg: str) -> None:
-    held = warmfork.ParentModules()
-    warmfork.forked([], [], held.now())
-    assert warmfork._since_fork() == [] and warmfork.new_roots() == []
+    held = fork.ParentModules()
+    fork.forked([], [], held.now())
+    assert fork._since_fork() == [] and fork.new_roots() == []
     import wfpkg_i25.a
     import wfpkg_i25.b  # noqa: F401
 
-    assert warmfork._since_fork() == ["wfpkg_i25.a", "wfpkg_i25.b"]
-    assert warmfork.new_roots() == ["wfpkg_i25.a", "wfpkg_i25.b"]
-    assert warmfork.new_roots() == warmfork.new_roots(before=warmfork._STATE["modules"])  # every module read
+    assert fork._since_fork() == ["wfpkg_i25.a", "wfpkg_i25.b"]
+    assert fork.new_roots() == ["wfpkg_i25.a", "wfpkg_i25.b"]
+    assert fork.new_roots() == fork.new_roots(before=fork._STATE["modules"])  # every module read
 
 
 def test_a_parent_module_removed_after_the_fork_makes_it_read_every_module(pkg: str) -> None:
     import wfpkg_i25.c
 
-    warmfork.forked([], [], warmfork.ParentModules().now())
+    fork.forked([], [], fork.ParentModules().now())
     del sys.modules["wfpkg_i25.c"]  # a parent module gone (a task that reloads it) ...
     import wfpkg_i25.a
 
-    assert warmfork._since_fork() is None  # ... so the tail alone cannot tell
-    assert warmfork.new_roots() == ["wfpkg_i25.a"]
+    assert fork._since_fork() is None  # ... so the tail alone cannot tell
+    assert fork.new_roots() == ["wfpkg_i25.a"]
     import wfpkg_i25.c  # noqa: F401  (imported again: held by the parent, so not new)
 
-    assert warmfork._since_fork() is None and warmfork.new_roots() == ["wfpkg_i25.a"]
+    assert fork._since_fork() is None and fork.new_roots() == ["wfpkg_i25.a"]
 
 
 def test_the_parents_names_are_built_again_only_when_its_modules_changed(pkg: str) -> None:
-    held = warmfork.ParentModules()
+    held = fork.ParentModules()
     first, last = held.now()
     assert held.now()[0] is first and last == next(reversed(sys.modules))
     import wfpkg_i25.b  # noqa: F401
@@ -83,13 +83,13 @@ def test_a_forks_exit_runs_its_own_finalizers_and_never_the_parents(tmp_path: Pa
     parent_fin = weakref.finalize(parent_obj, mark, "parent")
     called_fin = weakref.finalize(called_obj, mark, "called")
     pid = os.fork()
-    if pid == 0:  # the fork: what zygote._child does around the trial
+    if pid == 0:  # the fork: what warm.parent._child does around the trial
         try:
-            warmfork.forked([], [])
+            fork.forked([], [])
             own_obj = Obj()
             weakref.finalize(own_obj, mark, "own")
             called_fin()  # the trial finalises one of the parent's objects itself
-            warmfork.leave_parent_finalizers()
+            fork.leave_parent_finalizers()
             weakref.finalize._exitfunc()  # what the fork's exit runs (atexit)
         finally:
             os._exit(0)
@@ -100,4 +100,4 @@ def test_a_forks_exit_runs_its_own_finalizers_and_never_the_parents(tmp_path: Pa
     assert parent_fin.alive and called_fin.alive  # the parent's own are untouched here
     parent_fin.detach()
     called_fin.detach()
-    warmfork._STATE.clear()
+    fork._STATE.clear()

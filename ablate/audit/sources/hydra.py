@@ -53,7 +53,7 @@ def _resolved(path: Path, flat: dict[str, Any]) -> tuple[dict[str, Any], dict[st
 
 
 def _metrics(run_dir: Path) -> dict[str, list[tuple[int | None, float]]]:
-    from ablate.trials.tasks.metrics import read_csv, read_json, read_tensorboard
+    from ablate.metrics import read_csv, read_json, read_tensorboard
 
     for reader in (read_csv, read_tensorboard, read_json):
         found, _ = reader(run_dir)

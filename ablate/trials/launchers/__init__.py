@@ -3,7 +3,7 @@
 - ``inline``: every trial in the ablate process itself, one after another (debugging, tests).
 - ``local``: each trial in its own child process on this machine, ``max_parallel`` at once, each
   with its own GPU when GPUs are visible.
-- ``slurm``: one SLURM job array per ablation through submitit (see :mod:`ablate.trials.launchers.slurm`).
+- ``slurm``: one SLURM job array per ablation through submitit (see :mod:`ablate.trials.launchers.slurm.launcher`).
 
 A launcher receives the trials still to run and a :class:`~ablate.trials.launchers.base.Monitor`; it runs
 :func:`ablate.trials.trial.run_trial` for each (in whatever process or job), and tells the monitor when a
@@ -19,7 +19,7 @@ from ablate.errors import ConfigError
 from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
 from ablate.trials.launchers.inline import InlineLauncher
 from ablate.trials.launchers.local import LocalLauncher
-from ablate.trials.launchers.slurm import SlurmLauncher
+from ablate.trials.launchers.slurm.launcher import SlurmLauncher
 
 LAUNCHERS = ("inline", "local", "slurm")
 

@@ -190,7 +190,7 @@ class Launcher(abc.ABC):
 
     def start_early(self, task: Mapping[str, Any], seeds: Sequence[int], determinism: str, cwd: str) -> None:
         """Start, before the plan and pins are written, what the launch will need and can begin now (``local``:
-        its warm parent, :mod:`ablate.trials.launchers.early`); nothing for the others."""
+        its warm parent, :mod:`ablate.trials.warm.early`); nothing for the others."""
         return None
 
     def check(self, options: Mapping[str, Any] | None = None) -> None:

@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 
 from ablate.record.sweepdir import SweepDir
 from ablate.trials import proctree, seeding
+from ablate.trials.config import arm_record
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
-from ablate.trials.trial import arm_record, run_trial
+from ablate.trials.trial import run_trial
 
 
 class InlineLauncher(Launcher):

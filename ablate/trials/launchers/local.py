@@ -13,7 +13,7 @@ interrupted. A trial over ``timeout_min`` is killed (its whole process group) an
 
 Warm trials (``launcher.warm=true``, the default): a fresh interpreter plus the task's imports (torch:
 about 1.6 s of CPU) used to come before every trial's first step. Now one warm parent per launch
-(:mod:`ablate.trials.launchers.zygote`) imports the task once and each trial is a fresh fork of it, with its
+(:mod:`ablate.trials.warm.parent`) imports the task once and each trial is a fresh fork of it, with its
 own pid and process group, ``CUDA_VISIBLE_DEVICES``, thread count, seeding and manifest; a trial
 that crashes or calls ``os._exit`` touches no other. ``PYTHONHASHSEED`` is one per ablation
 (:func:`ablate.trials.seeding.ablation_hash_seed`, recorded in every manifest), warm or not, and the same
@@ -42,10 +42,12 @@ from typing import Any, ClassVar
 from ablate.errors import ConfigError
 from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
 from ablate.trials import proctree, seeding
-from ablate.trials.launchers import early
+from ablate.trials.config import load_plan, plain_config
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
-from ablate.trials.launchers.warm import WarmParent, check_preload
-from ablate.trials.trial import PARENT_ENV, load_plan, plain_config, write_result
+from ablate.trials.proctree import PARENT_ENV
+from ablate.trials.trial import write_result
+from ablate.trials.warm import early
+from ablate.trials.warm.starter import WarmParent, check_preload
 from ablate.trials.workdir import WORK_DIR_NAME, trial_workdir
 
 
@@ -94,7 +96,7 @@ class LocalLauncher(Launcher):
         Modules the warm parent imports after the task (``launcher.preload=[torch._dynamo]``).
     learn_imports : bool
         True: the warm parent also imports, before its next fork, what each trial imported and it had not
-        (when a probe finds that safe); see :class:`ablate.trials.launchers.zygote.Learner`.
+        (when a probe finds that safe); see :class:`ablate.trials.warm.parent.Learner`.
     """
 
     name = "local"
@@ -216,7 +218,7 @@ class LocalLauncher(Launcher):
 
     def start_early(self, task: Mapping[str, Any], seeds: Sequence[int], determinism: str, cwd: str) -> None:
         """Start the warm parent now, before the plan and pins exist, importing the task's installed packages
-        meanwhile (:mod:`ablate.trials.launchers.early`: only within its ``scope``, and only with
+        meanwhile (:mod:`ablate.trials.warm.early`: only within its ``scope``, and only with
         ``launcher.warm=true``); the launch takes it over. Its ``PYTHONHASHSEED`` follows the ablation's rule
         on the options (:func:`ablate.trials.seeding.ablation_hash_seed`); a plan whose rule gives another is
         served by a warm parent started then."""
@@ -233,7 +235,7 @@ class LocalLauncher(Launcher):
         env["PYTHONUNBUFFERED"] = "1"
         env[PARENT_ENV] = str(os.getpid())
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[var] = "1"  # no pool before the fork; each trial sets its own count (zygote._fresh_process_state)
+            env[var] = "1"  # no pool before the fork; each trial sets its own count (warm.parent._fresh_process_state)
         return env
 
     def _start_warm(self, sd: SweepDir, cwd: str, hash_seed: str, meanwhile: Callable[[], None] | None = None,
@@ -266,7 +268,7 @@ class LocalLauncher(Launcher):
         env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
         env["PYTHONHASHSEED"] = self._hash_seed  # the ablation's, not the seed's: the same rule warm or not
         env["PYTHONUNBUFFERED"] = "1"
-        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (trial.die_with_parent)
+        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (proctree.die_with_parent)
         env.update(seeding.thread_env(threads))
         gpus = self.slot_gpus[slot]
         if gpus is not None:

@@ -9,7 +9,7 @@ A task config (``conf/task/<name>.yaml``)::
     metric: val/acc
     goal: maximize
     metric_source: auto             # auto | return | csv | tensorboard | json | stdout | stderr
-                                    #   (ablate.trials.tasks.metrics)
+                                    #   (ablate.metrics)
     metric_pattern: null            # printed lines to read: 'val loss (?P<val_loss>[0-9.eE+-]+)'
     reduce: last                    # last | min | max, for a metric logged at many steps
     seed_key: seed                  # a key of the app's config, set to the seed (seed=<k>); null: not passed
@@ -24,7 +24,7 @@ be given on ablate's command line with the ``app.`` prefix (``ablate -m ... app.
 
 Each trial runs ``python <app> <overrides> <the arm's change> <frozen ${now:} values> seed=<k>
 hydra.run.dir=<trial dir>/run +hydra.callbacks.ablate_return...`` in the pinned code snapshot, and
-reads the metric from what the app produced (:mod:`ablate.trials.tasks.metrics`). A trial forked from a
+reads the metric from what the app produced (:mod:`ablate.metrics`). A trial forked from a
 warm parent that imported the app (``launcher.warm=true``) calls the app's ``@hydra.main`` function in its
 own process with that same argv instead (:mod:`ablate.trials.tasks.app_warm`).
 """
@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, close_matches
+from ablate.metrics import REDUCE, SOURCES, collect, compile_patterns
+from ablate.metrics.files import SEEN_FILE
 from ablate.plan.app_config import APP_NODE, escaped, to_app_key
 from ablate.plan.arms import MISSING, derived_keys, flatten, resolve, select
 from ablate.plan.compose import reject_sweeps
@@ -54,10 +56,9 @@ from ablate.plan.overrides import format_override
 from ablate.plan.suite import suite_record
 from ablate.trials import seeding
 from ablate.trials.tasks import app_warm
-from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.command import RUN_DIR_NAME, hydra_refused_key, read_from, spawn, tail_lines, task_dir
-from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE, SEEN_FILE
-from ablate.trials.tasks.metrics import REDUCE, SOURCES, collect, compile_patterns
+from ablate.trials.tasks.contract import TaskOutput
+from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
 from ablate.trials.workdir import guard_snapshot, own_workdir
 
 #: Settings of an app task, with defaults (anything else is refused with close matches).

@@ -1,7 +1,7 @@
 """Warm apps: an ``app`` trial that is a fork of a warm parent which imported the app once.
 
 Under ``launcher=local`` (and in a packed SLURM job) with ``launcher.warm=true``, the warm parent
-(:mod:`ablate.trials.launchers.zygote`) calls :func:`preload` for an app task: it imports the app's script
+(:mod:`ablate.trials.warm.parent`) calls :func:`preload` for an app task: it imports the app's script
 from the code snapshot as a module (its ``__main__`` block does not run), and with it the app's heavy
 imports (torch, Lightning ...), first in a probe fork that checks the same hazards as for ``fn`` tasks (no
 thread started, CUDA untouched), then in itself. Each trial forked from it then calls the app's
@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from ablate.errors import ConfigError
-from ablate.record.failure import exception_line
+from ablate.record.errorline import exception_line
 from ablate.record.sweepdir import TrialPaths, open_log, write_json
 from ablate.trials.tasks.command import CommandFailed, _printed_a_metric, read_from, tail_lines
 

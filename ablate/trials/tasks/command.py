@@ -15,7 +15,7 @@ script (``python train.py config/small.py --dropout=0.1``)::
     determinism_key: null           # e.g. trainer.deterministic: passed as true under determinism=strict
     output_dir_key: out_dir         # passed as --out_dir=<trial dir>/run (hydra.run.dir for args: hydra,
                                     #   else null: not passed)
-    metric_pattern: 'val loss (?P<val_loss>[0-9.eE+-]+)'   # printed lines to read (ablate.trials.tasks.metrics)
+    metric_pattern: 'val loss (?P<val_loss>[0-9.eE+-]+)'   # printed lines to read (ablate.metrics)
     metric_source: auto             # auto | file | csv | tensorboard | json | stdout | stderr
     reduce: last                    # last | min | max, for a metric logged at many steps
     metrics_file: null              # a JSON the script writes, relative to the run dir (e.g. metrics.json);
@@ -54,7 +54,7 @@ How a trial runs it (:func:`run_command_task`):
   the seed it receives (and ``determinism_key`` / ``ABLATE_DETERMINISM``).
 - **output**: the script's stdout and stderr are appended to the trial's ``stdout.log`` / ``stderr.log``;
   ``command.json`` records the argv, working dir, the variables ablate set, exit code and duration.
-- **result**: exit code 0, and the metric in one of the sources of :mod:`ablate.trials.tasks.metrics`
+- **result**: exit code 0, and the metric in one of the sources of :mod:`ablate.metrics`
   (the metrics file ablate names, a JSON/CSV/TensorBoard file in the run dir, printed lines) -> the
   metrics; the source, the matched line and the rule are recorded. A non-zero exit is a failed trial
   whose error starts with the script's exception line, then the end of its log; a script killed past
@@ -76,14 +76,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate import metrics
 from ablate.errors import ConfigError
 from ablate.plan.arms import resolve
 from ablate.plan.overrides import flatten_params
-from ablate.record.failure import exception_line
+from ablate.record.errorline import exception_line
 from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
 from ablate.trials import seeding
-from ablate.trials.tasks import argstyle, metrics
-from ablate.trials.tasks.base import ScriptFailed, TaskOutput, TrialTimeout
+from ablate.trials.tasks import argstyle
+from ablate.trials.tasks.contract import ScriptFailed, TaskOutput, TrialTimeout
 from ablate.trials.tasks.trialpath import safe_alias
 from ablate.trials.workdir import guard_snapshot, own_workdir, trial_workdir
 

@@ -5,7 +5,7 @@ Its run dir is ``<trial dir>/run`` (created before the call), under every launch
 ``$ABLATE_RUN_DIR`` (with ``$ABLATE_TRIAL_DIR`` and ``$ABLATE_SEED``) and, for a function whose module uses
 ``HydraConfig``, by ``HydraConfig.get().runtime.output_dir`` as in a Hydra run.
 
-Metrics come from the sources of :mod:`ablate.trials.tasks.metrics`, as for ``command`` and ``app`` tasks,
+Metrics come from the sources of :mod:`ablate.metrics`, as for ``command`` and ``app`` tasks,
 with the task's settings (in ``conf/task/<name>.yaml``, beside ``fn``)::
 
     metric_source: auto     # auto | return | csv | tensorboard | json | stdout | stderr
@@ -35,12 +35,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate import metrics
 from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import trial_hydra
 from ablate.trials.isolation import within
-from ablate.trials.tasks import metrics
-from ablate.trials.tasks.base import TaskOutput
 from ablate.trials.tasks.capture import trial_output
+from ablate.trials.tasks.contract import TaskOutput
 from ablate.trials.tasks.taskcheck import check_task_fn
 from ablate.trials.workdir import WORK_DIR_NAME
 

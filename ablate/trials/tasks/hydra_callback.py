@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ablate.metrics.files import SEEN_FILE
+
 #: The override that installs this callback.
 CALLBACK_OVERRIDE = "+hydra.callbacks.ablate_return._target_=ablate.trials.tasks.hydra_callback.SaveReturn"
 
@@ -38,9 +40,6 @@ def _plain(v: Any) -> Any:
         return v
     return repr(v)
 
-
-#: What the app saw, written by :meth:`SaveReturn.on_job_end` beside ``ablate_return.json``.
-SEEN_FILE = "ablate_seen.json"
 
 
 def seen_config(config: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 of the task forms (``fn``, ``command``, ``app``). Nothing outside :mod:`ablate.trials.tasks` imports one form's
 module (an import-linter contract checks it):
 
-- :func:`form_of` / :func:`get_form`: the form of a task config, and its :class:`~ablate.trials.tasks.base.TaskForm`
+- :func:`form_of` / :func:`get_form`: the form of a task config, and its :class:`~ablate.trials.tasks.contract.TaskForm`
   (``check`` before launch, ``run`` one trial, ``dry_run_lines``);
 - :func:`attach`: the task's own config attached to ablate's (an app's composed config at ``task.params``;
   ``${now:}`` frozen and ``???`` refused for every form);
@@ -25,7 +25,7 @@ from ablate.errors import ConfigError
 from ablate.plan.hydra_semantics import freeze_now, missing_keys
 from ablate.trials.tasks import app, app_warm, command, fn
 from ablate.trials.tasks.app import preload_warm, split_cli, with_cli_overrides
-from ablate.trials.tasks.base import (
+from ablate.trials.tasks.contract import (
     FORM_KEYS,
     ScriptFailed,
     TaskForm,

@@ -1,7 +1,7 @@
 """``launcher=slurm``: trials as SLURM job arrays, through submitit.
 
 One launch submits one job array (split into several when it has more tasks than the cluster's
-``MaxArraySize``); each array task runs one trial (:class:`ablate.trials.launchers.slurm_job.SlurmTrial`),
+``MaxArraySize``); each array task runs one trial (:class:`ablate.trials.launchers.slurm.job.SlurmTrial`),
 which writes its own ``manifest.json`` and ``result.json``. What the collector needs is on disk:
 
 ::
@@ -31,13 +31,14 @@ from typing import Any, ClassVar
 from ablate.errors import ConfigError, SchedulerError
 from ablate.record.sweepdir import SweepDir, read_json, write_json
 from ablate.trials import seeding
-from ablate.trials.launchers import slurm_intent
+from ablate.trials.config import load_plan
 from ablate.trials.launchers.base import JobState, Launcher, Monitor, TrialRef
 from ablate.trials.launchers.local import tail
-from ablate.trials.launchers.slurm_pack import check_trials_per_job, per_trial_states, submit_packed
-from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
-from ablate.trials.launchers.warm import check_preload
-from ablate.trials.trial import load_plan, write_result
+from ablate.trials.launchers.slurm import intent
+from ablate.trials.launchers.slurm.pack import check_trials_per_job, per_trial_states, submit_packed
+from ablate.trials.launchers.slurm.script import log, setup_lines, split_arrays
+from ablate.trials.trial import write_result
+from ablate.trials.warm.starter import check_preload
 
 SLURM_DIR = "slurm"
 JOBS_FILE = "jobs.json"
@@ -195,7 +196,7 @@ def slurm_config() -> dict[str, str]:
         first = (proc.stderr.strip().splitlines() or ["no output"])[0]
         raise SchedulerError(f"SLURM does not answer (scontrol: {first})", where="launcher=slurm",
                              fix="check that slurmctld is up (`scontrol ping`); for the local test cluster run "
-                             "`bash ablate/trials/launchers/slurm_cluster.sh start`")
+                             "`bash ablate/trials/launchers/slurm/cluster.sh start`")
     out: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         key, sep, value = line.partition("=")
@@ -324,7 +325,7 @@ class SlurmLauncher(Launcher):
         Command that starts Python in the job; None: this process's interpreter.
     trials_per_job : int
         Trials run one after another in each job of the array (1: one trial per job). See
-        :mod:`ablate.trials.launchers.slurm_pack`.
+        :mod:`ablate.trials.launchers.slurm.pack`.
     warm : bool
         With ``trials_per_job`` > 1: fork each trial of a job from one warm parent that imported the task
         once (as ``launcher=local`` does); False: a fresh process per trial. No effect with one trial per job.
@@ -467,14 +468,14 @@ class SlurmLauncher(Launcher):
             return []
 
     def _adopt_orphans(self, sd: SweepDir, *, write: bool) -> list[dict[str, Any]]:
-        """Arrays submitted by a process that died before recording them (see :mod:`.slurm_intent`)."""
-        if not slurm_intent.pending(sd, SLURM_DIR):
+        """Arrays submitted by a process that died before recording them (see :mod:`.intent`)."""
+        if not intent.pending(sd, SLURM_DIR):
             return []
 
         def write_jobs(records: list[dict[str, Any]]) -> None:
             write_json(self._jobs_file(sd), {"jobs": records})
 
-        found = slurm_intent.resolve(sd, SLURM_DIR, _run, write=write, read_jobs=lambda: self._read_jobs(sd),
+        found = intent.resolve(sd, SLURM_DIR, _run, write=write, read_jobs=lambda: self._read_jobs(sd),
                                      write_jobs=write_jobs)
         if found and write:
             log(f"ablate: found {len(found)} trial(s) already submitted as SLURM job "
@@ -519,7 +520,7 @@ class SlurmLauncher(Launcher):
         import submitit
 
         # lazy: submitit loads only when SLURM jobs are submitted
-        from ablate.trials.launchers.slurm_job import SlurmTrial
+        from ablate.trials.launchers.slurm.job import SlurmTrial
 
         if not trials:
             return []
@@ -540,7 +541,7 @@ class SlurmLauncher(Launcher):
             setup = setup_lines([r.seed for r in chunk], determinism=[modes[r.arm] for r in chunk],
                                 cpus_per_task=self.cpus_per_task, user_setup=self.setup,
                                 threads=opts.get("threads"), hash_seed=hash_seed)
-            job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
+            job_name = intent.new_job_name(sd)  # names this ablation and this submission
             ex.update_parameters(**self._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
             fns = [SlurmTrial(str(sd.root), r.arm, r.seed, r.attempt, max_requeues=self.max_requeues,
                               timeout_min=timeout_min, signal_delay_s=self.signal_delay_s) for r in chunk]
@@ -556,7 +557,7 @@ class SlurmLauncher(Launcher):
         """Submit one job array of ``fns`` (task ``i`` runs the trials ``tasks[i]``) so that no death loses it.
 
         The intent (job name and trials) is recorded before ``sbatch``; the jobs go to jobs.json after
-        it, and then the intent is dropped (see :mod:`.slurm_intent`). Used by one-trial-per-job and
+        it, and then the intent is dropped (see :mod:`.intent`). Used by one-trial-per-job and
         packed (``trials_per_job``) submission alike.
 
         Returns
@@ -569,7 +570,7 @@ class SlurmLauncher(Launcher):
         SchedulerError
             When SLURM refuses the submission (the intent stays: the next run asks SLURM about it).
         """
-        slurm_intent.record(sd, SLURM_DIR, job_name, [r for g in tasks for r in g],
+        intent.record(sd, SLURM_DIR, job_name, [r for g in tasks for r in g],
                             tasks=[i for i, g in enumerate(tasks) for _ in g])
         try:
             jobs = ex.submit_array(list(fns))
@@ -580,7 +581,7 @@ class SlurmLauncher(Launcher):
                        for job, g in zip(jobs, tasks, strict=True) for r in g)
         sd.mkdir(self._jobs_file(sd).parent)
         write_json(self._jobs_file(sd), {"jobs": records})
-        slurm_intent.drop(sd, SLURM_DIR, job_name)
+        intent.drop(sd, SLURM_DIR, job_name)
         return jobs[0].job_id.split("_")[0]
 
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:

@@ -1,16 +1,16 @@
 """The warm parent started early: while ablate plans and pins, it imports the task's installed packages.
 
 ``ablate -m`` spends 1.5-2.5 s on its own work before any trial can start (Hydra's composition, the plan, the
-git and DVC pins, the code snapshot), and the warm parent (:mod:`ablate.trials.launchers.zygote`) then spends
+git and DVC pins, the code snapshot), and the warm parent (:mod:`ablate.trials.warm.parent`) then spends
 2-7 s importing the task, most of it torch. Both are one core's work on a machine that has two. So once the
 options are parsed and the task is known (:func:`ablate.orchestrate.pipeline.prepare`), ``launcher=local`` with
 ``launcher.warm=true`` starts the warm parent at once (:func:`start`), without a sweep dir, naming the modules
 the task's files import at their top (:func:`task_imports`, read with :mod:`ast`, nothing imported here). It
 imports those of them that are safe to import before the code is pinned (:func:`installed`), inside the same
-:class:`ablate.trials.launchers.fork_hazards.Watch` and with the same checks (no thread, no socket, no CUDA) as
+:class:`ablate.trials.warm.hazards.Watch` and with the same checks (no thread, no socket, no CUDA) as
 the task's import, then waits. When the launch begins, :func:`claim` hands it over: the sweep dir arrives on its
 stdin, and only then does it import the task module itself, from the pinned snapshot, as a warm parent started
-then would (:class:`ablate.trials.launchers.warm.WarmParent`).
+then would (:class:`ablate.trials.warm.starter.WarmParent`).
 
 What may be imported early, and why that is safe: a module whose top-level package is installed, found on the warm
 parent's ``sys.path`` (site-packages, the standard library, a ``PYTHONPATH`` entry), which never holds the
@@ -56,7 +56,7 @@ MAX_FILES = 50
 
 
 class EarlyParent:
-    """A warm parent started before its sweep dir exists (``python -m ablate.trials.launchers.zygote --early``).
+    """A warm parent started before its sweep dir exists (``python -m ablate.trials.warm.parent --early``).
 
     Parameters
     ----------
@@ -72,7 +72,7 @@ class EarlyParent:
         self.cwd = cwd
         self.env = dict(env)
         self.modules = list(modules)
-        cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", "--early", *self.modules]
+        cmd = [sys.executable, "-m", "ablate.trials.warm.parent", "--early", *self.modules]
         with tempfile.TemporaryFile() as early_log:  # what it prints before the hand-over: it copies it to its log
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 cmd, cwd=cwd, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=early_log,
@@ -81,7 +81,7 @@ class EarlyParent:
     def hand_over(self, sweep_root: str, log: str, entry: str, preload: Sequence[str],
                   learn: bool) -> subprocess.Popen[bytes] | None:
         """Tell it its sweep dir (and log, entry, ``launcher.preload``, ``launcher.learn_imports``); returns its
-        process for :class:`ablate.trials.launchers.warm.WarmParent` to own from here, or None when it is gone."""
+        process for :class:`ablate.trials.warm.starter.WarmParent` to own from here, or None when it is gone."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None

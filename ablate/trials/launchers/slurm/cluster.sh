@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A real single-node SLURM cluster on this machine, for ablate's tests, CI, and trying launcher=slurm.
 #
-#   bash ablate/trials/launchers/slurm_cluster.sh start [--fresh]    install what is missing, write the config,
+#   bash ablate/trials/launchers/slurm/cluster.sh start [--fresh]    install what is missing, write the config,
 #                                                             start the daemons, wait until the node is idle
-#   bash ablate/trials/launchers/slurm_cluster.sh stop [--keep-jobs] cancel every job (unless --keep-jobs), then stop
+#   bash ablate/trials/launchers/slurm/cluster.sh stop [--keep-jobs] cancel every job (unless --keep-jobs), then stop
 #                                                             the daemons this script started, by recorded PID
-#   bash ablate/trials/launchers/slurm_cluster.sh restart            stop --keep-jobs, then start (applies new knobs)
-#   bash ablate/trials/launchers/slurm_cluster.sh status             daemons, node state and queue
+#   bash ablate/trials/launchers/slurm/cluster.sh restart            stop --keep-jobs, then start (applies new knobs)
+#   bash ablate/trials/launchers/slurm/cluster.sh status             daemons, node state and queue
 #
 # `start --fresh` also cancels every job and wipes the cluster's state (job ids restart at 1, sacct forgets).
 # Needs root, Debian 12 (bookworm: Slurm 22.05, munge, MariaDB 10.11 from apt) and no systemd: the daemons
@@ -36,7 +36,7 @@ CGROUP=${SLURM_LOCAL_CGROUP:-0}
 WAIT_S=${SLURM_LOCAL_WAIT_S:-60}
 DB_PORT=${SLURM_LOCAL_DB_PORT:-6820}
 CONF_DIR=/etc/slurm
-MARK="# written by ablate/trials/launchers/slurm_cluster.sh"
+MARK="# written by ablate/trials/launchers/slurm/cluster.sh"
 OWNED="$DIR/.slurm_cluster"   # marks $DIR as ours, so --fresh never wipes a directory it did not create
 T0=$(date +%s.%N)
 

@@ -1,4 +1,5 @@
-"""A failed trial's error as one line: the line of its log that says why it died, not a traceback's head."""
+"""A failed trial's error as one line (the line of its log that says why it died, not a traceback's head); the
+statistics of failure counts are :mod:`ablate.stats.failures`."""
 
 from __future__ import annotations
 

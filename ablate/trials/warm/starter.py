@@ -1,7 +1,7 @@
 """The starter's side of warm trial processes (``launcher.warm=true``).
 
-:class:`WarmParent` starts one :mod:`ablate.trials.launchers.zygote` process (per launch of ``launcher=local``;
-per start of a packed SLURM job, :mod:`ablate.trials.launchers.slurm_pack_job`), refuses when forking
+:class:`WarmParent` starts one :mod:`ablate.trials.warm.parent` process (per launch of ``launcher=local``;
+per start of a packed SLURM job, :mod:`ablate.trials.launchers.slurm.pack_job`), refuses when forking
 from it would be unsafe (CUDA initialised, a thread pool started while importing the task), and
 hands out trial handles that behave like the cold path's ``subprocess.Popen``: a pid that leads its
 own process group, a wait with a timeout, a return code (negative: killed by that signal).
@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from ablate.errors import UserError
 from ablate.record.sweepdir import open_log
-from ablate.trials.launchers import fork_hazards
+from ablate.trials.warm import hazards
 
 
 class WarmTrial:
@@ -72,7 +72,7 @@ class WarmParent:
         Where the warm parent's own output goes (what the task module prints at import); None: this
         process's stdout and stderr, which the trials then share (a packed SLURM job's logs).
     entry : str
-        The module each fork runs (``main(argv)``): one of :data:`ablate.trials.launchers.zygote.ENTRIES`.
+        The module each fork runs (``main(argv)``): one of :data:`ablate.trials.warm.parent.ENTRIES`.
     preexec_fn : callable, optional
         Run in the warm parent before it starts (signal dispositions set there, ``SIG_IGN`` included,
         reach every fork).
@@ -88,9 +88,9 @@ class WarmParent:
         (:func:`ablate.trials.workdir.trial_workdir`).
     learn : bool
         True (``launcher.learn_imports``, the default): after each trial it also imports what that trial
-        imported and it had not, when a probe finds that safe (:class:`ablate.trials.launchers.zygote.Learner`).
+        imported and it had not, when a probe finds that safe (:class:`ablate.trials.warm.parent.Learner`).
     early : EarlyParent, optional
-        A warm parent started before the sweep dir existed (:mod:`ablate.trials.launchers.early`), to hand the
+        A warm parent started before the sweep dir existed (:mod:`ablate.trials.warm.early`), to hand the
         sweep dir to instead of starting one (``env`` is then its own). Should it not report ready (an early
         import it refused, or any other failure), it is ended and one is started here, which reports as usual.
 
@@ -282,8 +282,8 @@ class WarmParent:
 
 def _start(sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None, entry: str,
            preexec_fn: Callable[[], None] | None, preload: Sequence[str], learn: bool) -> subprocess.Popen[bytes]:
-    """Start ``python -m ablate.trials.launchers.zygote SWEEP_DIR ...`` (see :class:`WarmParent`)."""
-    cmd = [sys.executable, "-m", "ablate.trials.launchers.zygote", sweep_root, "--entry", entry]
+    """Start ``python -m ablate.trials.warm.parent SWEEP_DIR ...`` (see :class:`WarmParent`)."""
+    cmd = [sys.executable, "-m", "ablate.trials.warm.parent", sweep_root, "--entry", entry]
     if preload:
         cmd += ["--preload", *[str(m) for m in preload]]
     if not learn:
@@ -307,20 +307,20 @@ def _start(sweep_root: str, cwd: str, env: Mapping[str, str], log: str | None, e
 def unsafe_reason(report: Mapping[str, Any]) -> str | None:
     """Why forking trials from a warm parent in the state ``report`` describes is unsafe, or None.
 
-    ``report`` is the zygote's ready report (``cuda``, ``threads``, ``imported``, and what
-    :class:`ablate.trials.launchers.fork_hazards.Watch` saw: each new thread and socket with where it came from),
+    ``report`` is the warm parent's ready report (``cuda``, ``threads``, ``imported``, and what
+    :class:`ablate.trials.warm.hazards.Watch` saw: each new thread and socket with where it came from),
     or the same fields after it imported what trials imported (``imported``: those modules).
     """
     task = ", ".join([*(report.get("imported") or []), *(report.get("preloaded") or [])]) or "the task module"
     if report.get("rng_drawn"):
-        rngs = " and ".join(fork_hazards.RNG_NAMES.get(n, n) for n in report["rng_drawn"])
+        rngs = " and ".join(hazards.RNG_NAMES.get(n, n) for n in report["rng_drawn"])
         return (f"importing {task} drew random numbers from {rngs} in the warm parent every trial is forked from: "
                 "every trial would share that one draw, made before any seed was set (a fresh process draws it "
                 "after ablate seeds it from the trial's seed)")
     if report.get("cuda"):
         return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
                 "forked process cannot use CUDA")
-    named = fork_hazards.explain(report, task)
+    named = hazards.explain(report, task)
     if named is not None:
         return named[0]
     if int(report.get("threads") or 1) > 1:
@@ -336,7 +336,7 @@ def unsafe_fix(report: Mapping[str, Any]) -> str:
     if report.get("rng_drawn"):
         return ("draw them inside the task function (seeded there), or run each trial in a fresh process with "
                 "`launcher.warm=false`")
-    named = None if report.get("cuda") else fork_hazards.explain(report, "")
+    named = None if report.get("cuda") else hazards.explain(report, "")
     if named is not None:
         return named[1]
     return ("do that work inside the task function instead of at import, or run each trial in a fresh process "

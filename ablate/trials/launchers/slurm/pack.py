@@ -1,22 +1,22 @@
 """SLURM packing (``launcher.trials_per_job=k``): k trials of a job array inside one SLURM job.
 
 The pure parts (grouping, time limit, what a requeue re-runs, per-trial states) and the
-submission live here; what runs inside the job is :mod:`ablate.trials.launchers.slurm_pack_job`.
+submission live here; what runs inside the job is :mod:`ablate.trials.launchers.slurm.pack_job`.
 
 For short trials the scheduler's start of each job (queueing, the batch script, submitit's unpickling,
 ``setup`` lines) and each trial's interpreter start plus the task's imports (``import torch``: about
 1.6 s of CPU) can cost more than the trial. With ``trials_per_job=k`` each array task is a
 ``PackedSlurmTrial``: it runs its k trials one after another. With ``launcher.warm=true`` (the default)
-it starts one warm parent per job (:mod:`ablate.trials.launchers.zygote`, as ``launcher=local`` does), which
+it starts one warm parent per job (:mod:`ablate.trials.warm.parent`, as ``launcher=local`` does), which
 imports the task once, and each trial is a fresh fork of it with its own process group, environment,
 thread count and seeding; ``launcher.warm=false`` runs each trial in a fresh Python process
-(``python -m ablate.trials.launchers.slurm_pack_job``). Every trial runs under the ablation's one
+(``python -m ablate.trials.launchers.slurm.pack_job``). Every trial runs under the ablation's one
 ``PYTHONHASHSEED`` (:func:`ablate.trials.seeding.ablation_hash_seed`), as under ``launcher=local``.
 
 Preemption and time limits: SLURM signals the job; submitit calls ``PackedSlurmTrial.checkpoint``,
 which requeues the job with the list of trials that had *finished* (their process ended) before the
 signal. The requeued job skips those and any trial whose ``result.json`` says ``ok``, so it re-runs
-exactly the unfinished trials (:func:`ablate.trials.launchers.slurm_pack_job.unfinished`). The trial that was
+exactly the unfinished trials (:func:`ablate.trials.launchers.slurm.pack_job.unfinished`). The trial that was
 running when the signal came is re-run, resuming from its ``ABLATE_CHECKPOINT_DIR`` when the task saves state there.
 
 Each trial is still one row of ``<sweep>/slurm/jobs.json`` (several rows share one array task id), so
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from ablate.errors import ConfigError
 from ablate.trials import seeding
-from ablate.trials.launchers import slurm_intent
+from ablate.trials.config import load_plan
 from ablate.trials.launchers.base import JobState, TrialRef
-from ablate.trials.launchers.slurm_script import log, setup_lines, split_arrays
-from ablate.trials.trial import load_plan
+from ablate.trials.launchers.slurm import intent
+from ablate.trials.launchers.slurm.script import log, setup_lines, split_arrays
 
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
@@ -138,7 +138,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
     import submitit
 
     # lazy: submitit loads only when SLURM jobs are submitted
-    from ablate.trials.launchers.slurm_pack_job import PackedSlurmTrial
+    from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial
 
     plan = load_plan(sd)
     opts = plan.get("options", {})
@@ -155,7 +155,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
         # per-task variables are set per trial process by PackedSlurmTrial; the script sets the job's own
         setup = setup_lines([g[0].seed for g in chunk], determinism="off", cpus_per_task=launcher.cpus_per_task,
                             user_setup=launcher.setup, threads=opts.get("threads"), hash_seed=hash_seed)
-        job_name = slurm_intent.new_job_name(sd)  # names this ablation and this submission
+        job_name = intent.new_job_name(sd)  # names this ablation and this submission
         ex.update_parameters(**launcher._parameters(job_name=job_name, timeout_min=timeout_min, setup=setup))
         fns = [PackedSlurmTrial(str(sd.root), g, {(r.arm, r.seed): seeding.environment_for(modes[r.arm], r.seed)
                                                   for r in g},

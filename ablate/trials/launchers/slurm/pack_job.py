@@ -1,13 +1,13 @@
 """What runs inside a packed SLURM job (``launcher.trials_per_job=k``): k trials, one after another.
 
 :class:`PackedSlurmTrial` is the callable submitit pickles for one array task. With ``launcher.warm=true``
-(the default) it starts one warm parent per job start (:mod:`ablate.trials.launchers.zygote`, the same one
+(the default) it starts one warm parent per job start (:mod:`ablate.trials.warm.parent`, the same one
 ``launcher=local`` uses): it imports the task (and torch) once, and each trial is a fresh fork of it that
 runs :func:`main` with its own process group, environment, thread count and seeding. With
-``launcher.warm=false`` each trial runs as ``python -m ablate.trials.launchers.slurm_pack_job SWEEP ARM SEED
+``launcher.warm=false`` each trial runs as ``python -m ablate.trials.launchers.slurm.pack_job SWEEP ARM SEED
 ATTEMPT REQUEUES LOG`` in a fresh process. Either way every trial runs under the ablation's one
 ``PYTHONHASHSEED`` (:func:`ablate.trials.seeding.ablation_hash_seed`), and a trial that crashes (``os._exit``,
-a signal) is recorded as failed while the job goes on with the next. See :mod:`ablate.trials.launchers.slurm_pack`
+a signal) is recorded as failed while the job goes on with the next. See :mod:`ablate.trials.launchers.slurm.pack`
 for the grouping and docs/slurm.md.
 """
 
@@ -27,7 +27,7 @@ from submitit.core.utils import UncompletedJobError
 from ablate.record.sweepdir import SweepDir
 from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import TrialRef
-from ablate.trials.launchers.slurm_job import (
+from ablate.trials.launchers.slurm.job import (
     CHECKPOINT_ENV,
     REQUEUES_ENV,
     SIGNAL_SLACK_S,
@@ -35,8 +35,9 @@ from ablate.trials.launchers.slurm_job import (
     job_info,
     job_log,
 )
-from ablate.trials.launchers.warm import WarmParent
-from ablate.trials.trial import PARENT_ENV, die_with_parent, own_process_tree, run_trial, write_result
+from ablate.trials.proctree import PARENT_ENV, die_with_parent, own_process_tree
+from ablate.trials.trial import run_trial, write_result
+from ablate.trials.warm.starter import WarmParent
 
 if TYPE_CHECKING:
     from ablate.record.sweepdir import SweepDir
@@ -230,7 +231,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         return env
 
     def _start_warm(self) -> Any:
-        """Start this job's warm parent (:class:`ablate.trials.launchers.warm.WarmParent`), which imports the task
+        """Start this job's warm parent (:class:`ablate.trials.warm.starter.WarmParent`), which imports the task
         once with one thread per pool (each fork then sets the job's thread count).
 
         Raises
@@ -242,7 +243,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         env = self._job_env()
         env.update({var: "1" for var in seeding.THREAD_ENV_VARS})  # no pool before the fork
         print(f"ablate: packed job starts a warm parent for {len(self.trials)} trial(s)", file=sys.stderr, flush=True)
-        return WarmParent(self.sweep_root, os.getcwd(), env, None, entry="ablate.trials.launchers.slurm_pack_job",
+        return WarmParent(self.sweep_root, os.getcwd(), env, None, entry="ablate.trials.launchers.slurm.pack_job",
                           preexec_fn=_no_usr2, preload=getattr(self, "preload", ()),
                           learn=getattr(self, "learn", True))
 
@@ -263,7 +264,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
             omp = threads.get("OMP_NUM_THREADS", "")
             self._proc = warm.start(argv, {**threads, **own}, int(omp) if omp.isdigit() else 1)
         else:
-            cmd = [self.python or sys.executable, "-m", "ablate.trials.launchers.slurm_pack_job", *argv]
+            cmd = [self.python or sys.executable, "-m", "ablate.trials.launchers.slurm.pack_job", *argv]
             self._proc = subprocess.Popen(cmd, env={**self._job_env(), **own}, stdin=subprocess.DEVNULL,
                                           preexec_fn=_no_usr2)
         code = self._proc.wait()  # a signal's handler (submitit's USR2) still runs while this blocks
@@ -354,13 +355,13 @@ def _kill_group(pgid: int | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ablate.trials.launchers.slurm_pack_job SWEEP ARM SEED ATTEMPT REQUEUES LOG``: one trial of a
+    """``python -m ablate.trials.launchers.slurm.pack_job SWEEP ARM SEED ATTEMPT REQUEUES LOG``: one trial of a
     packed job, recorded with the SLURM job it ran in (in a fresh process, or in a fork of the warm
     parent, which calls this with the same arguments). Whatever the task started (``setsid``
     grandchildren too) ends with the trial."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 6:
-        print("usage: python -m ablate.trials.launchers.slurm_pack_job SWEEP_DIR ARM SEED ATTEMPT REQUEUES LOG",
+        print("usage: python -m ablate.trials.launchers.slurm.pack_job SWEEP_DIR ARM SEED ATTEMPT REQUEUES LOG",
               file=sys.stderr)
         return 2
     sweep, arm, seed, attempt, requeues, log = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5]

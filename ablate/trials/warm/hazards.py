@@ -1,6 +1,6 @@
 """What a fork of the warm parent cannot safely share, found while the task module is imported, and named.
 
-:class:`Watch` is used by :func:`ablate.trials.launchers.zygote.preload` around the import of the task: it notes, for
+:class:`Watch` is used by :func:`ablate.trials.warm.parent.preload` around the import of the task: it notes, for
 every module imported for the first time, the OS threads and sockets that appeared while it ran (so a
 thread is named with the module that started it and the task file's own ``import`` line that pulled that
 module in), where Python threads were started (``threading.Thread.start``) and where sockets were put to
@@ -349,6 +349,6 @@ def rng_drawn(before: Mapping[str, Any]) -> list[str]:
     return drawn
 
 
-#: How :func:`ablate.trials.launchers.warm.unsafe_reason` names each generator.
+#: How :func:`ablate.trials.warm.starter.unsafe_reason` names each generator.
 RNG_NAMES = {"random": "python's `random`", "numpy": "numpy's global generator (`np.random`)",
              "torch": "torch's default generator"}

@@ -1,11 +1,11 @@
 """The warm parent of trial processes (``launcher.warm=true``): imports the task once, forks each trial.
 
-Used by ``launcher=local`` (one per launch, :class:`ablate.trials.launchers.warm.WarmParent`) and by a packed
+Used by ``launcher=local`` (one per launch, :class:`ablate.trials.warm.starter.WarmParent`) and by a packed
 SLURM job (``launcher=slurm``, ``trials_per_job=k``: one per job start, see
-:mod:`ablate.trials.launchers.slurm_pack_job`). Started as
-``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``, or by ``launcher=local``
+:mod:`ablate.trials.launchers.slurm.pack_job`). Started as
+``python -m ablate.trials.warm.parent SWEEP_DIR [--entry MODULE] [--stdout-fd FD]``, or by ``launcher=local``
 before the sweep dir exists as ``... --early MODULE ...``: it imports those of the task's installed packages that
-are safe to import before the code is pinned (:mod:`ablate.trials.launchers.early`), then reads one line
+are safe to import before the code is pinned (:mod:`ablate.trials.warm.early`), then reads one line
 ``{"sweep": DIR, "log": PATH, "entry": MODULE, "preload": [...], "learn": BOOL}`` from stdin and goes on as
 below (end of stdin instead: it exits).
 It imports what every trial would import (ablate's trial code, omegaconf, the task module from the
@@ -47,17 +47,18 @@ from typing import Any
 
 from ablate.pin import pins
 from ablate.record.sweepdir import SweepDir, open_log
-from ablate.trials import seeding, trial, warmfork
-from ablate.trials.launchers import early, fork_hazards
-from ablate.trials.launchers.warm import unsafe_reason
+from ablate.trials import seeding
+from ablate.trials.config import load_plan, plain_config, prime_config, resolve_config
+from ablate.trials.proctree import PARENT_ENV, die_with_parent
 from ablate.trials.tasks.interface import import_callable, preload_warm, prepare_node
-from ablate.trials.trial import PARENT_ENV, die_with_parent
+from ablate.trials.warm import early, fork, hazards
+from ablate.trials.warm.starter import unsafe_reason
 from ablate.trials.workdir import task_workdir
 
 #: Environment variable holding the warm parent's pid in each trial it forked (recorded in the manifest).
 WARM_ENV = "ABLATE_WARM_PARENT"
 #: Modules a fork may run (``MODULE.main(argv)``): a trial of ``launcher=local``, one of a packed SLURM job.
-ENTRIES = ("ablate.trials.trial", "ablate.trials.launchers.slurm_pack_job")
+ENTRIES = ("ablate.trials.trial", "ablate.trials.launchers.slurm.pack_job")
 
 
 def os_threads() -> int:
@@ -71,10 +72,10 @@ def os_threads() -> int:
         return threading.active_count()
 
 
-def hazards() -> dict[str, Any]:
+def fork_state() -> dict[str, Any]:
     """What makes forking this process unsafe, as the ready report carries it: ``threads`` (OS threads
     now) and ``cuda`` (True when torch initialised CUDA here). Checked by
-    :func:`ablate.trials.launchers.warm.unsafe_reason`, at start and after each learned import."""
+    :func:`ablate.trials.warm.starter.unsafe_reason`, at start and after each learned import."""
     torch = sys.modules.get("torch")
     cuda = False
     if torch is not None:
@@ -102,7 +103,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     """Import what the trials of ``sweep_root`` import (and ``entry``, the module each fork runs, and the
     declared ``modules``: ``launcher.preload``), then report whether forking is safe. ``early_done``: what
     :func:`import_early` imported before the sweep dir was known (refused when the snapshot holds a module of
-    one of those names, :func:`ablate.trials.launchers.early.shadowed`).
+    one of those names, :func:`ablate.trials.warm.early.shadowed`).
 
     Returns
     -------
@@ -118,7 +119,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     """
     importlib.import_module(entry)
     sd = SweepDir(sweep_root)
-    plan = trial.load_plan(sd)
+    plan = load_plan(sd)
     code_root = pins.trial_code_root(sd, plan)
     early_names = list((early_done or {}).get("imported") or [])
     if early_names and (hit := early.shadowed(early_names, str(code_root))):
@@ -126,15 +127,15 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
                            "the snapshot existed")
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
-    marks = fork_hazards.rng_marks()
-    with fork_hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
+    marks = hazards.rng_marks()
+    with hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
         for spec in specs:
             try:
                 import_callable(spec, code_root)
                 imported.append(spec)
             except Exception as exc:  # the trial reports it with its own message
                 errors[spec] = str(exc)
-    rng_drawn = fork_hazards.rng_drawn(marks)  # a draw at import: every fork would share it, unseeded
+    rng_drawn = hazards.rng_drawn(marks)  # a draw at import: every fork would share it, unseeded
     apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
@@ -148,15 +149,15 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     prepare_trials(plan)
     seen = watch.report()
     seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
-    return {"pid": os.getpid(), **hazards(), "imported": imported, "import_errors": errors,
+    return {"pid": os.getpid(), **fork_state(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
             "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, "rng_drawn": rng_drawn, **seen}
 
 
 def import_early(names: list[str]) -> dict[str, Any]:
-    """Import ``names`` (in the task's order) up to the first that :func:`ablate.trials.launchers.early.installed`
+    """Import ``names`` (in the task's order) up to the first that :func:`ablate.trials.warm.early.installed`
     does not allow before the sweep dir exists (what follows it, the task imports after it), watched as the
-    task's import is (:class:`ablate.trials.launchers.fork_hazards.Watch`).
+    task's import is (:class:`ablate.trials.warm.hazards.Watch`).
 
     Returns
     -------
@@ -172,9 +173,9 @@ def import_early(names: list[str]) -> dict[str, Any]:
         if not early.installed(name, project):
             break
         todo.append(name)
-    with fork_hazards.Watch(project) as watch:
+    with hazards.Watch(project) as watch:
         done, errors = import_modules(todo)
-    seen = {**hazards(), **watch.report(), "imported": done}
+    seen = {**fork_state(), **watch.report(), "imported": done}
     refused = (f"importing {next(iter(errors))} failed ({next(iter(errors.values()))})" if errors
                else unsafe_reason(seen))
     return {"imported": done, "import_s": seen["import_s"], "refused": refused}
@@ -210,7 +211,7 @@ def prepare_trials(plan: Mapping[str, Any]) -> None:
     of the environment each manifest records (the installed packages, the CPU), the source files torch's seeding
     reads (its lazy CUDA seeding records the caller's stack, with lines from linecache), and each ``fn`` arm's
     config node (:func:`ablate.trials.tasks.interface.prepare_node`) and ``config.yaml`` template
-    (:func:`ablate.trials.trial.config_yaml`) when its config has nothing to resolve, so
+    (:func:`ablate.trials.config.config_yaml`) when its config has nothing to resolve, so
     that what a fork would build is exactly this (one with interpolations is resolved in the fork: a resolver
     such as ``oc.env`` reads the fork's own environment). Every trial still checks its pins itself."""
     pins.capture_environment(light=True)
@@ -219,12 +220,12 @@ def prepare_trials(plan: Mapping[str, Any]) -> None:
     for arm in plan["arms"]:
         config = arm.get("config") or {}
         task = config.get("task") or {}
-        if not task.get("fn") or not trial.plain_config(config):
+        if not task.get("fn") or not plain_config(config):
             continue
         with contextlib.suppress(Exception):  # the trial builds its own, and reports what fails
-            cfg = trial.resolve_config(config, seed)
+            cfg = resolve_config(config, seed)
             prepare_node(cfg, arm)
-            trial.prime_config(config, cfg)
+            prime_config(config, cfg)
 
 
 def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tuple[dict[str, str], dict[str, str]]:
@@ -243,8 +244,8 @@ def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tupl
                 return {"function": preload_warm(task, code_root)}
 
         def probed(load: Callable[[], dict[str, Any]] = load) -> dict[str, Any]:
-            marks = fork_hazards.rng_marks()
-            return {**load(), "rng_drawn": fork_hazards.rng_drawn(marks)}
+            marks = hazards.rng_marks()
+            return {**load(), "rng_drawn": hazards.rng_drawn(marks)}
 
         probe = run_in_probe(probed)
         why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
@@ -268,9 +269,9 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
            modules: tuple[frozenset[str], str | None] | None = None) -> None:
     """In the forked trial: detach, take the request's logs and environment, reseed, run ``entry.main``,
     report the modules it imported that this process had not (on ``report_fd``), exit. Never returns.
-    ``modules``: this process's module names at the fork (:class:`ablate.trials.warmfork.ParentModules`)."""
+    ``modules``: this process's module names at the fork (:class:`ablate.trials.warm.fork.ParentModules`)."""
     code = 1
-    warmfork.forked(learn.declared, learn.learned, modules)
+    fork.forked(learn.declared, learn.learned, modules)
     try:
         os.setsid()  # its own session and process group: killed as a group, never by our Ctrl-C
         signal.set_wakeup_fd(-1)
@@ -306,14 +307,14 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
         try:
             import atexit
 
-            warmfork.leave_parent_finalizers()  # the parent's objects are the parent's to finalise
+            fork.leave_parent_finalizers()  # the parent's objects are the parent's to finalise
             atexit._run_exitfuncs()  # what a fresh interpreter runs at exit (trackers flush here)
             sys.stdout.flush()
             sys.stderr.flush()
             if report_fd >= 0:
                 os.set_blocking(report_fd, False)  # more than a pipe holds is dropped, never waited for
                 with contextlib.suppress(OSError):  # what it imported, and whether it ended with only one thread
-                    os.write(report_fd, json.dumps({"roots": warmfork.new_roots(), **hazards()}).encode())
+                    os.write(report_fd, json.dumps({"roots": fork.new_roots(), **fork_state()}).encode())
         finally:
             os._exit(code)
 
@@ -345,8 +346,8 @@ class Learner:
 
     :meth:`learn` runs between forks. The modules a trial reported, not yet held, are imported here only when
     a probe (a fork that imports only those modules, checks, and exits) found them safe
-    (:func:`ablate.trials.launchers.warm.unsafe_reason`): no thread started, CUDA untouched, and no draw from
-    python's, numpy's or torch's global generator at import (:func:`ablate.trials.launchers.fork_hazards.rng_drawn`:
+    (:func:`ablate.trials.warm.starter.unsafe_reason`): no thread started, CUDA untouched, and no draw from
+    python's, numpy's or torch's global generator at import (:func:`ablate.trials.warm.hazards.rng_drawn`:
     held here, such a module would give every later trial one unseeded draw, where the trial that imported it
     drew after its own seeding). So a module that starts a thread, initialises CUDA or draws at import never
     reaches this process, and learning changes where an import is paid, not what a trial computes. After the
@@ -362,7 +363,7 @@ class Learner:
         self.refused: dict[str, str] = {}
 
     def learn(self, roots: list[str], trial_end: Mapping[str, Any] | None = None) -> None:
-        """Import ``roots`` (reported by a trial, whose :func:`hazards` at its end are ``trial_end``) here, when
+        """Import ``roots`` (reported by a trial, whose :func:`fork_state` at its end are ``trial_end``) here, when
         that trial's end or a probe fork shows it safe."""
         todo = [r for r in roots if r not in sys.modules and r not in self.refused]
         if not self.enabled or not todo:
@@ -386,7 +387,7 @@ class Learner:
         for name, err in errors.items():
             self._refuse([name], f"importing it failed ({err})")
         self.learned += done
-        why = unsafe_reason({**hazards(), "imported": done})
+        why = unsafe_reason({**fork_state(), "imported": done})
         if why:  # the probe said safe, the same import here was not: forking from here is no longer safe
             print(f"ablate warm parent: learned import {why}; it stops forking trials", file=sys.stderr, flush=True)
             raise SystemExit(3)
@@ -402,11 +403,11 @@ class Learner:
         def imports() -> dict[str, Any]:  # one at a time, in order: which of them draws at import
             ok, errors, drawn = [], {}, {}
             for name in names:
-                marks = fork_hazards.rng_marks()
+                marks = hazards.rng_marks()
                 done, failed = import_modules([name])
                 ok += done
                 errors.update(failed)
-                if rngs := fork_hazards.rng_drawn(marks):
+                if rngs := hazards.rng_drawn(marks):
                     drawn[name] = rngs
             return {"ok": ok, "errors": errors, "drawn": drawn}
 
@@ -415,7 +416,7 @@ class Learner:
 
 def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     """Run ``work`` in a fork of this process (a probe, which then exits) and return what it returned, with
-    the probe's :func:`hazards` after it; ``error`` when it raised or ended without a report. Nothing the
+    the probe's :func:`fork_state` after it; ``error`` when it raised or ended without a report. Nothing the
     probe does reaches this process."""
     r, w = os.pipe()
     sys.stdout.flush()
@@ -428,7 +429,7 @@ def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
                 out: dict[str, Any] = dict(work())
             except BaseException as exc:  # its failure is the report
                 out = {"error": f"importing it failed ({type(exc).__name__}: {exc})"}
-            data = json.dumps({**out, **hazards()}).encode()
+            data = json.dumps({**out, **fork_state()}).encode()
             while data:
                 data = data[os.write(w, data):]
         finally:
@@ -452,7 +453,7 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
     import selectors
 
     learner = learner or Learner([], enabled=False)
-    held = warmfork.ParentModules()
+    held = fork.ParentModules()
     reports: dict[int, int] = {}  # pid -> read end of the pipe its list of new imports comes on
     sig_r, sig_w = os.pipe()
     os.set_blocking(sig_r, False)
@@ -519,7 +520,7 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
 
 
 def _read_report(fd: int) -> dict[str, Any]:
-    """What a finished fork wrote on its report pipe: ``roots`` (module names) and its :func:`hazards` at its
+    """What a finished fork wrote on its report pipe: ``roots`` (module names) and its :func:`fork_state` at its
     end; empty when it wrote nothing usable."""
     os.set_blocking(fd, False)
     chunks = []
@@ -537,11 +538,11 @@ def _read_report(fd: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m ablate.trials.launchers.zygote SWEEP_DIR [--entry MODULE] [--stdout-fd FD]
-    [--preload MODULE ...] [--no-learn]`` (started by :class:`ablate.trials.launchers.warm.WarmParent`)."""
+    """Entry point of ``python -m ablate.trials.warm.parent SWEEP_DIR [--entry MODULE] [--stdout-fd FD]
+    [--preload MODULE ...] [--no-learn]`` (started by :class:`ablate.trials.warm.starter.WarmParent`)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m ablate.trials.launchers.zygote")
+    ap = argparse.ArgumentParser(prog="python -m ablate.trials.warm.parent")
     ap.add_argument("sweep_dir", nargs="?")
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
     ap.add_argument("--stdout-fd", type=int, default=None)
@@ -564,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]  # never import from the live tree
     done = None
-    if args.early is not None:  # started before the sweep dir existed (ablate.trials.launchers.early)
+    if args.early is not None:  # started before the sweep dir existed (ablate.trials.warm.early)
         done = import_early(args.early)
         if done["refused"]:
             _write(out_fd, {"ready": None, "error": f"early start refused: {done['refused']}"})
@@ -592,7 +593,7 @@ def leave(run: Callable[[], int]) -> None:
     """Run ``run`` (:func:`main`) and end this process as each fork ends: its ``atexit`` functions (the task
     module's ``weakref.finalize`` callbacks among them), the streams flushed, then ``os._exit``. A warm parent
     holding torch would otherwise spend 1-2 s tearing its modules down, which the launcher waits for
-    (:meth:`ablate.trials.launchers.warm.WarmParent.close`) before the verdict. Never returns."""
+    (:meth:`ablate.trials.warm.starter.WarmParent.close`) before the verdict. Never returns."""
     import atexit
     import traceback
 

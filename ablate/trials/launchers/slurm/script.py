@@ -1,5 +1,5 @@
-"""Pieces of a SLURM submission shared by one-trial-per-job arrays (:mod:`ablate.trials.launchers.slurm`) and
-packed jobs (:mod:`ablate.trials.launchers.slurm_pack`): each array task's environment lines, the cut into
+"""Pieces of a SLURM submission shared by one-trial-per-job arrays (:mod:`ablate.trials.launchers.slurm.launcher`) and
+packed jobs (:mod:`ablate.trials.launchers.slurm.pack`): each array task's environment lines, the cut into
 arrays of at most ``MaxArraySize`` tasks, and the submit log line."""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""One interface for the three task forms (``fn``, ``command``, ``app``), and what they share.
+"""What every task form implements and returns: the :class:`TaskForm` protocol, the result and error types, and
+which form a task config names (:func:`form_of`).
 
-A task form knows how to check a task before launch, how to run one trial of it, and what a dry run
-shows of it. :func:`form_of` picks the form from the task config; :func:`ablate.trials.tasks.get_form` returns
-it. This module names no form: each form's module imports it.
+The forms' own modules import this one (so it names no form). Outside :mod:`ablate.trials.tasks`, code uses the
+forms through :mod:`ablate.trials.tasks.interface`, which re-exports these names; a module that needs only a
+name of this one (``FORM_KEYS`` in option parsing) imports it here, without loading any form.
 
 - ``fn`` (:mod:`ablate.trials.tasks.fn`): a Python callable ``module:function`` called in the trial process.
 - ``command`` (:mod:`ablate.trials.tasks.command`): any script, given ``task.params`` as overrides, that writes

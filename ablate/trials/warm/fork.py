@@ -1,6 +1,6 @@
 """What a trial forked from the warm parent knows about that parent: the modules it held at the fork.
 
-The warm parent (:mod:`ablate.trials.launchers.zygote`) calls :func:`forked` in each fork, first thing. The
+The warm parent (:mod:`ablate.trials.warm.parent`) calls :func:`forked` in each fork, first thing. The
 trial (:func:`ablate.trials.trial.run_trial`) then records in its manifest, under ``warm``, what the parent
 had preloaded (``preloaded``: the declared ``launcher.preload`` list and what it learned from earlier trials)
 and which modules this trial imported that the parent had not (``imported``, from :func:`new_roots`); the
