@@ -26,7 +26,14 @@ from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
 from ablate.plan.suite import families
-from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
+from ablate.record.results import (
+    collect,
+    iter_manifests,
+    misplaced_records,
+    misplaced_warning,
+    read_manifests,
+    write_summary,
+)
 from ablate.record.sweepdir import (
     PLOTS_LOG,
     VERDICT_OPTIONS,
@@ -655,6 +662,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
                        f"since): {', '.join(edited[:10])}{' ...' if n > 10 else ''}; the verdict uses them as "
                        "they are now. Fix: restore the original result.json, or re-run the trial "
                        f"(move its dir aside, then `ablate resume {sd.root}`)"}]
+    if misplaced := misplaced_records(sd, plan):
+        confounds["findings"] = [*confounds["findings"], {
+            "kind": "record", "field": "result.json", "severity": "warning", "aligned": False, "split": {},
+            "trials": misplaced, "message": misplaced_warning(sd, misplaced)}]
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")

@@ -27,7 +27,7 @@ from ablate.plan.app_config import APP_NODE, app_params
 from ablate.plan.arms import Plan, describe, make_plan, parse_variable, resolve
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.plan.suite import SuitePlan, describe_suite, suite_record
-from ablate.record.results import trial_state, write_results
+from ablate.record.results import misplaced_records, misplaced_warning, trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
@@ -467,6 +467,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     CURRENT_SWEEP_DIR = str(sd.root)
     with sd.locked():
         plan = load_plan(sd)
+        if misplaced := misplaced_records(sd, plan):  # another trial's record in a trial's dir: re-run below
+            _log(f"ablate: {misplaced_warning(sd, misplaced)}")
         opts = plan.get("options", {})
         launcher = get_launcher(opts.get("launcher", {"name": "local"}))
         on_failure = opts.get("on_failure", "report")
