@@ -56,6 +56,7 @@ from ablate.plan.overrides import format_override
 from ablate.plan.suite import suite_record
 from ablate.trials import seeding
 from ablate.trials.tasks import app_warm
+from ablate.trials.tasks.argstyle import check_task_env
 from ablate.trials.tasks.command import RUN_DIR_NAME, hydra_refused_key, read_from, spawn, tail_lines, task_dir
 from ablate.trials.tasks.contract import TaskOutput
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
@@ -153,6 +154,8 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",
                           fix="e.g. `reduce: max` for the best validation accuracy over epochs")
     compile_patterns(s["metric_pattern"])
+    if isinstance(s["env"], Mapping):
+        check_task_env(s["env"])
     return s
 
 

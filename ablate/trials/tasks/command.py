@@ -188,6 +188,12 @@ def task_settings(task: Mapping[str, Any]) -> dict[str, Any]:
                           fix="e.g. `reduce: min` for the best validation loss over steps")
     metrics.compile_patterns(s["metric_pattern"])
     s["timing_metrics"] = list(s["timing_metrics"] or [])
+    argstyle.check_task_env(s["env"])
+    if s["args"] == "env":  # each setting becomes a variable: none may replace ablate's or the process's own
+        named = {re.sub(r"(^|\.)-+", r"\1", k): f"task.params.{k}" for k in flatten_params(s["params"])}
+        named.update({s[k]: f"task.{k}" for k in ("seed_key", "determinism_key", "output_dir_key", "metrics_key")
+                      if s[k]})
+        argstyle.check_env_names(named, str(s["env_prefix"] or ""))
     return s
 
 
