@@ -201,7 +201,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         code_root = pins_mod.trial_code_root(sd, plan)
         manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
         manifest["environment"] = pins_mod.capture_environment(light=True)
-        manifest["data"] = pins_mod.data_seen(plan)
+        manifest["data"] = pins_mod.data_seen(plan, code_root)
 
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
@@ -253,7 +253,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
         def runner() -> Any:
             with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext(), \
-                    guard_snapshot(snapshot):  # a write into the snapshot every trial shares is named
+                    guard_snapshot(snapshot, (cfg.get("task") or {}).get("data")):  # a write there is named
                 return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
@@ -382,7 +382,7 @@ def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any])
     pins = plan.get("pins") or {}
     check: dict[str, Any] = {}
     if pins.get("data"):
-        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan)
+        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan, pins_mod.trial_code_root(sd, plan))
     code = manifest.get("code") or {}
     if (pins.get("code") or {}).get("snapshot") and code.get("root"):
         manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))

@@ -674,7 +674,7 @@ class AppForm:
         def refused(stderr: str) -> ConfigError | None:  # read as an app's failure, never a command task's
             return refused_override(stderr, task)
 
-        with guard_snapshot(snapshot):
+        with guard_snapshot(snapshot, s.get("data")):
             if warm is not None:
                 record = app_warm.call(warm, argv, set_env, cwd, tp, task, refused=refused)
             else:

@@ -485,7 +485,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     record: dict[str, Any] = {"metrics_file": str(metrics_path)}
     if alias != tp.dir:
         record["trial_dir_alias"] = str(alias)
-    with guard_snapshot(snapshot):
+    with guard_snapshot(snapshot, task.get("data")):
         rec = spawn(argv, set_env, cwd, tp, opts, task, record)
     if metrics_path.is_file():
         read_metrics(metrics_path)  # a metrics file that is there must be a JSON object (a clear error if not)
