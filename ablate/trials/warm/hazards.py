@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from types import FrameType
 from typing import Any
 
+from ablate.trials.seeding import PostImportHook
+
 #: (module prefix, thread name prefix) -> the setting that keeps that library from starting the thread, as
 #: tried on this project's own stack (pyarrow 25: ``import sklearn`` pulls it in through pandas).
 SETTINGS: dict[tuple[str, str], str] = {
@@ -115,6 +117,14 @@ def _caller(frame: FrameType | None, skip: tuple[str, ...]) -> str:
 class Watch:
     """Watches the import of the task in the warm parent (a context manager; see the module docstring).
 
+    It also tells who drew from a global random generator while the task was imported (:attr:`rng_own`,
+    :attr:`rng_library`), by looking at the generators (:func:`rng_marks`) before and after each import line of
+    the task's own files: a draw inside the import of an installed library (``rich`` draws ``getrandbits(24)``
+    for its style ids) is that library's own, the same in every trial, which each fork re-seeds before its task
+    runs; a draw by the task's own code (a module body, a module of its own) is a value the task computes with,
+    made unseeded in the warm parent: refused. The decision depends only on who drew, never on what an earlier
+    import (the early warm parent's) happened to hold.
+
     Parameters
     ----------
     code_root : str
@@ -133,6 +143,30 @@ class Watch:
         self._known: set[int] = set()
         self._real: dict[str, str] = {}  # a caller's file name -> its real path (asked once per file)
         self._sockets0: set[int] = set()
+        self._rng: dict[str, Any] = {}  # the generators' marks at the last look (rng_marks)
+        #: generators drawn by the task's own code at import (its module bodies, its own modules): refused
+        self.rng_own: list[str] = []
+        #: draws made while an import line of the task imported an installed library: the library's own
+        self.rng_library: list[dict[str, str]] = []
+
+    def _rng_look(self, module: str | None) -> None:
+        """Note which generators were drawn since the last look, and by whom: ``module`` (an import of a task
+        line that just ended) or, when None, the task's own code between its import lines."""
+        now = rng_marks()
+        for name, mark in now.items():
+            if (name in self._rng and self._rng[name] != mark) or (name not in self._rng and
+                                                                   _fresh_drawn(name, mark)):
+                if module is None or self._own_module(module):
+                    if name not in self.rng_own:
+                        self.rng_own.append(name)
+                else:
+                    self.rng_library.append({"generator": name, "module": module})
+        self._rng = now
+
+    def _own_module(self, name: str) -> bool:
+        """Whether module ``name`` is the task's own (its file in the code snapshot), not an installed library."""
+        path = getattr(sys.modules.get(name), "__file__", None)
+        return path is None or os.path.realpath(path).startswith(self.code_root)
 
     def _task_line(self) -> str | None:
         """The task file's own line making the current import, when the caller is a task file."""
@@ -162,6 +196,8 @@ class Watch:
             if absolute in sys.modules:
                 return real_import(name, globals, locals, fromlist, level)
             via = watch._task_line()
+            if via:  # an import line of the task: who drew, the task's code before it or what it imports
+                watch._rng_look(None)
             entry = {"module": absolute, "via": via or (watch._stack[-1]["via"] if watch._stack else None),
                      "n_threads": _thread_count(), "sockets": socket_inodes() if via else None}
             watch._stack.append(entry)
@@ -169,6 +205,8 @@ class Watch:
                 return real_import(name, globals, locals, fromlist, level)
             finally:
                 watch._stack.pop()
+                if via:
+                    watch._rng_look(absolute)
                 if _thread_count() != entry["n_threads"]:  # one stat per import; the listing only on a change
                     now = thread_ids()
                     for tid in now - watch._known:  # the innermost import that saw it appear started it
@@ -204,6 +242,7 @@ class Watch:
             socket.socket.listen, socket.socket.connect = real_listen, real_connect  # type: ignore[method-assign]
 
     def __enter__(self) -> Watch:
+        self._rng = rng_marks()
         self._threads0, self._sockets0 = thread_ids(), socket_inodes()
         self._known = set(self._threads0)
         self._t0 = time.perf_counter()
@@ -214,6 +253,7 @@ class Watch:
     def __exit__(self, *exc: Any) -> None:
         self._cm.__exit__(*exc)
         self.import_s = time.perf_counter() - self._t0
+        self._rng_look(None)  # a draw after the task's last import line: its own code
 
     def report(self) -> dict[str, Any]:
         """The threads and sockets there are now and were not before the watch, each with where it came
@@ -305,16 +345,33 @@ def explain(report: Mapping[str, Any], task: str) -> tuple[str, str] | None:
     return ". ".join(parts), "; ".join(dict.fromkeys(fixes))
 
 
+#: numpy's global generator's state the moment ``numpy.random`` was imported (it is seeded from OS entropy then,
+#: so no later look can know where it started): filled by the import hook :func:`rng_marks` sets.
+_RNG_AT_IMPORT: dict[str, Any] = {}
+_CAPTURE = PostImportHook()
+
+
+def _note_numpy(module: Any) -> None:
+    get_state = getattr(module, "get_state", None)
+    if get_state is not None:
+        _RNG_AT_IMPORT["numpy"] = _numpy_mark(get_state())
+
+
 def rng_marks() -> dict[str, Any]:
     """Where the process-global random generators stand now (python's ``random``, numpy's global
     ``RandomState`` and torch's default CPU generator, those imported), to tell later whether an import drew
-    from them (:func:`rng_drawn`)."""
+    from them (:func:`rng_drawn`). Each mark covers the generator's whole state (numpy's 624 words, not its
+    position: a draw of a multiple of 624 words leaves the position where it was). Before ``numpy.random`` is
+    imported (numpy loads it on first use), an import hook notes its state the moment it is."""
     import random
 
     marks: dict[str, Any] = {"random": hash(random.getstate())}
-    np = sys.modules.get("numpy")
-    if np is not None and hasattr(np, "random"):
-        marks["numpy"] = _numpy_mark(np.random.get_state())
+    nr = sys.modules.get("numpy.random")
+    get_state = getattr(nr, "get_state", None) if nr is not None else None
+    if get_state is not None:
+        marks["numpy"] = _numpy_mark(get_state())
+    elif "numpy" not in _RNG_AT_IMPORT and "numpy.random" not in _CAPTURE.callbacks:
+        _CAPTURE.add("numpy.random", _note_numpy)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "get_rng_state"):
         marks["torch"] = hash(torch.get_rng_state().numpy().tobytes())
@@ -325,28 +382,29 @@ def _numpy_mark(state: Any) -> int:
     return hash((state[1].tobytes(), state[2], state[3], state[4]))
 
 
+def _fresh_drawn(name: str, mark: Any) -> bool:
+    """Whether generator ``name``, imported since the last marks, drew since its import (numpy: against its
+    state noted at import; torch: against its generator re-seeded with ``torch.initial_seed()``)."""
+    if name == "numpy":
+        at = _RNG_AT_IMPORT.get("numpy")
+        return at is not None and at != mark
+    if name == "torch":
+        torch = sys.modules["torch"]
+        g = torch.Generator()
+        g.manual_seed(torch.initial_seed())
+        return not torch.equal(torch.get_rng_state(), g.get_state())
+    return False
+
+
 def rng_drawn(before: Mapping[str, Any]) -> list[str]:
     """The global generators drawn from since ``before`` (:func:`rng_marks`): a module that draws random
     numbers when imported (``W = torch.randn(64, 8)``, ``random.shuffle(ids)`` at its top) in a warm parent
     gives every trial forked from it that one draw, made before any seed was set, where a fresh process
     (``launcher.warm=false``) draws it after ablate seeded it from the trial's seed. numpy or torch imported
-    since ``before`` counts as drawn when its generator is no longer where its import left it (numpy: a
-    fresh ``RandomState``'s position; torch: its generator re-seeded with ``torch.initial_seed()``)."""
+    since ``before`` counts as drawn when its generator is no longer where its import left it."""
     after = rng_marks()
-    drawn = [name for name, mark in after.items() if name in before and before[name] != mark]
-    np = sys.modules.get("numpy")
-    if "numpy" in after and "numpy" not in before:
-        st = np.random.get_state()  # type: ignore[union-attr]
-        fresh = np.random.RandomState().get_state()  # type: ignore[union-attr]  # where an unseeded new one stands
-        if (st[2], st[3]) != (fresh[2], fresh[3]):
-            drawn.append("numpy")
-    torch = sys.modules.get("torch")
-    if "torch" in after and "torch" not in before:
-        g = torch.Generator()  # type: ignore[union-attr]
-        g.manual_seed(torch.initial_seed())  # type: ignore[union-attr]
-        if not torch.equal(torch.get_rng_state(), g.get_state()):  # type: ignore[union-attr]
-            drawn.append("torch")
-    return drawn
+    return [name for name, mark in after.items()
+            if (name in before and before[name] != mark) or (name not in before and _fresh_drawn(name, mark))]
 
 
 #: How :func:`ablate.trials.warm.starter.unsafe_reason` names each generator.

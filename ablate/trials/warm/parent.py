@@ -127,15 +127,15 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
                            "the snapshot existed")
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
-    marks = hazards.rng_marks()
-    with hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
+    with hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves, and who drew
         for spec in specs:
             try:
                 import_callable(spec, code_root)
                 imported.append(spec)
             except Exception as exc:  # the trial reports it with its own message
                 errors[spec] = str(exc)
-    rng_drawn = hazards.rng_drawn(marks)  # a draw at import: every fork would share it, unseeded
+    rng_drawn = watch.rng_own  # the task's own draw at import: every fork would share it, unseeded
+    _note_library_draws(watch.rng_library)
     apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
@@ -152,6 +152,17 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     return {"pid": os.getpid(), **fork_state(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
             "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, "rng_drawn": rng_drawn, **seen}
+
+
+def _note_library_draws(draws: list[dict[str, str]]) -> None:
+    """Say in the warm parent's log (once per library) which installed library drew at import: not refused (each
+    fork re-seeds every generator before its task runs; the library's draw is the same in every trial)."""
+    for module in dict.fromkeys(d["module"] for d in draws):
+        gens = " and ".join(hazards.RNG_NAMES.get(d["generator"], d["generator"]) for d in draws
+                            if d["module"] == module)
+        print(f"ablate warm parent: importing {module} drew from {gens}: that library's own draw at import (the "
+              "same in every trial; each trial re-seeds every generator after its fork), so forking stays safe",
+              file=sys.stderr, flush=True)
 
 
 def import_early(names: list[str]) -> dict[str, Any]:
@@ -244,14 +255,16 @@ def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tupl
                 return {"function": preload_warm(task, code_root)}
 
         def probed(load: Callable[[], dict[str, Any]] = load) -> dict[str, Any]:
-            marks = hazards.rng_marks()
-            return {**load(), "rng_drawn": hazards.rng_drawn(marks)}
+            with hazards.Watch(str(code_root)) as watch:  # who drew: the app's own code, or a library it imports
+                out = load()
+            return {**out, "rng_drawn": watch.rng_own, "rng_library": watch.rng_library}
 
         probe = run_in_probe(probed)
         why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
         if why:
             fallback[app] = why
             continue
+        _note_library_draws(probe.get("rng_library") or [])
         try:
             apps[app] = load()["function"]
         except Exception as exc:  # the probe imported it; here it failed: the trials start it afresh
