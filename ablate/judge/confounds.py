@@ -191,9 +191,13 @@ def check(plan: Mapping[str, Any],
                          "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"})
     for f in sorted({f for fp in groups.values() for f in fp}):
         split: dict[str, Counter[Any]] = defaultdict(Counter)
+        optional = f.startswith("environment:imported.")  # a distribution only some trials imported
         for arm, keys in per_arm.items():
             for key, n in keys.items():
-                split[arm][groups[key].get(f)] += n  # a trial without the field counts as None
+                value = groups[key].get(f)  # a trial without the field counts as None
+                if value is not None or not optional:  # ... except one that did not import that distribution
+                    split[arm][value] += n
+        split = defaultdict(Counter, {arm: c for arm, c in split.items() if c})
         if len({v for c in split.values() for v in c}) <= 1:
             continue
         kind, key = f.split(":", 1)

@@ -28,6 +28,7 @@ from typing import Any
 from ablate.errors import AblateError, PinError, UserError
 from ablate.pin import pins as pins_mod
 from ablate.pin.ignored import explain_missing
+from ablate.pin.imported import imported_distributions
 from ablate.plan.hydra_semantics import trial_hydra
 from ablate.record.errorline import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
@@ -280,12 +281,16 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                 manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
             else:  # a command or app ran in its own process (this one may hold torch from composing the app)
                 manifest["environment"].pop("torch_threads", None)
+        if form.name == "fn":  # every installed distribution the task ran on, by version (a confound if it differs)
+            manifest["environment"]["imported"] = imported_distributions(str(code_root) if code_root else None)
         source, seen_recorded = None, False
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
                 manifest["config"] = {**cfg, "task": {**(cfg.get("task") or {}), "params": out.seen["config"]}}
                 manifest["seen"] = {"by": "the task's own process", "hydra": out.seen.get("hydra") or {}}
                 torch_seen = out.seen.get("torch")
+                if out.seen.get("packages"):  # the distributions the app's own process imported
+                    manifest["environment"] = {**manifest["environment"], "imported": out.seen["packages"]}
                 if torch_seen:  # torch as the app's own process had it
                     manifest["environment"] = {**manifest["environment"], "torch_threads": torch_seen["threads"]}
                     manifest["determinism"]["flags_after"] = torch_seen["flags"]
@@ -295,7 +300,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         metrics = coerce_metrics(out, metric)
         as_bool = bool_metrics(out)
         changed = _pins_after(sd, plan, manifest)
-        if seen_recorded or "torch" in sys.modules or "warm" in manifest \
+        if seen_recorded or "torch" in sys.modules or "warm" in manifest or form.name == "fn" \
                 or "data_after" in manifest or "code_after" in manifest:
             write_json(tp.manifest, manifest)  # what the trial saw after the task, in one write
         if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.metrics.files import SEEN_FILE
+from ablate.pin.imported import imported_distributions
 
 #: The override that installs this callback.
 CALLBACK_OVERRIDE = "+hydra.callbacks.ablate_return._target_=ablate.trials.tasks.hydra_callback.SaveReturn"
@@ -97,7 +98,8 @@ class SaveReturn:
         """Write the job's return value to ``ablate_return.json`` in its output dir (not when it failed)."""
         out_dir = Path(config.hydra.runtime.output_dir)
         try:
-            seen = {"config": seen_config(config), "hydra": seen_hydra(config), "torch": seen_torch()}
+            seen = {"config": seen_config(config), "hydra": seen_hydra(config), "torch": seen_torch(),
+                    "packages": imported_distributions()}
             (out_dir / SEEN_FILE).write_text(json.dumps(seen))
         except Exception as exc:  # never fail the app's run over a record
             (out_dir / SEEN_FILE).write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ablate.pin import pins
+from ablate.pin import imported, pins
 from ablate.record.sweepdir import SweepDir, open_log
 from ablate.trials import seeding
 from ablate.trials.config import load_plan, plain_config, prime_config, resolve_config
@@ -226,6 +226,7 @@ def prepare_trials(plan: Mapping[str, Any]) -> None:
     that what a fork would build is exactly this (one with interpolations is resolved in the fork: a resolver
     such as ``oc.env`` reads the fork's own environment). Every trial still checks its pins itself."""
     pins.capture_environment(light=True)
+    imported.prime()  # which distribution provides each module held here: forks ask only for their own imports
     seeding.prime_torch_seeding()
     seed = (plan.get("seeds") or [0])[0]
     for arm in plan["arms"]:
