@@ -265,7 +265,10 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{target} exists and is a file", where="hydra.sweep.dir",
                           fix="give a directory path, e.g. `hydra.sweep.dir=outputs/run1`")
-    sd = SweepDir.create(sweep_dir, opts.sweep_dir_mode)
+    sd, reused = SweepDir.claim(sweep_dir, opts.sweep_dir_mode)
+    if reused:
+        _log(f"ablate: {sd.root} was left half-created by an ablate process killed before it wrote the plan; "
+             "its code snapshot was removed and this ablation writes there")
     if sd.root.name != target.name:
         _log(f"ablate: {target} already exists; this ablation writes to {sd.root} (nothing is overwritten)")
     _warn_if_tracked(sd, code)
@@ -280,6 +283,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
             "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
     record = plan_record(plan, opts, pins, cwd=cwd)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
+    sd.finish_creation()
     _log(f"ablate: sweep dir {sd.root}")
     _log(_describe(plan))
     return sd

@@ -331,6 +331,17 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SweepDirError(
+            f"cannot create the output directory {path.parent} ({exc.strerror})",
+            where="hydra.sweep.dir",
+            fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`",
+        ) from exc
+
+
 def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> Path:
     """Create a new directory at ``path``, or at ``path_1``, ``path_2`` ... if it exists.
 
@@ -343,14 +354,7 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
         When the parent cannot be created or written (permissions, read-only file system).
     """
     path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SweepDirError(
-            f"cannot create the output directory {path.parent} ({exc.strerror})",
-            where="hydra.sweep.dir",
-            fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`",
-        ) from exc
+    _make_parent(path)
     for i in range(10_000):
         cand = path if i == 0 else path.with_name(f"{path.name}_{i}")
         try:
@@ -365,6 +369,64 @@ def create_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE
                 where="hydra.sweep.dir",
                 fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`",
             ) from exc
+    raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir",
+                        fix="remove old ones, or choose another name with `hydra.sweep.dir=...`")
+
+
+#: Marks a sweep dir whose creation (pins, code snapshot, ``ablation.yaml``) has not finished: ``<pid> <host>``.
+CREATING_FILE = ".creating"
+
+
+def abandoned_creation(path: Path) -> bool:
+    """True for a dir an ablate process left while creating a sweep dir there and was killed before writing its
+    ``ablation.yaml``: it holds the creation marker of a process of this host that is gone. Anything else (a
+    sweep dir, a live creation, another host's, a dir without the marker) is never taken for one."""
+    if os.path.lexists(path / PLAN_FILE):
+        return False
+    try:
+        fd = open_nofollow(path / CREATING_FILE, os.O_RDONLY)
+        with os.fdopen(fd) as fh:
+            pid, host = fh.read().split()[:2]
+        return host == os.uname().nodename and not _alive(int(pid))
+    except (OSError, ValueError):
+        return False
+
+
+def claim_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> tuple[Path, bool]:
+    """:func:`create_unique_dir` for a sweep dir: the dir carries :data:`CREATING_FILE` until
+    :meth:`SweepDir.finish_creation`, and a dir an earlier ablate left half-created (killed before its
+    ``ablation.yaml``: :func:`abandoned_creation`) is emptied and reused, so re-running a killed command writes
+    where it would have, and no ``DIR_1``, ``DIR_2`` ... pile up, each holding a code snapshot.
+
+    Returns
+    -------
+    path, reused : Path, bool
+    """
+    path = Path(path)
+    _make_parent(path)
+    for i in range(10_000):
+        cand = path if i == 0 else path.with_name(f"{path.name}_{i}")
+        reused = False
+        if os.path.lexists(cand):
+            if not (cand.is_dir() and not cand.is_symlink() and abandoned_creation(cand)):
+                continue
+            shutil.rmtree(cand, ignore_errors=True)  # its snapshot: an earlier run killed before its plan
+            reused = True
+        tmp = cand.with_name(f".{cand.name}.claim-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.mkdir(tmp, mode)
+            os.chmod(tmp, mode)
+            fd = open_nofollow(tmp / CREATING_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()} {os.uname().nodename}\n")
+            os.rename(tmp, cand)  # atomic: the marker is there from the first moment the dir is
+            return cand, reused
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise SweepDirError(f"cannot create the sweep dir {cand} ({exc.strerror})", where="hydra.sweep.dir",
+                                    fix="choose a writable location, e.g. `hydra.sweep.dir=/tmp/ablate/run1`"
+                                    ) from exc
     raise SweepDirError(f"too many sweep dirs named {path}*", where="hydra.sweep.dir",
                         fix="remove old ones, or choose another name with `hydra.sweep.dir=...`")
 
@@ -499,6 +561,18 @@ class SweepDir:
     def create(cls, path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> SweepDir:
         """Create a fresh, unique sweep dir at ``path`` (suffixing ``_1``, ``_2`` ... if taken)."""
         return cls(create_unique_dir(path, mode), mode)
+
+    @classmethod
+    def claim(cls, path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE) -> tuple[SweepDir, bool]:
+        """A new sweep dir at ``path`` being created (:func:`claim_unique_dir`), and whether it reused a dir an
+        earlier ablate left half-created; :meth:`finish_creation` once its ``ablation.yaml`` is written."""
+        root, reused = claim_unique_dir(path, mode)
+        return cls(root, mode), reused
+
+    def finish_creation(self) -> None:
+        """Drop the creation marker: the sweep dir holds its ``ablation.yaml`` now."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root / CREATING_FILE)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> SweepDir:

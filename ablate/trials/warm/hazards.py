@@ -15,6 +15,7 @@ import builtins
 import contextlib
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from types import FrameType
 from typing import Any
 
+from ablate.trials import proctree
 from ablate.trials.seeding import PostImportHook
 
 #: (module prefix, thread name prefix) -> the setting that keeps that library from starting the thread, as
@@ -143,6 +145,9 @@ class Watch:
         self._known: set[int] = set()
         self._real: dict[str, str] = {}  # a caller's file name -> its real path (asked once per file)
         self._sockets0: set[int] = set()
+        self._procs0: set[tuple[int, int]] = set()  # this process's descendants before the watch
+        self._proc_from: dict[tuple[int, int], dict[str, Any]] = {}  # a process -> the import line it came from
+        self._spawned: dict[int, str] = {}  # pid -> file:line that started it (subprocess.Popen, os.fork)
         self._rng: dict[str, Any] = {}  # the generators' marks at the last look (rng_marks)
         #: generators drawn by the task's own code at import (its module bodies, its own modules): refused
         self.rng_own: list[str] = []
@@ -162,6 +167,12 @@ class Watch:
                 else:
                     self.rng_library.append({"generator": name, "module": module})
         self._rng = now
+
+    def _procs_look(self, module: str, via: str) -> None:
+        """Note the processes that appeared below this one during the import of ``module`` (a task line ``via``)."""
+        for proc in proctree.descendants(os.getpid()):
+            if proc not in self._procs0 and proc not in self._proc_from:
+                self._proc_from[proc] = {"module": module, "via": via}
 
     def _own_module(self, name: str) -> bool:
         """Whether module ``name`` is the task's own (its file in the code snapshot), not an installed library."""
@@ -186,6 +197,7 @@ class Watch:
         real_import = builtins.__import__
         real_start = threading.Thread.start
         real_listen, real_connect = socket.socket.listen, socket.socket.connect
+        real_popen, real_fork = subprocess.Popen.__init__, os.fork
         watch = self
 
         def watched_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
@@ -207,6 +219,7 @@ class Watch:
                 watch._stack.pop()
                 if via:
                     watch._rng_look(absolute)
+                    watch._procs_look(absolute, via)
                 if _thread_count() != entry["n_threads"]:  # one stat per import; the listing only on a change
                     now = thread_ids()
                     for tid in now - watch._known:  # the innermost import that saw it appear started it
@@ -230,7 +243,19 @@ class Watch:
             watch._sock_calls.append(("connect", _caller(sys._getframe(1), ("socket",))))
             return real_connect(sock, *args)
 
+        def watched_popen(proc: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+            real_popen(proc, *args, **kwargs)
+            watch._spawned[proc.pid] = _caller(sys._getframe(1), ("subprocess",))
+
+        def watched_fork() -> int:
+            pid = real_fork()
+            if pid:
+                watch._spawned[pid] = _caller(sys._getframe(1), ("os",))
+            return pid
+
         builtins.__import__ = watched_import
+        subprocess.Popen.__init__ = watched_popen  # type: ignore[method-assign]
+        os.fork = watched_fork
         threading.Thread.start = watched_start  # type: ignore[method-assign]
         socket.socket.listen = watched_listen  # type: ignore[method-assign]
         socket.socket.connect = watched_connect  # type: ignore[method-assign]
@@ -238,11 +263,14 @@ class Watch:
             yield
         finally:
             builtins.__import__ = real_import
+            subprocess.Popen.__init__ = real_popen  # type: ignore[method-assign]
+            os.fork = real_fork
             threading.Thread.start = real_start  # type: ignore[method-assign]
             socket.socket.listen, socket.socket.connect = real_listen, real_connect  # type: ignore[method-assign]
 
     def __enter__(self) -> Watch:
         self._rng = rng_marks()
+        self._procs0 = set(proctree.descendants(os.getpid()))
         self._threads0, self._sockets0 = thread_ids(), socket_inodes()
         self._known = set(self._threads0)
         self._t0 = time.perf_counter()
@@ -283,7 +311,10 @@ class Watch:
                     "started_at": calls[0] if calls else None} for i in sorted(new)]
         for t in threads:
             t["started_at"] = self._rel(t["started_at"])
-        return {"threads_new": threads, "sockets": sockets, "import_s": round(self.import_s, 3)}
+        procs = [{"pid": pid, "start": start, "what": _cmdline(pid), **self._proc_from.get((pid, start), {}),
+                  "started_at": self._rel(self._spawned.get(pid))}
+                 for pid, start in proctree.descendants(os.getpid()) if (pid, start) not in self._procs0]
+        return {"threads_new": threads, "sockets": sockets, "processes": procs, "import_s": round(self.import_s, 3)}
 
     def _rel(self, where: str | None) -> str | None:
         """A ``file:line`` in the code snapshot, relative to it (as the user's project names the file)."""
@@ -291,6 +322,28 @@ class Watch:
             path, _, line = where.rpartition(":")
             return f"{os.path.relpath(os.path.realpath(path), self.code_root)} line {line}"
         return where
+
+
+def _cmdline(pid: int) -> str:
+    """A process's command line, shortened (``?`` when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            text = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def own_processes() -> list[dict[str, Any]]:
+    """This process's live descendants, each ``{pid, start, what}`` (its command line)."""
+    return [{"pid": pid, "start": start, "what": _cmdline(pid)} for pid, start in proctree.descendants(os.getpid())]
+
+
+def end_processes(report: Mapping[str, Any]) -> None:
+    """Kill (SIGKILL) and reap the processes the task's import started (``report["processes"]``): the warm parent
+    refuses to fork from there, and none may outlive it."""
+    procs = [(int(p["pid"]), int(p["start"])) for p in report.get("processes") or []]
+    proctree.reap(pid for pid, _ in proctree.kill(procs))
 
 
 def _origin(item: Mapping[str, Any], *first: str) -> str:
@@ -319,9 +372,15 @@ def explain(report: Mapping[str, Any], task: str) -> tuple[str, str] | None:
     cannot share, or None when it shows none. ``task`` names the task module(s) for the message."""
     threads = list(report.get("threads_new") or [])
     sockets = list(report.get("sockets") or [])
-    if not threads and not sockets:
+    procs = list(report.get("processes") or [])
+    if not threads and not sockets and not procs:
         return None
     parts, fixes = [], []
+    if procs:
+        named = "; ".join(f"pid {p['pid']} (`{p['what']}`){_origin(p)}" for p in procs)
+        parts.append(f"importing {task} started {len(procs)} process(es) in the warm parent every trial is forked "
+                     f"from: {named}. Every trial would share it, and it would outlive the ablation (it was "
+                     "ended now)")
     if threads:
         named = "; ".join(f"`{t['name']}`{_origin(t, *([] if t.get('python') else ['a native thread']))}"
                           for t in threads)
@@ -334,10 +393,11 @@ def explain(report: Mapping[str, Any], task: str) -> tuple[str, str] | None:
         parts.append(f"importing {task} opened {len(sockets)} socket(s) in the warm parent: {named}. Every fork "
                      "would share it: trials would accept on one listening socket or write into one connection, "
                      "and hang")
-    moves = sorted({str(i["via"]) for i in threads + sockets if i.get("via")})
+    moves = sorted({str(i["via"]) for i in threads + sockets + procs if i.get("via")})
     if moves:
-        fixes.append("move " + " and ".join(moves) + " into the task function, so each trial runs it after the fork")
-    elif threads + sockets:
+        fixes.append("move " + " and ".join(moves) + " into the task function, so each trial runs it after the fork"
+                     + (" (a trial's own processes end with it)" if procs else ""))
+    elif threads + sockets + procs:
         fixes.append("start it inside the task function instead of at import")
     cost = report.get("import_s")
     fixes.append("or run each trial in a fresh process with `launcher.warm=false`"

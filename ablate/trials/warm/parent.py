@@ -47,7 +47,7 @@ from typing import Any
 
 from ablate.pin import imported, pins
 from ablate.record.sweepdir import SweepDir, open_log
-from ablate.trials import seeding
+from ablate.trials import proctree, seeding
 from ablate.trials.config import load_plan, plain_config, prime_config, resolve_config
 from ablate.trials.proctree import PARENT_ENV, die_with_parent
 from ablate.trials.tasks.interface import import_callable, preload_warm, prepare_node
@@ -118,6 +118,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
         imported before the sweep dir was known; their seconds are in ``import_s``).
     """
     importlib.import_module(entry)
+    proctree.become_subreaper()  # a daemon the task's import starts (setsid, double fork) stays visible below
     sd = SweepDir(sweep_root)
     plan = load_plan(sd)
     code_root = pins.trial_code_root(sd, plan)
@@ -148,6 +149,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     declared, preload_errors = import_modules(list(modules or []))
     prepare_trials(plan)
     seen = watch.report()
+    hazards.end_processes(seen)  # a process the import started: refused below, and never left running
     seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
     return {"pid": os.getpid(), **fork_state(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
@@ -187,6 +189,7 @@ def import_early(names: list[str]) -> dict[str, Any]:
     with hazards.Watch(project) as watch:
         done, errors = import_modules(todo)
     seen = {**fork_state(), **watch.report(), "imported": done}
+    hazards.end_processes(seen)
     refused = (f"importing {next(iter(errors))} failed ({next(iter(errors.values()))})" if errors
                else unsafe_reason(seen))
     return {"imported": done, "import_s": seen["import_s"], "refused": refused}
@@ -439,11 +442,14 @@ def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     if pid == 0:  # the probe: work, report, exit (never runs anything else)
         try:
             os.close(r)
+            proctree.become_subreaper()  # a daemon the import starts (setsid, double fork) stays below the probe
             try:
                 out: dict[str, Any] = dict(work())
             except BaseException as exc:  # its failure is the report
                 out = {"error": f"importing it failed ({type(exc).__name__}: {exc})"}
-            data = json.dumps({**out, **fork_state()}).encode()
+            procs = hazards.own_processes()  # started by the import: refused, and ended with the probe
+            proctree.kill_descendants()
+            data = json.dumps({**out, **fork_state(), **({"processes": procs} if procs else {})}).encode()
             while data:
                 data = data[os.write(w, data):]
         finally:
@@ -597,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         _write(out_fd, {"ready": None, "error": f"{type(exc).__name__}: {exc}"})
         return 1
     _write(out_fd, {"ready": report})
-    if report["threads"] > 1 or report["cuda"] or report.get("sockets") or report["preload_errors"]:
+    if report["threads"] > 1 or report["cuda"] or report.get("sockets") or report.get("processes") \
+            or report["preload_errors"]:
         return 0  # the launcher refuses with the reason
     serve(args.entry, req_fd, out_fd, Learner(report["preloaded"], enabled=not args.no_learn))
     return 0
