@@ -72,6 +72,27 @@ def _search_path(config_path: str | None, config_dirs: Sequence[str]) -> Any:
     return sp
 
 
+#: ablate's settings that take a list: ``seeds=1,2,3`` (a Hydra sweep) means ``seeds=[1,2,3]``.
+LIST_SETTINGS = ("seeds", "looks", "metrics", "scale.values", "variable.values", "launcher.preload")
+
+
+def reject_seed(overrides: Sequence[str]) -> None:
+    """Refuse ``seed=N`` under ``-m``: ablate sets ``seed`` for each trial from ``seeds``, so ``seed=10`` (for
+    ``seeds=10``) would run the default 5 seeds without a word.
+
+    Raises
+    ------
+    ConfigError
+        With the fix: ``seeds=N`` (N seeds per arm) or ``seeds=[N]`` (that one seed).
+    """
+    for ov in overrides:
+        key, _, value = ov.partition("=")
+        if key.lstrip("+") == "seed":
+            raise ConfigError(f"{ov!r} under -m: ablate sets `seed` for each trial from `seeds` (the seed list), "
+                              "so this would be ignored and the default seeds would run", where="seed",
+                              fix=f"`seeds={value}` for {value} seeds per arm (`seeds=[...]` for a list of seeds)")
+
+
 def reject_sweeps(overrides: Sequence[str]) -> None:
     """Refuse Hydra sweep syntax (``a=1,2``, ``range(...)``): an ablation varies one declared variable.
 
@@ -94,6 +115,11 @@ def reject_sweeps(overrides: Sequence[str]) -> None:
                               "key='a b', and lists as key=[1,2]") from None
         if parsed.is_sweep_override():
             key = parsed.get_key_element()
+            bare = key.lstrip("+~")
+            if bare in LIST_SETTINGS or bare.endswith(".values"):  # a list written without its brackets
+                value = ov.split("=", 1)[1]
+                raise ConfigError(f"{ov!r} gives {bare} several values as a Hydra sweep (one run per value)",
+                                  where=bare, fix=f"write the list in brackets: `{key}=[{value}]`")
             raise ConfigError(
                 f"{ov!r} is a Hydra sweep; ablate changes one declared variable against a control",
                 where=key,
@@ -121,6 +147,8 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
     overrides = list(overrides)
     name = config_name or CONFIG_NAME
     reject_sweeps(overrides)
+    if multirun:
+        reject_seed(overrides)
     sp = _search_path(config_path, config_dirs)
     GlobalHydra.instance().clear()
     hydra = Hydra.create_main_hydra2(task_name="ablate", config_search_path=sp)

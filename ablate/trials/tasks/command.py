@@ -624,7 +624,8 @@ def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
     """The script's own parser refused the arguments ablate passed: every trial would, so stop (one line)."""
     s = task_settings(task)
     for pat in _REFUSED_ARGS:
-        m = pat.search(stderr)
+        found = list(pat.finditer(stderr))  # the last: a traceback shows the raising line's source above it
+        m = found[-1] if found else None
         if m and _only_the_seed(m.group(1), s):
             return ConfigError(
                 f"the script refused the seed argument it was given ({exception_line(stderr)}): it takes no "
@@ -646,13 +647,19 @@ def _refused_args(stderr: str, task: Mapping[str, Any]) -> ConfigError | None:
     return None
 
 
+def refused_keys(refused: str) -> set[str]:
+    """The setting names in what a parser refused, however it lists them: ``--seed 1``, ``--seed=1``, ``seed=1``
+    (argparse), ``['--seed', '1']`` (HfArgumentParser), ``seed`` (a configurator's ``Unknown config key``)."""
+    tokens = re.findall(r"[^\s\[\]'\",]+", refused)
+    keys = {t.lstrip("-").split("=")[0] for t in tokens if t.startswith("-") or "=" in t}
+    return keys or {t for t in tokens if t.isidentifier()}
+
+
 def _only_the_seed(refused: str, s: Mapping[str, Any]) -> bool:
-    """Whether the arguments a parser refused are the seed's alone (``--seed 1``, ``--seed=1``)."""
+    """Whether the arguments a parser refused are the seed's alone (``--seed 1``, ``--seed=1``, ``seed``)."""
     if not s["seed_key"] or s["args"] == "env":
         return False
-    argv = argstyle.render({s["seed_key"]: 0}, s["args"], s["values"], env_prefix=str(s["env_prefix"] or ""))[0]
-    words = refused.split()
-    return bool(argv and words) and len(words) <= 2 and words[0].split("=")[0] == argv[0].split("=")[0]
+    return refused_keys(refused) == {str(s["seed_key"]).lstrip("-")}
 
 
 class CommandForm:
