@@ -671,6 +671,12 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
+    # lazy: the bottom line words numbers with ablate.stats (numpy), kept off verdict reuse
+    from ablate.judge.bottom_line import bottom_line
+
+    verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
+    verdict["sweep_dir"] = str(sd.root.absolute())
+    verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblationFailed, ConfigError, close_matches
+from ablate.judge.rerun import SCALE_KEYS, without_keys
 from ablate.judge.table import MARKERS
 from ablate.judge.verdict import write_verdict
 from ablate.orchestrate.pipeline import prepare, start
@@ -121,7 +122,8 @@ def child_names(key: str, values: Sequence[Any]) -> list[str]:
 
 def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], composed: Any, *,
                  config_path: str | None, config_dirs: Sequence[str] = (), config_name: str | None = None,
-                 cwd: str | None = None, app_overrides: Sequence[str] = ()) -> dict[str, Any]:
+                 cwd: str | None = None, app_overrides: Sequence[str] = (),
+                 command: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run one ablation per scale value under one parent dir, then write the transfer report.
 
     Parameters
@@ -136,6 +138,9 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         As for :func:`ablate.plan.compose.compose`.
     app_overrides : sequence of str
         ``app.`` overrides of the command line, for an ``app`` task.
+    command : mapping, optional
+        The command line (:func:`ablate.plan.overrides.command_record`): recorded in transfer.yaml, and each scale's
+        plan records it as that scale's own ablation (``scale.*`` left out, the scale's value added).
 
     Returns
     -------
@@ -155,7 +160,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         raise ConfigError("a transfer check has no dry run yet", where="dry_run",
                           fix="dry-run one scale, without scale.key: "
                           f"`{format_override(f'app.{app_key}' if app_key else key, values[0])} dry_run=true`")
-    comps = []
+    comps, commands = [], []
     for v in values:
         ours = list(overrides) if app_key else [*overrides, format_override(key, v)]
         theirs = [*app_overrides, format_override(app_key, v)] if app_key else list(app_overrides)
@@ -164,26 +169,29 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         prepare(c.cfg, variable_name=c.variable_name, available_variables=c.variables, compose=c.compose,
                 choices=c.choices, cwd=cwd)  # every scale is checked before anything runs
         comps.append(c)
+        commands.append(without_keys(command, SCALE_KEYS, [format_override(f"app.{app_key}" if app_key else key, v)]))
     mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
     parent = create_unique_dir(composed.sweep_dir, mode).absolute()
     children = child_names(key, values)
     write_atomic(parent / TRANSFER_RECORD, dump_yaml({"scale": {"key": key, "values": values},
                                                       "variable": composed.variable_name,
-                                                      "children": children}), durable=True)
+                                                      "children": children,
+                                                      **({"command": dict(command)} if command else {})}),
+                 durable=True)
     failed: list[str] = []
     if composed.cfg.get("wait") is False:  # submitted (launcher=slurm): collect each scale, then the report
-        for c, child in zip(comps, children, strict=True):
+        for c, child, cmd in zip(comps, children, commands, strict=True):
             start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
                   available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
-                  choices=c.choices)
+                  choices=c.choices, command=cmd)
         print(f"ablate: every scale submitted; `ablate collect {parent}/<scale>` for each of {', '.join(children)}, "
               f"then `ablate verdict {parent}` writes the transfer report", file=sys.stderr)
         return {"parent": str(parent), "submitted": True}
-    for c, child in zip(comps, children, strict=True):
+    for c, child, cmd in zip(comps, children, commands, strict=True):
         try:
             start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
                   available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
-                  choices=c.choices)
+                  choices=c.choices, command=cmd)
         except AblationFailed as exc:
             failed.append(f"{child}: {exc}")
     report = write_transfer(parent)
