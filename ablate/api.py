@@ -47,6 +47,9 @@ class Verdict(dict):  # type: ignore[type-arg]
         other verdicts). ``verdict.words[arm] == "better"`` holds only for a firm better.
     invalid : bool
         True when the whole ablation is invalid (confounded, or too many failed trials).
+
+    Its repr is the metric, its direction and the sweep dir, then verdict.md's bottom line in plain text
+    (:meth:`bottom_line`): per treatment one sentence, then the Next line.
     markdown : str
         The text of ``verdict.md``.
     """
@@ -107,10 +110,23 @@ class Verdict(dict):  # type: ignore[type-arg]
         except OSError:
             return f"`{self!r}`"
 
+    def bottom_line(self) -> list[str]:
+        """verdict.md's bottom line in plain text: per treatment its sentence, then the Next line (the same words,
+        from verdict.json's ``bottom_line``; computed for a verdict written before it was recorded)."""
+        bl = self.get("bottom_line")
+        if not isinstance(bl, Mapping) or not bl.get("treatments"):
+            from ablate.judge.bottom_line import bottom_line  # lazy: numpy (ablate.stats), only for old verdicts
+
+            bl = bottom_line(self).to_json()
+        return [*(str(t["sentence"]) for t in bl["treatments"]), str(bl["next"]["line"])]
+
     def __repr__(self) -> str:
-        words = ", ".join(f"{k}: {v}" for k, v in self.words.items()) or "no comparisons"
-        state = "INVALID; " if self.invalid else ""
-        return f"Verdict({self.get('metric')}: {state}{words}; {self.get('sweep_dir')})"
+        from ablate.judge.bottom_line import direction  # lazy: numpy (ablate.stats), only when a verdict is shown
+
+        state = "INVALID ABLATION; " if self.invalid else ""
+        lines = self.bottom_line() if self.get("comparisons") else ["no comparisons"]
+        body = "".join(f"\n  {line}" for line in lines)
+        return f"Verdict({self.get('metric')}, {direction(self.get('goal'))}; {state}{self.get('sweep_dir')}{body})"
 
 
 def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None,
