@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ablate.judge.rerun import rerun_command
+from ablate.judge.rerun import recorded, rerun_command
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.core import verdict_label
@@ -148,6 +148,8 @@ class TreatmentLine:
 
     def status(self) -> str:
         """What the word leaves open: firm or not, or why there is no decision."""
+        if self.verdict == "insufficient data":
+            return self.why or "nothing to test"
         if self.confounded:
             return "but the runs differ in more than the variable, so it cannot be credited to it"
         if self.invalid:
@@ -156,9 +158,7 @@ class TreatmentLine:
             return "firm" if self.firm is not False else "not yet firm (a lead to confirm)"
         if self.verdict == "equivalent":
             return "no difference that matters" + (f" (margin ±{self.margin:g})" if self.margin is not None else "")
-        if self.verdict == "inconclusive":
-            return "the data cannot tell yet"
-        return self.why or "nothing to test"
+        return "the data cannot tell yet"  # inconclusive
 
     def sentence(self, *, markdown: bool = True) -> str:
         """``lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +0.019 (97.5% CI +0.004 to +0.034): better,
@@ -263,7 +263,7 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         ci, level = raw_interval(c.get("tost_ci"), goal), c.get("tost_level")
     why = ""
     if verdict == "insufficient data":
-        why = ("every seed gave the same result (the warning above says why)" if c.get("seed_ignored")
+        why = ("every seed gave the same result, as the warning above says" if c.get("seed_ignored")
                else str(c.get("insufficient_reason") or "nothing to test"))
     return TreatmentLine(
         arm=str(c["arm"]), key=key_of(v, c), control=control_value(v, c), value=value_label(c.get("value")),
@@ -292,12 +292,14 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
     waiting = [c for c in v["comparisons"] if str(c.get("seed_advice_sequential") or "").startswith(
         ("continue to look", "no look complete"))]
     if (unfinished and not sequential) or waiting:
-        where = shlex.quote(str(v.get("sweep_dir") or "DIR"))
+        where = shlex.quote(str(v.get("resume_dir") or v.get("sweep_dir") or "DIR"))
         return NextStep(f"ablate resume {where}", f"{unfinished} planned trial(s) have not finished")
     need = [t for t in lines if t.seeds_next is not None]
     if need:
         n = max(t.seeds_next for t in need if t.seeds_next is not None)
-        return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why", n)
+        unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
+                                                "overrides"
+        return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
     stuck = [t.arm for t in lines if t.verdict == "inconclusive"]
     if stuck:
         cap = next((int((c.get("seed_advice") or {}).get("cap") or DEFAULT_CAP) for c in v["comparisons"]),
@@ -316,8 +318,8 @@ def bottom_line(v: Mapping[str, Any], dec: int | None = None) -> BottomLine:
     Parameters
     ----------
     v : mapping
-        The verdict; ``command`` (the plan's recorded command line) and ``sweep_dir`` make the Next step a
-        runnable command.
+        The verdict; ``command`` (the plan's recorded command line) and, with unfinished trials, ``resume_dir``
+        (the sweep dir as named from the project's root) make the Next step a runnable command.
     dec : int, optional
         Decimals of the differences; default: :func:`verdict_decimals`.
 

@@ -75,6 +75,12 @@ def _p(v: Any) -> str:
     return "< 0.0001" if v < 1e-4 else (f"{v:.2g}" if v < 0.001 else f"{v:.3g}")
 
 
+def _p_is(v: Any) -> str:
+    """``= 0.012`` or ``< 0.0001``: a p after its name."""
+    text = _p(v)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def _ci(ci: Any, dec: int | None = None) -> str:
     if not ci or ci[0] is None:
         return "–"
@@ -184,16 +190,16 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     head = f"{t.arm} vs control ({t.key} {t.control} → {t.value})"
     if t.delta is None:
-        return f"{head}: {t.word} ({t.why}); N = {n} completed seeds per arm ({span})."
+        return f"{head}: {t.word}: {t.why}; N = {n} completed seeds per arm ({span})."
     ci = f"{_level(t.ci_level)} CI {signed(t.ci[0], dec)} to {signed(t.ci[1], dec)}; " if t.ci else ""
     delta = f"Δ {t.metric} = {signed(t.delta, dec)} ({ci}{direction(v.get('goal'))})"
     test = TEST_NAMES.get(str(c.get("test")), str(c.get("test")))
     m = c.get("n_comparisons") or 1
     if c.get("multiplicity") in (None, "none", "group sequential") or m < 2:
-        p = f"p = {_p(c.get('pvalue_adjusted') if c.get('guard_factor', 1) > 1 else c.get('pvalue'))}"
+        p = f"p {_p_is(c.get('pvalue_adjusted') if c.get('guard_factor', 1) > 1 else c.get('pvalue'))}"
     else:
         how = LABELS.get(c["multiplicity"], c["multiplicity"]).split(" (")[0]
-        p = f"p_adj = {_p(c.get('pvalue_adjusted'))} ({how} over {m} treatments)"
+        p = f"p_adj {_p_is(c.get('pvalue_adjusted'))} ({how} over {m} treatments)"
     if c.get("guard_factor", 1) > 1:
         p += f" (of p × {c['guard_factor']:g}: skew guard)"
     paired = " pairs" if c.get("paired") else " seeds per arm"
@@ -234,8 +240,9 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
         lim = int(c.get("firm_from") or 20)
         need = (adv or {}).get("n_needed")
-        power = f"{need} seeds per arm give 80% power for the effect seen so far" if need is not None else \
-            "80% power for the effect seen so far needs more seeds than the cap"
+        target = "the margin δ" if (adv or {}).get("target_kind") == "margin" else "the effect seen so far"
+        power = f"{need} seeds per arm give 80% power for {target}" if need is not None else \
+            f"80% power for {target} needs more seeds than the cap"
         msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
                f"ablate's rule calls this verdict firm, {power}; the Next line runs the larger, "
                f"{max(lim, int(need or 0))}.")
