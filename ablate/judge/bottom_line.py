@@ -118,10 +118,15 @@ class TreatmentLine:
         Decimals of Δ and its CI.
     why : str
         For ``insufficient data``: the reason in a few words.
+    size : str or None
+        With a margin, a better/worse's size against δ: ``≥ δ``, ``< δ`` or ``size uncertain``.
     seeds_next : int or None
         Seeds per arm a next run needs for this treatment (None: nothing to run for it).
     invalid, confounded : bool
         The ablation is invalid (said once, above); the comparison is confounded (``ablate audit``).
+    change : str or None
+        What changed, when the caller words it (``ablate audit``: ``epochs 4 → 5``); default: ``key control →
+        value``.
     """
 
     arm: str
@@ -137,14 +142,17 @@ class TreatmentLine:
     margin: float | None
     dec: int
     why: str = ""
+    size: str | None = None
     seeds_next: int | None = None
     invalid: bool = False
     confounded: bool = False
+    change: str | None = None
 
     @property
     def word(self) -> str:
-        """The verdict word as people read it: ``better (indicative)`` for an indicative better."""
-        return verdict_label(self.verdict, self.firm)
+        """The verdict word as people read it: ``better (indicative)`` for an indicative better; with a margin, its
+        size against δ (``better (≥ δ)``)."""
+        return verdict_label(self.verdict, self.firm) + (f" ({self.size})" if self.size else "")
 
     def status(self) -> str:
         """What the word leaves open: firm or not, or why there is no decision."""
@@ -164,7 +172,9 @@ class TreatmentLine:
         """``lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +0.019 (97.5% CI +0.004 to +0.034): better,
         firm.`` (bold arm and word in markdown)."""
         b = "**" if markdown else ""
-        head = f"{b}{self.arm}{b} ({self.key} {self.control} → {self.value})"
+        what = self.change or (f"{self.key} {self.control} → {self.value}" if self.control != self.value else "")
+        change = f" ({what})" if what else ""  # "x → x" says nothing: left out (runs whose values were not recorded)
+        head = f"{b}{self.arm}{b}{change}"
         word = f"{b}{self.word}{b}"
         if self.delta is None:
             return f"{head}: {word}: {self.status()}."
@@ -240,7 +250,7 @@ def seeds_next(c: Mapping[str, Any]) -> int | None:
 
 
 def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None = None, *,
-                   confounded: bool = False) -> TreatmentLine:
+                   confounded: bool = False, change: str | None = None) -> TreatmentLine:
     """One comparison of verdict.json as a :class:`TreatmentLine`.
 
     Parameters
@@ -254,6 +264,14 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
     confounded : bool
         The compared runs differ in more than the variable (``ablate audit``): the sentence says it cannot be
         credited to the variable, whatever the word.
+    change : str, optional
+        What changed, in the caller's words (``ablate audit``: ``epochs 4 → 5``); default: from the verdict's
+        variable and arms.
+
+    Returns
+    -------
+    TreatmentLine
+        Its :meth:`TreatmentLine.sentence` is the bottom line's sentence for this treatment.
     """
     goal = v.get("goal")
     verdict = str(c.get("verdict"))
@@ -270,7 +288,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         metric=str(v["metric"]), verdict=verdict, firm=c.get("firm"),
         delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
-        seeds_next=seeds_next(c), invalid=bool(v.get("invalid")), confounded=confounded)
+        size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=seeds_next(c),
+        invalid=bool(v.get("invalid")), confounded=confounded, change=change)
 
 
 def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:

@@ -119,7 +119,9 @@ def render_markdown(v: Mapping[str, Any]) -> str:
 def _heading(page: Page) -> list[str]:
     """The title, with the metric's direction said once for the whole page, and the warnings, each said once."""
     v = page.v
-    L = [f"# Ablation of `{page.key}`: {v['metric']}, {direction(v.get('goal'))}", ""]
+    what = ("Suite of " + ", ".join(f"`{sv['key']}`" for sv in suite_variables(v)) + " against one control"
+            if suite_variables(v) else f"Ablation of `{page.key}`")
+    L = [f"# {what}: {v['metric']}, {direction(v.get('goal'))}", ""]
     if v.get("invalid"):
         L += ["> **INVALID ABLATION**: " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
               + " Do not act on the verdicts below: they are shown for inspection only.", ""]
@@ -142,7 +144,8 @@ def _bottom_line(page: Page) -> list[str]:
 
 
 def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None = None,
-                      rerun: Callable[[int], str] | None = None, *, confounded: bool = False) -> str:
+                      rerun: Callable[[int], str] | None = None, *, confounded: bool = False,
+                      change: str | None = None) -> str:
     """One treatment's bottom line as verdict.md words it (``ablate audit`` says its post-hoc verdict in these words),
     and, where more seeds are to run, what to run (``rerun``).
 
@@ -160,13 +163,15 @@ def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | Non
     confounded : bool
         The compared runs differ in more than the variable: the sentence says the difference cannot be credited to it
         (never an advice to adopt or reject).
+    change : str, optional
+        What changed, in the caller's words (``epochs 4 → 5``); default: from the verdict's variable and arms.
 
     Returns
     -------
     str
         :meth:`ablate.judge.bottom_line.TreatmentLine.sentence`, then ``Next: <rerun(seeds)>.`` when seeds are to run.
     """
-    t = treatment_line(c, v, dec, confounded=confounded)
+    t = treatment_line(c, v, dec, confounded=confounded, change=change)
     if rerun is None or t.seeds_next is None:
         return t.sentence()
     return f"{t.sentence()} Next: {rerun(t.seeds_next)}."
@@ -204,7 +209,8 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
         p += f" (of p × {c['guard_factor']:g}: skew guard)"
     paired = " pairs" if c.get("paired") else " seeds per arm"
     firm = "" if t.verdict not in ("better", "worse") else ", firm" if t.firm is not False else ", not yet firm"
-    return f"{head}: {delta}, {test}, {p}, N = {n}{paired} ({span}): {t.verdict}{firm}."
+    word = t.verdict + (f" ({t.size})" if t.size else "")
+    return f"{head}: {delta}, {test}, {p}, N = {n}{paired} ({span}): {word}{firm}."
 
 
 def _paper(page: Page) -> list[str]:
@@ -253,8 +259,7 @@ def _seed_section(page: Page) -> list[str]:
     L = ["## Seed recommendation", ""]
     for c in page.v["comparisons"]:
         L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
-    L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
-          "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
+    L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
           "the pilots). ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     return L

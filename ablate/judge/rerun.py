@@ -31,6 +31,15 @@ def without_keys(command: Mapping[str, Any] | None, keys: frozenset[str], extra:
     return {**command, "overrides": [*kept, *extra]}
 
 
+def shell_word(word: str) -> str:
+    """``word`` quoted for a POSIX shell, readably: as it is when safe, in single quotes, or in double quotes when it
+    holds a single quote and nothing a double-quoted word would expand (``"task.name='a b'"``)."""
+    quoted = shlex.quote(word)
+    if quoted == word or "'" not in word or any(ch in word for ch in '"$`\\!'):
+        return quoted
+    return f'"{word}"'
+
+
 def recorded(command: Any) -> bool:
     """Whether a plan's ``command`` entry is one :func:`rerun_command` can render (a record read back is checked:
     a list of override strings, the other fields text or absent)."""
@@ -61,7 +70,7 @@ def rerun_command(command: Mapping[str, Any] | None, seeds: int, *, variables: S
     Returns
     -------
     str
-        The command, each word quoted for a POSIX shell where needed (``shlex.quote``).
+        The command, each word quoted for a POSIX shell where needed (:func:`shell_word`).
     """
     if not recorded(command):
         command = None
@@ -91,4 +100,4 @@ def rerun_command(command: Mapping[str, Any] | None, seeds: int, *, variables: S
             head += ["--config-dir", str(d)]
         if command.get("config_name"):
             head += ["--config-name", str(command["config_name"])]
-    return " ".join(shlex.quote(w) for w in [*head, *out])
+    return " ".join(shell_word(w) for w in [*head, *out])

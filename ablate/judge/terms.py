@@ -45,7 +45,7 @@ TERMS: tuple[Term, ...] = (
          "changed nothing (two-sided)"),
     Term("p_adj", r"p_adj", "p adjusted for testing several treatments against one control (Holm by default); the "
          "verdict compares it with α"),
-    Term("m", r"α/m|\bm = \d|over \d+ treatments", "the number of treatments tested against the control"),
+    Term("m", r"α/m|\bm = \d", "the number of treatments tested against the control"),
     Term("t (df)", r"t \(df\)", "the t statistic of Δ and its degrees of freedom"),
     Term("g", r"\bg = |Hedges' g", "Hedges' g: Δ in units of the pooled standard deviation, bias-corrected "
          "(0.5 is medium, 0.8 large)"),
