@@ -682,7 +682,25 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
+    # lazy: the bottom line words numbers with ablate.stats (numpy), kept off verdict reuse
+    from ablate.judge.bottom_line import bottom_line
+
+    verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
+    if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
+        verdict["resume_dir"] = _from_project(sd, plan)
+    verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict
+
+
+def _from_project(sd: SweepDir, plan: Mapping[str, Any]) -> str:
+    """The sweep dir as a command run from the project's root names it: relative to the root when inside it."""
+    import os
+
+    root = sd.root.absolute()
+    cwd = (plan.get("project") or {}).get("cwd")
+    if isinstance(cwd, str) and cwd and root.is_relative_to(cwd):
+        return os.path.relpath(root, cwd)
+    return str(root)
 
 
 def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
