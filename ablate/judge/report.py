@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from ablate.judge.against import against_markdown
+from ablate.judge.curves_report import curves_section
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
@@ -114,6 +115,7 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     L += _setup(v, key)
     L += _arms_table(v, dec)
     L += _comparisons_table(v, dec)
+    L += curves_section(v)
     L += _seed_section(v)
     L += _flags(v)
     L += ["## Failures", ""]

@@ -41,10 +41,6 @@ from ablate.stats import _iv
 #: How :func:`align_curves` put the seeds on one grid.
 GRID_SHARED = "shared"  # the x values every seed logged: exact logged values, no interpolation
 GRID_INTERPOLATED = "interpolated"  # a regular grid, each seed linearly interpolated between its logged points
-#: Seeds' logged points are subsampled above this many (every k-th point and the last: logged values kept).
-MAX_POINTS = 2000
-#: Exact enumeration of permutations when there are at most this many.
-EXACT_LIMIT = 20000
 #: Permutations drawn per chunk (memory: chunk x columns floats).
 _CHUNK = 512
 
@@ -206,25 +202,6 @@ def align_curves(curves: Sequence[tuple[Any, Any]], *, points: int = 200) -> Ali
     y = np.vstack([np.interp(grid, c.x, c.y) for c in clean])
     return AlignedCurves(grid, y, rule, (min(float(c.x[0]) for c in clean), max(ends)), int(np.argmin(ends)),
                          tuple(c.restarts for c in clean), tuple(c.dropped for c in clean), subsampled)
-
-
-def downsample(x: Any, y: Any, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray, int]:
-    """Keep every k-th logged point and the last, k = ceil(n / max_points): the values kept are logged ones.
-
-    Returns
-    -------
-    x, y, k : ndarray, ndarray, int
-        The points kept and the stride (1: nothing dropped).
-    """
-    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    limit = _iv.positive_int(max_points, "max_points", lo=2)
-    k = max(1, math.ceil(len(xa) / limit))
-    if k == 1:
-        return xa, ya, 1
-    idx = np.arange(0, len(xa), k)
-    if idx[-1] != len(xa) - 1:
-        idx = np.append(idx, len(xa) - 1)
-    return xa[idx], ya[idx], k
 
 
 # -- 2. summaries ---------------------------------------------------------------------------------------------

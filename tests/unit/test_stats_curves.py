@@ -18,7 +18,6 @@ from ablate.stats.curves import (
     curve_band,
     curve_regions,
     curve_summaries,
-    downsample,
     seeds_for_width,
 )
 
@@ -191,13 +190,6 @@ def test_shared_grid_is_subsampled_to_points_keeping_first_and_last() -> None:
 def test_no_shared_range_is_refused() -> None:
     with pytest.raises(StatsInputError, match="must share a range of x"):
         align_curves([([0, 1], [0, 1]), ([2, 3], [0, 1])])
-
-
-def test_downsample_keeps_every_kth_and_the_last() -> None:
-    x, y, k = downsample(np.arange(10.0), np.arange(10.0) * 2, max_points=4)
-    assert k == 3 and x.tolist() == [0, 3, 6, 9] and y.tolist() == [0, 6, 12, 18]
-    x, _, k = downsample(np.arange(11.0), np.arange(11.0), max_points=4)
-    assert x.tolist() == [0, 3, 6, 9, 10]
 
 
 # -- the summaries by hand -------------------------------------------------------------------------------------
