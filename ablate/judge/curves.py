@@ -82,11 +82,17 @@ def curves_verdict(sd: SweepDir, plan: Mapping[str, Any], verdict: Mapping[str, 
     for name in names:
         curves[name], why = _trial_curves(sd, name, ok[name])
         errors.update(why)
+    # lazy: threadpoolctl (a dependency) only here. One BLAS thread: the permutations' products are small, and a
+    # multi-threaded BLAS on a busy machine spins (measured 20x slower at load 9 on 2 cores)
+    from threadpoolctl import threadpool_limits
+
     ss = np.random.SeedSequence(CURVE_RNG_SEED).spawn(max(1, len(names) - 1))
     comps = []
-    for i, c in enumerate(verdict.get("comparisons") or []):
-        comps.append(compare_curves(c, curves[c["arm"]], curves[names[0]], _values_by_seed(arms[c["arm"]]),
-                                    _values_by_seed(arms[names[0]]), cfg, verdict, rng=np.random.default_rng(ss[i])))
+    with threadpool_limits(limits=1, user_api="blas"):
+        for i, c in enumerate(verdict.get("comparisons") or []):
+            comps.append(compare_curves(c, curves[c["arm"]], curves[names[0]], _values_by_seed(arms[c["arm"]]),
+                                        _values_by_seed(arms[names[0]]), cfg, verdict,
+                                        rng=np.random.default_rng(ss[i])))
     return {"metric": str(cfg.get("metric") or verdict["metric"]), "x": str(cfg.get("x") or "step"),
             "goal": verdict.get("goal", "maximize"), "alpha": verdict["alpha"],
             "summary": cfg.get("summary", "final"), "threshold": cfg.get("threshold"), "method": METHOD,

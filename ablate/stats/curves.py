@@ -43,6 +43,9 @@ GRID_SHARED = "shared"  # the x values every seed logged: exact logged values, n
 GRID_INTERPOLATED = "interpolated"  # a regular grid, each seed linearly interpolated between its logged points
 #: Permutations drawn per chunk (memory: chunk x columns floats).
 _CHUNK = 512
+#: Relative tolerance within which a permutation's max |t| ties the observed |t| (rounding between two ways of
+#: computing the same t).
+_TIES = 1e-9
 
 
 def _numbers_1d(x: Any, param: str) -> np.ndarray:
@@ -450,9 +453,10 @@ def curve_band(treatment: Any, control: Any, *, x: Any = None, paired: bool, alp
     b = len(maxima)
     desc = np.sort(maxima)[::-1]
     k = math.floor(a * b + 1e-9)
-    critical = float(desc[min(k, b - 1)])
+    # maxima equal to |t| up to rounding (the observed labelling's own, computed another way) count as ties
+    critical = float(desc[min(k, b - 1)]) * (1 + _TIES)
     abs_t = np.abs(t)
-    p_adj = (maxima[None, :] >= abs_t[:, None] * (1 - 1e-9)).sum(axis=1) / b
+    p_adj = (maxima[None, :] >= abs_t[:, None] * (1 - _TIES)).sum(axis=1) / b
     from scipy.special import stdtr  # lazy: scipy.special, only for the pointwise baseline
 
     p_point = np.where(np.isfinite(abs_t), 2 * stdtr(df, -abs_t), 0.0)
@@ -473,6 +477,13 @@ def _safe_t(diff: np.ndarray, se: np.ndarray) -> np.ndarray:
     """diff / se, with 0 where both are 0 and ±inf where only se is (a difference without spread)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(se > 0, diff / se, np.where(diff == 0, 0.0, np.copysign(np.inf, diff)))
+
+
+def _max_abs_t(diff: np.ndarray, se: np.ndarray) -> np.ndarray:
+    """Per row, max |diff / se| over the columns: a column without spread counts as 0 when its difference is 0
+    (``fmax`` skips the NaN of 0/0) and as infinite when it is not."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.fmax.reduce(np.abs(diff / se), axis=1)
 
 
 def _paired_stats(d: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -517,7 +528,7 @@ def _sign_flip_maxima(d: np.ndarray, n_resamples: int, gen: np.random.Generator)
         e = flips[i:i + _CHUNK]
         m = e @ z / n
         var = np.maximum(s2 - n * m ** 2, 0.0) / (n - 1)
-        out[i:i + _CHUNK] = np.abs(_safe_t(m, np.sqrt(var / n))).max(axis=1)
+        out[i:i + _CHUNK] = _max_abs_t(m, np.sqrt(var / n))
     return out, exact
 
 
@@ -546,7 +557,7 @@ def _relabel_maxima(tt: np.ndarray, cc: np.ndarray, n_resamples: int, gen: np.ra
         mt, mc = st / n_t, (tot - st) / n_c
         vt = np.maximum(s2t - n_t * mt ** 2, 0.0) / (n_t - 1)
         vc = np.maximum(tot2 - s2t - n_c * mc ** 2, 0.0) / (n_c - 1)
-        out[i:i + _CHUNK] = np.abs(_safe_t(mt - mc, np.sqrt(vt / n_t + vc / n_c))).max(axis=1)
+        out[i:i + _CHUNK] = _max_abs_t(mt - mc, np.sqrt(vt / n_t + vc / n_c))
     return out, exact
 
 
