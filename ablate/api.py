@@ -47,6 +47,9 @@ class Verdict(dict):  # type: ignore[type-arg]
         other verdicts). ``verdict.words[arm] == "better"`` holds only for a firm better.
     invalid : bool
         True when the whole ablation is invalid (confounded, or too many failed trials).
+    curves : dict or None
+        The curve verdicts (``curve.enabled=true``): verdict.json's ``curves``; ``curve_words`` gives each
+        treatment's as one sentence.
     markdown : str
         The text of ``verdict.md``.
     """
@@ -84,6 +87,19 @@ class Verdict(dict):  # type: ignore[type-arg]
     @property
     def firm(self) -> dict[str, bool | None]:
         return {str(c.get("arm")): c.get("firm") for c in self.get("comparisons") or []}
+
+    @property
+    def curves(self) -> dict[str, Any] | None:
+        """verdict.json's ``curves`` (``curve.enabled=true``): per treatment, where along the x-axis it is better,
+        worse or indistinguishable, with the simultaneous band and the summaries; None without curves."""
+        return self.get("curves")
+
+    @property
+    def curve_words(self) -> dict[str, str]:
+        """Treatment arm -> the curve verdict as one sentence ("better from step 10 to 170; indistinguishable
+        after"); empty without curves."""
+        return {str(c["arm"]): str(c.get("sentence") or c.get("insufficient"))
+                for c in (self.get("curves") or {}).get("comparisons") or []}
 
     @property
     def invalid(self) -> bool:

@@ -154,3 +154,38 @@ def curve_plots(verdict: Mapping[str, Any]) -> dict[str, bytes]:
         curve_figure(c, cv).savefig(buf, format="png")  # type: ignore[arg-type]
         out[str(c["arm"])] = buf.getvalue()
     return out
+
+
+def curve_column(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ablation table's and forest plot's curve column: per treatment, the chosen summary's Δ (raw, metric
+    units; x units for ``time_to``) with its simultaneous CI and reading (None without curves).
+
+    Returns
+    -------
+    dict or None
+        ``{"summary", "header", "level", "cells": {arm: {"delta", "ci", "word", "level"}}}``.
+    """
+    cv = verdict.get("curves")
+    if not cv:
+        return None
+    name = str(cv.get("summary") or "final")
+    thr = cv.get("threshold")
+    header = {"final": f"curve: final {cv['metric']}", "auc": f"curve: area of {cv['metric']}",
+              "time_to": f"curve: {cv['x']} to {cv['metric']} {thr:g}" if thr is not None else "curve: time to"}[name]
+    cells = {}
+    for c in cv.get("comparisons") or []:
+        s = (c.get("summaries") or {}).get(name)
+        word = "insufficient data" if c.get("insufficient") else "not computed"
+        cells[str(c["arm"])] = ({"delta": s["diff"], "ci": list(s["ci"]), "word": s["word"], "level": c["level"]}
+                                if s else {"delta": None, "ci": None, "word": word, "level": c.get("level")})
+    return {"summary": name, "header": f"Δ {header} [CI]", "level": min((c["level"] for c in cells.values()
+                                                                        if c.get("level")), default=None),
+            "cells": cells}
+
+
+def curve_cell_text(cell: Mapping[str, Any] | None, dec: int) -> str:
+    """One curve cell as the table prints it: ``-0.092 [-0.127, -0.057] better``."""
+    if not cell or not isinstance(cell.get("delta"), int | float):
+        return "–" if not cell else str(cell.get("word") or "–")
+    lo, hi = cell["ci"]
+    return f"{cell['delta']:+.{dec}f} [{lo:+.{dec}f}, {hi:+.{dec}f}] {cell['word']}"

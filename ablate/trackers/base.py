@@ -107,7 +107,9 @@ class AblationRecord:
 
     def summary_metrics(self) -> dict[str, float]:
         """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment
-        ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers)."""
+        ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers), and with curve verdicts
+        ``<arm>.curve.<auc|time_to|final>.diff|p_adj`` and ``<arm>.curve.better_points|worse_points`` (grid points
+        where the simultaneous band is above / below 0); the curve plots are among the PNG artifacts."""
         out: dict[str, float] = {}
         for a in self.verdict.get("arms") or []:
             for k in ("mean", "sd", "n", "n_failed"):
@@ -115,6 +117,14 @@ class AblationRecord:
         for c in self.verdict.get("comparisons") or []:
             for k in ("diff", "pvalue", "pvalue_adjusted", "effect_size"):
                 _put_number(out, f"{c.get('arm')}.{k}", c.get(k))
+        for c in (self.verdict.get("curves") or {}).get("comparisons") or []:  # curve verdicts (curve.enabled)
+            for name, s in (c.get("summaries") or {}).items():
+                for k in ("diff", "p_adj"):
+                    _put_number(out, f"{c.get('arm')}.curve.{name}.{k}", s.get(k))
+            for word in ("better", "worse"):
+                if c.get("regions") is not None:
+                    _put_number(out, f"{c.get('arm')}.curve.{word}_points",
+                                sum(r["points"] for r in c["regions"] if r["word"] == word))
         return out
 
 

@@ -150,3 +150,38 @@ def test_returned_history_gives_the_same_curve(proj: Path, inline: Path) -> None
     rec = json.loads((sd / "trials" / "control" / "seed=0" / "curve.json").read_text())
     assert rec["source"] == "history"
     assert all(r["status"] == "ok" and "history" not in r["metrics"] for r in results(sd).values())
+
+
+def test_table_forest_api_and_trackers_carry_the_curve(inline: Path) -> None:
+    import csv
+
+    import ablate
+    from ablate.trackers.base import read_ablation
+
+    v = json.loads((inline / "verdict.json").read_text())
+    (cc,) = v["curves"]["comparisons"]
+    final = cc["summaries"]["final"]
+    md = (inline / "verdict.md").read_text()
+    table = md.split("## Ablation table", 1)[1].split("\n\n", 2)[1]
+    head, _rule, control, treatment = table.splitlines()
+    assert head.endswith("| Δ curve: final val_loss [CI] |")  # curve.summary: final (the default)
+    # in the primary column's decimals (3 here, from its CIs)
+    lo, hi = final["ci"]
+    assert treatment.endswith(f"| {final['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] indistinguishable |")
+    assert control.endswith("|  |")
+    with (inline / "ablation_table.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["role"] == "curve"]
+    assert [(r["arm"], r["metric"], r["verdict"]) for r in rows] == [
+        ("warmup=true", "val_loss:curve:final", "indistinguishable")]
+    assert float(rows[0]["delta"]) == final["diff"] and float(rows[0]["delta_ci_level"]) == cc["level"]
+    assert r"curve: final val\_loss" in (inline / "ablation_table.tex").read_text()
+    assert (inline / "verdict_forest.png").stat().st_size > 1000
+    verdict = ablate.Verdict.open(inline)
+    assert verdict.curves == v["curves"]
+    assert verdict.curve_words == {"warmup=true": cc["sentence"]}
+    summary = read_ablation(inline).summary_metrics()
+    assert summary["warmup=true.curve.auc.diff"] == cc["summaries"]["auc"]["diff"]
+    assert summary["warmup=true.curve.better_points"] == sum(r["points"] for r in cc["regions"]
+                                                             if r["word"] == "better")
+    assert summary["warmup=true.curve.worse_points"] == 0
+    assert inline / "verdict_curve_warmup=true.png" in read_ablation(inline).artifacts
