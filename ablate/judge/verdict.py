@@ -19,6 +19,8 @@ from ablate.errors import ConfigError, SweepDirError
 from ablate.judge import prereg
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
+from ablate.judge.curves import curves_verdict
+from ablate.judge.curves_report import curve_plots
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
 from ablate.judge.seedcheck import ignored_seed
@@ -636,6 +638,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
+    if (curves := curves_verdict(sd, plan, verdict)) is not None:  # curve.enabled: the curves object
+        verdict["curves"] = curves
     planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
     changed = prereg.changes(planned, opts)
     verdict["preregistered"] = _jsonable(prereg.preregistered(plan, planned))
@@ -703,7 +707,7 @@ def _from_project(sd: SweepDir, plan: Mapping[str, Any]) -> str:
     return str(root)
 
 
-def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
+def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, Any]:
     """Write the PNG plots; returns name -> file name (relative to the sweep dir). Plot errors never fail the
     verdict: they are reported in its place."""
     out: dict[str, str] = {}
@@ -718,6 +722,9 @@ def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
             out["paired"] = sd.plot("paired").name
         elif sd.plot("paired").exists():
             sd.plot("paired").unlink()
+        for arm, curve_png in curve_plots(verdict).items():  # curve verdicts: one plot per treatment
+            write_atomic(sd.curve_plot(arm), curve_png)
+            out.setdefault("curves", {})[arm] = sd.curve_plot(arm).name
     except Exception as exc:  # a plotting failure must not cost the verdict
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out

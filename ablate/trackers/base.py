@@ -125,7 +125,8 @@ class AblationRecord:
         """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment
         ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers). ``diff`` and
         ``effect_size`` are treatment − control in the metric's own sign, as verdict.md prints them (verdict.json's
-        are sign-normalised: positive is better)."""
+        are sign-normalised: positive is better); with curve verdicts ``<arm>.curve.<auc|time_to|final>.diff|p_adj`` and
+        ``<arm>.curve.better_points|worse_points`` (grid points where the simultaneous band is above / below 0)."""
         sign = -1.0 if self.goal == "minimize" else 1.0
         out: dict[str, float] = {}
         for a in self.verdict.get("arms") or []:
@@ -136,6 +137,14 @@ class AblationRecord:
                 x = c.get(k)
                 _put_number(out, f"{c.get('arm')}.{k}", sign * x if k in ("diff", "effect_size") and
                             isinstance(x, int | float) and not isinstance(x, bool) else x)
+        for c in (self.verdict.get("curves") or {}).get("comparisons") or []:  # curve verdicts (curve.enabled)
+            for name, s in (c.get("summaries") or {}).items():
+                for k in ("diff", "p_adj"):
+                    _put_number(out, f"{c.get('arm')}.curve.{name}.{k}", s.get(k))
+            for word in ("better", "worse"):
+                if c.get("regions") is not None:
+                    _put_number(out, f"{c.get('arm')}.curve.{word}_points",
+                                sum(r["points"] for r in c["regions"] if r["word"] == word))
         return out
 
 

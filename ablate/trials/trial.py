@@ -33,6 +33,7 @@ from ablate.record.errorline import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.config import arm_record, config_yaml, load_plan, reads_hydra_state, resolve_config
+from ablate.trials.curve import record_curve
 from ablate.trials.proctree import die_with_parent, own_process_tree
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
@@ -280,6 +281,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                 manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
             else:  # a command or app ran in its own process (this one may hold torch from composing the app)
                 manifest["environment"].pop("torch_threads", None)
+        out = record_curve(tp, plan, out)  # curve.json when the ablation compares curves (a returned history out)
         source, seen_recorded = None, False
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution

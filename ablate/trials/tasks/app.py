@@ -681,15 +681,17 @@ class AppForm:
                 record = spawn(argv, set_env, cwd, tp, opts, task, refused=refused)
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
+        series: dict[str, Any] = {}
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
                                   reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
                                   patterns=compile_patterns(s["metric_pattern"]),
-                                  work_dir=own_workdir(cwd, tp))
+                                  work_dir=own_workdir(cwd, tp), series_out=series)
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):
             seen = None
-        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None)
+        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None,
+                          series=series)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
