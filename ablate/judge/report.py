@@ -17,6 +17,7 @@ from ablate.judge.against import against_markdown
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
+from ablate.judge.unchanged import bottom_line as unchanged_bottom_line
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
 from ablate.record.names import value_label
@@ -213,6 +214,8 @@ def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | Non
     verdict = c["verdict"]
     firm = c.get("firm") is not False
     word = verdict_label(verdict, c.get("firm"))
+    if c.get("unchanged"):  # every seed equal to the control's: what it is and why, never "run more seeds"
+        return unchanged_bottom_line(c, word)
     if verdict == "better":
         what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
     elif verdict == "worse":

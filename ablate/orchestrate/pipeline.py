@@ -162,15 +162,18 @@ def _app_notes(plan: Plan) -> dict[str, Any]:
 
 
 def _per_trial_keys(plan: Plan) -> set[str]:
-    """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
-    cfg = plan.control.config
-    keys = per_trial_keys(cfg)
-    params = app_params(cfg)
-    if params is not None:
-        keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
-        seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
-        if seed_key:
-            keys.add(f"{APP_NODE}.{seed_key}")
+    """Config keys that differ per trial by design: ``${hydra:...}`` readers (in any arm: a treatment's config
+    group may bring one the control lacks), an app's seed key."""
+    keys: set[str] = set()
+    for arm in plan.arms:
+        cfg = arm.config
+        keys |= per_trial_keys(cfg)
+        params = app_params(cfg)
+        if params is not None:
+            keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
+            seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
+            if seed_key:
+                keys.add(f"{APP_NODE}.{seed_key}")
     return keys
 
 

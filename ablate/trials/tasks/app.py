@@ -660,7 +660,7 @@ class AppForm:
         run_dir = tp.dir / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
         argv = build_argv(task, arm_override(arm_variable(plan, arm), arm), seed=seed, run_dir=run_dir)
-        set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
+        set_env = {**seeding.environment_for(mode, seed), **seeding.seed_environment(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         if os.environ.get(seeding.APP_HASH_SEED_ENV):  # `ablate repro` of a trial that ran in a warm fork
             set_env["PYTHONHASHSEED"] = os.environ[seeding.APP_HASH_SEED_ENV]
