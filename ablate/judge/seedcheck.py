@@ -7,7 +7,7 @@ hand the script its seed; ``ablate repro`` and the Setup line say the same. Only
 the metrics were identical, so the seed changed nothing the task reports (or its metric cannot vary).
 Checked for every form: a script (``command``, ``app``) ablate cannot seed from outside, and an ``fn`` task that
 seeds itself again after ablate did (Lightning's ``seed_everything(42)``; ``seed_everything()`` with no argument
-reads ``$PL_GLOBAL_SEED``, which every trial sets to its seed, :func:`ablate.trials.seeding.environment_for`).
+reads ``$PL_GLOBAL_SEED``, which every trial sets to its seed, :func:`ablate.trials.seeding.seed_environment`).
 Equal values can also be a metric that cannot vary (a 0/1 metric solved at every seed): the message says both.
 """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
-from ablate.judge import prereg
+from ablate.judge import prereg, trial_resolved
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
@@ -641,11 +641,11 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["preregistered_verdict"] = (prereg.summary(analyse(plan, rows, planned)["comparisons"]) if changed
                                         else None)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
-
+    if plan.get("suite") or plan.get("trial_dependent"):  # checks that look trials up by (arm, seed): hold them
         manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
         per_arm = suite_confounds(plan, manifests, used, sd.root)  # each treatment differs in its own variable only
+        per_arm += trial_resolved.check(plan, manifests, used)  # keys main()'s resolvers gave: from the trials' records
         if per_arm:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:

@@ -153,6 +153,11 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
+#: Variables each trial sets to its own value (:func:`seed_environment`, and the run and trial dirs of an ``fn``
+#: trial; a script's too): unset in a warm parent, so an import there that reads one is each trial's own to make.
+TRIAL_ENV = ("ABLATE_SEED", "PL_GLOBAL_SEED", "ABLATE_RUN_DIR", "ABLATE_TRIAL_DIR")
+
+
 def seed_environment(seed: int) -> dict[str, str]:
     """The variables that hand a trial's seed to the task's own code, in every determinism mode and task form:
     ``ABLATE_SEED``, and ``PL_GLOBAL_SEED``, which Lightning's ``seed_everything()`` reads when called with no
