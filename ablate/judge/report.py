@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate.judge.against import against_markdown
-from ablate.judge.curves_report import curves_section
 from ablate.judge.bottom_line import (
     BottomLine,
     bottom_line,
@@ -31,6 +30,7 @@ from ablate.judge.bottom_line import (
     treatment_line,
     verdict_decimals,
 )
+from ablate.judge.curves_report import curves_section
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
-from ablate.judge import prereg
+from ablate.judge import prereg, trial_resolved
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.curves import curves_verdict
@@ -27,6 +27,7 @@ from ablate.judge.seedcheck import ignored_seed
 from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
+from ablate.judge.unchanged import mark_unchanged, unchanged_arms
 from ablate.plan.suite import families
 from ablate.record.results import (
     collect,
@@ -330,6 +331,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             comps[i] = c
     flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
     seed_msg = seed_message(flagged, plan) if flagged else None
+    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
     if seed_msg:
         invalid_reasons.append(seed_msg)
     comparisons = []
@@ -360,7 +362,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         if seed_msg and (name in flagged or names[0] in flagged):
             rec["verdict"] = "insufficient data"
             rec["reason"] = f"Insufficient data: {seed_msg}."
+            rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
             rec["seed_ignored"] = True
+        elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
+            mark_unchanged(rec, same[name], plan)
         comparisons.append(rec)
     return {
         "metric": metric, "goal": goal, "alpha": opts.alpha,
@@ -647,11 +652,11 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["preregistered_verdict"] = (prereg.summary(analyse(plan, rows, planned)["comparisons"]) if changed
                                         else None)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
-
+    if plan.get("suite") or plan.get("trial_dependent"):  # checks that look trials up by (arm, seed): hold them
         manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
-        per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+        per_arm = suite_confounds(plan, manifests, used, sd.root)  # each treatment differs in its own variable only
+        per_arm += trial_resolved.check(plan, manifests, used)  # keys main()'s resolvers gave: from the trials' records
         if per_arm:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:

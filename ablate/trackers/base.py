@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ablate.plan.arms import flatten
 from ablate.record.results import to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
 from ablate.stats.core import verdict_label
+from ablate.trackers.limits import flat_params
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class TrialRecord:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The resolved config flattened to dotted keys (``task.optim.lr``)."""
-        return flatten(self.config)
+        """The resolved config flattened to dotted keys (``task.optim.lr``), one per value: a literal key with a
+        dot that meets a nested one (``"opt.lr"`` beside ``opt: {lr}``) is ``task["opt.lr"]``
+        (:func:`~ablate.trackers.limits.flat_params`)."""
+        return flat_params(self.config)[0]
+
+    @property
+    def merged_params(self) -> dict[str, list[str]]:
+        """Dotted names two or more config keys flatten to -> the names the others got in :attr:`params`."""
+        return flat_params(self.config)[1]
 
 
 @dataclass(frozen=True)

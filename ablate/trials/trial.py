@@ -232,7 +232,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
             # task changes; inline: restored when the trial ends)
             os.environ.update({"ABLATE_RUN_DIR": str(tp.dir / "run"), "ABLATE_TRIAL_DIR": str(tp.dir),
-                               "ABLATE_SEED": str(int(seed))})
+                               **seeding.seed_environment(seed)})
         warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
         if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],

@@ -477,7 +477,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     # quotes its values; other parsers get a path with no `=`, `,` or space
     argv, style_env = build_command(task, seed=seed, determinism=mode, run_dir=alias / RUN_DIR_NAME,
                                     metrics_path=alias / DEFAULT_METRICS_NAME)
-    set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
+    set_env = {**seeding.environment_for(mode, seed), **seeding.seed_environment(seed), "ABLATE_DETERMINISM": mode,
                "ABLATE_TRIAL_DIR": str(alias), "ABLATE_RUN_DIR": str(alias / RUN_DIR_NAME),
                METRICS_ENV: str(alias / DEFAULT_METRICS_NAME), "PYTHONUNBUFFERED": "1", **style_env}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
