@@ -50,6 +50,9 @@ class Verdict(dict):  # type: ignore[type-arg]
 
     Its repr is the metric, its direction and the sweep dir, then verdict.md's bottom line in plain text
     (:meth:`bottom_line`): per treatment one sentence, then the Next line.
+    curves : dict or None
+        The curve verdicts (``curve.enabled=true``): verdict.json's ``curves``; ``curve_words`` gives each
+        treatment's as one sentence.
     markdown : str
         The text of ``verdict.md``.
     """
@@ -87,6 +90,19 @@ class Verdict(dict):  # type: ignore[type-arg]
     @property
     def firm(self) -> dict[str, bool | None]:
         return {str(c.get("arm")): c.get("firm") for c in self.get("comparisons") or []}
+
+    @property
+    def curves(self) -> dict[str, Any] | None:
+        """verdict.json's ``curves`` (``curve.enabled=true``): per treatment, where along the x-axis it is better,
+        worse or indistinguishable, with the simultaneous band and the summaries; None without curves."""
+        return self.get("curves")
+
+    @property
+    def curve_words(self) -> dict[str, str]:
+        """Treatment arm -> the curve verdict as one sentence ("better from step 10 to 170; indistinguishable
+        after"); empty without curves."""
+        return {str(c["arm"]): str(c.get("sentence") or c.get("insufficient"))
+                for c in (self.get("curves") or {}).get("comparisons") or []}
 
     @property
     def invalid(self) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ablate.judge.rerun import recorded, rerun_command
+from ablate.judge.unchanged import short as unchanged_short
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.core import verdict_label
@@ -122,6 +123,9 @@ class TreatmentLine:
         With a margin, a better/worse's size against δ: ``≥ δ``, ``< δ`` or ``size uncertain``.
     seeds_next : int or None
         Seeds per arm a next run needs for this treatment (None: nothing to run for it).
+    unchanged : str
+        For a treatment whose every seed equals the control's: what was seen and the likeliest cause
+        (:func:`ablate.judge.unchanged.short`); the sentence says it instead of a Δ.
     invalid, confounded : bool
         The ablation is invalid (said once, above); the comparison is confounded (``ablate audit``).
     change : str or None
@@ -147,6 +151,7 @@ class TreatmentLine:
     invalid: bool = False
     confounded: bool = False
     change: str | None = None
+    unchanged: str = ""
 
     @property
     def word(self) -> str:
@@ -176,6 +181,8 @@ class TreatmentLine:
         change = f" ({what})" if what else ""  # "x → x" says nothing: left out (runs whose values were not recorded)
         head = f"{b}{self.arm}{b}{change}"
         word = f"{b}{self.word}{b}"
+        if self.unchanged:
+            return f"{head}: {word}: {self.unchanged}."
         if self.delta is None:
             return f"{head}: {word}: {self.status()}."
         ci = ""
@@ -240,6 +247,8 @@ def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
     firm and those that give 80% power for its effect; the advised seeds of an inconclusive one; None when nothing is
     to run (a firm or equivalent verdict, or no advice within the cap)."""
+    if c.get("unchanged"):  # no number of seeds tells apart two arms that ran the same thing
+        return None
     adv = c.get("seed_advice") or {}
     need = adv.get("n_needed")
     n = adv.get("n") or min(c.get("n_treatment") or 0, c.get("n_control") or 0)
@@ -290,7 +299,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
         size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=seeds_next(c),
-        invalid=bool(v.get("invalid")), confounded=confounded, change=change)
+        invalid=bool(v.get("invalid")), confounded=confounded, change=change,
+        unchanged=unchanged_short(c) if c.get("unchanged") else "")
 
 
 def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:

@@ -30,6 +30,7 @@ from ablate.judge.bottom_line import (
     treatment_line,
     verdict_decimals,
 )
+from ablate.judge.curves_report import curves_section
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
@@ -583,7 +584,12 @@ def _raw(page: Page) -> list[str]:
 
 #: verdict.md's sections after the bottom line, in order: each a function of the :class:`Page` returning its lines.
 #: A new section is one function and one entry here (Terms is built last, from the text of these).
+def _curves(page: Page) -> list[str]:
+    """The curve verdicts (``curve.enabled=true``; :mod:`ablate.judge.curves_report`)."""
+    return curves_section(page.v)
+
+
 SECTIONS: tuple[Callable[[Page], list[str]], ...] = (
     _heading, _bottom_line, _paper, _seed_section, _suite_table_against, _setup, _arms_table, _comparisons_table,
-    _flags, _failures, _plots, _provenance, _confounds, _raw,
+    _curves, _flags, _failures, _plots, _provenance, _confounds, _raw,
 )

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ablate.plan.arms import flatten
 from ablate.record.results import to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
 from ablate.stats.core import verdict_label
+from ablate.trackers.limits import flat_params
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class TrialRecord:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The resolved config flattened to dotted keys (``task.optim.lr``)."""
-        return flatten(self.config)
+        """The resolved config flattened to dotted keys (``task.optim.lr``), one per value: a literal key with a
+        dot that meets a nested one (``"opt.lr"`` beside ``opt: {lr}``) is ``task["opt.lr"]``
+        (:func:`~ablate.trackers.limits.flat_params`)."""
+        return flat_params(self.config)[0]
+
+    @property
+    def merged_params(self) -> dict[str, list[str]]:
+        """Dotted names two or more config keys flatten to -> the names the others got in :attr:`params`."""
+        return flat_params(self.config)[1]
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,8 @@ class AblationRecord:
         """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment
         ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers). ``diff`` and
         ``effect_size`` are treatment − control in the metric's own sign, as verdict.md prints them (verdict.json's
-        are sign-normalised: positive is better)."""
+        are sign-normalised: positive is better); with curve verdicts ``<arm>.curve.<auc|time_to|final>.diff|p_adj`` and
+        ``<arm>.curve.better_points|worse_points`` (grid points where the simultaneous band is above / below 0)."""
         sign = -1.0 if self.goal == "minimize" else 1.0
         out: dict[str, float] = {}
         for a in self.verdict.get("arms") or []:
@@ -139,6 +147,14 @@ class AblationRecord:
                 x = c.get(k)
                 _put_number(out, f"{c.get('arm')}.{k}", sign * x if k in ("diff", "effect_size") and
                             isinstance(x, int | float) and not isinstance(x, bool) else x)
+        for c in (self.verdict.get("curves") or {}).get("comparisons") or []:  # curve verdicts (curve.enabled)
+            for name, s in (c.get("summaries") or {}).items():
+                for k in ("diff", "p_adj"):
+                    _put_number(out, f"{c.get('arm')}.curve.{name}.{k}", s.get(k))
+            for word in ("better", "worse"):
+                if c.get("regions") is not None:
+                    _put_number(out, f"{c.get('arm')}.curve.{word}_points",
+                                sum(r["points"] for r in c["regions"] if r["word"] == word))
         return out
 
 
