@@ -61,6 +61,9 @@ class Run:
         The MLflow experiment or W&B project the run was logged to.
     records : list of str
         Every record the run was seen through (``<source>:<id>``), when it was seen through several.
+    origin : str
+        The source it was read from, as given (``multirun/``, ``mlflow.db``): runs of one origin are never
+        merged (:mod:`ablate.audit.identity`).
     """
 
     source: str
@@ -78,6 +81,7 @@ class Run:
     tags: dict[str, str] = field(default_factory=dict)
     experiment: str | None = None
     records: list[str] = field(default_factory=list)
+    origin: str = ""
 
 
 def flatten(obj: Any) -> dict[str, Any]:
