@@ -176,23 +176,23 @@ def duplicates(runs: Sequence[Run], seed_keys: Collection[str], arm: str) -> lis
 def unfinished(runs: Sequence[Run], metrics: dict[int, str], arm: str) -> tuple[list[Run], list[str], str]:
     """The runs of one arm that finished, the lines naming those left out, and a note when lengths vary.
 
-    A run whose source records a status finished (or not: the sources leave those out). A run with no status
-    (Hydra, TensorBoard) counts as finished when it logged as many steps of its metric as the most of its arm's
-    runs; shorter ones are left out, unless fewer than half of the arm reach the most (lengths that vary by
-    design, as with early stopping: then none is left out, and that is said). ``metrics`` maps ``id(run)`` to
-    the metric read from it."""
+    A run counts as finished when it logged as many steps of its metric as the most of its arm's runs; shorter
+    ones are left out, whatever status their record gives (MLflow marks a run FINISHED when its process exits,
+    a crash included; Hydra and TensorBoard record none), unless fewer than half of the arm reach the most
+    (lengths that vary by design, as with early stopping: then none is left out, and that is said). ``metrics``
+    maps ``id(run)`` to the metric read from it."""
     steps = {id(r): len(r.metrics.get(metrics[id(r)]) or []) for r in runs}
     top = max(steps.values(), default=0)
-    unknown = [r for r in runs if r.status is None]
-    short = [r for r in unknown if steps[id(r)] < top]
+    short = [r for r in runs if steps[id(r)] < top]
     if not short:
         return list(runs), [], ""
     if sum(1 for r in runs if steps[id(r)] == top) * 2 < len(runs):
         lo = min(steps.values())
-        return list(runs), [], (f"arm {arm}'s runs logged {lo} to {top} steps and record no status: lengths vary, "
-                                "so none is taken as unfinished")
+        return list(runs), [], (f"arm {arm}'s runs logged {lo} to {top} steps of their metric: lengths vary, so none "
+                                "is taken as unfinished")
     lines = [f"{r.id}: logged {steps[id(r)]} of {top} steps of {metrics[id(r)]} (its arm's others logged {top}; "
-             f"{r.source.capitalize() if r.source != 'hydra' else 'Hydra'} records no job status): unfinished"
+             + ("its record says finished, as MLflow says of any run whose process exited" if r.status else
+                f"{'Hydra' if r.source == 'hydra' else r.source} records no job status") + "): unfinished"
              for r in short]
     gone = {id(r) for r in short}
     return [r for r in runs if id(r) not in gone], lines, ""

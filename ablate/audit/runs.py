@@ -7,6 +7,7 @@ audit can say it is missing instead of taking it as equal.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import subprocess
@@ -127,3 +128,28 @@ def git_commit(repo: str, commit: str) -> str | None:
         return None
     out = git_out(repo, "rev-parse", "--verify", "-q", "--end-of-options", f"{commit}^{{commit}}")
     return out.strip() or None if out else None
+
+
+class GitHistory:
+    """What git says of the dirs runs ran in, asked once per dir (a read of many runs starts no process each)."""
+
+    def __init__(self) -> None:
+        self.tops: dict[str, str | None] = {}
+        self.history: dict[str, tuple[list[int], list[str]]] = {}
+
+    def toplevel(self, cwd: str | None) -> str | None:
+        if not cwd:
+            return None
+        if cwd not in self.tops:
+            self.tops[cwd] = git_toplevel(cwd)
+        return self.tops[cwd]
+
+    def commit_at(self, repo: str, started: float) -> str | None:
+        """The newest commit of ``repo``'s HEAD made at or before ``started`` (``rev-list -1 --before``)."""
+        if repo not in self.history:
+            out = git_out(repo, "log", "--format=%ct %H", "HEAD") or ""
+            pairs = sorted((int(t), h) for t, h in (line.split() for line in out.splitlines() if " " in line))
+            self.history[repo] = ([t for t, _ in pairs], [h for _, h in pairs])
+        times, shas = self.history[repo]
+        i = bisect.bisect_right(times, int(started))
+        return shas[i - 1] if i else None

@@ -15,7 +15,6 @@ loader (C-accelerated: a read of 10,000 run dirs stays within a minute), which b
 
 from __future__ import annotations
 
-import bisect
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import yaml
 
 from ablate.audit.arms import CHOICE
-from ablate.audit.runs import Run, flatten, git_out, git_toplevel
+from ablate.audit.runs import GitHistory, Run, flatten
 from ablate.audit.sources.base import progress
 from ablate.errors import ConfigError
 from ablate.metrics import read_csv, read_json, read_tensorboard
@@ -91,31 +90,6 @@ def resolve_nodes(flat: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
     return out, texts
 
 
-class _Git:
-    """What git says of the dirs runs ran in, asked once per dir (a read of many runs starts no process each)."""
-
-    def __init__(self) -> None:
-        self.tops: dict[str, str | None] = {}
-        self.history: dict[str, tuple[list[int], list[str]]] = {}
-
-    def toplevel(self, cwd: str | None) -> str | None:
-        if not cwd:
-            return None
-        if cwd not in self.tops:
-            self.tops[cwd] = git_toplevel(cwd)
-        return self.tops[cwd]
-
-    def commit_at(self, repo: str, started: float) -> str | None:
-        """The newest commit of ``repo``'s HEAD made at or before ``started`` (``rev-list -1 --before``)."""
-        if repo not in self.history:
-            out = git_out(repo, "log", "--format=%ct %H", "HEAD") or ""
-            pairs = sorted((int(t), h) for t, h in (line.split() for line in out.splitlines() if " " in line))
-            self.history[repo] = ([t for t, _ in pairs], [h for _, h in pairs])
-        times, shas = self.history[repo]
-        i = bisect.bisect_right(times, int(started))
-        return shas[i - 1] if i else None
-
-
 @lru_cache(maxsize=1024)
 def _program(cwd: str, job: str) -> str | None:
     p = Path(cwd) / f"{job}.py"
@@ -130,7 +104,7 @@ def _metrics(run_dir: Path) -> dict[str, list[tuple[int | None, float]]]:
     return {}
 
 
-def _run(d: Path, git: _Git) -> Run:
+def _run(d: Path, git: GitHistory) -> Run:
     cfg = _load(d / ".hydra" / "config.yaml")
     hydra = ((_load(d / ".hydra" / "hydra.yaml") or {}).get("hydra", {}) if (d / ".hydra" / "hydra.yaml").is_file()
              else {})
@@ -158,7 +132,7 @@ def read(source: str, left_out: list[str] | None = None, selection: Any = None) 
     stderr every thousand run dirs of a long read."""
     dirs = run_dirs(Path(source))
     say = progress(source, "run dirs")
-    git = _Git()
+    git = GitHistory()
     runs = []
     for i, d in enumerate(dirs, 1):
         runs.append(_run(d, git))
