@@ -2,17 +2,18 @@
 one run, counted once; a record given twice is read once; and a run that did not finish is left out, never
 counted with its last value.
 
-The same run through two records: the same seed, the same value of every config key both record, the same
-commit where both recorded one, and the same logged values (the last value of every metric both logged, and
-every value where both logged as many); or one record naming the other (an MLflow run id used as the W&B run
-name). Runs of one record are never merged: two runs of one store at one seed are genuine duplicates, flagged by
-the audit (:func:`duplicates`), never merged or renumbered.
+The same run through two records: the same seed, the same value of every config key both record (numbers as
+numbers), the same commit where both recorded one, and the same logged values (the last value of every metric
+both logged, and every value where both logged as many; to 1e-6, as TensorBoard keeps float32); or one record
+naming the other (an MLflow run id used as the W&B run name). Runs of one record are never merged: two runs of
+one store at one seed are genuine duplicates, flagged by the audit (:func:`duplicates`), never merged or renumbered.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -31,7 +32,22 @@ def seed_of(run: Run, seed_keys: Collection[str]) -> Any:
 
 
 def _close(x: float, y: float) -> bool:
-    return x == y or (math.isfinite(x) and math.isfinite(y) and abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y)))
+    """Equal as logged: to 1e-6 relative (TensorBoard keeps float32, the others float64)."""
+    return x == y or (math.isfinite(x) and math.isfinite(y) and abs(x - y) <= 1e-6 * max(abs(x), abs(y), 1e-30))
+
+
+def _f32(x: float) -> float:
+    """``x`` as float32 keeps it: equal for a value and its float32 copy (a bucket for the same value)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return x
+
+
+def _norm(v: Any) -> str:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return repr(float(v))
+    return json.dumps(v, sort_keys=True, default=str)
 
 
 def _same_values(a: Run, b: Run) -> bool:
@@ -47,8 +63,7 @@ def _same_values(a: Run, b: Run) -> bool:
 
 def _same_config(a: Run, b: Run) -> bool:
     shared = set(a.config) & set(b.config)
-    return bool(shared) and all(json.dumps(a.config[k], sort_keys=True, default=str)
-                                == json.dumps(b.config[k], sort_keys=True, default=str) for k in shared)
+    return bool(shared) and all(_norm(a.config[k]) == _norm(b.config[k]) for k in shared)
 
 
 def same_run(a: Run, b: Run, seed_keys: Collection[str]) -> bool:
@@ -98,7 +113,7 @@ def _candidates(items: Sequence[Run], seed_keys: Collection[str]) -> set[tuple[i
         seed = json.dumps(seed_of(r, seed_keys), default=str)
         for m, s in r.metrics.items():
             if m not in COUNTERS and s:
-                by_last.setdefault((m, round(s[-1][1], 9), seed), []).append(i)
+                by_last.setdefault((m, _f32(s[-1][1]), seed), []).append(i)
     pairs = {(i, j) for idx in by_last.values() if len(idx) > 1 for i in idx for j in idx if i < j}
     by_id: dict[str, list[int]] = {}
     for i, r in enumerate(items):
