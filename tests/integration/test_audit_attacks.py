@@ -112,9 +112,11 @@ def test_a_sqlite_file_that_is_no_mlflow_store_is_refused_untouched(tmp_path: Pa
     assert _tree(tmp_path) == before  # not a byte written (MLflow's client would have created its tables)
 
 
-def test_a_file_store_the_client_would_write_into_is_refused_untouched(tmp_path: Path) -> None:
+def test_a_file_store_the_client_would_write_into_is_refused_untouched(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
 
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 writes file stores only when asked
     store = tmp_path / "mlruns"
     client = MlflowClient(tracking_uri=store.as_uri())  # a file store, as MLflow writes it
     client.create_experiment("x")

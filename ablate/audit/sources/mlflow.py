@@ -103,7 +103,10 @@ def _client(source: str) -> tuple[Any, list[Any]]:
         raise ConfigError("reading an MLflow store needs the mlflow package", where=_WHERE,
                           fix="pip install 'hydra-ablate[mlflow]'") from None
     uri = tracking_uri(source)
+    allow = os.environ.get("MLFLOW_ALLOW_FILE_STORE")
     try:
+        if uri.startswith("file:"):  # a file store, read only: MLflow 3 refuses one unless this is set
+            os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
         client = MlflowClient(tracking_uri=uri)
         return client, client.search_experiments()
     except Exception as exc:  # a newer or older schema (the client would migrate it), a server that does not answer
@@ -113,6 +116,11 @@ def _client(source: str) -> tuple[Any, list[Any]]:
                f"with this MLflow (`cp {source} /tmp/copy.db && ablate audit /tmp/copy.db`)")
         raise ConfigError(f"{source} could not be read as an MLflow store ({type(exc).__name__}: {first})",
                           where=_WHERE, fix=fix) from None
+    finally:
+        if allow is None:
+            os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+        else:
+            os.environ["MLFLOW_ALLOW_FILE_STORE"] = allow
 
 
 def _run(client: Any, r: Any, experiment: str, here: Path | None, store_repo: str | None) -> Run:
