@@ -225,7 +225,8 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
 
 
 def _sample_size(va: dict[int, float], vb: dict[int, float], n: int) -> dict[str, Any]:
-    """What fewer than 3 replicates allow: no spread, no test; the seeds per arm to run."""
+    """What fewer than 3 replicates allow: no spread, no test; the seeds per arm to run (at least those from which
+    ablate calls a better/worse firm: the runs are to settle the comparison)."""
     from ablate.stats.power import recommend_seeds  # lazy: scipy's power search, only for too few runs
 
     needed = DEFAULT_SEEDS
@@ -240,6 +241,9 @@ def _sample_size(va: dict[int, float], vb: dict[int, float], n: int) -> dict[str
         adv = recommend_seeds(n, sd, df, target=abs(diff) or None, target_kind="observed") if sd > 0 else None
         if adv is not None and adv.n_needed is not None:
             needed, how = max(MIN_REPLICATES, adv.n_needed), adv.message()
+    if needed < FIRM_FROM[False]:
+        needed, how = FIRM_FROM[False], (f"{how}; at least {FIRM_FROM[False]}, from which ablate calls a "
+                                         "better/worse firm")
     one = "one seed is a sample size of one" if n == 1 else f"{n} seeds per arm give no test (a verdict needs 3)"
     return {"n": n, "diff": diff, "seeds_needed": needed, "how": how,
             "message": f"{one}: the difference ({diff:+.4g}) cannot be told from seed noise; run {needed} seeds per "
