@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ablate.errors import ConfigError
+
 if TYPE_CHECKING:
     from ablate.audit.sources import Selection
 
@@ -45,6 +47,10 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
     from ablate.audit.sources import read_source
     from ablate.record.sweepdir import to_json, write_atomic
 
+    out = Path(out)
+    if (out.exists() and not out.is_dir()) or any(p.exists() and not p.is_dir() for p in out.parents):
+        raise ConfigError(f"--out {out} is not a dir (a file is in the way)", where="--out",
+                          fix="give a dir for audit.md and audit.json, e.g. --out audit")
     left_out: list[str] = []
     runs = [r for s in sources for r in read_source(s, left_out, selection)]
     report = audit(runs, variable=variable, metric=metric, goal=goal, reduce=reduce, seed_key=seed_key, repo=repo)
@@ -52,11 +58,14 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
     report["left_out"] = left_out + report["unfinished"]
     where = repo or next((r.repo for r in a.runs + b.runs if r.repo), None)
     report["minimal"] = None
-    out = Path(out)
     stats = report["statistics"]
     if report["variable"] is not None and (report["confounds"] or stats["verdict"] is None or indicative(stats)):
         report["minimal"] = plan(a, b, report, app=app or _app(a.runs + b.runs, where), out=out, repo=where)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out} cannot be made ({exc.strerror})", where="--out",
+                          fix="give a dir you can write to, e.g. --out audit") from None
     if report["minimal"]:
         report["minimal"]["files"] = [str(p) for p in write(report["minimal"])]
     report["plots"] = _plots(out, a, b, report) if plots else []

@@ -271,11 +271,15 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0)
+    (tmp_path / "a-file").write_text("")
     cases = [([str(confounded / "multirun"), "--metric", "val_loss"], "did not log 'val_loss'"),
              ([str(confounded / "multirun"), "--variable", "lr"], "do not differ in 'lr'"),
              ([str(confounded / "multirun" / "a")], "share one config"),
              ([str(confounded / "conf")], "no run source"),
-             ([str(db)], f"holds no finished run (1 left out: MLflow run {failed}: failed)")]
+             ([str(db)], f"holds no finished run (1 left out: MLflow run {failed}: failed)"),
+             ([str(confounded / "multirun"), "--out", str(tmp_path / "a-file" / "audit")], "is not a dir"),
+             ([str(confounded / "multirun"), "--metric", "A=val_acc"], "neither one name nor each side's"),
+             ([str(confounded / "multirun"), "--since", "last week"], "is not a date")]
     if os.geteuid() != 0:  # root reads any dir
         cases.append(([str(locked)], "is not readable"))
     monkeypatch.chdir(tmp_path)

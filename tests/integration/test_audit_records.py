@@ -211,7 +211,7 @@ def test_dvc_experiments_through_dvc_exp_show(tmp_path: Path) -> None:
         "val_acc"] for x in exps}
     (tmp_path / "exps.json").write_text(shown)
     for source in (repo, tmp_path / "exps.json"):  # the project (ablate runs `dvc exp show`), or its saved output
-        a = _audit(tmp_path / source.name, source)
+        a = _audit(tmp_path / f"out-{source.name}", source)
         assert a["sources"] == ["dvc"] and a["variable"]["key"] == "data.mix"
         assert [x["n"] for x in a["arms"]] == [3, 3]
         vals = a["statistics"]["values"]
