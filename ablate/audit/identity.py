@@ -71,8 +71,8 @@ def same_run(a: Run, b: Run, seed_keys: Collection[str]) -> bool:
     sa, sb = seed_of(a, seed_keys), seed_of(b, seed_keys)
     if sa is not None and sb is not None and sa != sb:
         return False
-    if a.id in b.names or b.id in a.names:
-        return True
+    if a.id in b.names or b.id in a.names:  # one names the other; its config must agree all the same
+        return _same_config(a, b)
     recorded = [r.commit for r in (a, b) if r.commit and not r.commit_how.startswith("inferred")]
     if len(recorded) == 2 and not (recorded[0].startswith(recorded[1]) or recorded[1].startswith(recorded[0])):
         return False
