@@ -66,7 +66,6 @@ def ablate_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     an app registered, Hydra's global state, the root logger's handlers and the signal handlers."""
     import contextlib
     import io
-    import logging
     import signal
 
     from hydra.core.config_store import ConfigStore
@@ -82,8 +81,7 @@ def ablate_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     imported, resolvers = set(app._IMPORTED), dict(BaseContainer._resolvers)
     store = _leaves(ConfigStore.instance().repo)
     app_overrides, sweep = list(single.APP_OVERRIDES), pipeline.CURRENT_SWEEP_DIR
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    loggers = _loggers()
     signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
                                                   signal.SIGUSR2)}
     try:
@@ -105,11 +103,39 @@ def ablate_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         GlobalHydra.instance().clear()
         single.APP_OVERRIDES[:] = app_overrides
         pipeline.CURRENT_SWEEP_DIR = sweep
-        root.handlers[:] = handlers
-        root.setLevel(level)
+        _restore_loggers(loggers)
         for s, h in signals.items():
             signal.signal(s, h)
     return subprocess.CompletedProcess(["ablate", *args], code, out.getvalue(), err.getvalue())
+
+
+def _loggers() -> dict[str, tuple[object, list[object], int, bool, bool]]:
+    """Every logger's handlers, level, ``disabled`` and ``propagate`` (Hydra's single run configures logging)."""
+    import logging
+
+    names = ["", *logging.Logger.manager.loggerDict]
+    out = {}
+    for name in names:
+        lg = logging.getLogger(name)
+        out[name] = (lg, list(lg.handlers), lg.level, lg.disabled, lg.propagate)
+    return out
+
+
+def _restore_loggers(before: dict[str, tuple[object, list[object], int, bool, bool]]) -> None:
+    """Put back what :func:`_loggers` saw; handlers added since are closed (a run's log file), new loggers reset."""
+    import logging
+
+    for name in ["", *logging.Logger.manager.loggerDict]:
+        lg = logging.getLogger(name)
+        old = before.get(name)
+        handlers, level, disabled, propagate = (old[1], old[2], old[3], old[4]) if old else ([], logging.NOTSET,
+                                                                                          False, True)
+        for h in lg.handlers:
+            if h not in handlers:
+                h.close()
+        lg.handlers[:] = handlers  # type: ignore[assignment]
+        lg.setLevel(level)
+        lg.disabled, lg.propagate = disabled, propagate
 
 
 def _leaves(tree: dict, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
