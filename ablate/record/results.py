@@ -213,18 +213,21 @@ def write_summary(sd: SweepDir) -> dict[str, Any]:
     print a short table of numbers (columns ``control.mean``, ``lr=0.2.diff`` ...). Returns what was written.
 
     ``{arm: {n, mean, sd}}`` (:data:`SUMMARY_ARM`), a treatment's object also holding its comparison with
-    the control: ``diff``, ``ci_low``, ``ci_high`` (the CI of the difference at the level its decision used)
-    and ``p_adj`` (the family-adjusted p) (:data:`SUMMARY_COMPARISON`). A field with no finite number (NaN,
-    missing) is left out. The verdict words, the levels and the pins are in verdict.json, a plain output.
+    the control: ``diff``, ``ci_low``, ``ci_high`` (treatment − control in the metric's own sign, as verdict.md
+    prints it, and its CI at the level its decision used) and ``p_adj`` (the family-adjusted p)
+    (:data:`SUMMARY_COMPARISON`). A field with no finite number (NaN, missing) is left out. The verdict words, the
+    levels and the pins are in verdict.json, a plain output (whose ``diff`` and ``ci`` are sign-normalised).
     """
     verdict = read_json(sd.verdict_json)
+    sign = -1.0 if verdict.get("goal") == "minimize" else 1.0  # verdict.json's positive-is-better -> the metric's
 
     def numbers(entry: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float | int]:
         row = {**entry, "p_adj": entry.get("pvalue_adjusted")}
+        if isinstance(row.get("diff"), int | float) and not isinstance(row.get("diff"), bool):
+            row["diff"] = sign * row["diff"]
         ci = row.get("ci")
-        if isinstance(ci, list | tuple) and len(ci) == 2:  # an interval: its two ends
-            row.setdefault("ci_low", ci[0])
-            row.setdefault("ci_high", ci[1])
+        if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+            row["ci_low"], row["ci_high"] = sorted((sign * ci[0], sign * ci[1]))  # an interval: its two ends
         return {k: row[k] for k in keys if isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)
                 and math.isfinite(row[k])}
 

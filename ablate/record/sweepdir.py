@@ -533,6 +533,11 @@ class TrialPaths:
     def attempts(self) -> Path:
         return self.dir / "attempts"
 
+    @property
+    def curve(self) -> Path:
+        """The series the trial's metric came from, against ``curve.x`` (:mod:`ablate.record.curves`)."""
+        return self.dir / "curve.json"
+
 
 class SweepDir:
     """One sweep dir: every path in it, and the lock that lets one ablate process work on it.
@@ -627,6 +632,10 @@ class SweepDir:
     def plot(self, name: str) -> Path:
         """Path of the verdict plot ``name`` (a key of :data:`PLOT_FILES`)."""
         return self.root / PLOT_FILES[name]
+
+    def curve_plot(self, arm: str) -> Path:
+        """Path of treatment ``arm``'s curve plot (curve verdicts, :mod:`ablate.judge.curves_report`)."""
+        return self.root / f"verdict_curve_{arm}.png"
 
     @property
     def code_dir(self) -> Path:

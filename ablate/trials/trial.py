@@ -34,6 +34,7 @@ from ablate.record.errorline import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.config import arm_record, config_yaml, load_plan, reads_hydra_state, resolve_config
+from ablate.trials.curve import record_curve
 from ablate.trials.proctree import die_with_parent, own_process_tree
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
@@ -232,7 +233,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
             # task changes; inline: restored when the trial ends)
             os.environ.update({"ABLATE_RUN_DIR": str(tp.dir / "run"), "ABLATE_TRIAL_DIR": str(tp.dir),
-                               "ABLATE_SEED": str(int(seed))})
+                               **seeding.seed_environment(seed)})
         warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
         if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
@@ -283,6 +284,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                 manifest["environment"].pop("torch_threads", None)
         if form.name == "fn":  # every installed distribution the task ran on, by version (a confound if it differs)
             manifest["environment"]["imported"] = imported_distributions(str(code_root) if code_root else None)
+        out = record_curve(tp, plan, out)  # curve.json when the ablation compares curves (a returned history out)
         source, seen_recorded = None, False
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
