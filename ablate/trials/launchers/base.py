@@ -93,6 +93,13 @@ class Monitor:
         self._failed_before_start: dict[str, set[str]] = {}
         #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
         self.halted: str | None = None
+        #: Why ablate stopped the launch, in a few words (what a trial it stopped records); None while it runs.
+        self.stop_reason: str | None = None
+
+    def _stop_for(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stop.set()
 
     def idle(self) -> None:
         """Run the ``meanwhile`` work, the first time only (a launcher calls it while it waits, idle)."""
@@ -123,23 +130,23 @@ class Monitor:
         with self._lock:
             if self.halted is None:
                 self.halted = reason
-        self._stop.set()
+        self._stop_for(reason.split(";")[0])
 
     def finished_trial(self, ref: TrialRef, record: dict[str, Any]) -> None:
         with self._lock:
             self.finished[ref] = record
             if self._abort_on_failure and record.get("status") != "ok":
-                self._stop.set()
+                self._stop_for(f"on_failure=abort: {_trial(ref)} ended {record.get('status')}")
             if record.get("status") == "ok":
                 self._metric_seen = True
             elif record.get("metric_missing"):  # one trial without the metric fails alone; the rest run ...
                 self._missing.append(record)
                 if len(self._missing) >= MISSING_METRIC_STOP and not self._metric_seen and self.contract_error is None:
                     self.contract_error = self._missing[0]  # ... unless no trial returns it: a wrong task.metric
-                    self._stop.set()
+                    self._stop_for(f"the first {MISSING_METRIC_STOP} trials did not return the metric")
             if record.get("contract_error") and self.contract_error is None:
                 self.contract_error = record
-                self._stop.set()
+                self._stop_for(f"{_trial(ref)} showed the task itself is wrong")
             self._same_failure(ref, record)
             if self._on_event:
                 self._on_event("finished", ref, record)
@@ -155,14 +162,19 @@ class Monitor:
         arms.add(ref.arm)
         if len(arms) >= SAME_FAILURE_ARMS:
             self.same_failure = {**record, "arms_failed": sorted(arms)}
-            self._stop.set()
+            self._stop_for(f"trials of {', '.join(sorted(arms))} failed the same way before their first step")
 
-    def stop(self) -> None:
-        """Ask the launcher to start no further trial (running ones finish or are cancelled)."""
-        self._stop.set()
+    def stop(self, reason: str = "ablate stopped") -> None:
+        """Ask the launcher to start no further trial (running ones finish or are cancelled); ``reason``: why, in a
+        few words (``Ctrl-C``), for the trials it stops."""
+        self._stop_for(reason)
 
     def should_stop(self) -> bool:
         return self._stop.is_set()
+
+
+def _trial(ref: TrialRef) -> str:
+    return f"{ref.arm}/seed={ref.seed}"
 
 
 class Launcher(abc.ABC):

@@ -133,6 +133,7 @@ class LocalLauncher(Launcher):
         self._procs: dict[int, Any] = {}  # slot -> running trial (Popen or WarmTrial)
         self._procs_lock = threading.Lock()
         self._stopping = threading.Event()  # set when we kill running trials ourselves (Ctrl-C, abort)
+        self._stop_reason = "ablate stopped"  # why, in a few words: each trial it stops records it
         self._warm: Any = None  # this launch's warm parent (launcher.warm=true)
         self._died_with_parent: set[TrialRef] = set()  # trials of this launch that died with their warm parent
         self._hash_seed = "0"  # this launch's PYTHONHASHSEED (seeding.ablation_hash_seed), set by launch
@@ -187,7 +188,7 @@ class LocalLauncher(Launcher):
                     monitor.finished_trial(ref, rec)
             except BaseException as exc:  # surfaced in the main thread
                 errors.append(exc)
-                monitor.stop()
+                monitor.stop(f"an error in ablate ({type(exc).__name__})")
 
         threads = [threading.Thread(target=slot, args=(i,), name=f"ablate-slot-{i}", daemon=True)
                    for i in range(n_slots)]
@@ -198,10 +199,11 @@ class LocalLauncher(Launcher):
                 while t.is_alive():
                     t.join(timeout=0.5)
                     if monitor.should_stop():
-                        self._kill_all()
-        except BaseException:
-            monitor.stop()
-            self._kill_all()
+                        self._kill_all(monitor.stop_reason)
+        except BaseException as exc:
+            why = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else f"an error in ablate ({type(exc).__name__})"
+            monitor.stop(why)
+            self._kill_all(monitor.stop_reason)
             for t in threads:
                 t.join(timeout=10)
             raise
@@ -252,7 +254,9 @@ class LocalLauncher(Launcher):
         return WarmParent(str(sd.root), cwd, env, str(sd.root / "warm-parent.log"), preload=self.preload,
                           learn=self.learn_imports, meanwhile=meanwhile, early=taken, until_ready=until_ready)
 
-    def _kill_all(self) -> None:
+    def _kill_all(self, reason: str | None = None) -> None:
+        if not self._stopping.is_set():
+            self._stop_reason = reason or "ablate stopped"
         self._stopping.set()
         with self._procs_lock:
             procs = list(self._procs.values())
@@ -319,9 +323,9 @@ class LocalLauncher(Launcher):
             # the trial found a finished result already there (run_trial never runs an `ok` trial again):
             # it ran nothing, so nothing is recorded in its name; the result stays as its writer left it
             return rec
-        if self._stopping.is_set():  # we stopped it (Ctrl-C or on_failure=abort): not the trial's fault
+        if self._stopping.is_set():  # we stopped it (Ctrl-C, on_failure=abort, a broken task): not the trial's fault
             return write_result(tp, {**base, "status": "interrupted",
-                                     "error": "stopped by ablate before it finished (Ctrl-C or on_failure=abort); "
+                                     "error": f"stopped by ablate before it finished ({self._stop_reason}); "
                                      "`ablate resume` re-runs it"})
         rc = proc.returncode
         if rc is None and self._warm is not None:  # a warm trial whose warm parent died
