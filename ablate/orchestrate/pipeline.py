@@ -35,6 +35,7 @@ from ablate.trackers import log_after_ablation
 from ablate.trials.config import load_plan
 from ablate.trials.launchers import TrialRef, get_launcher
 from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
+from ablate.trials.seeding import NAN_FILL
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
 from ablate.trials.warm.early import scope as early_parents
 
@@ -559,6 +560,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             fix=f"read the end of the log (`ablate status {sd.root}` shows it; each trial's command.json has the exact "
             "command, to run by hand), fix the task config or the script, then start the ablation again",
         )
+    if monitor.all_diverged is not None:
+        _stop_all_diverged(sd, plan, monitor.all_diverged)
     out(str(sd.verdict_md))
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
         raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")
@@ -573,6 +576,24 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
                              + f" ({sd.verdict_md})")
     return verdict
+
+
+def _stop_all_diverged(sd: SweepDir, plan: Mapping[str, Any], rec: Mapping[str, Any]) -> None:
+    """Raise the one line for an ablation stopped because every trial so far gave a NaN or inf metric."""
+    arms = ", ".join(rec.get("arms_failed") or [])
+    error = str(rec.get("error") or "")
+    if NAN_FILL in error:  # strict determinism filled the memory the task never wrote with NaN
+        where, cause = "determinism", f"; {NAN_FILL}"
+        fix = ("initialise what the task allocates (torch.zeros instead of torch.empty), or set "
+               "`torch.utils.deterministic.fill_uninitialized_memory = False` in the task, or run with "
+               "`determinism=seeded`")
+    else:
+        where, cause = "task", ""
+        fix = (f"read the trials' logs (`ablate status {sd.root}`): a learning rate too high, a loss that divides by "
+               "zero, a metric computed on an empty set; fix the task, then start the ablation again")
+    raise ConfigError(f"the metric {plan.get('metric')!r} was NaN or inf in the first trials of {arms} and no trial "
+                      f"gave a number, so the ablation stopped instead of running every trial (the sweep dir {sd.root} "
+                      f"keeps what ran){cause}", where=where, fix=fix)
 
 
 def _stopped_from_outside(sd: SweepDir, plan: Mapping[str, Any]) -> int:

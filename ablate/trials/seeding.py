@@ -333,6 +333,25 @@ def seed_everything(seed: int, mode: str = "seeded", threads: int | None = None)
     return applied
 
 
+#: Why a strict trial's metric may be NaN: torch fills the memory it allocates without initialising with NaN.
+NAN_FILL = ("under determinism=strict torch fills memory it allocates without initialising (torch.empty, "
+            "empty_like, new_empty) with NaN (`torch.utils.deterministic.fill_uninitialized_memory`), so a task that "
+            "reads memory it never wrote gets NaN")
+
+
+def nan_fill_note(mode: str) -> str:
+    """``"; " + NAN_FILL`` for a trial whose metric is NaN or inf under ``strict`` while torch filled uninitialised
+    memory with NaN in this process (a fn task's), else ``""``."""
+    torch = sys.modules.get("torch")
+    if mode != "strict" or torch is None:
+        return ""
+    try:
+        on = torch.are_deterministic_algorithms_enabled() and torch.utils.deterministic.fill_uninitialized_memory
+    except AttributeError:  # a torch before 2.1: no such fill
+        return ""
+    return f"; {NAN_FILL}" if on else ""
+
+
 def prime_torch_seeding() -> None:
     """In a warm parent holding torch: seed torch once here, so the source files its seeding reads are read for
     every fork. ``torch.seed`` and ``torch.manual_seed`` record the caller's stack for their lazy CUDA (and XPU,

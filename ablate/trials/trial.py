@@ -318,7 +318,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                      "path (this trial failed alone, the others ran)")
         bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
         if status == "ok" and metric in bad:
-            status, error = "diverged", f"metric {metric!r} is {metrics[metric]} (NaN or inf)"
+            status = "diverged"
+            error = f"metric {metric!r} is {metrics[metric]} (NaN or inf){seeding.nan_fill_note(mode)}"
         extra: dict[str, Any] = {"metric_source": source} if source else {}
         if missing:
             extra["metric_missing"] = True

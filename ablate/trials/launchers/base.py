@@ -91,6 +91,9 @@ class Monitor:
         #: A record of trials of several arms failing the same way before their first step (stop: the task is broken).
         self.same_failure: dict[str, Any] | None = None
         self._failed_before_start: dict[str, set[str]] = {}
+        #: A record of trials of several arms whose metric was NaN or inf, none finished ok (stop: every trial is).
+        self.all_diverged: dict[str, Any] | None = None
+        self._diverged_arms: set[str] = set()
         #: Why the launcher could run no further trial (its warm parent died), with what to do; None otherwise.
         self.halted: str | None = None
         #: Why ablate stopped the launch, in a few words (what a trial it stopped records); None while it runs.
@@ -148,6 +151,7 @@ class Monitor:
                 self.contract_error = record
                 self._stop_for(f"{_trial(ref)} showed the task itself is wrong")
             self._same_failure(ref, record)
+            self._all_diverged(ref, record)
             if self._on_event:
                 self._on_event("finished", ref, record)
 
@@ -163,6 +167,18 @@ class Monitor:
         if len(arms) >= SAME_FAILURE_ARMS:
             self.same_failure = {**record, "arms_failed": sorted(arms)}
             self._stop_for(f"trials of {', '.join(sorted(arms))} failed the same way before their first step")
+
+    def _all_diverged(self, ref: TrialRef, record: dict[str, Any]) -> None:
+        """Stop when trials of :data:`SAME_FAILURE_ARMS` arms all ended ``diverged`` (the metric NaN or inf) and no
+        trial finished ok: every trial would (strict determinism's NaN fill of uninitialised memory, a broken loss)."""
+        if self._metric_seen or self.all_diverged is not None or self.contract_error is not None:
+            return
+        if record.get("status") != "diverged":
+            return
+        self._diverged_arms.add(ref.arm)
+        if len(self._diverged_arms) >= SAME_FAILURE_ARMS:
+            self.all_diverged = {**record, "arms_failed": sorted(self._diverged_arms)}
+            self._stop_for(f"the metric was NaN or inf in every trial of {', '.join(sorted(self._diverged_arms))}")
 
     def stop(self, reason: str = "ablate stopped") -> None:
         """Ask the launcher to start no further trial (running ones finish or are cancelled); ``reason``: why, in a
