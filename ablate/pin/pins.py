@@ -678,11 +678,31 @@ def pin_data(paths: Iterable[str], cwd: str | os.PathLike[str]) -> dict[str, dic
                     "file without --force), or if the change is intended, `dvc commit` "
                     f"(or `dvc repro`), then `git add {src}` and commit it",
                 )
-            pins[rel] = {"hash": f"{out.hash_info.name}:{actual}", "output": out_rel, "recorded_in": src,
-                         "content": digest.digest(abspath)["digest"]}
+            pins[rel] = {"hash": _path_hash(abspath, Path(out.fs_path), f"{out.hash_info.name}:{actual}", out_rel),
+                         "output": out_rel, "recorded_in": src, "content": digest.digest(abspath)["digest"]}
+            if abspath != Path(out.fs_path):  # a path inside a tracked dir: the dir's own hash beside its own
+                pins[rel]["output_hash"] = f"{out.hash_info.name}:{actual}"
     finally:
         repo.close()
     return pins
+
+
+def _path_hash(path: Path, output: Path, output_hash: str, output_rel: str) -> str:
+    """The hash shown and compared for a ``task.data`` path: the DVC output's own (a file's md5, a dir's
+    ``md5:<hex>.dir``) when the path is the output; for a file inside a tracked dir, that file's md5 (what
+    ``md5sum`` and DVC's listing of the dir give it), never the dir's hash under the file's name; for a dir inside
+    one, the tracked dir's hash, saying so."""
+    if path == output:
+        return output_hash
+    if path.is_file():
+        import hashlib  # lazy: only for a file inside a tracked dir
+
+        h = hashlib.md5(usedforsecurity=False)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return f"md5:{h.hexdigest()}"
+    return f"{output_hash} (of {output_rel}, the DVC-tracked dir holding it)"
 
 
 def data_paths(plan: Mapping[str, Any]) -> list[str]:
