@@ -61,6 +61,11 @@ def parse_scale(cfg: Mapping[str, Any], cwd: str | os.PathLike[str] | None = Non
     if not isinstance(key, str) or not key:
         raise ConfigError(f"must name a dotted config key, got {key!r}", where="scale.key",
                           fix="e.g. `scale.key=task.hidden scale.values=[32,128]`")
+    if cfg.get("dry_run") is True:  # refused before anything is composed or imported (an app's module)
+        first = values[0] if isinstance(values, list | tuple) and values else "<value>"
+        where_ = f"app.{to_app_key(key) or key}" if is_app(cfg) else key
+        raise ConfigError("a transfer check has no dry run yet", where="dry_run",
+                          fix=f"dry-run one scale, without scale.key: `{format_override(where_, first)} dry_run=true`")
     if is_app(cfg):  # the app's own config, composed by Hydra, at task.params; the variable mapped onto it
         cfg, _, _ = attach(dict(cfg), None, None, cwd)
         if not key.startswith(APP_NODE + ".") and key.split(".")[0] in cfg["task"]["params"]:
