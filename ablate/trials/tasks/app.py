@@ -708,6 +708,10 @@ class AppForm:
             argv[0] = "python"
             lines.append(f"  argv {arm.name} seed={seed}: {shlex.join(argv)}")
         task = plan.control.config["task"]
+        if not task.get("seed_key", APP_TASK_KEYS["seed_key"]):
+            lines.append("  seed: NOT passed to the app (`seed_key: null`): each trial's seed is only in $ABLATE_SEED "
+                         "(and PYTHONHASHSEED unless determinism=off); an app that reads neither runs the same for "
+                         "every seed. To pass it: `seed_key: <the app's seed key>`")
         mode = (task.get("app_hydra") or {}).get("mode", "RUN")
         if mode != "RUN":
             lines.append(f"  hydra.mode: the app's config sets {mode}; each trial runs it with {RUN_MODE_OVERRIDE} "

@@ -697,7 +697,17 @@ class CommandForm:
                 lines.append(head)
                 cont = [" \\"] * (len(words) - 1) + [""]
                 lines.extend(f"      {w}{c}" for w, c in zip(words, cont, strict=True))
+        s = task_settings(resolve(plan.control.config).get("task") or {})
+        if not s["seed_key"] and not s["seed_env"]:
+            lines.append(f"  seed: {NO_SEED_NOTE}")
         return lines
+
+
+#: The dry run's line for a script that is passed no seed (``seed_key: null``, no ``seed_env``).
+NO_SEED_NOTE = ("NOT passed to the script (`seed_key: null`, no `seed_env`): each trial's seed is only in "
+                "$ABLATE_SEED (and PYTHONHASHSEED unless determinism=off); a script that reads neither runs the same "
+                "for every seed, and the verdict then says it ignored its seed. To pass it: `seed_key: <its seed "
+                "setting>` or `seed_env: <the variable it reads>`")
 
 
 def shell_quote(arg: str) -> str:
