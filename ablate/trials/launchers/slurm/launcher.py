@@ -95,6 +95,28 @@ def mem_string(mem_gb: float) -> str:
     return f"{int(mem_gb)}GB" if float(mem_gb).is_integer() else f"{math.ceil(mem_gb * 1024)}MB"
 
 
+def check_signal_delay(timeout_min: int, signal_delay_s: int) -> None:
+    """Refuse a job time limit no longer than the warning signal's delay: SLURM would signal the job to checkpoint
+    and requeue as soon as it starts (a 1-minute limit against the default 90 s: every trial stopped at once,
+    then reported as having reached its time limit after seconds).
+
+    Raises
+    ------
+    ConfigError
+        With both fixes: a longer limit, or a shorter delay.
+    """
+    limit_s = int(timeout_min) * 60
+    if int(signal_delay_s) < limit_s:
+        return
+    longer = max(2, math.ceil(signal_delay_s / 60) * 2)
+    raise ConfigError(f"the job time limit ({timeout_min} min = {limit_s} s) is not longer than "
+                      f"`launcher.signal_delay_s` ({signal_delay_s} s), the warning SLURM sends before the limit: "
+                      "each job would be told to checkpoint and requeue as soon as it starts",
+                      where="launcher.timeout_min",
+                      fix=f"give the jobs more time (`launcher.timeout_min={longer}`), or warn later "
+                      f"(`launcher.signal_delay_s={max(limit_s // 4, 1)}`)")
+
+
 def sbatch_parameters(*, job_name: str, timeout_min: int, cpus_per_task: int, mem_gb: float | None,
                       gpus_per_trial: int, array_parallelism: int, signal_delay_s: int,
                       setup: Sequence[str], partition: str | None = None, account: str | None = None,
@@ -414,6 +436,7 @@ class SlurmLauncher(Launcher):
             ``sbatch``/``srun`` missing, slurmctld unreachable, or SLURM refusing the request (with
             SLURM's own message and the fix).
         """
+        check_signal_delay(self._job_timeout((options or {}).get("timeout_min")), self.signal_delay_s)
         for exe in ("sbatch", "srun", "squeue", "scontrol"):
             if shutil.which(exe) is None:
                 raise SchedulerError(f"`{exe}` is not installed or not on PATH, so trials cannot be submitted "
