@@ -381,6 +381,24 @@ def dvc_experiment() -> dict[str, str]:
     return {k: os.environ[v] for k, v in keys.items() if os.environ.get(v)}
 
 
+def _dvc_root(root: Path) -> Path:
+    """The DVC repo this process runs in, inside the git work tree ``root``: ``DVC_ROOT`` when it lies there, else
+    the nearest dir holding ``.dvc`` from the working dir up to ``root``. ``dvc exp run --temp`` runs the stage in
+    a copy of the workspace (``.dvc/tmp/exps/...``) while its ``DVC_ROOT`` still names the original: that
+    repo's params files are not the ones the experiment changed."""
+    top = root.resolve()
+    env = os.environ.get("DVC_ROOT")
+    if env and (Path(env).resolve() == top or top in Path(env).resolve().parents):
+        return Path(env)
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / ".dvc").is_dir():
+            return d
+        if d == top:
+            break
+    return root
+
+
 def dvc_params_change(root: Path, stage: str, dirty: list[str]) -> dict[str, str]:
     """Pin a change confined to the params files that ``stage`` tracks: file -> sha256 of its content.
 
@@ -406,7 +424,7 @@ def dvc_params_change(root: Path, stage: str, dirty: list[str]) -> dict[str, str
     try:
         from dvc.repo import Repo
 
-        repo = Repo(os.environ.get("DVC_ROOT") or str(root))
+        repo = Repo(str(_dvc_root(root)))
         try:
             stages = repo.stage.collect(stage)
             tracked = {os.path.relpath(dep.fs_path, root) for st in stages for dep in st.params}
