@@ -529,8 +529,11 @@ def make_plan(
     arms = [Arm(name=CONTROL, label=f"{value_label(control_value_resolved)} (control)",
                 value=control_value_resolved, config=control)]
     taken: set[str] = set()
+    seen: list[tuple[str, Any]] = [("the control value", control_value_resolved)]
     for i, raw_value in enumerate(variable.values):
         value = check_value_type(key, control_value_resolved, raw_value, i)
+        _refuse_rounding_twin(key, value, i, seen)
+        seen.append((f"variable.values[{i}]", value))
         if _same(value, control_value_resolved) and type(value) is type(control_value_resolved):
             raise ConfigError(
                 f"is {format_value(value)}, the control value of `{key}`: that treatment would be the control",
@@ -543,6 +546,28 @@ def make_plan(
         arms.append(Arm(name=_arm_name(variable, value, taken), label=value_label(value), value=value,
                         config=treat, changes=changes, derived=derived))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
+
+
+def _refuse_rounding_twin(key: str, value: Any, i: int, seen: list[tuple[str, Any]]) -> None:
+    """Refuse a float value that differs from another arm's only by rounding (``0.30000000000000004`` beside
+    ``0.3``: 5.6e-17 apart, as a ``range()`` or ``arange`` of floats gives them): two arms of one setting in all
+    but name.
+
+    Raises
+    ------
+    ConfigError
+        Naming both values, their difference, and the decimals to write instead.
+    """
+    if not isinstance(value, float) or isinstance(value, bool):
+        return
+    for where, other in seen:
+        if isinstance(other, float) and not isinstance(other, bool) and other != value and \
+                math.isclose(value, other, rel_tol=1e-9, abs_tol=0.0):
+            raise ConfigError(
+                f"is {value!r}, {abs(value - other):.2g} away from {where} {other!r}: float rounding (a range() of "
+                f"floats gives such values), not a setting of `{key}` anyone means, so the two arms would run "
+                "the same thing", where=f"variable.values[{i}]",
+                fix=f"write the decimals you mean (e.g. {round(value, 12)!r}), or drop one of them")
 
 
 def _group_hint(control: Mapping[str, Any], key: str) -> str:
