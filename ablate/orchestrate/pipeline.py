@@ -17,7 +17,7 @@ from typing import Any
 
 from ablate import __version__
 from ablate.errors import AblationFailed, ConfigError, PinError
-from ablate.judge.confounds import hash_config_files
+from ablate.judge.confounds import MODE_KEY, hash_config_files
 from ablate.judge.verdict import draw_plots_in_background, preimport, sequential_rounds, write_verdict
 from ablate.orchestrate.options import Options, parse_options
 from ablate.orchestrate.progress import Progress
@@ -494,6 +494,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort",
+                              watch_flags=MODE_KEY not in _variable_keys(plan),
                               meanwhile=preimport)  # while a warm parent starts: the verdict's scipy & co
             if "ok" in progress.outcome.values():  # a resume: the task has returned the metric before
                 monitor.metric_seen()
@@ -562,6 +563,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         )
     if monitor.all_diverged is not None:
         _stop_all_diverged(sd, plan, monitor.all_diverged)
+    if monitor.flags_split is not None:
+        _stop_flags_split(sd, plan, monitor.flags_split)
     out(str(sd.verdict_md))
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
         raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")
@@ -576,6 +579,25 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
                              + f" ({sd.verdict_md})")
     return verdict
+
+
+def _variable_keys(plan: Mapping[str, Any]) -> set[str]:
+    """The config keys the arms change (a suite's several variables included)."""
+    return {k for arm in plan.get("arms") or [] for k in (arm.get("changes") or {})}
+
+
+def _stop_flags_split(sd: SweepDir, plan: Mapping[str, Any], split: Mapping[str, Any]) -> None:
+    """Raise the one line for an ablation whose arms ran with different torch determinism flags."""
+    names = sorted({k for f in split.values() for k, v in f.items() if any(g.get(k) != v for g in split.values())})
+    shown = "; ".join(f"{arm}: " + ", ".join(f"{k}={f.get(k)}" for k in names) for arm, f in split.items())
+    key = ", ".join(sorted(_variable_keys(plan))) or "the variable"
+    raise ConfigError(
+        f"the arms ran with different torch determinism flags ({shown}), so the task switches them itself and "
+        f"{key} changes the determinism mode as well as what it names: a confound in every trial, so the ablation "
+        f"stopped after the first trials (the sweep dir {sd.root} keeps what ran)", where="variable.key",
+        fix="to compare determinism modes, let ablate set them: `ablate -m variable=determinism` (a variable file "
+        "with `key: determinism` and `values: [strict]`); to ablate something else, keep the task from calling "
+        "torch.use_deterministic_algorithms / setting cudnn flags itself")
 
 
 def _stop_all_diverged(sd: SweepDir, plan: Mapping[str, Any], rec: Mapping[str, Any]) -> None:

@@ -321,6 +321,8 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             status = "diverged"
             error = f"metric {metric!r} is {metrics[metric]} (NaN or inf){seeding.nan_fill_note(mode)}"
         extra: dict[str, Any] = {"metric_source": source} if source else {}
+        if manifest["determinism"].get("flags_after"):  # the launcher compares them across arms as trials end
+            extra["flags_after"] = manifest["determinism"]["flags_after"]
         if missing:
             extra["metric_missing"] = True
         if as_bool:

@@ -77,8 +77,13 @@ class Monitor:
     """
 
     def __init__(self, on_event: Callable[[str, TrialRef, dict[str, Any] | None], None] | None = None,
-                 abort_on_failure: bool = False, meanwhile: Callable[[], None] | None = None) -> None:
+                 abort_on_failure: bool = False, meanwhile: Callable[[], None] | None = None,
+                 watch_flags: bool = False) -> None:
         self._meanwhile = meanwhile
+        self._watch_flags = watch_flags
+        self._flags: dict[str, Any] = {}  # arm -> torch's determinism flags after its first ok trial
+        #: arm -> flags, when two arms ran with different determinism flags (the task switched them: stop)
+        self.flags_split: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._on_event = on_event
         self._abort_on_failure = abort_on_failure
@@ -152,6 +157,7 @@ class Monitor:
                 self._stop_for(f"{_trial(ref)} showed the task itself is wrong")
             self._same_failure(ref, record)
             self._all_diverged(ref, record)
+            self._flags_differ(ref, record)
             if self._on_event:
                 self._on_event("finished", ref, record)
 
@@ -167,6 +173,18 @@ class Monitor:
         if len(arms) >= SAME_FAILURE_ARMS:
             self.same_failure = {**record, "arms_failed": sorted(arms)}
             self._stop_for(f"trials of {', '.join(sorted(arms))} failed the same way before their first step")
+
+    def _flags_differ(self, ref: TrialRef, record: dict[str, Any]) -> None:
+        """Stop when the first trials of two arms ran with different torch determinism flags (``watch_flags``: the
+        determinism mode is not the variable): the task switches them itself, so its variable changes the
+        determinism mode too, and every trial would end in an invalid verdict."""
+        flags = record.get("flags_after")
+        if not self._watch_flags or self.flags_split is not None or not isinstance(flags, dict):
+            return
+        self._flags.setdefault(ref.arm, flags)
+        if len({repr(sorted(f.items())) for f in self._flags.values()}) > 1:
+            self.flags_split = dict(self._flags)
+            self._stop_for("the arms ran with different determinism flags")
 
     def _all_diverged(self, ref: TrialRef, record: dict[str, Any]) -> None:
         """Stop when trials of :data:`SAME_FAILURE_ARMS` arms all ended ``diverged`` (the metric NaN or inf) and no
