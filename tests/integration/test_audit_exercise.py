@@ -146,7 +146,10 @@ def test_the_printed_minimal_ablation_runs_as_printed_to_a_firm_verdict_on_the_m
     assert a["seeds_advised"] >= 20  # ablate's firm threshold (ablate.stats.core.FIRM_FROM)
     assert "git worktree add" in m["command"] and "git checkout" not in m["command"]
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    run = subprocess.run(["bash", "-c", m["command"]], cwd=where.parent, env=_env(), capture_output=True, text=True,
+    env = _env()
+    if form == "snapshot":  # the team runs it with its usual tracking URI: the app logs each trial to the store
+        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{repo / 'mlflow.db'}"
+    run = subprocess.run(["bash", "-c", m["command"]], cwd=where.parent, env=env, capture_output=True, text=True,
                          timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     verdict_md = Path(run.stdout.strip().splitlines()[-1])
@@ -162,3 +165,10 @@ def test_the_printed_minimal_ablation_runs_as_printed_to_a_firm_verdict_on_the_m
     after = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True)
     assert after == head and status.stdout == ""
+    if form == "snapshot":  # the next audit of the store knows those trials for the minimal ablation's own
+        from ablate.audit import run_audit
+
+        again = run_audit([str(repo / "mlflow.db")], out=where.parent / "again", plots=False)
+        assert [x["n"] for x in again["arms"]] == [5, 5]
+        ours = [x for x in again["left_out"] if "a trial of the minimal ablation an audit wrote" in x]
+        assert len(ours) == 2 * a["seeds_advised"], again["left_out"][:3]
