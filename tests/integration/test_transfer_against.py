@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.helpers import ablate_cli, commit_all, wait_for_plots
+from tests.helpers import ablate_cli, ablate_in, commit_all, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.values=[0.2]"]
@@ -47,7 +47,10 @@ def test_two_scale_transfer_check(project: Path) -> None:
     assert r["flag"] in ("does not transfer", "shrinks with scale", "differs across scales",
                          "no evidence that the effect changes with scale")
     md = (parent / "transfer.md").read_text()
-    assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc (maximize)")
+    assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc, higher is better")
+    bottom = md[md.index("## Bottom line"):md.index("## Effect per scale")]
+    assert bottom.count("- **lr=0.2** (task.optim.lr 0.05 → 0.2) across task.hidden: ") == 1
+    assert f"; Δ val_acc {r['effects'][0]['delta']:+.4f} at 16, " in bottom and "Next: " in bottom
     assert "## Seeds per scale" in md and "task.hidden=16, lr=0.2" in md and "task.hidden=64, lr=0.2" in md
     assert ("- Test that ran (lr=0.2): **Welch t on the paired differences**, because every scale's arms were "
             "analysed paired by seed") in md
@@ -110,7 +113,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     assert "match this ablation's pins" in (target / "verdict.md").read_text()
     # a target that is not a sweep dir: one line, exit 2, nothing rewritten
     before = (proxy / "verdict.json").read_bytes()
-    res = ablate_cli(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
+    res = ablate_in(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
     assert (proxy / "verdict.json").read_bytes() == before
     # --against is remembered; a later verdict whose target was removed still writes (and says so). The target's
@@ -128,11 +131,11 @@ def test_verdict_against_a_target_run(project: Path) -> None:
 def test_against_a_dir_that_is_no_sweep_dir_names_the_option(tmp_path: Path) -> None:
     """`ablate verdict DIR --against OTHER` with OTHER not a sweep dir: the one-line error names `--against`
     (not DIR, which is fine), exit 2, and DIR's verdict is not touched."""
-    from tests.helpers import ablate_cli, make_sweep
+    from tests.helpers import make_sweep
 
     root = make_sweep(tmp_path / "sw", {"control": [0.71, 0.70, 0.73], "lr=0.1": [0.73, 0.74, 0.72]})
     (tmp_path / "other").mkdir()
-    res = ablate_cli(tmp_path, "verdict", str(root), "--against", str(tmp_path / "other"))
+    res = ablate_in(tmp_path, "verdict", str(root), "--against", str(tmp_path / "other"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("ablate: error: `--against`: ") and "not an ablate sweep dir" in res.stderr
     assert not (root / "verdict.md").exists()
