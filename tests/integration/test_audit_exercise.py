@@ -121,6 +121,12 @@ def test_each_source_and_all_at_once_count_five_and_five_and_name_the_same_confo
         assert a["merged"]["runs"] == 10 and a["merged"]["records"] == 30
         md = (where / "audit.md").read_text()
         assert "10 runs were each seen through 3 records (hydra, mlflow, wandb): counted once" in md
+        # the two sides' curves and the per-run values, drawn and shown (a row per run: the app's own values)
+        assert a["plots"] == ["curves.png", "values.png"]
+        assert all((where / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({p})" in md for p in a["plots"])
+        rows = [x for x in md[md.index("Per-run values:"):].splitlines() if x.startswith(("| A | ", "| B | "))]
+        assert [float(x.split(" | ")[-1].rstrip(" |")) for x in rows] == pytest.approx(
+            [old[s] for s in sorted(old)] + [new[s] for s in sorted(new)], rel=1e-5)
     # a confounded comparison is never worded as one to act on
     md = (where / "audit.md").read_text()
     assert "adopt it" not in md and "cannot be credited to the variable" in md
