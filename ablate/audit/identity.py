@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -103,7 +104,8 @@ def _combine(group: list[Run]) -> Run:
 
 
 def _key(r: Run) -> tuple[str, str]:
-    return r.source, r.id
+    """A record's identity: its source and id (a run dir's real path: ``multirun/`` and its absolute path are one)."""
+    return r.source, os.path.realpath(r.id) if r.source in ("hydra", "tensorboard") else r.id
 
 
 def _candidates(items: Sequence[Run], seed_keys: Collection[str]) -> set[tuple[int, int]]:

@@ -2,22 +2,18 @@
 the plots and the one ablation that settles it). The verdict part is the verdict's own wording, from the same code
 (:func:`ablate.judge.report.bottom_line_words`, :func:`ablate.judge.report.seed_advice_text`): an indicative
 better/worse reads ``better (indicative)`` with the seeds that make it firm, as in verdict.md; the other sections
-of :func:`ablate.judge.report.render_markdown` are not repeated (the numbers are in audit.json). On a confounded
-comparison, what verdict.md would tell to do (adopt it, reject it) is replaced: a difference that cannot be
-credited to the variable is not one to act on.
+of :func:`ablate.judge.report.render_markdown` are not repeated (the numbers are in audit.json). A confounded
+comparison is worded as such by the same code (``confounded=True``): a difference that cannot be credited to the
+variable is not one to act on.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 from ablate.judge.report import bottom_line_words, seed_advice_text
-
-#: What a confounded better/worse says instead of verdict.md's "adopt it" / "reject it".
-CONFOUNDED = "not one to act on: the arms differ in more than the variable (the run that settles it is below)"
 
 
 def _f(x: Any) -> str:
@@ -45,12 +41,10 @@ def _variable(var: Mapping[str, Any]) -> str:
 
 
 def _verdict_line(a: Mapping[str, Any], c: Mapping[str, Any], v: Mapping[str, Any]) -> str:
-    words = bottom_line_words(c, v, rerun=partial(_rerun, a))
-    if a["confounds"]:
-        words = re.sub(r": (adopt|reject) it;", f": {CONFOUNDED};", words, count=1)
-        return (f"- Post-hoc difference for B against A (confounded: not a verdict on the variable): {words} "
-                f"{c['reason']}")
-    return f"- Post-hoc verdict for B against A: {words} {c['reason']}"
+    """verdict.md's bottom line on the post-hoc values; on a confounded comparison in its confounded words (the
+    difference cannot be credited to the variable: never an advice to adopt or reject)."""
+    words = bottom_line_words(c, v, rerun=partial(_rerun, a), confounded=bool(a["confounds"]))
+    return f"- Post-hoc verdict for B against A{' (confounded)' if a['confounds'] else ''}: {words} {c['reason']}"
 
 
 def _bottom(a: Mapping[str, Any]) -> list[str]:

@@ -121,6 +121,12 @@ def test_each_source_and_all_at_once_count_five_and_five_and_name_the_same_confo
         assert a["merged"]["runs"] == 10 and a["merged"]["records"] == 30
         md = (where / "audit.md").read_text()
         assert "10 runs were each seen through 3 records (hydra, mlflow, wandb): counted once" in md
+        # the two sides' curves and the per-run values, drawn and shown (a row per run: the app's own values)
+        assert a["plots"] == ["curves.png", "values.png"]
+        assert all((where / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({p})" in md for p in a["plots"])
+        rows = [x for x in md[md.index("Per-run values:"):].splitlines() if x.startswith(("| A | ", "| B | "))]
+        assert [float(x.split(" | ")[-1].rstrip(" |")) for x in rows] == pytest.approx(
+            [old[s] for s in sorted(old)] + [new[s] for s in sorted(new)], rel=1e-5)
     # a confounded comparison is never worded as one to act on
     md = (where / "audit.md").read_text()
     assert "adopt it" not in md and "cannot be credited to the variable" in md
@@ -146,7 +152,10 @@ def test_the_printed_minimal_ablation_runs_as_printed_to_a_firm_verdict_on_the_m
     assert a["seeds_advised"] >= 20  # ablate's firm threshold (ablate.stats.core.FIRM_FROM)
     assert "git worktree add" in m["command"] and "git checkout" not in m["command"]
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    run = subprocess.run(["bash", "-c", m["command"]], cwd=where.parent, env=_env(), capture_output=True, text=True,
+    env = _env()
+    if form == "snapshot":  # the team runs it with its usual tracking URI: the app logs each trial to the store
+        env["MLFLOW_TRACKING_URI"] = f"sqlite:///{repo / 'mlflow.db'}"
+    run = subprocess.run(["bash", "-c", m["command"]], cwd=where.parent, env=env, capture_output=True, text=True,
                          timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     verdict_md = Path(run.stdout.strip().splitlines()[-1])
@@ -162,3 +171,10 @@ def test_the_printed_minimal_ablation_runs_as_printed_to_a_firm_verdict_on_the_m
     after = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True)
     assert after == head and status.stdout == ""
+    if form == "snapshot":  # the next audit of the store knows those trials for the minimal ablation's own
+        from ablate.audit import run_audit
+
+        again = run_audit([str(repo / "mlflow.db")], out=where.parent / "again", plots=False)
+        assert [x["n"] for x in again["arms"]] == [5, 5]
+        ours = [x for x in again["left_out"] if "a trial of the minimal ablation an audit wrote" in x]
+        assert len(ours) == 2 * a["seeds_advised"], again["left_out"][:3]

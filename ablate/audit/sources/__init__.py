@@ -117,5 +117,7 @@ def read_source(source: str, left_out: list[str] | None = None, selection: Selec
                           + (f" ({len(mine)} left out: {'; '.join(mine[:3])}{' ...' if len(mine) > 3 else ''})"
                              if mine else ""), where="ablate audit SOURCE",
                           fix="give the dir or store the runs were logged to (runs still running or failed are "
-                          "left out)" + (", or select runs it holds" if chosen else ""))
+                          "left out)" + (", or select runs it holds" if chosen else "")
+                          + ("; a DVC project is read as its experiments: give the run dirs or stores in it"
+                             if kind == "dvc" else ""))
     return runs
