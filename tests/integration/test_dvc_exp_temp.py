@@ -33,8 +33,8 @@ def staged(project_template: Path, tmp_path: Path) -> Path:
     proj = plain_project(project_template, tmp_path / "proj")
     stages = yaml.safe_load((proj / "dvc.yaml").read_text())
     stages["stages"]["ablate_plain"] = {
-        "cmd": "rm -rf outputs/dvc/plain && ablate -m variable=mode task=plain seeds=${ablate_plain.seeds} launcher=inline "
-               "hydra.sweep.dir=outputs/dvc/plain progress=off",
+        "cmd": "rm -rf outputs/dvc/plain && ablate -m variable=mode task=plain seeds=${ablate_plain.seeds} "
+               "launcher=inline hydra.sweep.dir=outputs/dvc/plain progress=off",
         "deps": ["plain.py", "conf"], "params": ["ablate_plain"],
         "metrics": ["outputs/dvc/plain/summary.json"]}
     (proj / "dvc.yaml").write_text(yaml.safe_dump(stages, sort_keys=False))

@@ -25,8 +25,10 @@ def train(cfg):
 '''
 
 
-@pytest.mark.parametrize(("switch", "flag"), [("torch.use_deterministic_algorithms(True)", "use_deterministic_algorithms"),
-                                            ("torch.backends.cudnn.benchmark = True", "cudnn.benchmark")])
+@pytest.mark.parametrize(("switch", "flag"), [
+    ("torch.use_deterministic_algorithms(True)", "use_deterministic_algorithms"),
+    ("torch.backends.cudnn.benchmark = True", "cudnn.benchmark"),
+])
 def test_a_tasks_own_determinism_switch_stops_early_pointing_to_variable_determinism(
         project_template: Path, tmp_path: Path, switch: str, flag: str) -> None:
     import ablate
