@@ -48,3 +48,31 @@ def test_the_dry_run_says_when_no_seed_is_passed(proj: Path, capsys: pytest.Capt
     assert (line in out) is said, out
     if said:
         assert "`seed_env: <the variable it reads>`" in out
+
+
+APP = '''
+import hydra
+
+
+@hydra.main(version_base=None, config_path="appconf", config_name="config")
+def main(cfg):
+    return {"val_acc": 0.5 + cfg.lr}
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.mark.parametrize(("extra", "said"), [(["+task.seed_key=null"], True), ([], False)])
+def test_the_dry_run_says_when_no_seed_is_passed_to_an_app(proj: Path, capsys: pytest.CaptureFixture[str],
+                                                          extra: list[str], said: bool) -> None:
+    (proj / "app.py").write_text(APP)
+    (proj / "appconf").mkdir()
+    (proj / "appconf" / "config.yaml").write_text("seed: 1\nlr: 0.1\n")
+    (proj / "conf" / "task" / "myapp.yaml").write_text("app: app.py\nmetric: val_acc\ngoal: maximize\n")
+    (proj / "conf" / "variable" / "alr.yaml").write_text("key: lr\nvalues: [0.2]\n")
+    commit_all(proj, "app")
+    assert main(["-m", "variable=alr", "task=myapp", "seeds=3", "dry_run=true", *extra]) == 0
+    out = capsys.readouterr().out
+    assert ("  seed: NOT passed to the app (`seed_key: null`)" in out) is said, out
