@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -402,8 +403,10 @@ def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool 
     return todo
 
 
-def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
-    """Before launching more trials (a resume, a later look), check the data pins still hold here.
+def _check_pins_still_hold(sd: SweepDir, plan: Mapping[str, Any]) -> None:
+    """Before launching more trials (a resume, a later look), check the data pins still hold here; then drop a
+    read-only copy of the data in the code snapshot that a trial changed (as root, whom modes do not stop), so the
+    next trial places it again from the project's, just checked.
 
     Raises
     ------
@@ -418,6 +421,16 @@ def _check_pins_still_hold(plan: Mapping[str, Any]) -> None:
         raise PinError("the data no longer matches the pins recorded at launch, so no further trial may run: "
                        + "; ".join(problems), where="task.data",
                        fix="restore it with the command above, then `ablate resume` again; finished trials are kept")
+    root = pins_mod.trial_code_root(sd, plan)
+    if root is None:
+        return
+    for rel, seen in pins_mod.data_seen(plan, root).items():
+        copy = root / rel
+        if seen.get("content") == (pinned.get(rel) or {}).get("content") or copy.is_symlink() or not copy.exists():
+            continue
+        shutil.rmtree(copy) if copy.is_dir() else copy.unlink()
+        _log(f"ablate: the trials' read-only copy of {rel} (in the code snapshot) was changed by a trial; the next "
+             "trial copies it again from the project's, which matches the pin")
 
 
 def _check_code_snapshot(sd: SweepDir, plan: Mapping[str, Any]) -> None:
@@ -502,7 +515,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
                 launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
                 _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
                 if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
-                    _check_pins_still_hold(plan)  # data changed since launch: refuse, launch nothing
+                    _check_pins_still_hold(sd, plan)  # data changed since launch: refuse, launch nothing
                 todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
                                       resubmit=resubmit, rerun_pin_mismatch=True)
                 if detach and todo:

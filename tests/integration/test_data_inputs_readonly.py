@@ -93,3 +93,25 @@ def test_the_trials_data_is_a_read_only_copy_and_the_write_is_named(written: tup
     else:  # anyone else cannot write it at all
         assert "Permission denied" in rec["error"] and "data/digits.npz" in rec["error"]
     assert "\n" not in err and "data/digits.npz" in err and "Fix: " in err
+
+
+def test_resume_copies_the_data_again_and_runs_the_rest(written: tuple[Path, Path, str],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import hashlib as _h
+
+    from ablate.orchestrate.pipeline import execute
+    from ablate.record.sweepdir import SweepDir
+
+    proj, sd, _ = written
+    if "command" in str(sd):
+        pytest.skip("the command task writes its input in every trial: a resume stops again")
+    copy = sd / "code" / "data" / "digits.npz"
+    with inside(proj):
+        verdict = execute(SweepDir.open(sd), out=lambda s: None)
+    if os.geteuid() == 0:  # the copy the writer changed was dropped, and placed again from the project's
+        assert "the trials' read-only copy of data/digits.npz (in the code snapshot) was changed by a trial" in \
+            capsys.readouterr().err
+    assert _h.md5(copy.read_bytes()).hexdigest() == _locked_md5(proj)
+    recs = {(r["arm"], r["seed"]): r for r in (json.loads(p.read_text()) for p in sd.glob("trials/*/*/result.json"))}
+    assert len(recs) == 6 and {r["status"] for k, r in recs.items() if k != ("control", 0)} == {"ok"}
+    assert verdict is not None

@@ -72,7 +72,7 @@ def train(cfg):
     marker = Path(os.environ["ABLATE_TRIAL_DIR"]).parents[2] / "tampered"  # in the sweep dir: outlives the attempt
     if cfg.task.tamper and cfg.seed == 0 and not marker.exists():  # once: its re-run leaves the data be
         marker.write_text("once")
-        with open("data/digits.npz", "ab") as fh:
+        with open(Path(cfg.task.project) / "data" / "digits.npz", "ab") as fh:  # the project's own data
             fh.write(b"x")
     return {"val_acc": 0.5 + 0.01 * cfg.seed}
 '''
@@ -81,7 +81,8 @@ def train(cfg):
 def test_dvc_hint_on_resume_runs(project: Path) -> None:
     (project / "tamper.py").write_text(TAMPER)
     (project / "conf" / "task" / "tamper.yaml").write_text(
-        "fn: tamper:train\nmetric: val_acc\ngoal: maximize\ntamper: false\ndata: [data/digits.npz]\n")
+        f"fn: tamper:train\nmetric: val_acc\ngoal: maximize\ntamper: false\ndata: [data/digits.npz]\n"
+        f"project: {project}\n")
     (project / "conf" / "variable" / "tamper.yaml").write_text("key: task.tamper\nvalues: [true]\n")
     commit_all(project, "tamper task")
     res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=3", "launcher=inline")
