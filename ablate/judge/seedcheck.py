@@ -92,6 +92,18 @@ def seed_fix(plan: Mapping[str, Any]) -> str:
             "python, numpy and torch before the task ran)")
 
 
+def short_why(plan: Mapping[str, Any]) -> str:
+    """The bottom line's few words for an arm whose seeds were one run: what the task does with its seed, by form."""
+    task = (plan.get("task") or {})
+    arms = plan.get("arms") or []
+    cfg_task = (arms[0].get("config") or {}).get("task") or {} if arms else {}
+    if task.get("command") or task.get("app") or cfg_task.get("command") or cfg_task.get("app"):
+        if cfg_task.get("seed_key", "seed") is None:
+            return "its seeds were one run: the script is given no seed (`seed_key: null`)"
+        return "its seeds were one run: the script ignores the seed it is given, as the warning above says"
+    return "its seeds were one run: the task re-seeds from a constant (e.g. Lightning's `seed_everything(42)`)"
+
+
 def message(flagged: Mapping[str, Mapping[str, Any]], plan: Mapping[str, Any]) -> str:
     """One sentence naming the arms, what they gave, and the fix."""
     parts = []

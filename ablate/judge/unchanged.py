@@ -5,7 +5,7 @@ the bit), the treatment did not reach what the task reports: an argparse ``type=
 ``--augment false`` as True (any non-empty string is true), the task never reads the key, or the change
 (a callback group, a logger) cannot affect this metric. No number of seeds tells such arms apart, so the
 verdict says what was seen and the likely causes instead of advising more seeds
-(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`bottom_line` is verdict.md's words).
+(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`bottom_line_why` is the bottom line's words).
 Only what was observed is said: the arms' metrics were identical; why is listed as likely causes.
 """
 
@@ -65,9 +65,7 @@ def likely_causes(plan: Mapping[str, Any], arm: str) -> list[str]:
     var = plan.get("variable") or {}
     rec = next((a for a in plan.get("arms") or [] if a.get("name") == arm), {})
     control = next(iter(plan.get("arms") or []), {})
-    key = str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key"))
-    for prefix in ("task.params.", "task/params/"):  # a script's own key, as the script names it
-        key = key.removeprefix(prefix)
+    key = _script_key(str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key")))
     task = ((control.get("config") or {}).get("task") or {})
     values = [rec.get("value"), control.get("value")]
     causes: list[str] = []
@@ -112,16 +110,41 @@ def message(found: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
             + ". Check that the change reached the task (the trial's `config.yaml`, and `command.json` for a script)")
 
 
+def likeliest(plan: Mapping[str, Any], arm: str) -> str:
+    """The likeliest cause in a few words, for the bottom line (:func:`likely_causes` has them all)."""
+    var = plan.get("variable") or {}
+    rec = next((a for a in plan.get("arms") or [] if a.get("name") == arm), {})
+    key = _script_key(str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key")))
+    first = likely_causes(plan, arm)[0]
+    if "type=bool" in first:
+        return f"likely argparse's `type=bool` reading `--{key} false` as True"
+    if var.get("is_group") or _suite_is_group(plan, rec):
+        return f"likely its `{key}` option differs only in what does not reach the metric"
+    return f"likely the task never reads `{key}`"
+
+
+def _script_key(key: str) -> str:
+    for prefix in ("task.params.", "task/params/"):  # a script's own key, as the script names it
+        key = key.removeprefix(prefix)
+    return key
+
+
 def mark_unchanged(rec: dict[str, Any], found: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
     """Record on a comparison of verdict.json (in place) that its treatment changed nothing: ``unchanged`` (the seeds,
-    the metrics, :func:`message`), and that sentence as its seed advice, in place of a number of seeds."""
+    the metrics, :func:`message`, and ``why``: the bottom line's few words, :func:`likeliest` cause included), and
+    the message as its seed advice, in place of a number of seeds."""
     text = message(found, plan)
-    rec["unchanged"] = {"seeds": list(found["seeds"]), "metrics": list(found["metrics"]), "message": text}
+    why = f"it changed nothing: each seed's metrics equal the control's bit for bit; {likeliest(plan, found['arm'])}"
+    rec["unchanged"] = {"seeds": list(found["seeds"]), "metrics": list(found["metrics"]), "message": text,
+                        "why": why}
     if isinstance(rec.get("seed_advice"), dict):
         rec["seed_advice"]["message"] = text
 
 
-def bottom_line(c: Mapping[str, Any], word: str) -> str:
-    """verdict.md's bottom line for a treatment that changed nothing (``c["unchanged"]``): the verdict word, then
-    what was seen and its likely causes, never advice to run more seeds."""
-    return f"**{word}**: {c['unchanged']['message']}."
+def bottom_line_why(c: Mapping[str, Any]) -> str:
+    """What the bottom line says instead of a difference and a number of seeds, for a comparison whose arms show
+    nothing to compare: a treatment that changed nothing (``unchanged``), or seeds that were one run
+    (``seed_ignored``); ``""`` for any other comparison."""
+    if c.get("seed_ignored"):
+        return str(c.get("seed_ignored_why") or "every seed gave the same result, as the warning above says")
+    return str((c.get("unchanged") or {}).get("why") or "")

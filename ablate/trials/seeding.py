@@ -385,7 +385,7 @@ def torch_flags() -> dict[str, bool] | None:
     }
 
 
-class _PostImportHook:
+class PostImportHook:
     """A ``sys.meta_path`` finder that runs a callback right after a module is first imported."""
 
     def __init__(self) -> None:
@@ -425,7 +425,7 @@ class _PostImportHook:
         return None
 
 
-_hook = _PostImportHook()
+_hook = PostImportHook()
 
 
 def clear_import_hooks() -> None:

@@ -90,6 +90,21 @@ def test_the_bottom_line_names_it_and_never_advises_more_seeds(tmp_path: Path) -
     md = (root / "verdict.md").read_text()
     bottom = md.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
     line = next(x for x in bottom.splitlines() if x.startswith("- **lr=0.1**"))
-    assert "changed nothing the task reports" in line and "Likely causes" in line
+    assert line == ("- **lr=0.1** (task.optim.lr 0.05 → 0.1): **inconclusive**: it changed nothing: each seed's "
+                    "metrics equal the control's bit for bit; likely the task never reads `task.optim.lr`.")
+    assert len(line.replace("**", "").split()) <= 31  # the bottom line's 30 words, and its list dash
     assert "seeds per arm" not in line and "more seeds" not in line
+    seeds = md.split("## Seed recommendation", 1)[1].split("\n## ", 1)[0]  # every likely cause, said once
+    assert f"- **lr=0.1**: {same['unchanged']['message']}" in seeds
     assert json.loads((root / "verdict.json").read_text())["comparisons"][0]["unchanged"] == same["unchanged"]
+
+
+def test_next_never_runs_more_seeds_for_identical_arms(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": list(C)})
+    v = write_verdict(SweepDir.open(root))
+    md = (root / "verdict.md").read_text()
+    bottom = md.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
+    assert "Next: check that the change of lr=0.1 reaches the task (the trial's config.yaml, and command.json for a " \
+           "script): no number of seeds tells identical arms apart." in bottom
+    assert json.loads((root / "verdict.json").read_text())["bottom_line"]["next"]["command"] is None
+    assert v["comparisons"][0]["unchanged"]["seeds"] == [0, 1, 2, 3, 4]

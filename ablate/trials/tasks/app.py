@@ -57,6 +57,7 @@ from ablate.plan.suite import suite_record
 from ablate.plan.trial_resolved import plan_dependent
 from ablate.trials import seeding
 from ablate.trials.tasks import app_warm
+from ablate.trials.tasks.argstyle import check_task_env
 from ablate.trials.tasks.command import RUN_DIR_NAME, hydra_refused_key, read_from, spawn, tail_lines, task_dir
 from ablate.trials.tasks.contract import TaskOutput
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
@@ -154,6 +155,8 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",
                           fix="e.g. `reduce: max` for the best validation accuracy over epochs")
     compile_patterns(s["metric_pattern"])
+    if isinstance(s["env"], Mapping):
+        check_task_env(s["env"])
     return s
 
 
@@ -685,22 +688,24 @@ class AppForm:
         def refused(stderr: str) -> ConfigError | None:  # read as an app's failure, never a command task's
             return refused_override(stderr, task)
 
-        with guard_snapshot(snapshot):
+        with guard_snapshot(snapshot, s.get("data")):
             if warm is not None:
                 record = app_warm.call(warm, argv, set_env, cwd, tp, task, refused=refused)
             else:
                 record = spawn(argv, set_env, cwd, tp, opts, task, refused=refused)
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
+        series: dict[str, Any] = {}
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
                                   reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
                                   patterns=compile_patterns(s["metric_pattern"]),
-                                  work_dir=own_workdir(cwd, tp))
+                                  work_dir=own_workdir(cwd, tp), series_out=series)
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):
             seen = None
-        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None)
+        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None,
+                          series=series)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
