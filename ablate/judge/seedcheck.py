@@ -31,6 +31,12 @@ def _bits(v: Any) -> str:
     return repr(v)
 
 
+def has_task(plan: Mapping[str, Any]) -> bool:
+    """The plan names the task ablate ran (any form); runs made without ablate (``ablate audit``) have none."""
+    task = plan.get("task") or {}
+    return bool(task.get("fn") or task.get("command") or task.get("app"))
+
+
 def metric_names(plan: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> list[str]:
     """The metric columns of ``trials`` (results.csv rows), timing metrics (:mod:`ablate.record.timing`) left out:
     they vary by machine, not by seed or arm."""
@@ -53,6 +59,8 @@ def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     dict
         Arm name -> ``{"arm", "label", "seeds", "metrics"}`` (the metrics every seed gave).
     """
+    if not has_task(plan):
+        return {}  # runs made without ablate (`ablate audit`): no task form whose seeding is known
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     by_arm: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ablate.judge.seedcheck import metric_bits, metric_names
+from ablate.judge.seedcheck import has_task, metric_bits, metric_names
 
 #: A command task's argument styles that pass each setting as a ``--flag`` (argparse reads them).
 _FLAG_STYLES = ("--key=value", "--key value", "equals", "space", "flags")
@@ -39,8 +39,8 @@ def unchanged_arms(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
         :data:`MIN_SEEDS`, every seed both arms finished) and the metrics compared (timing metrics left out).
     """
     arms = [a["name"] for a in plan.get("arms") or []]
-    if len(arms) < 2:
-        return {}
+    if len(arms) < 2 or not has_task(plan):
+        return {}  # runs made without ablate (`ablate audit`) say what they are in their own words
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     ok: dict[str, dict[int, Mapping[str, Any]]] = {}
     for r in rows:
