@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ablate.judge.rerun import recorded, rerun_command
-from ablate.judge.unchanged import bottom_line_why
+from ablate.judge.unchanged import short as unchanged_short
 from ablate.record.names import value_label
 from ablate.stats.compare import level_text
 from ablate.stats.core import verdict_label
@@ -123,6 +123,9 @@ class TreatmentLine:
         With a margin, a better/worse's size against δ: ``≥ δ``, ``< δ`` or ``size uncertain``.
     seeds_next : int or None
         Seeds per arm a next run needs for this treatment (None: nothing to run for it).
+    unchanged : str
+        For a treatment whose every seed equals the control's: what was seen and the likeliest cause
+        (:func:`ablate.judge.unchanged.short`); the sentence says it instead of a Δ.
     invalid, confounded : bool
         The ablation is invalid (said once, above); the comparison is confounded (``ablate audit``).
     change : str or None
@@ -148,6 +151,7 @@ class TreatmentLine:
     invalid: bool = False
     confounded: bool = False
     change: str | None = None
+    unchanged: str = ""
 
     @property
     def word(self) -> str:
@@ -157,7 +161,7 @@ class TreatmentLine:
 
     def status(self) -> str:
         """What the word leaves open: firm or not, or why there is no decision."""
-        if self.why or self.verdict == "insufficient data":
+        if self.verdict == "insufficient data":
             return self.why or "nothing to test"
         if self.confounded:
             return "but the runs differ in more than the variable, so it cannot be credited to it"
@@ -177,6 +181,8 @@ class TreatmentLine:
         change = f" ({what})" if what else ""  # "x → x" says nothing: left out (runs whose values were not recorded)
         head = f"{b}{self.arm}{b}{change}"
         word = f"{b}{self.word}{b}"
+        if self.unchanged:
+            return f"{head}: {word}: {self.unchanged}."
         if self.delta is None:
             return f"{head}: {word}: {self.status()}."
         ci = ""
@@ -207,10 +213,11 @@ class NextStep:
 
     def line(self, *, markdown: bool = True) -> str:
         """``Next: `ablate -m ...` (why).``, ``Next: <before>, then `ablate -m ...` (why).`` or ``Next: why.``"""
+        why = self.why if markdown else self.why.replace("`", "")  # plain text: no code marks
         if self.command is None:
-            return f"Next: {self.why}."
+            return f"Next: {why}."
         cmd = f"`{self.command}`" if markdown else self.command
-        return f"Next: {self.before + ', then ' if self.before else ''}{cmd} ({self.why})."
+        return f"Next: {self.before + ', then ' if self.before else ''}{cmd} ({why})."
 
 
 @dataclass(frozen=True)
@@ -240,8 +247,8 @@ def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
     firm and those that give 80% power for its effect; the advised seeds of an inconclusive one; None when nothing is
     to run (a firm or equivalent verdict, or no advice within the cap)."""
-    if c.get("unchanged"):
-        return None  # bit-identical arms: no number of seeds tells them apart
+    if c.get("unchanged"):  # no number of seeds tells apart two arms that ran the same thing
+        return None
     adv = c.get("seed_advice") or {}
     need = adv.get("n_needed")
     n = adv.get("n") or min(c.get("n_treatment") or 0, c.get("n_control") or 0)
@@ -282,16 +289,19 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
     ci, level = raw_interval(c.get("ci"), goal), c.get("ci_level")
     if verdict == "equivalent" and c.get("tost_ci"):
         ci, level = raw_interval(c.get("tost_ci"), goal), c.get("tost_level")
-    why = bottom_line_why(c)  # a treatment that changed nothing, or seeds that were one run: said, not a Δ
-    if verdict == "insufficient data" and not why:
-        why = str(c.get("insufficient_reason") or "nothing to test")
+    why = ""
+    if verdict == "insufficient data":
+        why = (str(c.get("seed_ignored_why") or "every seed gave the same result, as the warning above says")
+               if c.get("seed_ignored")
+               else str(c.get("insufficient_reason") or "nothing to test"))
     return TreatmentLine(
         arm=str(c["arm"]), key=key_of(v, c), control=control_value(v, c), value=value_label(c.get("value")),
         metric=str(v["metric"]), verdict=verdict, firm=c.get("firm"),
-        delta=None if diff is None or verdict == "insufficient data" or why else raw_sign(goal) * float(diff),
+        delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
         size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=seeds_next(c),
-        invalid=bool(v.get("invalid")), confounded=confounded, change=change)
+        invalid=bool(v.get("invalid")), confounded=confounded, change=change,
+        unchanged=unchanged_short(c) if c.get("unchanged") else "")
 
 
 def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
@@ -321,8 +331,8 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
         unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
                                                 "overrides"
         return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
-    stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.why]
-    same = [c["arm"] for c in v["comparisons"] if c.get("unchanged")]
+    stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.unchanged]
+    same = [t.arm for t in lines if t.unchanged]
     if same and not stuck:
         return NextStep(None, f"check that the change of {', '.join(same)} reaches the task (the trial's config.yaml, "
                               "and command.json for a script): no number of seeds tells identical arms apart")

@@ -5,7 +5,7 @@ the bit), the treatment did not reach what the task reports: an argparse ``type=
 ``--augment false`` as True (any non-empty string is true), the task never reads the key, or the change
 (a callback group, a logger) cannot affect this metric. No number of seeds tells such arms apart, so the
 verdict says what was seen and the likely causes instead of advising more seeds
-(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`bottom_line_why` is the bottom line's words).
+(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`short` is the bottom line's words).
 Only what was observed is said: the arms' metrics were identical; why is listed as likely causes.
 """
 
@@ -117,10 +117,10 @@ def likeliest(plan: Mapping[str, Any], arm: str) -> str:
     key = _script_key(str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key")))
     first = likely_causes(plan, arm)[0]
     if "type=bool" in first:
-        return f"likely argparse's `type=bool` reading `--{key} false` as True"
+        return f"argparse's `type=bool` reads `--{key} false` as True"
     if var.get("is_group") or _suite_is_group(plan, rec):
-        return f"likely its `{key}` option differs only in what does not reach the metric"
-    return f"likely the task never reads `{key}`"
+        return f"its `{key}` option does not reach the metric"
+    return f"the task never reads `{key}`"
 
 
 def _script_key(key: str) -> str:
@@ -131,20 +131,20 @@ def _script_key(key: str) -> str:
 
 def mark_unchanged(rec: dict[str, Any], found: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
     """Record on a comparison of verdict.json (in place) that its treatment changed nothing: ``unchanged`` (the seeds,
-    the metrics, :func:`message`, and ``why``: the bottom line's few words, :func:`likeliest` cause included), and
-    the message as its seed advice, in place of a number of seeds."""
+    the metrics, :func:`message`, every likely cause and the :func:`likeliest` in a few words), and the message as
+    its seed advice, in place of a number of seeds."""
     text = message(found, plan)
-    why = f"it changed nothing: each seed's metrics equal the control's bit for bit; {likeliest(plan, found['arm'])}"
     rec["unchanged"] = {"seeds": list(found["seeds"]), "metrics": list(found["metrics"]), "message": text,
-                        "why": why}
+                        "causes": likely_causes(plan, found["arm"]), "likeliest": likeliest(plan, found["arm"])}
     if isinstance(rec.get("seed_advice"), dict):
         rec["seed_advice"]["message"] = text
 
 
-def bottom_line_why(c: Mapping[str, Any]) -> str:
-    """What the bottom line says instead of a difference and a number of seeds, for a comparison whose arms show
-    nothing to compare: a treatment that changed nothing (``unchanged``), or seeds that were one run
-    (``seed_ignored``); ``""`` for any other comparison."""
-    if c.get("seed_ignored"):
-        return str(c.get("seed_ignored_why") or "every seed gave the same result, as the warning above says")
-    return str((c.get("unchanged") or {}).get("why") or "")
+def short(c: Mapping[str, Any]) -> str:
+    """verdict.md's bottom-line clause for a treatment that changed nothing (``c["unchanged"]``): what was seen and the
+    likeliest cause in a few words (:func:`likeliest`, within the bottom line's 30 words); the whole message (every
+    likely cause) is its seed recommendation."""
+    u = c["unchanged"]
+    first = u.get("likeliest") or str((u.get("causes") or [""])[0]).split(", which")[0].split(" (")[0]
+    return ("it changed nothing the task reports (every seed equals the control's, bit for bit)"
+            + (f"; likely: {first}" if first else ""))
