@@ -89,8 +89,9 @@ def control_value(v: Mapping[str, Any], c: Mapping[str, Any] | None = None) -> s
     if isinstance(value, Mapping):
         keys = {sv["name"]: sv["key"] for sv in suite_variables(v)}
         key = keys.get(c.get("variable")) if c else None
-        if key is not None and key in value:
-            return value_label(value[key])
+        for k in (key, key.replace("/", ".")) if key is not None else ():  # a group's key: `task/params/callbacks`
+            if k in value:
+                return value_label(value[k])
         return "; ".join(f"{k} {value_label(x)}" for k, x in value.items())
     return value_label(value)
 
