@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblationFailed, ConfigError, close_matches
+from ablate.judge.curves_transfer import transfer_curves, transfer_curves_md
 from ablate.judge.table import MARKERS
 from ablate.judge.verdict import write_verdict
 from ablate.orchestrate.pipeline import prepare, start
@@ -235,6 +236,8 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
         verdicts.append(read_json(sd.verdict_json))
     report = analyse_transfer(key, values, verdicts)
     report["children"] = children
+    if (curves := transfer_curves(values, verdicts)) is not None:  # curve.enabled: matched x across scales
+        report["curves"] = curves
     write_json(root / TRANSFER_JSON, report)
     write_atomic(root / TRANSFER_MD, render_transfer(report))
     return report
@@ -323,6 +326,7 @@ def render_transfer(report: Mapping[str, Any]) -> str:
         L.append(f"- Test that ran ({arms}): **{test}**, because {_why_test(test)}.")
     L += ["", "## Findings", ""]
     L += [f"- **{r['arm']}**: {r['message']}" for r in report["results"]]
+    L += ["", *transfer_curves_md(report.get("curves"), key)]
     L += ["", "## Seeds per scale", ""]
     for i, v in enumerate(report["scale"]["values"]):
         for r in report["results"]:
