@@ -9,6 +9,7 @@ import io
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ablate.stats.compare import level_text
 from ablate.stats.core import verdict_label
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ def forest_plot(verdict: Mapping[str, Any]) -> bytes | None:
 
 
 def forest_figure(verdict: Mapping[str, Any]) -> Figure | None:
-    """Δ = treatment − control (metric units, raw sign) with its simultaneous CI, one row per treatment.
+    """Δ = treatment − control (metric units, the metric's own sign, the direction on the axis) with its CI at the
+    level its decision used, one row per treatment.
 
     Parameters
     ----------
@@ -70,7 +72,7 @@ def forest_figure(verdict: Mapping[str, Any]) -> Figure | None:
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r["arm"] for r in reversed(rows)])
     levels = table.get("delta_ci_levels") or []
-    lvl = f"{levels[0]:.1%} CI" if len(levels) == 1 else "CI"
+    lvl = f"{level_text(levels[0])} CI" if len(levels) == 1 else "CI"
     direction = "higher is better" if table.get("goal") == "maximize" else "lower is better"
     ax.set_xlabel(f"Δ {primary} vs control, with {lvl} ({direction})")
     handles, labels = ax.get_legend_handles_labels()

@@ -175,7 +175,10 @@ def decimals(table: Mapping[str, Any], metric: str) -> int:
 def _fmt(x: Any, dec: int, signed: bool = False) -> str:
     if not _finite(x):
         return "–"
-    return f"{x:+.{dec}f}" if signed else f"{x:.{dec}f}"
+    if signed:
+        s = f"{x:+.{dec}f}"
+        return "+" + s[1:] if float(s) == 0 else s  # no "-0.000"
+    return f"{x:.{dec}f}"
 
 
 def _mean_text(cell: Mapping[str, Any], dec: int, pm: str) -> str:
@@ -196,12 +199,16 @@ def _delta_text(cell: Mapping[str, Any], dec: int) -> str:
 
 
 def _level_text(table: Mapping[str, Any]) -> str:
+    """The CI levels of the Δ column as verdict.md's other lines write them (``97.5%``, ``98.33%``)."""
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
+    from ablate.stats.compare import level_text
+
     levels = table.get("delta_ci_levels") or []
     if len(levels) == 1:
-        return f"{levels[0]:.1%}"
+        return level_text(levels[0])
     if not levels:
         return "–"
-    return f"{min(levels):.1%}–{max(levels):.1%}"
+    return f"{level_text(min(levels))}–{level_text(max(levels))}"
 
 
 def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
@@ -211,7 +218,7 @@ def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
     return (f"Ablation of {_what(verdict)}, {seeds} seeds per arm. Cells: mean ± half-width of the "
             f"{table['mean_ci_level']:.0%} t-interval; Δ = treatment − control in metric units with its "
             f"{_level_text(table)} CI (the level each verdict was decided at, as in the verdict). "
-            f"{table['primary']} ({table['goal']}) decides the verdict"
+            f"{table['primary']} ({'lower' if table['goal'] == 'minimize' else 'higher'} is better) decides the verdict"
             + (f"; {', '.join(desc)} {'is' if len(desc) == 1 else 'are'} descriptive" if desc else "")
             + f". Verdict: {LEGEND}. Bold: the best arm, shown only when its verdict is better."
             + (f" {table['curve']['header'].removesuffix(' [CI]')}: the curve verdict's summary (curve.summary), "

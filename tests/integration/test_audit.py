@@ -200,12 +200,13 @@ def test_an_indicative_post_hoc_verdict_is_the_verdict_ablate_gives(tmp_path: Pa
     assert mine["seed_advice"]["message"] == comp["seed_advice"]["message"] == ref.seeds.message()
     vmd = (sd / "verdict.md").read_text()
     bottom = next(x for x in vmd.splitlines() if x.startswith("- **epochs=5**"))
-    said = bottom[bottom.index("**better (indicative)**"):bottom.index("it is firm if its")]
-    assert "At 20 seeds per arm (16 more) " in said
+    said = bottom[bottom.index(" changed val_acc by "):]  # Δ, its CI, the word and how firm, in verdict.md's words
+    assert said.endswith(": **better (indicative)**, not yet firm (a lead to confirm).")
     md = (tmp_path / "audit" / "audit.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith("- Post-hoc verdict"))
-    assert line.startswith("- Post-hoc verdict for B against A: **better (indicative)**: a lead, not yet a result")
+    assert line.startswith("- Post-hoc verdict for B against A: **treatment** changed val_acc by ")
     assert said in line and "**better**" not in md
+    assert "At 20 seeds per arm it is firm if its p then stays below α" in md  # the Seed recommendation's words
     seeds = next(x for x in vmd[vmd.index("## Seed recommendation"):].splitlines() if x.startswith("- **epochs=5**"))
     assert f"- Seeds: {seeds.removeprefix('- **epochs=5**: ')}" in md.splitlines()
     assert a["seeds_advised"] == 20  # the ablation that settles it runs the seeds that make it firm
