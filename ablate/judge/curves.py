@@ -268,20 +268,44 @@ def _seed_advice(band: Any, cfg: Mapping[str, Any], verdict: Mapping[str, Any]) 
     return rec
 
 
-def regions_sentence(regions: Sequence[Mapping[str, Any]], x: str) -> str:
-    """The regions as one sentence: "indistinguishable at step 0; better from step 10 to 1,200; indistinguishable
-    after" (the x-axis named once, in the first part)."""
+def _spans(regions: Sequence[Mapping[str, Any]], gap: int) -> list[dict[str, Any]]:
+    """Regions merged for reading: a better (worse) region absorbs the next one of the same word when only
+    indistinguishable points, at most ``gap`` of them, lie between; each span keeps how many of its grid points
+    the band itself marks (``marked``) and how many it holds (``points``)."""
+    spans = [{**r, "marked": 0 if r["word"] == "indistinguishable" else r["points"]} for r in regions]
+    out: list[dict[str, Any]] = []
+    for sp in spans:  # absorb short indistinguishable gaps between two spans of one word
+        if (len(out) >= 2 and out[-1]["word"] == "indistinguishable" and out[-1]["points"] <= gap
+                and out[-2]["word"] == sp["word"] != "indistinguishable"):
+            hole = out.pop()
+            prev = out.pop()
+            sp = {**prev, "to": sp["to"], "points": prev["points"] + hole["points"] + sp["points"],
+                  "marked": prev["marked"] + sp["marked"]}
+        out.append(sp)
+    return out
+
+
+def regions_sentence(regions: Sequence[Mapping[str, Any]], x: str, gap: int | None = None) -> str:
+    """The regions as one sentence: "indistinguishable at step 0; better from 10 to 1,200; indistinguishable
+    after" (the x-axis named once, in the first part). A better or worse stretch interrupted only by short
+    indistinguishable gaps (at most ``gap`` grid points: default 5% of the grid, at least 2) reads as one,
+    "worse between 15 and 412 (75 of 81 points)": the count says where the band itself excludes 0."""
     if not regions:
         return "no grid"
-    if len(regions) == 1:
-        return f"{regions[0]['word']} everywhere ({x} {_x(regions[0]['from'])} to {_x(regions[0]['to'])})"
+    total = sum(r["points"] for r in regions)
+    spans = _spans(regions, max(2, math.ceil(0.05 * total)) if gap is None else gap)
+    if len(spans) == 1:
+        return f"{spans[0]['word']} everywhere ({x} {_x(spans[0]['from'])} to {_x(spans[0]['to'])})"
     parts = []
-    for i, r in enumerate(regions):
+    for i, r in enumerate(spans):
         name = f"{x} " if i == 0 else ""
-        if i == len(regions) - 1 and r["word"] == "indistinguishable":
+        if i == len(spans) - 1 and r["word"] == "indistinguishable":
             parts.append("indistinguishable after")
         elif r["from"] == r["to"]:
             parts.append(f"{r['word']} at {name}{_x(r['from'])}")
+        elif r["word"] != "indistinguishable" and r["marked"] < r["points"]:
+            parts.append(f"{r['word']} between {name}{_x(r['from'])} and {_x(r['to'])} ({r['marked']} of "
+                         f"{r['points']} points)")
         else:
             parts.append(f"{r['word']} from {name}{_x(r['from'])} to {_x(r['to'])}")
     return "; ".join(parts)
