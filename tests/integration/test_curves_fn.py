@@ -143,7 +143,7 @@ def test_verdict_md_has_the_curves_section_and_plot(inline: Path) -> None:
 
 
 def test_returned_history_gives_the_same_curve(proj: Path, inline: Path) -> None:
-    sd = sweep_of(proj, "task=warmup_history", "launcher=local")
+    sd = sweep_of(proj, "task=warmup_history", "launcher=local", "launcher.warm=false")  # fresh processes
     a = json.loads((inline / "verdict.json").read_text())["curves"]["comparisons"][0]
     b = json.loads((sd / "verdict.json").read_text())["curves"]["comparisons"][0]
     assert b["mean_control"] == a["mean_control"] and b["mean_treatment"] == a["mean_treatment"]
