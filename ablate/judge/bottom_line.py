@@ -213,10 +213,11 @@ class NextStep:
 
     def line(self, *, markdown: bool = True) -> str:
         """``Next: `ablate -m ...` (why).``, ``Next: <before>, then `ablate -m ...` (why).`` or ``Next: why.``"""
+        why = self.why if markdown else self.why.replace("`", "")  # plain text: no code marks
         if self.command is None:
-            return f"Next: {self.why}."
+            return f"Next: {why}."
         cmd = f"`{self.command}`" if markdown else self.command
-        return f"Next: {self.before + ', then ' if self.before else ''}{cmd} ({self.why})."
+        return f"Next: {self.before + ', then ' if self.before else ''}{cmd} ({why})."
 
 
 @dataclass(frozen=True)

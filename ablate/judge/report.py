@@ -582,13 +582,13 @@ def _raw(page: Page) -> list[str]:
     return [*L, ""]
 
 
-#: verdict.md's sections after the bottom line, in order: each a function of the :class:`Page` returning its lines.
-#: A new section is one function and one entry here (Terms is built last, from the text of these).
 def _curves(page: Page) -> list[str]:
     """The curve verdicts (``curve.enabled=true``; :mod:`ablate.judge.curves_report`)."""
     return curves_section(page.v)
 
 
+#: verdict.md's sections, in order: each a function of the :class:`Page` returning its lines. A new section is one
+#: function and one entry here (Terms is built last, from the text of these).
 SECTIONS: tuple[Callable[[Page], list[str]], ...] = (
     _heading, _bottom_line, _paper, _seed_section, _suite_table_against, _setup, _arms_table, _comparisons_table,
     _curves, _flags, _failures, _plots, _provenance, _confounds, _raw,

@@ -115,13 +115,16 @@ class AblationRecord:
 
     @property
     def bottom_line(self) -> dict[str, str]:
-        """verdict.md's bottom line in plain text (verdict.json's ``bottom_line``): treatment arm -> its sentence, and
-        ``next`` -> the Next line; empty when the verdict has none."""
+        """verdict.md's bottom line in plain text (verdict.json's ``bottom_line``): treatment arm -> its sentence;
+        empty when the verdict has none."""
         bl = self.verdict.get("bottom_line") or {}
-        out = {str(t.get("arm")): str(t.get("sentence")) for t in bl.get("treatments") or []}
-        if (bl.get("next") or {}).get("line"):
-            out["next"] = str(bl["next"]["line"])
-        return out
+        return {str(t.get("arm")): str(t.get("sentence")) for t in bl.get("treatments") or []}
+
+    @property
+    def next_line(self) -> str | None:
+        """verdict.md's Next line in plain text (the one command to run next, or why nothing is), or None."""
+        line = ((self.verdict.get("bottom_line") or {}).get("next") or {}).get("line")
+        return str(line) if line else None
 
     @property
     def direction(self) -> str:

@@ -5,7 +5,7 @@ Each trial run has the trial's resolved config (flattened) as params, its metric
 value, seed, attempt, status, commit, dirty, data hashes), and the status FINISHED (ok), KILLED or
 FAILED. The parent run carries the ablation's tags, the variable and seeds as params, the verdict
 word per treatment as ``ablate.verdict.<arm>`` tags and verdict.md's bottom line as ``ablate.bottom_line.<arm>``
-(and ``ablate.bottom_line.next``) tags, the verdict's numbers as metrics (in the metric's own sign), and
+and its Next line as ``ablate.next`` tags, the verdict's numbers as metrics (in the metric's own sign), and
 verdict.md, verdict.json, results.csv, per_seed.csv, ablation.yaml and the plots as artifacts.
 
 Logging again (``ablate track DIR``, or after ``ablate resume``) reuses the parent run and adds only
@@ -152,6 +152,8 @@ class MlflowTracker(Tracker):
         words = ablation.verdict_words
         said = {f"ablate.verdict.{arm}": word for arm, word in words.items()}
         said.update({f"ablate.bottom_line.{arm}": line for arm, line in ablation.bottom_line.items()})  # verdict.md's
+        if ablation.next_line:
+            said["ablate.next"] = ablation.next_line
         vkeys = _keys(names, "tag", list(said))
         tags = [RunTag(vkeys[k], line) for k, line in said.items()]
         tags.append(RunTag("ablate.invalid", "true" if ablation.verdict.get("invalid") else "false"))

@@ -185,6 +185,8 @@ class WandbTracker(Tracker):
         try:
             summary: dict[str, Any] = {f"verdict/{arm}": word for arm, word in ab.verdict_words.items()}
             summary.update({f"bottom_line/{arm}": line for arm, line in ab.bottom_line.items()})  # verdict.md's words
+            if ab.next_line:
+                summary["next"] = ab.next_line
             summary.update({f"stats/{k}": v for k, v in ab.summary_metrics().items()})
             summary["verdict/invalid"] = bool(ab.verdict.get("invalid"))
             run.summary.update(summary)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all, run
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, run
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "store_app"
@@ -68,7 +68,7 @@ def argv_lines(out: str) -> dict[str, str]:
 
 
 def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_project: Path) -> None:
-    res = ablate_cli(store_project, "-m", "task=store", "variable=store_model", "seeds=3", "dry_run=true")
+    res = ablate_in(store_project, "-m", "task=store", "variable=store_model", "seeds=3", "dry_run=true")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     # model/small exists only on the app's pkg:// search path; its values come from there
@@ -79,7 +79,7 @@ def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_pr
     assert "the app's config sets MULTIRUN; each trial runs it with hydra.mode=RUN" in out
     assert "resolved only in the trial: trainer.steps_per_epoch" in out  # `batches` is registered in main()
     # the schema's Enum field, ablated by name, as Hydra takes it on the command line
-    enum = ablate_cli(store_project, "-m", "task=store", "variable=store_opt", "seeds=3", "dry_run=true")
+    enum = ablate_in(store_project, "-m", "task=store", "variable=store_opt", "seeds=3", "dry_run=true")
     assert enum.returncode == 0, enum.stderr
     assert "task.params.optim.name: sgd -> adam" in enum.stdout
     assert "optim.name='adam'" in shlex.split(argv_lines(enum.stdout)["name=adam"])  # a string, Hydra converts it
@@ -99,7 +99,7 @@ def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_pr
 ])
 def test_what_the_app_context_refuses_is_one_line(store_project: Path, args: tuple[str, ...], where: str,
                                                   words: list[str]) -> None:
-    res = ablate_cli(store_project, "-m", "task=store", "seeds=3", "dry_run=true", *args)
+    res = ablate_in(store_project, "-m", "task=store", "seeds=3", "dry_run=true", *args)
     assert res.returncode == 2, res.stdout + res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert f"`{where}`" in line, line

@@ -1,5 +1,9 @@
 """Every bad input gets one clear message naming the parameter and the fix, exit 2, no traceback,
-and nothing launched (issues 2 and 7)."""
+and nothing launched (issues 2 and 7).
+
+The refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the console script itself
+gives the same lines in the cases that use :func:`tests.helpers.ablate_cli` (a run, its task's failures, a refusal
+outside any project, ``--version``)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +74,7 @@ CASES = [
 def test_bad_input_before_launch(project: Path, args: list[str], expected: list[str]) -> None:
     joined = " ".join(args)
     defaults = [d for d in ("seeds=3", "launcher=inline") if d.split("=")[0] + "=" not in joined]
-    res = ablate_cli(project, "-m", *defaults, *args)
+    res = ablate_in(project, "-m", *defaults, *args)
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip()
     assert err.startswith("ablate: error: "), err
@@ -107,7 +111,7 @@ WHY = ('a verdict needs at least 3 seeds per arm for a mean, a spread and a test
 )
 def test_too_few_seeds_refused_at_plan_time(project: Path, args: list[str], message: str) -> None:
     """Item 7 of issue 14: fewer seeds than a verdict needs are refused before any trial, with the number."""
-    res = ablate_cli(project, "-m", "launcher=inline", "task.epochs=1", *args)
+    res = ablate_in(project, "-m", "launcher=inline", "task.epochs=1", *args)
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip() == f"ablate: error: {message}"
     assert not (project / "outputs").exists(), "no sweep dir, no trial may be created"
@@ -116,7 +120,7 @@ def test_too_few_seeds_refused_at_plan_time(project: Path, args: list[str], mess
     # the fix it names is accepted: the same command with it plans (dry run)
     fixed = [("seeds=3" if a == "seeds=2" else "seeds=[4,7,8]" if a == "seeds=[4,7]" else
               "seeds=[0,1,2]" if a == "seeds=[0]" else a) for a in args]
-    ok = ablate_cli(project, "-m", "launcher=inline", "task.epochs=1", "dry_run=true", *fixed)
+    ok = ablate_in(project, "-m", "launcher=inline", "task.epochs=1", "dry_run=true", *fixed)
     assert ok.returncode == 0, ok.stderr
     assert not list(project.glob("outputs/**/trials/*")), "a dry run launches nothing"
 
@@ -160,7 +164,7 @@ def test_task_returning_non_mapping(project: Path) -> None:
     ],
 )
 def test_ablation_settings_without_multirun(project: Path, args: list[str], expected: list[str]) -> None:
-    res = ablate_cli(project, *args)
+    res = ablate_in(project, *args)
     assert res.returncode == 2, res.stdout + res.stderr
     for s in expected:
         assert s in res.stderr
@@ -168,12 +172,12 @@ def test_ablation_settings_without_multirun(project: Path, args: list[str], expe
 
 
 def test_from_a_subdirectory_names_the_project_root(project: Path) -> None:
-    res = ablate_cli(project / "examples", "-m", "variable=lr", "dry_run=true")
+    res = ablate_in(project / "examples", "-m", "variable=lr", "dry_run=true")
     assert res.returncode == 2
     assert f"the project root looks like {project}" in res.stderr
     assert f"pass --config-path {project}/conf" in res.stderr
     # The fix it names works from where the user is: ablate runs in the project of --config-path.
-    fixed = ablate_cli(project / "examples", "-m", "variable=lr", "dry_run=true", "--config-path", f"{project}/conf")
+    fixed = ablate_in(project / "examples", "-m", "variable=lr", "dry_run=true", "--config-path", f"{project}/conf")
     assert fixed.returncode == 0, fixed.stderr
     assert f"ablate: running in {project}, the project of --config-path" in fixed.stderr
     assert "data: data/digits.npz (present" in fixed.stdout
@@ -183,7 +187,7 @@ def test_relative_config_path_from_outside_the_project(project: Path, tmp_path: 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     rel = Path("..") / project.relative_to(tmp_path) / "conf"
-    res = ablate_cli(elsewhere, "-m", "variable=lr", "dry_run=true", "--config-path", str(rel))
+    res = ablate_in(elsewhere, "-m", "variable=lr", "dry_run=true", "--config-path", str(rel))
     assert res.returncode == 0, res.stderr
     assert f"running in {project}" in res.stderr and "dry run: nothing launched" in res.stdout
     assert not list(elsewhere.iterdir()), "nothing is written where the user stood"
@@ -197,7 +201,7 @@ def test_outside_any_project_says_no_conf_was_found(tmp_path: Path, project: Pat
     assert f"there is no conf/ in {empty}, so only ablate's built-in configs were searched" in res.stderr
     assert "+variable=" not in res.stderr, "the key is not misspelt: no project config was searched"
     assert "--config-path /path/to/project/conf" in res.stderr
-    fixed = ablate_cli(empty, "-m", "variable=lr", "seeds=3", "dry_run=true", "--config-path", f"{project}/conf")
+    fixed = ablate_in(empty, "-m", "variable=lr", "seeds=3", "dry_run=true", "--config-path", f"{project}/conf")
     assert fixed.returncode == 0, fixed.stderr
 
 
@@ -209,7 +213,7 @@ def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:
     for garbage in (": [x\n", "", "- a list\n", "arms: 3\nseeds: [0]\nmetric: m\n"):
         (sd / "ablation.yaml").write_text(garbage)
         for cmd in ("status", "verdict", "resume", "repro"):
-            r = ablate_cli(project, cmd, str(sd))
+            r = ablate_in(project, cmd, str(sd))
             assert r.returncode == 2, (cmd, garbage, r.stderr)
             assert "ablation.yaml" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
@@ -223,7 +227,7 @@ def test_version(project: Path) -> None:
 
 def test_not_a_sweep_dir(tmp_path: Path, project: Path) -> None:
     for cmd in ("status", "verdict", "resume"):
-        res = ablate_cli(project, cmd, str(tmp_path))
+        res = ablate_in(project, cmd, str(tmp_path))
         assert res.returncode == 2
         assert "is not an ablate sweep dir" in res.stderr and "Traceback" not in res.stderr
 
@@ -251,14 +255,14 @@ def test_no_task_selected_names_the_choice_and_its_fixes_run(project: Path) -> N
     saying no task is selected (not "the task declares no metric"), exit 2; both fixes it names then run."""
     (project / "conf" / "ablate.yaml").write_text("defaults:\n  - ablate_base\n  - _self_\n")
     commit_all(project, "no default task")
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
     assert res.returncode == 2 and "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("ablate: error: `task`: no task is selected") and "declares no metric" not in line
     assert "choose one with `+task=<name>`" in line
-    assert ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "+task=digits_mlp").returncode == 0
+    assert ablate_in(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "+task=digits_mlp").returncode == 0
     # without the `+`, Hydra cannot replace an entry the defaults list lacks: said so, with both fixes
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "task=digits_mlp")
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "dry_run=true", "task=digits_mlp")
     assert res.returncode == 2 and "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line == ("ablate: error: `task`: `task=digits_mlp` replaces the 'task' entry of the defaults list of "
@@ -266,5 +270,5 @@ def test_no_task_selected_names_the_choice_and_its_fixes_run(project: Path) -> N
                     "`- task: digits_mlp` to the defaults list of conf/ablate.yaml (before `_self_`).")
     (project / "conf" / "ablate.yaml").write_text("defaults: [ablate_base, {task: digits_mlp}, _self_]\n")
     commit_all(project, "the default task, as the fix writes it")
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "dry_run=true")
     assert res.returncode == 0, res.stderr

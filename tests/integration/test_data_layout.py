@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, git, run
+from tests.helpers import ablate_cli, ablate_in, commit_all, git, run
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(p
     # A real run (the dry run opens no DVC repo): the data is pinned before any trial launches.
     args = ["-m", "task=digits_mlp", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
             "hydra.sweep.dir=outputs/layout"]
-    res = ablate_cli(project, *args)
+    res = ablate_in(project, *args)
     assert res.returncode == 2, res.stderr
     assert not (project / "outputs" / "layout").exists()
     (line,) = res.stderr.strip().splitlines()

@@ -3,9 +3,10 @@
 The command lines of every shell block of README.md and docs/*.md (fenced, or indented by four spaces) are
 extracted; each is checked one way:
 
-- ``ablate -m ...`` on the digits example: run as a dry run (``dry_run=true`` added), which composes the
-  config, validates every setting and override, proves the arms and checks the task, data and tree, and
-  launches nothing (a transfer check has no dry run: its first scale is dry-run instead);
+- ``ablate -m ...`` on the digits example: run as a dry run (``dry_run=true`` added; ablate's CLI entry in this
+  process, :func:`tests.helpers.ablate_in`), which composes the config, validates every setting and override,
+  proves the arms and checks the task, data and tree, and launches nothing (a transfer check has no dry run:
+  its first scale is dry-run instead);
 - ``ablate status|verdict|resume|collect|repro|track DIR ...``: run for real on one small ablation of the
   example (``DIR`` and ``outputs/ablate/<date>/<time>_lr`` stand for its sweep dir);
 - ``ablate -m task=train ...`` (docs/howto.md's existing Hydra app): dry-run the same way in a project holding
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, ablate_in
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,7 @@ def dry_run(project: Path, name: str, line: int, cmd: str) -> list[str]:
         first = scale["scale.values"].strip("[]").split(",")[0]
         prefix = "app." if APP_TASK in argv else ""
         argv = [a for a in argv if not a.startswith("scale.")] + [f"{prefix}{scale['scale.key']}={first}"]
-    res = ablate_cli(project, *argv, "dry_run=true")
+    res = ablate_in(project, *argv, "dry_run=true")  # ablate's CLI entry, in this process
     if res.returncode != 0 or "dry run: nothing launched" not in res.stdout:
         return [f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}"]
     return []
@@ -172,7 +173,9 @@ def test_every_sweep_dir_command_of_the_docs_runs_on_a_real_sweep_dir(project: P
             continue
         done.add(cmd)
         argv = [sd if a == "DIR" or a.startswith("outputs/ablate/<") else a for a in argv]
-        res = ablate_cli(project, *argv)
+        # the console script for the commands that start trials (resume, repro), ablate's CLI entry in this
+        # process for the others (status, verdict, collect, track of a finished sweep dir)
+        res = (ablate_cli if argv[0] in ("resume", "repro") else ablate_in)(project, *argv)
         want_rc, want_msg = EXPECTED_FAIL.get(cmd, (0, ""))
         if res.returncode != want_rc or want_msg not in res.stderr or "Traceback" in res.stderr:
             failures.append(f"{name}:{line}: {cmd}\n  exit {res.returncode}: {res.stderr.strip()[-400:]}")

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ablate.record.sweepdir import PLOTS_HOLDER
-from tests.helpers import ablate_cli, commit_all, git, run
+from tests.helpers import ablate_in, commit_all, git, run
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def test_dvc_repro_runs_the_ablation_stage_and_dvc_reads_its_verdict(project: Pa
 
     git(project, "add", "dvc.lock")
     git(project, "commit", "-q", "-m", "ablate_lr results")  # as after any `dvc repro`
-    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", "dry_run=true")
     assert res.returncode == 0, res.stderr
     assert "dirty" not in res.stdout and "dvc_plots" not in res.stdout  # neither a change nor an untracked file
     assert "up to date" in dvc(project, "status", "ablate_lr")

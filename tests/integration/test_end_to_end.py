@@ -12,7 +12,7 @@ import yaml
 
 from ablate.orchestrate.repro import is_timing_metric
 from ablate.plan.compose import compose
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, ablate_in
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=2"]
@@ -110,7 +110,7 @@ def test_local_launcher_gives_each_trial_its_own_gpu(project: Path, monkeypatch:
 
 
 def test_dry_run_launches_nothing(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=4", "dry_run=true", "variable.values=[0.1,0.001]")
+    res = ablate_in(project, "-m", "variable=lr", "seeds=4", "dry_run=true", "variable.values=[0.1,0.001]")
     assert res.returncode == 0, res.stderr
     assert "arms (3): control, lr=0.1, lr=0.001" in res.stdout
     assert "seeds (4 per arm): [0, 1, 2, 3]" in res.stdout

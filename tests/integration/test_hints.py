@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, run
+from tests.helpers import ablate_cli, ablate_in, commit_all, run
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,12 @@ def run_dvc_hint(cwd: Path, stderr: str) -> str:
     ("0.2", "variable.values=[0.2]"),
 ])
 def test_values_hint_runs(project: Path, given: str, want: str) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", f"variable.values={given}", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", f"variable.values={given}", "dry_run=true")
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     fix = hinted(res.stderr, "variable.values=")
     assert fix == want
-    res = ablate_cli(project, "-m", "variable=lr", fix, "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", fix, "dry_run=true")
     assert res.returncode == 0, res.stderr
 
 
@@ -54,7 +54,7 @@ def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
     else:
         data.unlink()
     small = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "task.epochs=1", "launcher=inline"]
-    res = ablate_cli(project, *small)  # refused while pinning, before any trial
+    res = ablate_in(project, *small)  # refused while pinning, before any trial
     assert res.returncode == 2, res.stderr
     cmd = run_dvc_hint(project, res.stderr)
     assert cmd == ("dvc checkout --force data/digits.npz" if damage == "modified" else "dvc checkout data/digits.npz")
@@ -86,7 +86,7 @@ def test_dvc_hint_on_resume_runs(project: Path) -> None:
     commit_all(project, "tamper task")
     res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=3", "launcher=inline")
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
-    res = ablate_cli(project, "resume", str(sd))
+    res = ablate_in(project, "resume", str(sd))
     assert res.returncode == 2, res.stderr
     assert run_dvc_hint(project, res.stderr) == "dvc checkout --force data/digits.npz"
     res = ablate_cli(project, "resume", str(sd))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def ign_project(project: Path) -> Path:
 
 
 def test_dry_run_lists_ignored_files_of_the_task_tree(ign_project: Path) -> None:
-    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "dry_run=true")
+    res = ablate_in(ign_project, "-m", "variable=where", "task=wtask", "dry_run=true")
     assert res.returncode == 0, res.stderr
     line = next(ln for ln in res.stdout.splitlines() if "git-ignored" in ln)
     assert "the task's directory wtask holds git-ignored files that DVC does not track: wtask/cache/, " \
@@ -69,7 +69,7 @@ def test_project_root_task_lists_only_unpinned_files(ign_project: Path) -> None:
     (ign_project / "conf" / "task" / "rootask.yaml").write_text(
         "fn: rootask:train\nmetric: val_acc\ngoal: maximize\nwhere: none\n")
     commit_all(ign_project, "root task")
-    res = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "dry_run=true")
+    res = ablate_in(ign_project, "-m", "variable=where", "task=rootask", "dry_run=true")
     assert res.returncode == 0, res.stderr
     line = next(ln for ln in res.stdout.splitlines() if "git-ignored" in ln)
     listed = line.split("does not track: ")[1].split(". The code")[0].split(", ")
@@ -78,7 +78,7 @@ def test_project_root_task_lists_only_unpinned_files(ign_project: Path) -> None:
 
 
 def test_no_warning_when_the_tree_holds_none(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", "dry_run=true")
     assert res.returncode == 0, res.stderr
     assert "git-ignored" not in res.stdout + res.stderr
 

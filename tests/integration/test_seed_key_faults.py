@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all, only_sweep
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 LIT = REPO / "tests" / "fixtures" / "lit_app"
@@ -39,7 +39,7 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
     _no_seed_app(project)
     args = ("-m", "task=noseed", "variable=noseed_lr", "seeds=3", "launcher=inline")
     for extra in (("dry_run=true",), ()):
-        res = ablate_cli(project, *args, *extra)
+        res = ablate_in(project, *args, *extra)
         assert res.returncode != 0, res.stdout
         err = res.stderr.strip()
         assert len(err.splitlines()) == 1, err
@@ -49,7 +49,7 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
         assert "seed: 0" in err and "task.seed_key=null" in err, err
         assert "not a setting" not in err, err
     assert not list(project.glob("outputs/ablate/*/*/ablation.yaml"))
-    single = ablate_cli(project, "task=noseed", "seed=1")  # a single run (no -m) is refused alike, before it runs
+    single = ablate_in(project, "task=noseed", "seed=1")  # a single run (no -m) is refused alike, before it runs
     assert single.returncode != 0 and "task.seed_key" in single.stderr and "seed: 0" in single.stderr, single.stderr
     assert "Traceback" not in single.stderr, single.stderr
     # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone)

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3"]
@@ -157,27 +157,27 @@ def test_suite_latex_table_compiles(project: Path, tmp_path: Path) -> None:
 def test_suite_refusals(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _add_variables(project)
     # a variable sweep that is not a list of names
-    res = ablate_cli(project, "-m", "variable=range(1,3)", *FAST)
+    res = ablate_in(project, "-m", "variable=range(1,3)", *FAST)
     assert res.returncode == 2 and "is not a list of variable names" in res.stderr and "Traceback" not in res.stderr
-    res = ablate_cli(project, "-m", "variable=lr_hi,lr_hi", *FAST)
+    res = ablate_in(project, "-m", "variable=lr_hi,lr_hi", *FAST)
     assert res.returncode == 2 and "names lr_hi twice" in res.stderr
     # an unknown variable in the suite: Hydra's options with close matches
-    res = ablate_cli(project, "-m", "variable=lr_hi,momentun", *FAST)
+    res = ablate_in(project, "-m", "variable=lr_hi,momentun", *FAST)
     assert res.returncode == 2 and "momentum" in res.stderr and "Traceback" not in res.stderr
     # two variables giving the same treatment
     (project / "conf" / "variable" / "lr_dup.yaml").write_text("key: task.optim.lr\nvalues: [0.2]\n")
     commit_all(project, "dup")
-    res = ablate_cli(project, "-m", "variable=lr_hi,lr_dup", *FAST)
+    res = ablate_in(project, "-m", "variable=lr_hi,lr_dup", *FAST)
     assert res.returncode == 2 and "the same treatment twice" in res.stderr
     # a variable file that changes the control config
     (project / "conf" / "variable" / "sneaky.yaml").write_text(
         "# @package _global_\nvariable:\n  key: task.hidden\n  values: [32]\ntask:\n  extra_flag: 1\n")
     commit_all(project, "sneaky")
-    res = ablate_cli(project, "-m", "variable=lr_hi,sneaky", *FAST)
+    res = ablate_in(project, "-m", "variable=lr_hi,sneaky", *FAST)
     assert res.returncode == 2 and "changes the control config (task.extra_flag)" in res.stderr
     assert not list(project.glob("outputs/ablate/*/*/ablation.yaml"))
     # a dry run of a suite prints the plan with the trial count and launches nothing
-    res = ablate_cli(project, "-m", "variable=lr_hi,momentum,hidden", "dry_run=true", *FAST)
+    res = ablate_in(project, "-m", "variable=lr_hi,momentum,hidden", "dry_run=true", *FAST)
     assert res.returncode == 0, res.stderr
     assert "trials: 12 (the control runs once; 18 if each variable ran alone)" in res.stdout
     # the Python API takes a list of variables as a suite

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.helpers import ablate_cli, commit_all, wait_for_plots
+from tests.helpers import ablate_cli, ablate_in, commit_all, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.values=[0.2]"]
@@ -113,7 +113,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     assert "match this ablation's pins" in (target / "verdict.md").read_text()
     # a target that is not a sweep dir: one line, exit 2, nothing rewritten
     before = (proxy / "verdict.json").read_bytes()
-    res = ablate_cli(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
+    res = ablate_in(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
     assert (proxy / "verdict.json").read_bytes() == before
     # --against is remembered; a later verdict whose target was removed still writes (and says so). The target's
@@ -131,11 +131,11 @@ def test_verdict_against_a_target_run(project: Path) -> None:
 def test_against_a_dir_that_is_no_sweep_dir_names_the_option(tmp_path: Path) -> None:
     """`ablate verdict DIR --against OTHER` with OTHER not a sweep dir: the one-line error names `--against`
     (not DIR, which is fine), exit 2, and DIR's verdict is not touched."""
-    from tests.helpers import ablate_cli, make_sweep
+    from tests.helpers import make_sweep
 
     root = make_sweep(tmp_path / "sw", {"control": [0.71, 0.70, 0.73], "lr=0.1": [0.73, 0.74, 0.72]})
     (tmp_path / "other").mkdir()
-    res = ablate_cli(tmp_path, "verdict", str(root), "--against", str(tmp_path / "other"))
+    res = ablate_in(tmp_path, "verdict", str(root), "--against", str(tmp_path / "other"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("ablate: error: `--against`: ") and "not an ablate sweep dir" in res.stderr
     assert not (root / "verdict.md").exists()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import ablate
-from tests.helpers import ablate_cli, commit_all, git
+from tests.helpers import ablate_cli, ablate_in, commit_all, git
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable.values=[0.2]"]
@@ -60,7 +60,7 @@ def test_an_untracked_notebook_does_not_stop_ablate_run(project: Path) -> None:
 def test_dry_run_lists_untracked_files_and_tracked_edits_are_still_refused(project: Path) -> None:
     for i in range(7):
         (project / f"nb{i}.ipynb").write_text("{}")
-    res = ablate_cli(project, "-m", "variable=lr", "dry_run=true")
+    res = ablate_in(project, "-m", "variable=lr", "dry_run=true")
     assert res.returncode == 0, res.stderr
     line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("untracked:"))
     assert line.strip() == ("untracked: `nb0.ipynb`, `nb1.ipynb`, `nb2.ipynb`, `nb3.ipynb`, `nb4.ipynb` and 2 more "
@@ -68,7 +68,7 @@ def test_dry_run_lists_untracked_files_and_tracked_edits_are_still_refused(proje
     assert "dirty" not in res.stdout
     task = project / "examples" / "digits" / "task.py"
     task.write_text(task.read_text() + "\n# an edit\n")
-    res = ablate_cli(project, "-m", "variable=lr", *FAST)
+    res = ablate_in(project, "-m", "variable=lr", *FAST)
     assert res.returncode == 2
     assert "uncommitted changes (examples/digits/task.py)" in res.stderr and "Traceback" not in res.stderr
     assert "nb0.ipynb" not in res.stderr
@@ -120,7 +120,7 @@ def test_an_untracked_task_module_is_refused_before_any_trial(project: Path) -> 
     commit_all(project, "the task's config, not its code")
     (project / "utask.py").write_text(TASK)
     for extra in ([], ["dry_run=true"]):
-        res = ablate_cli(project, "-m", "variable=ulr", "task=utask", "launcher=inline", "seeds=3", *extra)
+        res = ablate_in(project, "-m", "variable=ulr", "task=utask", "launcher=inline", "seeds=3", *extra)
         assert res.returncode == 2, res.stdout + res.stderr
         assert "`task.fn`" in res.stderr and "utask.py is not tracked by git" in res.stderr
         assert "git add utask.py && git commit" in res.stderr and "Traceback" not in res.stderr

@@ -14,7 +14,7 @@ from scipy import stats
 
 from ablate.record.sweepdir import PLOTS_HOLDER, SweepDir
 from ablate.stats.multiplicity import stage_levels
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, ablate_in
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=2", "launcher=inline"]
@@ -88,7 +88,7 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
         assert (c["ci"][0] > 0 or c["ci"][1] < 0) == (c["verdict"] in ("better", "worse"))
     assert "| α | 0.01 family-wise over 2 treatment(s) |" in (sd / "verdict.md").read_text()
 
-    res = ablate_cli(project, "verdict", str(sd), "--alpha", "2")
+    res = ablate_in(project, "verdict", str(sd), "--alpha", "2")
     assert res.returncode == 2 and "`alpha`" in res.stderr
 
 
@@ -125,6 +125,6 @@ def test_the_command_the_bottom_line_names_runs(project: Path, tmp_path: Path) -
     (cmd,) = re.findall(r"Next: `ablate (-m variable=lr seeds=\d+)`", md)
     args = cmd.split()
     assert args == ["-m", "variable=lr", "seeds=20"]
-    res = ablate_cli(project, *args, "variable.values=[0.2]", "dry_run=true", *FAST)
+    res = ablate_in(project, *args, "variable.values=[0.2]", "dry_run=true", *FAST)
     assert res.returncode == 0, res.stderr
     assert "20 seeds" in res.stdout or "seeds=20" in res.stdout or "20 per arm" in res.stdout, res.stdout[-2000:]
