@@ -84,7 +84,7 @@ def curves_verdict(sd: SweepDir, plan: Mapping[str, Any], verdict: Mapping[str, 
         errors.update(why)
     # lazy: threadpoolctl (a dependency) only here. One BLAS thread: the permutations' products are small, and a
     # multi-threaded BLAS on a busy machine spins (measured 20x slower at load 9 on 2 cores)
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # lazy: one BLAS thread for the permutations (see above)
 
     ss = np.random.SeedSequence(CURVE_RNG_SEED).spawn(max(1, len(names) - 1))
     comps = []
@@ -130,7 +130,7 @@ def compare_curves(comp: Mapping[str, Any], t_curves: Mapping[int, tuple[Any, An
         grid, the curves (``x``, per-arm means and pointwise 95% CIs), the raw difference with its simultaneous
         band, adjusted and pointwise p-values, ``regions``, ``sentence``, ``summaries`` and ``seed_advice``.
     """
-    from ablate.stats import align_curves
+    from ablate.stats import align_curves  # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse
 
     paired = bool((comp.get("pairing") or {}).get("paired"))
     m = int(comp.get("n_comparisons") or 1)
@@ -178,7 +178,7 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
     """The band, the regions, the summaries and the seed advice of one comparison, as JSON values."""
     import numpy as np  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import curve_band, curve_regions, curve_summaries
+    from ablate.stats import curve_band, curve_regions, curve_summaries  # lazy: numpy and scipy, as above
 
     goal = verdict.get("goal", "maximize")
     t_y, c_y = al.y[:n_t], al.y[n_t:]
@@ -215,7 +215,7 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
 def _pointwise_ci(y: Any) -> list[list[float]]:
     """Each grid point's 95% t-interval of the arm's mean (for the plot; pointwise, not simultaneous)."""
     import numpy as np  # lazy: numpy, with scipy
-    from scipy.stats import t as student_t
+    from scipy.stats import t as student_t  # lazy: scipy, only when curves are compared
 
     n = len(y)
     half = student_t.ppf(0.975, n - 1) * y.std(axis=0, ddof=1) / np.sqrt(n)
@@ -245,7 +245,7 @@ def _seed_advice(band: Any, cfg: Mapping[str, Any], verdict: Mapping[str, Any]) 
     margin), from the pointwise spread of these seeds (:func:`ablate.stats.seeds_for_width`)."""
     import numpy as np  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import seeds_for_width
+    from ablate.stats import seeds_for_width  # lazy: numpy and scipy, as above
 
     if not math.isfinite(band.critical) or not np.isfinite(band.spread).all() or band.spread.max() <= 0:
         return None

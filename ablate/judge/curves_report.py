@@ -107,6 +107,7 @@ def _comparison_lines(c: Mapping[str, Any], v: Mapping[str, Any], x: str) -> lis
 
 def curve_figure(c: Mapping[str, Any], cv: Mapping[str, Any]) -> Figure:
     """One treatment's curve plot (see the module docstring)."""
+    # lazy: matplotlib (about 0.5 s to import) only where a plot is drawn, on the Agg canvas without pyplot
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

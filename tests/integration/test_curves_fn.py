@@ -9,6 +9,7 @@ asserting on each. The curve comes from ``ablate.log_step(step, val_loss=...)``:
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import random
@@ -19,7 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+import ablate
 from ablate.record.sweepdir import SweepDir
+from ablate.trackers.base import read_ablation
 from tests.helpers import ablate_cli, commit_all, results
 
 pytestmark = pytest.mark.slow
@@ -155,11 +158,6 @@ def test_returned_history_gives_the_same_curve(proj: Path, inline: Path) -> None
 
 
 def test_table_forest_api_and_trackers_carry_the_curve(inline: Path) -> None:
-    import csv
-
-    import ablate
-    from ablate.trackers.base import read_ablation
-
     v = json.loads((inline / "verdict.json").read_text())
     (cc,) = v["curves"]["comparisons"]
     final = cc["summaries"]["final"]
