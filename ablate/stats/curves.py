@@ -558,8 +558,9 @@ def _relabel_maxima(pairs: list[tuple[np.ndarray, np.ndarray]], n_resamples: int
     n_t, n_c = len(pairs[0][0]), len(pairs[0][1])
     n, p = n_t + n_c, pairs[0][0].shape[1]
     z = np.hstack([_scaled(np.vstack([tt, cc]), center=True) for tt, cc in pairs])
-    z2 = z ** 2
-    tot, tot2 = z.sum(axis=0), z2.sum(axis=0)
+    zz = np.hstack([z, z ** 2])  # one product gives each group's sums and sums of squares
+    q = z.shape[1]
+    tot, tot2 = zz[:, :q].sum(axis=0), zz[:, q:].sum(axis=0)
     exact = math.comb(n, n_t) <= n_resamples + 1
     if exact:
         labels = np.zeros((math.comb(n, n_t), n))
@@ -573,7 +574,8 @@ def _relabel_maxima(pairs: list[tuple[np.ndarray, np.ndarray]], n_resamples: int
     out = np.empty((len(pairs), len(labels)))
     for i in range(0, len(labels), _CHUNK):
         a = labels[i:i + _CHUNK]
-        st, s2t = a @ z, a @ z2
+        prod = a @ zz
+        st, s2t = prod[:, :q], prod[:, q:]
         mt, mc = st / n_t, (tot - st) / n_c
         vt = np.maximum(s2t - n_t * mt ** 2, 0.0) / (n_t - 1)
         vc = np.maximum(tot2 - s2t - n_c * mc ** 2, 0.0) / (n_c - 1)
