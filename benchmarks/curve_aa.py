@@ -123,16 +123,43 @@ def power_table(reps: int, out: list[str]) -> None:
     out.append("")
 
 
+def summary(path: Path) -> str:
+    """The condensed A/A table docs/verdict.md quotes, from an earlier run's markdown: per curve length and design,
+    for each N, the band's largest and mean rate over the 12 cells of rho x shape, and the pointwise approach's
+    and Bonferroni's mean rates."""
+    cells: dict[tuple[int, str], list[list[tuple[float, float, float]]]] = {}
+    for line in path.read_text().splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if len(parts) != 4 + len(NS) or parts[2] not in sim.SHAPES:
+            continue
+        rates = [tuple(float(v) for v in cell.split("/")) for cell in parts[4:]]
+        cells.setdefault((int(parts[0]), parts[3]), []).append(rates)  # type: ignore[arg-type]
+    out = ["| length | design | " + " | ".join(f"N={n}" for n in NS) + " |", "|---|---|" + "---|" * len(NS)]
+    for (length, design), rows in sorted(cells.items()):
+        cols = []
+        for j in range(len(NS)):
+            band = [r[j][0] for r in rows]
+            point = sum(r[j][1] for r in rows) / len(rows)
+            bonf = sum(r[j][2] for r in rows) / len(rows)
+            cols.append(f"{max(band):.3f} ({sum(band) / len(band):.3f}) / {point:.2f} / {bonf:.3f}")
+        out.append(f"| {length} | {design} | " + " | ".join(cols) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--recheck-reps", type=int, default=2000)
+    ap.add_argument("--summary", type=Path, default=None, help="print the condensed A/A table of an earlier output")
     ap.add_argument("--recheck", type=Path, default=None,
                     help="only the second look, at the cells over the bar in this earlier output (--reps: its reps)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     out: list[str] = []
+    if args.summary:
+        print(summary(args.summary))
+        return
     if args.recheck:
         still = recheck(flagged_in(args.recheck, args.reps), args.recheck_reps, out)
         print("\n".join(out))
