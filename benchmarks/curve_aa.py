@@ -123,6 +123,34 @@ def power_table(reps: int, out: list[str]) -> None:
     out.append("")
 
 
+def recheck_coverage(path: Path, reps: int, recheck_reps: int, out: list[str]) -> int:
+    """Run again, with fresh seeds and ``recheck_reps`` replications, each power-table cell of an earlier output
+    whose coverage is under 1 - alpha - 2 MC SE (at ``reps``); returns how many stay under it."""
+    bar = 1 - sim.ALPHA - 2 * math.sqrt(sim.ALPHA * (1 - sim.ALPHA) / reps)
+    cells = []
+    for line in path.read_text().splitlines():
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if len(parts) != 3 + len(NS) - 1 or parts[2] not in ("paired", "unpaired"):
+            continue
+        for n, cell in zip(NS[1:], parts[3:], strict=True):
+            if float(cell.split("/")[0]) < bar:
+                cells.append((n, int(parts[0]), float(parts[1]), parts[2] == "paired"))
+    se = math.sqrt(sim.ALPHA * (1 - sim.ALPHA) / recheck_reps)
+    out += [f"### Second look at the coverage cells under {bar:.3f} ({recheck_reps} fresh replications each, MC SE "
+            f"{se:.4f}, pass >= {1 - sim.ALPHA - 2 * se:.4f})", "", "| N | length | rho | design | coverage | power |",
+            "|---|---|---|---|---|---|"]
+    still = 0
+    for n, length, rho, paired in cells:
+        c = sim.run_cell(n, length, rho, "normal", paired, reps=recheck_reps,
+                         seed=_seed(length, rho, paired, n, "power again"), effect=sim.warmup_effect(length, 1.0))
+        still += c.coverage < 1 - sim.ALPHA - 2 * se
+        out.append(f"| {n} | {length} | {rho:g} | {'paired' if paired else 'unpaired'} | {c.coverage:.4f} | "
+                   f"{c.better:.3f} |")
+        print(out[-1], file=sys.stderr, flush=True)
+    out += ["", f"Still under the bar on the second look: {still} of {len(cells)}.", ""]
+    return still
+
+
 def summary(path: Path) -> str:
     """The condensed A/A table docs/verdict.md quotes, from an earlier run's markdown: per curve length and design,
     for each N, the band's largest and mean rate over the 12 cells of rho x shape, and the pointwise approach's
@@ -152,6 +180,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--recheck-reps", type=int, default=2000)
     ap.add_argument("--summary", type=Path, default=None, help="print the condensed A/A table of an earlier output")
+    ap.add_argument("--recheck-coverage", type=Path, default=None,
+                    help="only the second look at the power table's coverage cells under the bar in this output")
     ap.add_argument("--recheck", type=Path, default=None,
                     help="only the second look, at the cells over the bar in this earlier output (--reps: its reps)")
     args = ap.parse_args()
@@ -160,6 +190,10 @@ def main() -> None:
     if args.summary:
         print(summary(args.summary))
         return
+    if args.recheck_coverage:
+        still = recheck_coverage(args.recheck_coverage, args.reps, args.recheck_reps, out)
+        print("\n".join(out))
+        sys.exit(1 if still else 0)
     if args.recheck:
         still = recheck(flagged_in(args.recheck, args.reps), args.recheck_reps, out)
         print("\n".join(out))
@@ -167,6 +201,9 @@ def main() -> None:
     fails = aa_table(args.reps, out)
     still = recheck(fails, args.recheck_reps, out) if fails else 0
     power_table(args.reps, out)
+    if args.out:  # the coverage cells under the bar, looked at again
+        args.out.write_text("\n".join(out) + "\n")
+        still += recheck_coverage(args.out, args.reps, args.recheck_reps, out)
     out.append(f"({time.perf_counter() - t0:.0f} s; `python benchmarks/curve_aa.py --reps {args.reps}`)")
     text = "\n".join(out) + "\n"
     if args.out:
