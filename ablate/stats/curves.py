@@ -327,8 +327,9 @@ class CurveBand:
     summaries : dict
         Name -> :class:`SummaryTest`.
     min_p : float
-        The smallest adjusted p-value the permutations can give (``1 / n_permutations`` random,
-        ``2 / 2^n`` exact paired): nothing is declared when it exceeds ``alpha``.
+        The smallest adjusted p-value the permutations can give (``1 / n_permutations`` random; exact: ``2 / 2^n``
+        paired, ``2 / C(2n, n)`` unpaired with n seeds per arm, the swap of the arms giving the same |t|): nothing
+        is declared when it exceeds ``alpha``.
     critical_null, critical_pivot : float
         The two critical values ``critical`` is the larger of: from the permutations of the data as they are
         (exact under no difference anywhere), and of the data centred at their mean difference (the
@@ -482,7 +483,9 @@ def curve_band(treatment: Any, control: Any, *, x: Any = None, paired: bool, alp
                               float(p_adj[g + j]), float(t[g + j]), float(tv.mean()), float(cv.mean()), s)
             for j, (name, tv, cv, s) in enumerate(extra)}
     n_t, n_c = len(t_arr), len(c_arr)
-    min_p = (2.0 / 2 ** n_t if paired else 1.0 / math.comb(n_t + n_c, n_t)) if exact else 1.0 / b
+    # exact: paired, the flip of every sign gives the same |t|; unpaired with equal arms, so does swapping the arms
+    ties = 2.0 if paired or n_t == n_c else 1.0
+    min_p = (2.0 / 2 ** n_t if paired else ties / math.comb(n_t + n_c, n_t)) if exact else 1.0 / b
     return CurveBand(xa, diff[:g], se[:g], t[:g], low[:g], high[:g], p_adj[:g], p_point[:g], critical, a,
                      bool(paired), n_t, n_c, b, exact, t_arr.mean(axis=0), c_arr.mean(axis=0), spread[:g], sign,
                      summ, min_p, c_null, c_pivot, p_null[:g])

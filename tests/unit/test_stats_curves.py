@@ -230,3 +230,15 @@ def test_seeds_for_width() -> None:
     assert seeds_for_width([0.01], 3.0, 1.0) == 3
     with pytest.raises(StatsInputError, match="`width`"):
         seeds_for_width([1.0], 3.0, 0.0)
+
+
+def test_smallest_reachable_p_counts_the_mirror_labelling() -> None:
+    """Unpaired with equal arms, swapping the arms gives the same |t|: at N = 3 the observed labelling ties with its
+    mirror, so the smallest p is 2 / C(6, 3) = 0.1 and nothing is declared at alpha = 0.05 (the A/A rate is 0)."""
+    t = np.array([[5.0], [5.1], [5.2]])
+    c = np.array([[0.0], [0.1], [0.2]])
+    band = curve_band(t, c, paired=False, alpha=0.05)
+    assert band.exact and band.min_p == pytest.approx(0.1) and band.p_adj[0] == pytest.approx(0.1)
+    assert not ((band.low > 0) | (band.high < 0)).any()
+    paired = curve_band(t, c, paired=True, alpha=0.05)
+    assert paired.min_p == pytest.approx(0.25) and paired.p_adj[0] == pytest.approx(0.25)
