@@ -45,6 +45,49 @@ def add_mode_task(project: Path, name: str, source: str, out: Path, *, mode: str
     return out
 
 
+#: A pure-Python ``fn`` task (no torch, no numpy): for tests about orchestration rather than training, where
+#: the digits example would spend 1.6-2.4 s of CPU per process importing torch to show the same thing. Its config
+#: (``conf/task/pure.yaml``, :func:`add_pure_task`) has the digits task's keys (``optim.lr``, ``optim.momentum``,
+#: ``epochs``, ``hidden``, ``batch_size``) and data, so ``variable=lr`` and ``task.epochs=1`` work as on digits;
+#: ``val_acc`` and ``val_loss`` depend on the lr and the seed only.
+PURE_TASK = """import random
+
+
+def train(cfg):
+    t = cfg.task
+    noise = random.Random(cfg.seed).random() / 100
+    off = abs(float(t.optim.lr) - 0.1)
+    return {"val_acc": 0.9 - off + noise, "val_loss": 0.3 + off - noise}
+"""
+PURE_CONF = """fn: pure_task:train
+data: [data/digits.npz]
+metric: val_acc
+goal: maximize
+epochs: 15
+batch_size: 32
+hidden: 64
+optim:
+  lr: 0.05
+  momentum: 0.9
+"""
+
+
+def add_pure_task(project: Path) -> Path:
+    """Add :data:`PURE_TASK` to ``project`` as ``task=pure`` (``pure_task.py``, ``conf/task/pure.yaml``) and commit."""
+    (project / "pure_task.py").write_text(PURE_TASK)
+    (project / "conf" / "task" / "pure.yaml").write_text(PURE_CONF)
+    commit_all(project, "the pure-Python task")
+    return project
+
+
+def copy_project(src: Path, dest: Path) -> Path:
+    """A copy of a project with every sweep dir in it (a finished ablation of a module-scoped fixture, for a test
+    that changes it). ablate reads a sweep dir where it sits, so ``status``, ``verdict`` and ``resume`` work on
+    the copy as on the original (checked when this helper was written)."""
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
 def ablate_cli(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the real ``ablate`` console script in ``cwd`` (a separate process)."""
     exe = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
