@@ -8,6 +8,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,6 +23,20 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, check: boo
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+def clean_env(mp: pytest.MonkeyPatch) -> None:
+    """Keep the runner's environment out of a test (SLURM job variables, Hydra's error mode, GPUs) and give git an
+    identity: every test gets it (tests/conftest.py); a module-scoped fixture that runs ablate takes it too, inside
+    ``with pytest.MonkeyPatch.context() as mp``."""
+    for k in list(os.environ):
+        if k.startswith("SLURM_") or k in ("HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES", "ABLATE_PARENT_PID"):
+            mp.delenv(k, raising=False)
+    mp.setenv("DVC_NO_ANALYTICS", "1")
+    mp.setenv("GIT_AUTHOR_NAME", "ablate tests")
+    mp.setenv("GIT_AUTHOR_EMAIL", "tests@ablate.local")
+    mp.setenv("GIT_COMMITTER_NAME", "ablate tests")
+    mp.setenv("GIT_COMMITTER_EMAIL", "tests@ablate.local")
 
 
 def git(cwd: Path, *args: str) -> str:
