@@ -47,6 +47,12 @@ class Verdict(dict):  # type: ignore[type-arg]
         other verdicts). ``verdict.words[arm] == "better"`` holds only for a firm better.
     invalid : bool
         True when the whole ablation is invalid (confounded, or too many failed trials).
+
+    Its repr is the metric, its direction and the sweep dir, then verdict.md's bottom line in plain text
+    (:meth:`bottom_line`): per treatment one sentence, then the Next line.
+    curves : dict or None
+        The curve verdicts (``curve.enabled=true``): verdict.json's ``curves``; ``curve_words`` gives each
+        treatment's as one sentence.
     markdown : str
         The text of ``verdict.md``.
     """
@@ -86,6 +92,19 @@ class Verdict(dict):  # type: ignore[type-arg]
         return {str(c.get("arm")): c.get("firm") for c in self.get("comparisons") or []}
 
     @property
+    def curves(self) -> dict[str, Any] | None:
+        """verdict.json's ``curves`` (``curve.enabled=true``): per treatment, where along the x-axis it is better,
+        worse or indistinguishable, with the simultaneous band and the summaries; None without curves."""
+        return self.get("curves")
+
+    @property
+    def curve_words(self) -> dict[str, str]:
+        """Treatment arm -> the curve verdict as one sentence ("better from step 10 to 170; indistinguishable
+        after"); empty without curves."""
+        return {str(c["arm"]): str(c.get("sentence") or c.get("insufficient"))
+                for c in (self.get("curves") or {}).get("comparisons") or []}
+
+    @property
     def invalid(self) -> bool:
         return bool(self.get("invalid"))
 
@@ -107,23 +126,39 @@ class Verdict(dict):  # type: ignore[type-arg]
         except OSError:
             return f"`{self!r}`"
 
+    def bottom_line(self) -> list[str]:
+        """verdict.md's bottom line in plain text: per treatment its sentence, then the Next line (the same words,
+        from verdict.json's ``bottom_line``; computed for a verdict written before it was recorded)."""
+        bl = self.get("bottom_line")
+        if not isinstance(bl, Mapping) or not bl.get("treatments"):
+            from ablate.judge.bottom_line import bottom_line  # lazy: numpy (ablate.stats), only for old verdicts
+
+            bl = bottom_line(self).to_json()
+        return [*(str(t["sentence"]) for t in bl["treatments"]), str(bl["next"]["line"])]
+
     def __repr__(self) -> str:
-        words = ", ".join(f"{k}: {v}" for k, v in self.words.items()) or "no comparisons"
-        state = "INVALID; " if self.invalid else ""
-        return f"Verdict({self.get('metric')}: {state}{words}; {self.get('sweep_dir')})"
+        from ablate.judge.bottom_line import direction  # lazy: numpy (ablate.stats), only when a verdict is shown
+
+        state = "INVALID ABLATION; " if self.invalid else ""
+        lines = self.bottom_line() if self.get("comparisons") else ["no comparisons"]
+        body = "".join(f"\n  {line}" for line in lines)
+        return f"Verdict({self.get('metric')}, {direction(self.get('goal'))}; {state}{self.get('sweep_dir')}{body})"
 
 
 def run_composed(composed: Composed, *, cwd: str | os.PathLike[str] | None = None,
-                 plots_later: bool = False) -> Verdict | dict[str, Any] | None:
+                 plots_later: bool = False, command: Mapping[str, Any] | None = None
+                 ) -> Verdict | dict[str, Any] | None:
     """Run the ablation described by an already composed config; returns the verdict (None for dry
     runs; ``{"sweep_dir": ..., "submitted": True}`` for ``wait=false``). ``plots_later`` (``ablate -m``):
     return with the verdict's text, its PNGs drawn after it by a detached process
-    (:func:`ablate.orchestrate.pipeline.execute`); by default they are drawn before returning."""
+    (:func:`ablate.orchestrate.pipeline.execute`); by default they are drawn before returning. ``command``: the
+    command line it came from (:func:`ablate.plan.overrides.command_record`), recorded in the plan so the verdict's
+    "Next:" line can give the command that runs it again."""
     from ablate.orchestrate.pipeline import start
 
     sd = start(composed.cfg, sweep_dir=composed.sweep_dir, variable_name=composed.variable_name,
                available_variables=composed.variables, compose=composed.compose, cwd=cwd,
-               config_dirs=composed.config_dirs, choices=composed.choices, plots_later=plots_later)
+               config_dirs=composed.config_dirs, choices=composed.choices, plots_later=plots_later, command=command)
     return _verdict_of(sd)
 
 
@@ -231,9 +266,11 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
     if sweep_dir is not None:
         ovs.append(_override("hydra.sweep.dir", str(Path(sweep_dir).absolute())))
     cfg_path = str(config_dir) if config_dir is not None else default_config_path()
+    from ablate.plan.overrides import command_record
     from ablate.plan.project import project_of
     from ablate.trials.tasks.interface import split_cli, with_cli_overrides
 
+    typed = [*([f"variable={','.join(str(n) for n in suite)}"] if suite is not None else []), *ovs]
     ovs, app_ovs = split_cli(ovs)
     root = project_of(cfg_path)
     if root is not None:  # a config dir elsewhere (from notebooks/: "../conf"): run in its project, as the CLI does
@@ -241,9 +278,12 @@ def run(config_dir: str | os.PathLike[str] | None = None, *, variable: str | Seq
         print(f"ablate: running in {root}, the project of config_dir {config_dir} (its paths are relative to it; "
               "this process's working dir is restored after)", file=sys.stderr)
     with contextlib.chdir(root) if root is not None else contextlib.nullcontext():
+        # the CLI line this call equals, recorded in the plan: verdict.md's "Next:" command
+        command = command_record(typed, config_path=cfg_path, via="api")
         if suite is not None:  # a suite: one ablation per variable, one shared control
             from ablate.orchestrate.suite import run_suite
 
-            return _verdict_of(run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs))
+            return _verdict_of(run_suite([str(n) for n in suite], ovs, config_path=cfg_path, app_overrides=app_ovs,
+                                         command=command))
         composed = compose(ovs, config_path=cfg_path)
-        return run_composed(with_cli_overrides(composed, app_ovs))
+        return run_composed(with_cli_overrides(composed, app_ovs), command=command)

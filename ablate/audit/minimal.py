@@ -1,18 +1,30 @@
-"""The minimal ablation that settles a confounded comparison: a ready-to-run ablate config and its command.
+"""The minimal ablation that settles a confounded comparison: a ready-to-run ablate config and the command that
+runs it as printed.
 
-Control = arm A's full recorded config (every key as an app override); variable = the key under test, with
-arm B's value; code pinned to one side's commit (B's: the code that would be kept); seeds as advised. The
-files go to ``<out>/ablation/conf/{task,variable}/audit.yaml``, used through ``--config-dir``.
+Control = arm A's full recorded config (every key as an app override); variable = the difference under test,
+with arm B's value: a config key, or a data version (A's version of the file fetched beside B's with DVC, the
+config key naming the file varied between the two); code pinned to B's commit (the code that would be kept) in
+a ``git worktree`` of it, so the team's work tree is left alone; the DVC-tracked files the config names listed
+in the task's ``data:`` (and checked out in the worktree from the project's DVC cache); seeds sized for a firm
+verdict (:func:`ablate.audit.analysis.advised_seeds`). Its trials carry a tag when the app logs to MLflow or
+W&B (``MLFLOW_RUN_CONTEXT``, ``WANDB_TAGS``), so a later audit of the team's store knows them
+(:func:`ablate.audit.sources.base.ablate_trial`). When ablate cannot vary the difference (a commit; a data
+version no config key names), it says plainly which runs to make by hand. The files go to
+``<out>/ablation/conf/{task,variable}/audit.yaml``, used through ``--config-dir``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ablate.audit.arms import CHOICE, Arm
+from ablate.audit.runs import commit_id
+from ablate.audit.versions import dvc_outputs
 
 
 def _value(v: Any) -> str:
@@ -41,37 +53,115 @@ def overrides(arm: Arm, seed_key: str, skip: set[str], variable: str = "") -> li
     return out
 
 
+def _dvc_files(a: Arm, b: Arm) -> list[str]:
+    """The DVC-tracked files the runs' configs name (both sides'), as :mod:`ablate.audit.versions` found them."""
+    out = set()
+    for r in a.runs + b.runs:
+        keys = r.context.get("data_keys") or {}
+        out |= {p for p, v in (r.context.get("data") or {}).items() if p in keys and not str(v).startswith("git:")}
+    return sorted(out)
+
+
+def _tag(conf: Path) -> str:
+    return hashlib.sha256(str(conf).encode()).hexdigest()[:8]
+
+
+def _by_hand(var: dict[str, Any], report: dict[str, Any], app: str) -> str:
+    seeds = report["seeds_advised"]
+    if var["kind"] == "code":
+        return (f"ablate varies a config key at one commit, not the code: run the control config at each commit "
+                f"({str(var['a'])[:12]} and {str(var['b'])[:12]}) with the same {seeds} seeds, each in a work tree "
+                "of its own (`git worktree add --detach DIR COMMIT`), e.g. `python "
+                f"{app} -m seed=1,...,{seeds}`, then `ablate audit` both runs' dirs: nothing but the code differs")
+    path = var["key"].removeprefix("data:")
+    return (f"no config key names `{path}`, so ablate cannot vary its version: run the control config at B's "
+            f"commit with {seeds} seeds twice, once with A's version of `{path}` "
+            f"(`dvc get REPO {path} --rev {str(report['arms'][0]['commit'] or 'A')[:12]} -o {path} --force`), once "
+            "with B's (`dvc checkout`), then `ablate audit` both runs' dirs; or add a config key naming the file")
+
+
 def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: str | None) -> dict[str, Any]:
-    """The minimal ablation: ``task`` and ``variable`` configs, the commit, the command (not yet written)."""
+    """The minimal ablation: ``task`` and ``variable`` configs, the commit, the command (not yet written); or,
+    when ablate cannot vary the difference, ``command`` None and ``by_hand`` saying what to run."""
     var = report["variable"]
+    commit = commit_id(report["arms"][1]["commit"])
+    if var["kind"] == "code" or (var["kind"] == "data" and (not var.get("config_key") or "," in var["key"])):
+        return {"task": None, "variable": None, "commit": commit, "config_dir": None, "command": None,
+                "isolates": var["key"], "by_hand": _by_hand(var, report, app), "pinned_to": None}
     derived = {d["key"] for d in report["derived"]}
-    task = {"app": app, "overrides": overrides(a, report["seed_key"], derived, var["key"]), "metric": report["metric"],
-            "goal": report["goal"], "reduce": report["reduce"], "seed_key": report["seed_key"]}
-    key = var["key"]
-    variable = ({"group": key.removeprefix(CHOICE), "values": [var["b"]]} if key.startswith(CHOICE)
-                else {"key": key, "values": [var["b"]]})
-    commit = next((x["commit"] for x in report["arms"] if x["role"] == "treatment" and x["commit"]), None)
+    key = var["key"] if var["kind"] == "config" else var["config_key"]
+    seed_key = report["seed_key"] if isinstance(report["seed_key"], str) else report["seed_key"]["B"]
+    skip = derived | ({key} if var["kind"] == "data" else set())  # a data version: the key names A's copy instead
+    task = {"app": app, "overrides": overrides(a, seed_key, skip, key), "metric": report["metrics"]["B"],
+            "goal": report["goal"], "reduce": report["reduce"], "seed_key": seed_key}
     conf = out.absolute() / "ablation" / "conf"
-    cmd = ["ablate", "--config-dir", str(conf), "-m", "task=audit", "variable=audit",
-           f"seeds={report['seeds_advised']}"]
-    steps = []
-    if repo:
-        steps.append(f"cd {shlex.quote(repo)}")
-    if commit:
-        steps.append(f"git checkout {commit[:12]}")
-    steps.append(shlex.join(cmd))
-    return {"task": task, "variable": variable, "commit": commit, "config_dir": str(conf),
-            "command": " && ".join(steps),
-            "isolates": var["key"], "pinned_to": "B's commit (the code that would be kept)" if commit else
+    data = _dvc_files(a, b)
+    fetch: list[str] = []
+    if var["kind"] == "data":  # A's version of the file, fetched with DVC beside B's, named by the config key
+        path = var["key"].removeprefix("data:")
+        copy = os.path.join(os.path.dirname(path), f"audit-{str(var['a']).split(':')[-1][:10]}", os.path.basename(path))
+        task["overrides"].append(f"{key}={_value(copy)}")
+        data = sorted({*data, copy, path})
+        a_commit = commit_id(report["arms"][0]["commit"])
+        fetch = [f"dvc get {shlex.quote(str(repo))} {shlex.quote(path)} --rev {a_commit} -o {shlex.quote(copy)}",
+                 f"dvc add -q {shlex.quote(copy)}"] if repo and a_commit else []
+        values = [path]
+    else:
+        values = [var["b"]]
+    if data:
+        task["data"] = data
+    variable = ({"group": key.removeprefix(CHOICE), "values": values} if key.startswith(CHOICE)
+                else {"key": key, "values": values})
+    steps = _steps(repo, commit, out, data, fetch)
+    tag = _tag(conf)
+    env = (f"MLFLOW_RUN_CONTEXT={shlex.quote(json.dumps({'ablate.audit': tag}))} "
+           f"WANDB_TAGS={shlex.quote('ablate-audit-' + tag)} ")
+    steps.append(env + shlex.join(["ablate", "--config-dir", str(conf), "-m", "task=audit", "variable=audit",
+                                   f"seeds={report['seeds_advised']}"]))
+    return {"task": task, "variable": variable, "commit": commit, "config_dir": str(conf), "tag": tag,
+            "command": " && ".join(steps), "steps": steps, "isolates": var["key"],
+            "pinned_to": "B's commit (the code that would be kept), in a git worktree of it" if commit else
             "the commit checked out when it runs (no commit was recorded)"}
 
 
+def _steps(repo: str | None, commit: str | None, out: Path, data: list[str], fetch: list[str]) -> list[str]:
+    """cd to the repo; a worktree of B's commit (the team's work tree left alone); the DVC-tracked files checked
+    out there from the project's own DVC cache; A's data version fetched beside B's."""
+    if not repo:
+        return []
+    steps = [f"cd {shlex.quote(repo)}"]
+    if commit:
+        wt = out.absolute() / f"worktree-{commit[:12]}"
+        steps += [f"git worktree add --detach {shlex.quote(str(wt))} {commit}", f"cd {shlex.quote(str(wt))}"]
+    if data and commit:
+        outs = dvc_outputs(repo, [commit]).get(commit, {})
+        targets = sorted({o for p in data for o in outs if p == o or p.startswith(o.rstrip("/") + "/")})
+        cache = Path(repo) / ".dvc" / "cache"
+        steps.append(f"dvc config --local cache.dir {shlex.quote(str(_cache_dir(repo) or cache))}")
+        if targets:
+            steps.append("dvc checkout -q -- " + " ".join(shlex.quote(t) for t in targets))
+    return steps + fetch
+
+
+def _cache_dir(repo: str) -> str | None:
+    """The project's DVC cache dir (its config may put it elsewhere), through DVC."""
+    try:
+        from dvc.repo import Repo  # lazy: DVC is heavy, and only a DVC project needs it
+
+        with Repo(repo) as r:
+            return str(r.cache.local_cache_dir)
+    except Exception:  # not a DVC project, another DVC version
+        return None
+
+
 def write(minimal: dict[str, Any]) -> list[Path]:
-    """Write the task and variable configs (atomically); returns their paths."""
-    import yaml
+    """Write the task and variable configs (atomically); returns their paths (none for runs to make by hand)."""
+    import yaml  # lazy: only when there is an ablation to write
 
     from ablate.record.sweepdir import write_atomic
 
+    if not minimal.get("config_dir"):
+        return []
     conf = Path(minimal["config_dir"])
     paths = []
     for group, body in (("task", minimal["task"]), ("variable", minimal["variable"])):

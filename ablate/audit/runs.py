@@ -7,7 +7,9 @@ audit can say it is missing instead of taking it as equal.
 
 from __future__ import annotations
 
+import bisect
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,7 +48,23 @@ class Run:
         A git work tree the run ran in, when it is at hand (for the files a commit changed).
     interpolations : dict
         Keys whose recorded value was an interpolation (Hydra's ``${...}``), with the text as recorded;
-        ``config`` holds the resolved value where it could be resolved.
+        ``config`` holds the value another key of the same record gives it, never one of the auditor's
+        environment (``${oc.env:...}`` and every other resolver stay text).
+    status : str or None
+        ``finished`` when the source records that the run ended well; None when it records no status (Hydra,
+        TensorBoard without hparams: then the steps it logged tell, :mod:`ablate.audit.identity`).
+    names : set of str
+        Other names the record gives the run (an MLflow run name, a W&B display name): a run logged to several
+        trackers under one name is one run.
+    tags : dict
+        The record's tags (MLflow tags; W&B tags as ``{tag: ""}``), for ``--tag`` and for ablate's own trials.
+    experiment : str or None
+        The MLflow experiment or W&B project the run was logged to.
+    records : list of str
+        Every record the run was seen through (``<source>:<id>``), when it was seen through several.
+    origin : str
+        The source it was read from, as given (``multirun/``, ``mlflow.db``): runs of one origin are never
+        merged (:mod:`ablate.audit.identity`).
     """
 
     source: str
@@ -59,6 +77,12 @@ class Run:
     started: float | None = None
     repo: str | None = None
     interpolations: dict[str, str] = field(default_factory=dict)
+    status: str | None = None
+    names: set[str] = field(default_factory=set)
+    tags: dict[str, str] = field(default_factory=dict)
+    experiment: str | None = None
+    records: list[str] = field(default_factory=list)
+    origin: str = ""
 
 
 def flatten(obj: Any) -> dict[str, Any]:
@@ -86,3 +110,46 @@ def git_out(repo: str, *args: str) -> str | None:
     except OSError:
         return None
     return out.stdout if out.returncode == 0 else None
+
+
+#: A commit id as git writes it (abbreviated or whole, SHA-1 or SHA-256).
+_HEX = re.compile(r"[0-9a-f]{7,64}")
+
+
+def commit_id(value: Any) -> str | None:
+    """``value`` when it reads as a commit id (hex), else None: a record's commit is data, never an option."""
+    return value if isinstance(value, str) and _HEX.fullmatch(value) else None
+
+
+def git_commit(repo: str, commit: str) -> str | None:
+    """The whole id of ``commit`` (hex, checked first) in ``repo``, or None when it is not there; the value is
+    passed after ``--end-of-options``."""
+    if commit_id(commit) is None:
+        return None
+    out = git_out(repo, "rev-parse", "--verify", "-q", "--end-of-options", f"{commit}^{{commit}}")
+    return out.strip() or None if out else None
+
+
+class GitHistory:
+    """What git says of the dirs runs ran in, asked once per dir (a read of many runs starts no process each)."""
+
+    def __init__(self) -> None:
+        self.tops: dict[str, str | None] = {}
+        self.history: dict[str, tuple[list[int], list[str]]] = {}
+
+    def toplevel(self, cwd: str | None) -> str | None:
+        if not cwd:
+            return None
+        if cwd not in self.tops:
+            self.tops[cwd] = git_toplevel(cwd)
+        return self.tops[cwd]
+
+    def commit_at(self, repo: str, started: float) -> str | None:
+        """The newest commit of ``repo``'s HEAD made at or before ``started`` (``rev-list -1 --before``)."""
+        if repo not in self.history:
+            out = git_out(repo, "log", "--format=%ct %H", "HEAD") or ""
+            pairs = sorted((int(t), h) for t, h in (line.split() for line in out.splitlines() if " " in line))
+            self.history[repo] = ([t for t, _ in pairs], [h for _, h in pairs])
+        times, shas = self.history[repo]
+        i = bisect.bisect_right(times, int(started))
+        return shas[i - 1] if i else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 
 from ablate.errors import ConfigError, SweepDirError
 from ablate.record.results import nothing_finished, without_result
@@ -268,34 +269,79 @@ def cmd_track(argv: list[str], name: str = "track") -> int:
 
 
 def cmd_audit(argv: list[str], name: str = "audit") -> int:
-    """``ablate audit SOURCE... [--variable KEY] [--metric NAME] [--out DIR]``: judge runs ablate did not launch
-    (Hydra run/multirun dirs, MLflow stores, W&B run dirs, ablate sweep dirs); see :mod:`ablate.audit`."""
+    """``ablate audit SOURCE... [--variable KEY] [--metric NAME] [--out DIR] [selection]``: judge runs ablate did not
+    launch (Hydra run/multirun dirs, MLflow stores, W&B run dirs, TensorBoard log dirs, DVC experiments, ablate
+    sweep dirs); see :mod:`ablate.audit`."""
     p = _Parser(prog=f"ablate {name}",
-                description="Read existing runs, group them into two arms (runs differing only in the seed are "
-                "replicates), classify every difference (variable, derived, confounds), give the verdict's "
+                description="Read existing runs (each run counted once, however many records show it), group them "
+                "into two arms (runs differing only in the seed are replicates; with one config, by data version, "
+                "then by commit), classify every difference (variable, derived, confounds), give the verdict's "
                 "statistics post hoc, and write the minimal ablation that settles it: audit.md, audit.json.")
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a Hydra run or multirun dir, an MLflow store (mlflow.db, mlruns/, a tracking URI), a W&B "
-                   "run dir (wandb/ or wandb/offline-run-*), an ablate sweep dir")
-    p.add_argument("--variable", metavar="KEY", help="the config key under test (default: proposed when exactly "
-                   "one key differs)")
-    p.add_argument("--metric", metavar="NAME", help="the metric to compare (default: the one every run logged)")
+                   "run dir (wandb/ or wandb/offline-run-*), a TensorBoard log dir, a DVC project or `dvc exp show "
+                   "--json` output, an ablate sweep dir")
+    p.add_argument("--variable", metavar="KEY", help="the difference under test: a config key, `commit`, or "
+                   "`data:PATH` (default: proposed)")
+    p.add_argument("--metric", nargs="+", metavar="NAME", help="the metric to compare (default: the one every run "
+                   "logged), or each side's: --metric A=val_acc B=val_accuracy")
     p.add_argument("--goal", choices=["maximize", "minimize"], help="the metric's direction (default: guessed "
-                   "from its name: loss, error ... are minimized)")
+                   "from its name's whole tokens: loss, error ... are minimized, acc, auc, f1 ... maximized)")
     p.add_argument("--reduce", choices=["last", "min", "max"], default="last",
                    help="how a metric logged at many steps becomes one value (as for trials)")
-    p.add_argument("--seed-key", default="seed", help="the config key holding the seed (default seed)")
-    p.add_argument("--repo", metavar="DIR", help="the git repo the runs ran in (for the files a commit changed; "
-                   "default: where the runs say they ran)")
+    p.add_argument("--seed-key", nargs="+", default=["seed"], metavar="KEY",
+                   help="the config key holding the seed (default seed), or each side's: --seed-key A=seed "
+                   "B=random_seed")
+    p.add_argument("--repo", metavar="DIR", help="the git repo the runs ran in (for the files a commit changed and "
+                   "the data versions; default: where the runs say they ran)")
     p.add_argument("--app", metavar="SCRIPT", help="the training script for the minimal ablation (default: the one "
                    "the runs recorded)")
+    p.add_argument("--experiment", action="append", default=[], metavar="NAME",
+                   help="only runs of this MLflow experiment (name or id) or W&B project (repeatable)")
+    p.add_argument("--run-id", action="append", default=[], metavar="ID",
+                   help="only this run (MLflow run id or name, W&B run id or name, DVC experiment; repeatable)")
+    p.add_argument("--tag", action="append", default=[], metavar="K=V",
+                   help="only runs with this tag (MLflow tag K=V; a W&B tag as written; repeatable: all must hold)")
+    p.add_argument("--since", metavar="TIME", help="only runs started at or after TIME (ISO date or date-time, "
+                   "local time: 2024-05-01, 2024-05-01T14:00)")
+    p.add_argument("--until", metavar="TIME", help="only runs started before TIME")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--out", metavar="DIR", default="audit", help="where audit.md and audit.json go (default audit/)")
     args = p.parse_args(argv)
     from pathlib import Path
 
-    from ablate.audit import run_audit
+    from ablate.audit import run_audit  # lazy: the audit's readers load only for `ablate audit`
+    from ablate.audit.sources import Selection
 
-    run_audit(args.sources, out=args.out, variable=args.variable, metric=args.metric, goal=args.goal,
-              reduce=args.reduce, seed_key=args.seed_key, repo=args.repo, app=args.app)
+    selection = Selection(experiments=tuple(args.experiment), run_ids=tuple(args.run_id), tags=tuple(args.tag),
+                          since=_when(args.since, "--since"), until=_when(args.until, "--until"))
+    run_audit(args.sources, out=args.out, variable=args.variable, metric=_per_side(args.metric, "--metric"),
+              goal=args.goal, reduce=args.reduce, seed_key=_per_side(args.seed_key, "--seed-key"), repo=args.repo,
+              app=args.app, selection=selection, plots=not args.no_plots)
     print(Path(args.out) / "audit.md")
     return 0
+
+
+def _per_side(values: list[str] | None, flag: str) -> str | dict[str, str] | None:
+    """``NAME`` (both sides), or ``A=NAME B=NAME`` (each side's)."""
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return values[0]
+    sides = dict(v.split("=", 1) if "=" in v else ("", v) for v in values)
+    if set(sides) != {"A", "B"} or not all(sides.values()):
+        raise ConfigError(f"{flag} {' '.join(values)} is neither one name nor each side's", where=flag,
+                          fix=f"give one name ({flag} NAME) or each side's ({flag} A=NAME B=NAME)")
+    return sides
+
+
+def _when(text: str | None, flag: str) -> float | None:
+    """An ISO date or date-time (local time unless it says its zone) as seconds since the epoch."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not a date", where=flag,
+                          fix=f"give an ISO date or date-time, e.g. {flag} 2024-05-01 or {flag} 2024-05-01T14:00")\
+            from None

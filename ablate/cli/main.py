@@ -115,14 +115,17 @@ def _hydra_main(argv: list[str]) -> int:
         from ablate.api import run_composed
         from ablate.orchestrate.suite import run_suite
         from ablate.plan.compose import compose
+        from ablate.plan.overrides import command_record
         from ablate.plan.suite import split_suite
         from ablate.trials.tasks.interface import split_cli, with_cli_overrides
 
+        command = command_record(args.overrides, config_path=args.config_path, config_dirs=config_dirs,
+                                 config_name=args.config_name)  # recorded in the plan: the rerun command
         ours, app_overrides = split_cli(args.overrides)
         names, rest = split_suite(ours)
         if names:  # `-m variable=lr,dropout`: a suite, one shared control
             run_suite(names, rest, config_path=config_path, config_dirs=config_dirs, config_name=args.config_name,
-                      app_overrides=app_overrides)
+                      app_overrides=app_overrides, command=command)
             return 0
         composed = with_cli_overrides(compose(ours, config_path=config_path, config_dirs=config_dirs,
                                               config_name=args.config_name), app_overrides)
@@ -131,9 +134,9 @@ def _hydra_main(argv: list[str]) -> int:
         scale = parse_scale(composed.cfg, os.getcwd())
         if scale is not None:  # `scale.key=... scale.values=[...]`: the ablation once per scale, then the check
             run_transfer(ours, scale, composed, config_path=config_path, config_dirs=config_dirs,
-                         config_name=args.config_name, app_overrides=app_overrides)
+                         config_name=args.config_name, app_overrides=app_overrides, command=command)
             return 0
-        run_composed(composed, plots_later=True)  # the PNGs follow the text (a detached drawer)
+        run_composed(composed, plots_later=True, command=command)  # the PNGs follow the text (a detached drawer)
         return 0
     if hydra_own:
         args.multirun = False  # `ablate -m ... --cfg job` shows the config, as ablate's messages suggest

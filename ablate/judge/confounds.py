@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ablate.judge.trial_resolved import dependent_keys
 from ablate.plan.arms import flatten
 
 #: Environment fields that differ between trials by design and are not confounds.
@@ -153,6 +154,7 @@ def check(plan: Mapping[str, Any],
     for arm in plan["arms"]:
         vary |= set((arm.get("changes") or {}).keys())
     vary |= set(plan.get("per_trial") or [])  # `${hydra:runtime.output_dir}` readers, an app's seed: per trial
+    vary |= dependent_keys(plan)  # resolved only in the trial, reading the variable: proved by judge.trial_resolved
     var = plan.get("variable") or {}
     if var.get("is_group"):
         vary.add(str(var.get("key", "")).replace("/", "."))

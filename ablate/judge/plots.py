@@ -102,15 +102,16 @@ def values_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.set_xticks(range(len(arms)), [tick_label(a, control, bool(verdict.get("suite"))) for a in arms],
                   rotation=20 if len(arms) > 4 else 0)
     ax.set_xlabel(axis_title(verdict))
-    ax.set_ylabel(f"{verdict['metric']} ({verdict['goal']})")
+    ax.set_ylabel(f"{verdict['metric']} ({'lower' if verdict.get('goal') == 'minimize' else 'higher'} is better)")
     ax.set_title("per-seed values; black: mean with 95% CI", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
 
 def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
-    """Paired differences T - C per seed for each paired comparison, sign-normalised (positive = better),
-    with Δ and its CI from the comparison (at the level its decision used), ordered by the variable's value.
+    """Paired differences T - C per seed for each paired comparison, in the metric's own sign (as every line and
+    table of verdict.md; the axis says which way is better), with Δ and its CI from the comparison (at the level its
+    decision used), ordered by the variable's value.
 
     Parameters
     ----------
@@ -132,17 +133,17 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax = fig.add_subplot()
     for i, c in enumerate(comps):
         t = by_arm[c["arm"]]
-        diffs = [sign * (t[str(s)] - control[str(s)]) for s in c["pairing"]["seeds"]
+        diffs = [t[str(s)] - control[str(s)] for s in c["pairing"]["seeds"]
                  if t.get(str(s)) is not None and control.get(str(s)) is not None]
         ax.scatter([i + j for j in _jitter(len(diffs))], diffs, s=16, alpha=0.6, color="C0", zorder=2)
         if c.get("diff") is not None:
-            ci = c.get("ci")
+            ci, d = c.get("ci"), sign * c["diff"]  # verdict.json's are sign-normalised: back to the metric's sign
             if ci and ci[0] is not None and math.isfinite(ci[0]):
-                ax.errorbar([i + 0.3], [c["diff"]], yerr=[[c["diff"] - ci[0]], [ci[1] - c["diff"]]], fmt="o",
-                            color="k", capsize=4, zorder=3)
+                lo, hi = sorted((sign * ci[0], sign * ci[1]))
+                ax.errorbar([i + 0.3], [d], yerr=[[d - lo], [hi - d]], fmt="o", color="k", capsize=4, zorder=3)
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
-    ax.set_ylabel(f"Δ {verdict['metric']} (positive = better)")
+    ax.set_ylabel(f"Δ {verdict['metric']} ({'lower' if sign < 0 else 'higher'} is better)")
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats.compare import level_text
 

@@ -1,31 +1,63 @@
-"""verdict.md: the verdict for a person, in the layout of the verdict spec (B9).
+"""verdict.md: the verdict for a person, its bottom line first.
 
-Order: title, validity warning, the bottom line (better / worse / equivalent / inconclusive, what to do), one
-verdict line per treatment, setup, per-arm table, comparison table, seed recommendation, flags, failures,
-plots, provenance, confounds, raw values by seed, terms. One function per section. Pure: a string
-from the verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and pins).
+The page opens with its heading (the key, the metric and its direction, said once: ``higher is better``), the
+warnings (invalid ablation, post hoc, dirty tree: each said once, here), and the bottom line: per treatment one sentence
+(:class:`ablate.judge.bottom_line.TreatmentLine`) and one "Next:" line with the command to run. Below it, each in its
+own section function listed in :data:`SECTIONS` (a new section is one function and one entry there): the lines for
+the paper, the seed recommendation, the suite, the ablation table, the target run, setup, arms, comparisons, flags,
+failures, plots, provenance, confounds, raw values; last, :mod:`ablate.judge.terms` defines every term the page uses.
+One sign convention throughout: Δ = treatment − control in the metric's own units and sign. Pure: a string from the
+verdict dict (:func:`ablate.judge.verdict.analyse` plus confounds and pins).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 from ablate.judge.against import against_markdown
+from ablate.judge.bottom_line import (
+    BottomLine,
+    bottom_line,
+    control_value,
+    direction,
+    raw_interval,
+    raw_sign,
+    signed,
+    suite_variables,
+    treatment_line,
+    verdict_decimals,
+)
+from ablate.judge.curves_report import curves_section
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
+from ablate.judge.terms import terms_section
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
-from ablate.record.names import value_label
 from ablate.stats.compare import firm_shortfall, level_text
 from ablate.stats.core import verdict_label
 from ablate.stats.multiplicity import LABELS
 
-#: What an indicative better/worse is, in the bottom line: a lead to confirm, not advice to act on.
-LEAD = "a lead, not yet a result"
+#: Flags said elsewhere on the page, not again under Flags: the indicative reason is in the Seed recommendation.
+SAID_ELSEWHERE = frozenset({"indicative_verdict"})
+#: The tests' names in a line for the paper.
+TEST_NAMES = {"Welch t": "Welch's t-test", "paired t": "paired t-test (by seed)"}
+
+
+@dataclass(frozen=True)
+class Page:
+    """What every section reads: the verdict, the decimals of its numbers, its bottom line."""
+
+    v: Mapping[str, Any]
+    dec: int
+    bottom: BottomLine
+
+    @property
+    def key(self) -> str:
+        return str((self.v.get("variable") or {}).get("key", "?"))
 
 
 def _num(v: Any, dec: int | None = None) -> str:
@@ -44,50 +76,28 @@ def _p(v: Any) -> str:
     return "< 0.0001" if v < 1e-4 else (f"{v:.2g}" if v < 0.001 else f"{v:.3g}")
 
 
+def _p_is(v: Any) -> str:
+    """``= 0.012`` or ``< 0.0001``: a p after its name."""
+    text = _p(v)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def _ci(ci: Any, dec: int | None = None) -> str:
     if not ci or ci[0] is None:
         return "–"
     return f"[{_num(ci[0], dec)}, {_num(ci[1], dec)}]"
 
 
-def _decimals(values: list[Any]) -> int:
-    """Decimals that show the arms' spread: 2 significant digits of the smallest positive SD-like scale."""
-    scales = [abs(v) for v in values if isinstance(v, int | float) and v and math.isfinite(v)]
-    if not scales:
-        return 4
-    return int(min(8, max(0, -math.floor(math.log10(min(scales))) + 1)))
-
-
-
 def _value(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
-def _value_if_hidden(c: Mapping[str, Any]) -> str:
-    """The treatment's value when its arm name does not end in it (a marked or cleaned label), else ''."""
-    val = value_label(c.get("value"))
-    return "" if str(c["arm"]).endswith(f"={val}") else val
-
-
-def _suite_vars(v: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((v.get("suite") or {}).get("variables") or [])
-
-
-def _control_value(v: Mapping[str, Any], c: Mapping[str, Any] | None = None) -> str:
-    """The control's value of the key a comparison varies (a suite's control has one value per key)."""
-    arms = v["arms"]
-    value = arms[0].get("value") if arms else "?"
-    if isinstance(value, Mapping):
-        keys = {sv["name"]: sv["key"] for sv in _suite_vars(v)}
-        key = keys.get(c.get("variable")) if c else None
-        if key is not None and key in value:
-            return _value(value[key])
-        return "; ".join(f"{k} {_value(x)}" for k, x in value.items())
-    return _value(value)
+def _level(level: Any) -> str:
+    return level_text(level) if isinstance(level, int | float) else "95%"
 
 
 def render_markdown(v: Mapping[str, Any]) -> str:
-    """The verdict as markdown: the bottom line first, then the evidence, one function per section.
+    """The verdict as markdown: the heading, the warnings, the bottom line, then :data:`SECTIONS`, then Terms.
 
     Parameters
     ----------
@@ -98,158 +108,210 @@ def render_markdown(v: Mapping[str, Any]) -> str:
     -------
     str
     """
-    var = v.get("variable") or {}
-    key = var.get("key", "?")
-    arms = v["arms"]
-    dec = _decimals([a.get("sd") for a in arms] + [a.get("sem") for a in arms])
-    L: list[str] = [f"# Ablation of `{key}`: {v['metric']} ({v['goal']})", ""]
+    dec = verdict_decimals(v)
+    page = Page(v, dec, bottom_line(v, dec))
+    L: list[str] = []
+    for section in SECTIONS:
+        L += section(page)
+    body = "\n".join(L)
+    return body + "\n" + "\n".join(terms_section(body, direction(v.get("goal")))) + "\n"
+
+
+def _heading(page: Page) -> list[str]:
+    """The title, with the metric's direction said once for the whole page, and the warnings, each said once."""
+    v = page.v
+    what = ("Suite of " + ", ".join(f"`{sv['key']}`" for sv in suite_variables(v)) + " against one control"
+            if suite_variables(v) else f"Ablation of `{page.key}`")
+    L = [f"# {what}: {v['metric']}, {direction(v.get('goal'))}", ""]
     if v.get("invalid"):
-        L += ["> **INVALID ABLATION.** " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
-              + " The verdicts below are shown for inspection only.", ""]
-    if v.get("dirty"):
-        L += ["> **Dirty**: the trials ran uncommitted changes to tracked files (the diff is in `dirty.patch`).", ""]
-    L += _bottom_line(v, dec)
-    L += _verdict_lines(v)
-    L += _suite_table_against(v)
-    L += _setup(v, key)
-    L += _arms_table(v, dec)
-    L += _comparisons_table(v, dec)
-    L += _seed_section(v)
-    L += _flags(v)
-    L += ["## Failures", ""]
-    L += _failures(v)
-    L += _plots(v)
-    L += _provenance(v)
-    L += _confounds(v)
-    L += _raw(v, dec)
-    L += _terms()
-    return "\n".join(L) + "\n"
-
-
-def _rerun(v: Mapping[str, Any], seeds: int) -> str:
-    """The command that runs this ablation again with ``seeds`` seeds per arm (a new sweep dir)."""
-    names = [sv["name"] for sv in _suite_vars(v)] or [str((v.get("variable") or {}).get("name", "?"))]
-    return (f"run the ablation again with `ablate -m variable={','.join(names)} seeds={seeds}` (and the other "
-            "overrides of this run; a new sweep dir)")
-
-
-def _more_seeds(c: Mapping[str, Any], v: Mapping[str, Any] | None = None,
-                rerun: Callable[[int], str] | None = None) -> str:
-    """What to run next for an undecided treatment, from its seed advice (one advised number)."""
-    adv = c.get("seed_advice") or {}
-    if c.get("seed_advice_sequential"):
-        return c["seed_advice_sequential"]
-    n, need, cap, power = adv.get("n"), adv.get("n_needed"), adv.get("cap", 50), adv.get("power")
-    if n is None:
-        return "run more seeds per arm"
-    if need is None:
-        return (f"more than {cap} seeds per arm would be needed (> cap: the seed advice's cap, the most seeds per arm "
-                f"it plans for, is {cap}): it cannot be decided within budget"
-                + ("" if adv.get("target_kind") == "margin" else "; set a margin to test for no meaningful "
-                   "difference instead"))
-    what = "the margin" if adv.get("target_kind") == "margin" else "the effect seen so far, which may be optimistic"
-    buys = f"; power {power:.2f} at the SD seen so far" if isinstance(power, int | float) else ""
-    return (f"run {max(1, need - n)} more seeds per arm ({need} per arm: 80% power for {what}, planned on the "
-            f"SD's 90% upper confidence limit{buys}) to decide: {(rerun or partial(_rerun, v or {}))(need)}")
-
-
-def _bottom_line(v: Mapping[str, Any], dec: int) -> list[str]:
-    """What a reader can act on, per treatment: the verdict word, what to do, and the numbers behind it."""
-    comps = v["comparisons"]
-    L = ["## Bottom line", ""]
-    if not comps:
-        return [*L, "No treatment arms.", ""]
-    if v.get("invalid"):
-        L += ["Do not act on these results: the ablation is invalid (see the warning above). "
-              "Fix the cause and run it again.", ""]
+        L += ["> **INVALID ABLATION**: " + " ".join(r.rstrip(".") + "." for r in v["invalid_reasons"])
+              + " Do not act on the verdicts below: they are shown for inspection only.", ""]
     if v.get("post_hoc"):
-        pre = "; ".join(f"{p['arm']} **{verdict_label(p['verdict'], p.get('firm'))}**"
+        pre = "; ".join(f"{p['arm']} {verdict_label(p['verdict'], p.get('firm'))}"
                         for p in v.get("preregistered_verdict") or [])
         L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
               f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
-              f"{pre or '–'} (in verdict.json under `preregistered_verdict`; `ablate verdict DIR --reset` "
-              "brings it back).", ""]
-    for c in comps:
-        what = bottom_line_words(c, v, dec)
-        val = _value_if_hidden(c)  # the treatment's value, always (when the arm's name does not show it)
-        L.append(f"- **{c['arm']}** ({f'value {val}; ' if val else ''}vs control {_control_value(v, c)}): {what}")
-    if v.get("non_default_options"):
-        L += ["", "Options changed from the defaults: " + _non_default(v) + "."]
-    L += ["", "Words in **bold** and the numbers behind them are defined under [Terms](#terms).", ""]
+              f"{pre or '–'} (`ablate verdict DIR --reset` brings it back).", ""]
+    if v.get("dirty"):
+        L += ["> **Dirty**: the trials ran uncommitted changes to tracked files (the diff is in `dirty.patch`).", ""]
     return L
 
 
+def _bottom_line(page: Page) -> list[str]:
+    """Per treatment one sentence, then the one command to run next."""
+    if not page.v["comparisons"]:
+        return ["## Bottom line", "", "No treatment arms.", ""]
+    return ["## Bottom line", "", *page.bottom.lines(), ""]
+
+
 def bottom_line_words(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None = None,
-                      rerun: Callable[[int], str] | None = None) -> str:
-    """One treatment's bottom line: the verdict word (``better (indicative)`` where indicative), what to do, the
-    numbers behind it and, for an indicative or inconclusive verdict, the seeds to run (``ablate audit`` says its
-    post-hoc verdict in these words too).
+                      rerun: Callable[[int], str] | None = None, *, confounded: bool = False,
+                      change: str | None = None) -> str:
+    """One treatment's bottom line as verdict.md words it (``ablate audit`` says its post-hoc verdict in these words),
+    and, where more seeds are to run, what to run (``rerun``).
 
     Parameters
     ----------
     c : mapping
         A comparison of verdict.json.
     v : mapping
-        The verdict (its ``metric``, ``arms``, ``variable``).
+        The verdict (its ``metric``, ``goal``, ``arms``, ``variable``).
     dec : int, optional
         Decimals for the numbers; default: verdict.md's, from the arms' SDs.
     rerun : callable, optional
-        seeds per arm -> the clause saying what to run; default: verdict.md's "run the ablation again with ...".
+        Seeds per arm -> the clause saying what to run (``ablate audit``: its minimal ablation); default: nothing is
+        added.
+    confounded : bool
+        The compared runs differ in more than the variable: the sentence says the difference cannot be credited to it
+        (never an advice to adopt or reject).
+    change : str, optional
+        What changed, in the caller's words (``epochs 4 → 5``); default: from the verdict's variable and arms.
 
     Returns
     -------
     str
+        :meth:`ablate.judge.bottom_line.TreatmentLine.sentence`, then ``Next: <rerun(seeds)>.`` when seeds are to run.
     """
-    if dec is None:
-        dec = _decimals([a.get("sd") for a in v["arms"]] + [a.get("sem") for a in v["arms"]])
-    metric = v["metric"]
-    ci = c.get("ci")
-    level = _level(c.get("ci_level"))
-    diff = c.get("diff")
-    size = (f" by {_num(abs(diff), dec)}" + (f" ({abs(c['diff_pct']):.1f}%)" if c.get("diff_pct") is not None
-                                             else "")
-            + (f"; {level} CI of the difference [{_num(ci[0], dec)}, {_num(ci[1], dec)}]" if ci else "")
-            if diff is not None else "")
-    verdict = c["verdict"]
-    firm = c.get("firm") is not False
-    word = verdict_label(verdict, c.get("firm"))
-    if verdict == "better":
-        what = f"**{word}**: {'adopt it' if firm else LEAD}; it improves {metric}{size}."
-    elif verdict == "worse":
-        what = f"**{word}**: {'reject it' if firm else LEAD}; it makes {metric} worse{size}."
-    elif verdict == "equivalent":
-        what = (f"**equivalent**: no difference that matters; the difference stays within the margin "
-                f"±{c.get('margin'):.4g}; choose on other grounds (cost, simplicity).")
-    elif verdict == "inconclusive":
-        what = f"**inconclusive**: {_more_seeds(c, v, rerun)}."
+    t = treatment_line(c, v, dec, confounded=confounded, change=change)
+    if rerun is None or t.seeds_next is None:
+        return t.sentence()
+    return f"{t.sentence()} Next: {rerun(t.seeds_next)}."
+
+
+def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
+    """One treatment's result as a paper reports it, to paste: Δ with its CI, the test and its p, N per arm, the
+    seeds, and whether the verdict is firm.
+
+    Returns
+    -------
+    str
+        ``lr=0.2 vs control (task.optim.lr 0.05 → 0.2): Δ val_acc = +0.019 (97.5% CI +0.004 to +0.034; higher is
+        better), Welch's t-test, p_adj = 0.012 (Holm over 2 treatments), N = 10 seeds per arm (seeds 0-9): better,
+        firm.``
+    """
+    t = treatment_line(c, v, dec)
+    seeds = v.get("seeds") or []
+    span = f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[0] + len(seeds))) else \
+        "seeds " + ", ".join(str(s) for s in seeds)
+    n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
+    head = f"{t.arm} vs control ({t.key} {t.control} → {t.value})"
+    if t.delta is None:
+        return f"{head}: {t.word}: {t.why}; N = {n} completed seeds per arm ({span})."
+    ci = f"{_level(t.ci_level)} CI {signed(t.ci[0], dec)} to {signed(t.ci[1], dec)}; " if t.ci else ""
+    delta = f"Δ {t.metric} = {signed(t.delta, dec)} ({ci}{direction(v.get('goal'))})"
+    test = TEST_NAMES.get(str(c.get("test")), str(c.get("test")))
+    m = c.get("n_comparisons") or 1
+    if c.get("multiplicity") in (None, "none", "group sequential") or m < 2:
+        p = f"p {_p_is(c.get('pvalue_adjusted') if c.get('guard_factor', 1) > 1 else c.get('pvalue'))}"
     else:
-        what = f"**insufficient data**: {c.get('insufficient_reason') or 'see the verdict line'}."
-    if verdict in ("better", "worse") and not firm:
-        what += " " + indicative_note(c, (rerun or partial(_rerun, v))(c.get("firm_from") or 20))
-    return what
+        how = LABELS.get(c["multiplicity"], c["multiplicity"]).split(" (")[0]
+        p = f"p_adj {_p_is(c.get('pvalue_adjusted'))} ({how} over {m} treatments)"
+    if c.get("guard_factor", 1) > 1:
+        p += f" (of p × {c['guard_factor']:g}: skew guard)"
+    paired = " pairs" if c.get("paired") else " seeds per arm"
+    firm = "" if t.verdict not in ("better", "worse") else ", firm" if t.firm is not False else ", not yet firm"
+    word = t.verdict + (f" ({t.size})" if t.size else "")
+    return f"{head}: {delta}, {test}, {p}, N = {n}{paired} ({span}): {word}{firm}."
 
 
-def indicative_note(c: Mapping[str, Any], rerun: str) -> str:
-    """Why a better/worse verdict is only indicative, and the seeds that would make it firm (verdict.md's bottom
-    line; the audit's too).
+def _paper(page: Page) -> list[str]:
+    """A line per treatment a user can paste into a paper (plain text: no markdown inside)."""
+    comps = page.v["comparisons"]
+    if not comps:
+        return []
+    return ["## For the paper", "", *(f"- {paper_line(c, page.v, page.dec)}" for c in comps), ""]
 
-    Parameters
-    ----------
-    c : mapping
-        A comparison of verdict.json (``firm`` False).
-    rerun : str
-        What to run for the seeds that make it firm (a clause, e.g. verdict.md's "run the ablation again with ...").
-    """
+
+def indicative_text(c: Mapping[str, Any]) -> str:
+    """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
+    recommendation)."""
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
     pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
     short = firm_shortfall(c.get("pvalue_adjusted"), c.get("decision_level"), c.get("decision_label") or "α", pname,
                            lim)
-    return (f"Indicative only: with {n} seeds per arm{' (paired)' if c.get('paired') else ''} no test of the mean "
-            f"holds α for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 "
-            f"there), and {short}. At {lim} seeds per arm ({max(0, lim - n)} more) it is firm if its {pname} is then "
-            f"below {c.get('decision_label') or 'α'} (ablate's rule for a firm verdict; more seeds can also show no "
-            f"effect; the seeds for 80% power are a separate answer, under Seed recommendation): {rerun}.")
+    return (f"Not yet firm: with {n} seeds per arm{' (paired)' if c.get('paired') else ''} no test of the mean holds α "
+            f"for every metric shape (skewed arms of unequal spread reach a false-positive rate of 0.08-0.14 there), "
+            f"and {short}. At {lim} seeds per arm it is firm if its {pname} then stays below "
+            f"{c.get('decision_label') or 'α'} (more seeds can also show no effect).")
+
+
+def seed_advice_text(c: Mapping[str, Any]) -> str:
+    """A comparison's seed recommendation (verdict.md's Seed recommendation line; the audit's too): the seeds for
+    80% power and, for an indicative verdict, why it is not yet firm, the seeds that make it firm, and one sentence on
+    how the two numbers differ (the Next line runs the larger)."""
+    adv = c.get("seed_advice")
+    msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
+    if c.get("seed_advice_sequential"):
+        msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
+    if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
+        lim = int(c.get("firm_from") or 20)
+        need = (adv or {}).get("n_needed")
+        target = "the margin δ" if (adv or {}).get("target_kind") == "margin" else "the effect seen so far"
+        power = f"{need} seeds per arm give 80% power for {target}" if need is not None else \
+            f"80% power for {target} needs more seeds than the cap"
+        msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
+               f"ablate's rule calls this verdict firm, {power}; the Next line runs the larger, "
+               f"{max(lim, int(need or 0))}.")
+    return msg
+
+
+def _seed_section(page: Page) -> list[str]:
+    L = ["## Seed recommendation", ""]
+    for c in page.v["comparisons"]:
+        L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
+    L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
+          "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
+          "the pilots). ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
+    return L
+
+
+def _suite_table_against(page: Page) -> list[str]:
+    """The suite, ablation-table and --against sections (:mod:`ablate.judge.suite`, :mod:`ablate.judge.table`,
+    :mod:`ablate.judge.against`)."""
+    v = page.v
+    L = suite_markdown(v)
+    if v.get("table"):
+        L += table_markdown(v["table"], v)
+        if (v.get("plots") or {}).get("forest"):
+            L += [f"![forest plot: Δ vs control with its CI, per treatment]({v['plots']['forest']})", ""]
+    return L + against_markdown(v)
+
+
+def _comparisons_table(page: Page) -> list[str]:
+    """Every number of each comparison, in the metric's own sign (Δ, t and the effect size alike)."""
+    v, dec = page.v, page.dec
+    L = ["## Comparisons", "",
+         "Δ, Δ%, t and the effect size are treatment − control in the metric's own sign; each CI of Δ is at the level "
+         "its decision used.", "",
+         "| treatment | test | n (T/C) | Δ | Δ% | CI of Δ (level) | t (df) | p | p_adj | effect | P(T beats C) "
+         "[95% CI] | robust p (floor) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    s = raw_sign(v.get("goal"))
+    for c in v["comparisons"]:
+        pi = _num(c.get("prob_improvement"), 2)
+        if c.get("prob_improvement_ci"):
+            pi += " " + _ci(c["prob_improvement_ci"], 2)
+        stat = c.get("statistic")
+        t = f"{signed(s * stat, 2)} ({_df(c.get('df'))})" if stat is not None else "–"
+        eff = c.get("effect_size")
+        eff_s = f"{c['effect_size_name']} = {signed(s * eff, 2)}" if eff is not None else "–"
+        ci = raw_interval(c.get("ci"), v.get("goal"))
+        ci_s = f"[{signed(ci[0], dec)}, {signed(ci[1], dec)}] ({_level(c['ci_level'])})" if ci else "–"
+        diff, pct = c.get("diff"), c.get("diff_pct")
+        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | "
+                 f"{signed(None if diff is None else s * diff, dec)} | "
+                 f"{signed(None if pct is None else s * pct, 1)} | {ci_s} | {t} | {_p(c.get('pvalue'))} | "
+                 f"{_p(c.get('pvalue_adjusted'))} | {eff_s} | {pi} | {_robust(c)} |")
+    return [*L, ""]
+
+
+def _flags(page: Page) -> list[str]:
+    L = ["## Flags", ""]
+    for c in page.v["comparisons"]:
+        L += [f"- {c['arm']}: {f['message']} (`{f['code']}`)" for f in c.get("flags") or []
+              if f["code"] not in SAID_ELSEWHERE]
+    return L + (["None."] if len(L) == 2 else []) + [""]
 
 
 def _robust(c: Mapping[str, Any]) -> str:
@@ -263,26 +325,8 @@ def _robust(c: Mapping[str, Any]) -> str:
     return f"{_p(p)} (floor {_p(floor)})" if floor is not None else _p(p)
 
 
-def _level(level: Any) -> str:
-    return level_text(level) if isinstance(level, int | float) else "95%"
-
-
-def _verdict_lines(v: Mapping[str, Any]) -> list[str]:
-    comps = v["comparisons"]
-    L = ["## Verdict", ""]
-    if not comps:
-        L.append("No treatment arms.")
-    for c in comps:
-        size = f" ({c['size']})" if c.get("size") else ""
-        val = _value_if_hidden(c)
-        shown = f" (value {val})" if val else ""  # the treatment's value, always
-        control = _control_value(v, c)
-        L.append(f"- **{c['arm']}**{shown} vs control ({control}): **{verdict_label(c['verdict'], c.get('firm'))}**"
-                 f"{size}. {c['reason']}")
-    return [*L, ""]
-
-
-def _arms_table(v: Mapping[str, Any], dec: int) -> list[str]:
+def _arms_table(page: Page) -> list[str]:
+    v, dec = page.v, page.dec
     arms = v["arms"]
     L = ["## Arms", "", "| arm | value | n | failed | pending | mean | SD | SEM | CI of the mean (95%) | median | IQM "
          "| min | max |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -299,74 +343,8 @@ def _arms_table(v: Mapping[str, Any], dec: int) -> list[str]:
     return [*L, ""]
 
 
-def _comparisons_table(v: Mapping[str, Any], dec: int) -> list[str]:
-    comps = v["comparisons"]
-    L = ["## Comparisons", "",
-         "Δ = treatment − control in the metric's own sign, as in the verdict lines and the ablation table"
-         + (" (the metric is minimised: a negative Δ is better)" if v.get("goal") == "minimize" else "")
-         + ". Each CI of Δ is at the level its decision used (shown in the cell), so it excludes 0 exactly when the "
-         "verdict is better or worse; effect size: Hedges' g (unpaired) or d_z (paired), t and P(T>C) are "
-         "sign-normalised (positive = better). P(T>C) has a 95% CI.", "",
-         "| treatment | test | n (T/C) | Δ | Δ% | CI of Δ (level) | t (df) | p | p_adj | effect | P(T>C) [95% CI] "
-         "| robust p (floor) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    flip = -1.0 if v.get("goal") == "minimize" else 1.0
-    for c in comps:
-        pi = _num(c.get("prob_improvement"), 2)
-        if c.get("prob_improvement_ci"):
-            pi += " " + _ci(c["prob_improvement_ci"], 2)
-        t = f"{_num(c.get('statistic'), 2)} ({_df(c.get('df'))})" if c.get("statistic") is not None else "–"
-        eff = f"{c['effect_size_name']} = {_num(c.get('effect_size'), 2)}" if c.get("effect_size") is not None else "–"
-        rob = _robust(c)
-        level = f" ({_level(c['ci_level'])})" if c.get("ci") else ""
-        diff = None if c.get("diff") is None else flip * c["diff"]
-        pct = None if c.get("diff_pct") is None else flip * c["diff_pct"]
-        ci = sorted((flip * c["ci"][0], flip * c["ci"][1])) if c.get("ci") and c["ci"][0] is not None else c.get("ci")
-        L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | {_num(diff, dec)} | "
-                 f"{_num(pct, 1)} | {_ci(ci, dec)}{level} | {t} | {_p(c.get('pvalue'))} | "
-                 f"{_p(c.get('pvalue_adjusted'))} | {eff} | {pi} | {rob} |")
-    return [*L, ""]
-
-
-def seed_advice_text(c: Mapping[str, Any]) -> str:
-    """A comparison's seed recommendation (verdict.md's Seed recommendation line; the audit's too): the seeds for
-    80% power and, for an indicative verdict, what they answer beside the seeds that make it firm."""
-    adv = c.get("seed_advice")
-    msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
-    if c.get("seed_advice_sequential"):
-        msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
-    if c.get("firm") is False:  # the bottom line names another number of seeds: say what each answers
-        msg += (f" (This is the seeds for 80% power at the observed effect; the {c.get('firm_from') or 20} seeds "
-                "per arm in the bottom line answer another question: from how many seeds ablate calls this "
-                "verdict firm.)")
-    return msg
-
-
-def _seed_section(v: Mapping[str, Any]) -> list[str]:
-    L = ["## Seed recommendation", ""]
-    for c in v["comparisons"]:
-        L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
-    L += ["", "The MDE (minimum detectable effect) is the smallest true difference this N detects with 80% power. "
-          "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
-          "differences), since SDs from few seeds are "
-          "noisy (the point SD would reach the power in only about half the pilots). "
-          "ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
-    return L
-
-
-def _flags(v: Mapping[str, Any]) -> list[str]:
-    L = ["## Flags", ""]
-    n_flags = 0
-    for c in v["comparisons"]:
-        for f in c.get("flags") or []:
-            L.append(f"- {c['arm']}: {f['message']} (`{f['code']}`)")
-            n_flags += 1
-    if not n_flags:
-        L.append("None.")
-    return [*L, ""]
-
-
-def _plots(v: Mapping[str, Any]) -> list[str]:
+def _plots(page: Page) -> list[str]:
+    v = page.v
     plots = v.get("plots") or {}
     L: list[str] = []
     if plots.get("values") or plots.get("paired"):
@@ -385,17 +363,6 @@ def _plots(v: Mapping[str, Any]) -> list[str]:
     return L
 
 
-def _suite_table_against(v: Mapping[str, Any]) -> list[str]:
-    """The suite, ablation-table and --against sections (:mod:`ablate.judge.suite`, :mod:`ablate.judge.table`,
-    :mod:`ablate.judge.against`), placed after the verdict lines."""
-    L = suite_markdown(v)
-    if v.get("table"):
-        L += table_markdown(v["table"], v)
-        if (v.get("plots") or {}).get("forest"):
-            L += [f"![forest plot: Δ vs control with its CI, per treatment]({v['plots']['forest']})", ""]
-    return L + against_markdown(v)
-
-
 def _df(df: Any) -> str:
     """Degrees of freedom: ``9`` for a whole number (paired t, Student), ``7.3`` for Welch's."""
     if not isinstance(df, int | float):
@@ -403,40 +370,8 @@ def _df(df: Any) -> str:
     return str(int(df)) if float(df).is_integer() else f"{df:.1f}"
 
 
-def _terms() -> list[str]:
-    return [
-        "## Terms", "",
-        "- **Δ**: mean(treatment) − mean(control), signed so that positive is better; **Δ%**: relative to control.",
-        "- **CI** (confidence interval): the range of true values compatible with the data at the level shown "
-        "(95%, 97.5%, ...). The CI of Δ is at the level its decision used: 1 − α/m (Bonferroni), Holm's step "
-        "level α/(m − j + 1), R·α/m for Benjamini-Hochberg (false coverage-statement rate), Dunnett's "
-        "simultaneous level, or 1 − the boundary p of a sequential look; it excludes 0 exactly when the verdict "
-        "is better or worse. Arms' CIs of the mean are 95% (Wilson's interval for a 0/1 metric).",
-        "- **α** (alpha): the accepted chance of calling a treatment better or worse when it does nothing, for "
-        "the whole family of treatments. **p**: how surprising the data would be if the treatment did nothing; "
-        "**p_adj**: p after Holm's correction for testing m treatments (or the chosen multiplicity).",
-        "- **seed**: one run of an arm with its own random seed; **arm**: the control or a treatment.",
-        "- **g** (Hedges' g): Δ in units of the pooled standard deviation, bias-corrected; **d_z**: the mean of the "
-        "paired differences in units of their SD (paired designs). 0.5 is medium, 0.8 large.",
-        "- **P(T>C)**: how often a treatment seed beats a control seed (0.5 = no difference).",
-        "- **robust p**: a rank test (Mann-Whitney, or Wilcoxon when paired) that does not assume normal errors; "
-        "its floor is the smallest p it can reach at this N.",
-        "- **IQM**: interquartile mean (mean of the middle 50% of seeds). **MDE**: see Seed recommendation. "
-        "**Winner's curse**: an effect that just passed a test tends to be overestimated, so seeds planned "
-        "from it are too few.",
-        "- Verdicts, one word each in the bottom line, the verdict lines, the tables (↑ ↓ ≈ ○ –), the plots and "
-        "verdict.json: **better** / **worse** (p_adj < α: adopt / reject), **equivalent** (the CI lies inside "
-        "±margin: no difference that matters), **inconclusive** (the data cannot decide at this N, with the seeds "
-        "to run), **insufficient data** (< 3 completed seeds, or nothing to test). **indicative**: a better/worse "
-        "below 20 seeds per arm (20 pairs) whose p_adj × 10 is not below its level: no test of the mean holds α "
-        "there for every metric shape, so it is a lead to confirm with the seeds named, not a result.",
-        "- **CI level**: each CI of Δ is at the level its decision was taken at (1 − α/m, Holm's step level, a "
-        "sequential boundary, divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict "
-        "is better or worse.", "",
-    ]
-
-
-def _setup(v: Mapping[str, Any], key: str) -> list[str]:
+def _setup(page: Page) -> list[str]:
+    v, key = page.v, page.key
     arms, comps, o = v["arms"], v["comparisons"], v.get("options") or {}
     vals = ", ".join(_value(a.get("value")) for a in arms[1:])
     tests = sorted({c["test"] for c in comps}) or ["–"]
@@ -464,14 +399,14 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
     ver = v.get("versions") or {}
     suite = v.get("suite") or {}
     if suite:  # one row per variable of the suite, each with its own control value
-        variable_s = "; ".join(f"`{sv['key']}`: control {_control_value(v, {'variable': sv['name']})}; "
+        variable_s = "; ".join(f"`{sv['key']}`: control {control_value(v, {'variable': sv['name']})}; "
                                f"treatments {', '.join(_value(x) for x in sv.get('values') or []) or '–'}"
-                               for sv in _suite_vars(v))
+                               for sv in suite_variables(v))
     else:
         variable_s = f"`{key}`: control {_value(arms[0].get('value')) if arms else '?'}; treatments {vals or '–'}"
     if suite.get("family") == "variable":
         alpha_s = (f"{v['alpha']:.3g} family-wise within each variable (family=variable): "
-                   + ", ".join(f"{sv['name']} {len(sv.get('arms') or [])}" for sv in _suite_vars(v))
+                   + ", ".join(f"{sv['name']} {len(sv.get('arms') or [])}" for sv in suite_variables(v))
                    + " treatment(s); not controlled across the suite")
     else:
         alpha_s = f"{v['alpha']:.3g} family-wise over {m} treatment(s)" + (" of the suite" if suite else "")
@@ -482,7 +417,7 @@ def _setup(v: Mapping[str, Any], key: str) -> list[str]:
         f"| arms | {', '.join(str(a['arm']) for a in arms)} |",
         f"| seeds | {', '.join(str(s) for s in seeds[:30])}{' ...' if len(seeds) > 30 else ''} "
         f"({len(seeds)} per arm{'; ' + v['seed_note'] if v.get('seed_note') else ''}"
-        f"{'; observed: ' + v['seed_ignored']['message'] if v.get('seed_ignored') else ''}) |",
+        f"{'; every seed of an arm gave the same metrics: the warning at the top' if v.get('seed_ignored') else ''}) |",
         f"| α | {alpha_s} |",
         f"| test | {', '.join(tests)} (primary); {', '.join(robust) or '–'} (robustness check) |",
         f"| pairing | {o.get('pairing', 'auto')}: {'; '.join(pairing)} |",
@@ -545,8 +480,9 @@ def _non_default(v: Mapping[str, Any]) -> str:
                      for o in items)
 
 
-def _failures(v: Mapping[str, Any]) -> list[str]:
-    L: list[str] = []
+def _failures(page: Page) -> list[str]:
+    v = page.v
+    L: list[str] = ["## Failures", ""]
     any_fail = False
     for a in v["arms"]:
         bad = {k: n for k, n in (a.get("statuses") or {}).items() if k != "ok"}
@@ -571,7 +507,8 @@ def _failures(v: Mapping[str, Any]) -> list[str]:
     return [*L, ""]
 
 
-def _provenance(v: Mapping[str, Any]) -> list[str]:
+def _provenance(page: Page) -> list[str]:
+    v = page.v
     pins = v.get("pins") or {}
     code = pins.get("code") or {}
     L = ["## Provenance", ""]
@@ -605,7 +542,8 @@ def _provenance(v: Mapping[str, Any]) -> list[str]:
     return [*L, ""]
 
 
-def _confounds(v: Mapping[str, Any]) -> list[str]:
+def _confounds(page: Page) -> list[str]:
+    v = page.v
     cf = v.get("confounds") or {}
     L = ["## Confounds", ""]
     findings = cf.get("findings") or []
@@ -623,7 +561,8 @@ def _confounds(v: Mapping[str, Any]) -> list[str]:
     return [*L, ""]
 
 
-def _raw(v: Mapping[str, Any], dec: int) -> list[str]:
+def _raw(page: Page) -> list[str]:
+    v, dec = page.v, page.dec
     arms = v["arms"]
     seeds = sorted({int(s) for a in arms for s in a["values"]})
     L = ["## Raw values by seed", "", "| seed | " + " | ".join(str(a["arm"]) for a in arms) + " |",
@@ -641,3 +580,16 @@ def _raw(v: Mapping[str, Any], dec: int) -> list[str]:
     if not seeds:
         L.append("| – |" + " – |" * len(arms))
     return [*L, ""]
+
+
+def _curves(page: Page) -> list[str]:
+    """The curve verdicts (``curve.enabled=true``; :mod:`ablate.judge.curves_report`)."""
+    return curves_section(page.v)
+
+
+#: verdict.md's sections, in order: each a function of the :class:`Page` returning its lines. A new section is one
+#: function and one entry here (Terms is built last, from the text of these).
+SECTIONS: tuple[Callable[[Page], list[str]], ...] = (
+    _heading, _bottom_line, _paper, _seed_section, _suite_table_against, _setup, _arms_table, _comparisons_table,
+    _curves, _flags, _failures, _plots, _provenance, _confounds, _raw,
+)

@@ -5,9 +5,10 @@ never handed the seed, gives the same numbers for every seed: N seeds are then o
 difference between arms is a sample of one. The verdict refuses to call a difference then, and says how to
 hand the script its seed; ``ablate repro`` and the Setup line say the same. Only what was observed is said:
 the metrics were identical, so the seed changed nothing the task reports (or its metric cannot vary).
-Checked for tasks that run a script (``command``, ``app``), which ablate cannot seed from outside; an ``fn``
-task's generators are seeded by ablate, so equal values there are a metric that cannot vary (a 0/1 metric
-solved at every seed), not an ignored seed.
+Checked for every form: a script (``command``, ``app``) ablate cannot seed from outside, and an ``fn`` task that
+seeds itself again after ablate did (Lightning's ``seed_everything(42)``; ``seed_everything()`` with no argument
+reads ``$PL_GLOBAL_SEED``, which every trial sets to its seed, :func:`ablate.trials.seeding.seed_environment`).
+Equal values can also be a metric that cannot vary (a 0/1 metric solved at every seed): the message says both.
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ def _bits(v: Any) -> str:
     return repr(v)
 
 
+def metric_names(plan: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The metric columns of ``trials`` (results.csv rows), timing metrics (:mod:`ablate.record.timing`) left out:
+    they vary by machine, not by seed or arm."""
+    extra = task_timing_metrics(plan)
+    return sorted({k for t in trials for k in t if k not in _NOT_METRICS and not is_timing_metric(k, extra)})
+
+
+def metric_bits(trial: Mapping[str, Any], names: Sequence[str]) -> dict[str, str]:
+    """A trial's metrics ``names`` as exact text (a float's hex): equal only when bit-identical."""
+    return {k: _bits(trial.get(k)) for k in names}
+
+
 def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The arms whose finished trials (2 or more, different seeds) gave bit-identical metrics.
 
@@ -40,10 +53,6 @@ def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     dict
         Arm name -> ``{"arm", "label", "seeds", "metrics"}`` (the metrics every seed gave).
     """
-    task = plan.get("task") or {}
-    if task.get("fn") or not (task.get("command") or task.get("app")):
-        return {}  # ablate seeds an fn task's generators itself: equal metrics there mean a metric that cannot vary
-    extra = task_timing_metrics(plan)
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     by_arm: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -53,11 +62,11 @@ def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     for arm, trials in by_arm.items():
         if len({t["seed"] for t in trials}) < 2:
             continue
-        names = sorted({k for t in trials for k in t if k not in _NOT_METRICS and not is_timing_metric(k, extra)})
+        names = metric_names(plan, trials)
         if not names:
             continue
-        first = {k: _bits(trials[0].get(k)) for k in names}
-        if all({k: _bits(t.get(k)) for k in names} == first for t in trials[1:]):
+        first = metric_bits(trials[0], names)
+        if all(metric_bits(t, names) == first for t in trials[1:]):
             out[arm] = {"arm": arm, "label": labels.get(arm, arm), "seeds": sorted(int(t["seed"]) for t in trials),
                         "metrics": {k: trials[0].get(k) for k in names}}
     return out
@@ -77,7 +86,10 @@ def seed_fix(plan: Mapping[str, Any]) -> str:
                 "constant of its own")
     if task.get("app") or cfg_task.get("app"):
         return "make the app seed itself from its `seed_key` setting (e.g. `seed_everything(cfg.seed)`)"
-    return "make the task draw its randomness from the generators ablate seeds, not from a fixed seed of its own"
+    return ("make the task draw its randomness from the generators ablate seeds, not from a fixed seed of its own: "
+            "it seeds them again itself (e.g. Lightning's `seed_everything(42)`, or `torch.manual_seed` with a "
+            "constant); call `seed_everything(cfg.seed)` with the trial's seed, or drop the call (ablate seeded "
+            "python, numpy and torch before the task ran)")
 
 
 def message(flagged: Mapping[str, Mapping[str, Any]], plan: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ablate.judge.curves_report import curve_cell_text, curve_column
 from ablate.judge.forest import forest_plot
 from ablate.plan.arms import format_value
 from ablate.record.sweepdir import write_atomic
@@ -153,7 +154,7 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
             out_rows[best]["bold"] = True
     missing = [m for m in cols[1:] if not values[m]]  # asked for, returned by no completed trial
     return {"primary": primary, "goal": goal, "metrics": cols, "mean_ci_level": 0.95, "rows": out_rows,
-            "missing_metrics": missing,
+            "missing_metrics": missing, **({"curve": curve} if (curve := curve_column(verdict)) else {}),
             "delta_ci_levels": sorted({r["cells"][primary]["delta_ci_level"] for r in out_rows
                                        if r["cells"][primary]["delta_ci_level"] is not None})}
 
@@ -174,7 +175,10 @@ def decimals(table: Mapping[str, Any], metric: str) -> int:
 def _fmt(x: Any, dec: int, signed: bool = False) -> str:
     if not _finite(x):
         return "–"
-    return f"{x:+.{dec}f}" if signed else f"{x:.{dec}f}"
+    if signed:
+        s = f"{x:+.{dec}f}"
+        return "+" + s[1:] if float(s) == 0 else s  # no "-0.000"
+    return f"{x:.{dec}f}"
 
 
 def _mean_text(cell: Mapping[str, Any], dec: int, pm: str) -> str:
@@ -195,12 +199,16 @@ def _delta_text(cell: Mapping[str, Any], dec: int) -> str:
 
 
 def _level_text(table: Mapping[str, Any]) -> str:
+    """The CI levels of the Δ column as verdict.md's other lines write them (``97.5%``, ``98.33%``)."""
+    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
+    from ablate.stats.compare import level_text
+
     levels = table.get("delta_ci_levels") or []
     if len(levels) == 1:
-        return f"{levels[0]:.1%}"
+        return level_text(levels[0])
     if not levels:
         return "–"
-    return f"{min(levels):.1%}–{max(levels):.1%}"
+    return f"{level_text(min(levels))}–{level_text(max(levels))}"
 
 
 def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
@@ -210,7 +218,7 @@ def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
     return (f"Ablation of {_what(verdict)}, {seeds} seeds per arm. Cells: mean ± half-width of the "
             f"{table['mean_ci_level']:.0%} t-interval; Δ = treatment − control in metric units with its "
             f"{_level_text(table)} CI (the level each verdict was decided at, as in the verdict). "
-            f"{table['primary']} ({table['goal']}) decides the verdict"
+            f"{table['primary']} ({'lower' if table['goal'] == 'minimize' else 'higher'} is better) decides the verdict"
             + (f"; {', '.join(desc)} {'is' if len(desc) == 1 else 'are'} descriptive" if desc else "")
             + f". Verdict: {LEGEND}. Bold: the best arm, shown only when its verdict is better.")
 
@@ -240,6 +248,9 @@ def markdown(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> list[str]:
         head += [f"{m} ({table['mean_ci_level']:.0%} CI)", f"Δ {m} [CI]"]
         if m == table["primary"]:
             head.append("verdict")
+    curve = table.get("curve")
+    if curve:  # curve.summary: the curve verdict's chosen summary, with its simultaneous CI
+        head.append(curve["header"])
     L = ["## Ablation table", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table["rows"]:
         cells = [_label(r), *([r.get("variable") or "–"] if suite else [])]
@@ -249,6 +260,8 @@ def markdown(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> list[str]:
             if m == table["primary"]:
                 cells.append(f"{r['marker']} {r['verdict']}{' (indicative)' if r.get('indicative') else ''}"
                              if r["verdict"] else "")
+        if curve:
+            cells.append(curve_cell_text(curve["cells"].get(r["arm"]), decs[table["primary"]]) if r["verdict"] else "")
         if r["bold"]:
             cells = [f"**{x}**" if x not in ("", "–") else x for x in cells]
         L.append("| " + " | ".join(cells) + " |")
@@ -285,6 +298,10 @@ def latex(table: Mapping[str, Any], verdict: Mapping[str, Any], *, label: str = 
         head += [tex_escape(m), r"$\Delta$ " + tex_escape(m)]
         if m == table["primary"]:
             head.append("Verdict")
+    curve = table.get("curve")
+    if curve:
+        spec += "r"
+        head.append(tex_escape(curve["header"]).replace("Δ", r"$\Delta$"))
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
              " & ".join(head) + r" \\", r"\midrule"]
     for i, r in enumerate(table["rows"]):
@@ -295,6 +312,9 @@ def latex(table: Mapping[str, Any], verdict: Mapping[str, Any], *, label: str = 
             if m == table["primary"]:
                 cells.append(MARKERS.get(r["verdict"], ("", ""))[1] + (" (indicative)" if r.get("indicative") else "")
                              if r["verdict"] else "")
+        if curve:
+            cells.append(_tex_num(curve_cell_text(curve["cells"].get(r["arm"]), decs[table["primary"]]))
+                         if r["verdict"] else "")
         if r["bold"]:
             cells = [rf"\textbf{{{x}}}" if x and x != "--" else x for x in cells]
         lines.append(" & ".join(cells) + r" \\")
@@ -335,6 +355,13 @@ def to_csv(table: Mapping[str, Any]) -> str:
                         "" if c.get("delta_ci_level") is None else c["delta_ci_level"],
                         r.get("verdict") or "", "" if r.get("firm") is None else str(bool(r["firm"])).lower(),
                         str(bool(r["bold"])).lower()])
+        cell = (table.get("curve") or {}).get("cells", {}).get(r["arm"])
+        if cell:  # the curve column: its summary's Δ with the simultaneous CI, the band's reading as the verdict
+            dci = cell.get("ci") or [None, None]
+            w.writerow([r["arm"], r.get("variable") or "", format_value(r.get("value")),
+                        f"{table['primary']}:curve:{table['curve']['summary']}", "curve", "", "", "", "", "",
+                        *("" if x is None else repr(float(x)) for x in (cell.get("delta"), dci[0], dci[1])),
+                        "" if cell.get("level") is None else cell["level"], cell.get("word") or "", "", "false"])
     return buf.getvalue()
 
 

@@ -159,6 +159,8 @@ class ScaleEffect:
         The seeds-needed advice at this scale.
     firm : bool or None
         That verdict's ``firm`` (False: an indicative better/worse, worded ``better (indicative)``).
+    seeds_next : int or None
+        Seeds per arm a next run needs at this scale (:func:`ablate.judge.bottom_line.seeds_next`); None: none.
     """
 
     scale: Any
@@ -168,6 +170,7 @@ class ScaleEffect:
     verdict: str
     seed_advice: str | None = None
     firm: bool | None = None
+    seeds_next: int | None = None
 
 
 @dataclass

@@ -16,17 +16,27 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
-from ablate.judge import prereg
+from ablate.judge import prereg, trial_resolved
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
+from ablate.judge.curves import curves_verdict
+from ablate.judge.curves_report import curve_plots
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
 from ablate.judge.seedcheck import ignored_seed
 from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
+from ablate.judge.unchanged import mark_unchanged, unchanged_arms
 from ablate.plan.suite import families
-from ablate.record.results import collect, iter_manifests, read_manifests, write_summary
+from ablate.record.results import (
+    collect,
+    iter_manifests,
+    misplaced_records,
+    misplaced_warning,
+    read_manifests,
+    write_summary,
+)
 from ablate.record.sweepdir import (
     PLOTS_LOG,
     VERDICT_OPTIONS,
@@ -321,6 +331,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             comps[i] = c
     flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
     seed_msg = seed_message(flagged, plan) if flagged else None
+    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
     if seed_msg:
         invalid_reasons.append(seed_msg)
     comparisons = []
@@ -351,7 +362,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         if seed_msg and (name in flagged or names[0] in flagged):
             rec["verdict"] = "insufficient data"
             rec["reason"] = f"Insufficient data: {seed_msg}."
+            rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
             rec["seed_ignored"] = True
+        elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
+            mark_unchanged(rec, same[name], plan)
         comparisons.append(rec)
     return {
         "metric": metric, "goal": goal, "alpha": opts.alpha,
@@ -629,6 +643,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
+    if (curves := curves_verdict(sd, plan, verdict)) is not None:  # curve.enabled: the curves object
+        verdict["curves"] = curves
     planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
     changed = prereg.changes(planned, opts)
     verdict["preregistered"] = _jsonable(prereg.preregistered(plan, planned))
@@ -636,11 +652,11 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["preregistered_verdict"] = (prereg.summary(analyse(plan, rows, planned)["comparisons"]) if changed
                                         else None)
     used = [(r["arm"], r["seed"]) for r in rows if r["status"] == "ok"]
-    if plan.get("suite"):  # a suite's per-arm check looks trials up by (arm, seed): hold the manifests
-
+    if plan.get("suite") or plan.get("trial_dependent"):  # checks that look trials up by (arm, seed): hold them
         manifests = read_manifests(sd, plan, digest)
         confounds = check(plan, manifests, used)
-        per_arm = suite_confounds(plan, manifests, used)  # a suite: each treatment differs in its own variable only
+        per_arm = suite_confounds(plan, manifests, used, sd.root)  # each treatment differs in its own variable only
+        per_arm += trial_resolved.check(plan, manifests, used)  # keys main()'s resolvers gave: from the trials' records
         if per_arm:
             confounds.update(findings=confounds["findings"] + per_arm, invalid=True)
     else:
@@ -655,6 +671,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
                        f"since): {', '.join(edited[:10])}{' ...' if n > 10 else ''}; the verdict uses them as "
                        "they are now. Fix: restore the original result.json, or re-run the trial "
                        f"(move its dir aside, then `ablate resume {sd.root}`)"}]
+    if misplaced := misplaced_records(sd, plan):
+        confounds["findings"] = [*confounds["findings"], {
+            "kind": "record", "field": "result.json", "severity": "warning", "aligned": False, "split": {},
+            "trials": misplaced, "message": misplaced_warning(sd, misplaced)}]
     pins = plan.get("pins", {})
     if confounds["invalid"]:
         verdict["invalid_reasons"].insert(0, "confounded: the arms differ in more than the variable (see Confounds)")
@@ -671,10 +691,28 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
+    # lazy: the bottom line words numbers with ablate.stats (numpy), kept off verdict reuse
+    from ablate.judge.bottom_line import bottom_line
+
+    verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
+    if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
+        verdict["resume_dir"] = _from_project(sd, plan)
+    verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict
 
 
-def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
+def _from_project(sd: SweepDir, plan: Mapping[str, Any]) -> str:
+    """The sweep dir as a command run from the project's root names it: relative to the root when inside it."""
+    import os
+
+    root = sd.root.absolute()
+    cwd = (plan.get("project") or {}).get("cwd")
+    if isinstance(cwd, str) and cwd and root.is_relative_to(cwd):
+        return os.path.relpath(root, cwd)
+    return str(root)
+
+
+def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, Any]:
     """Write the PNG plots; returns name -> file name (relative to the sweep dir). Plot errors never fail the
     verdict: they are reported in its place."""
     out: dict[str, str] = {}
@@ -689,6 +727,9 @@ def _write_plots(sd: SweepDir, verdict: Mapping[str, Any]) -> dict[str, str]:
             out["paired"] = sd.plot("paired").name
         elif sd.plot("paired").exists():
             sd.plot("paired").unlink()
+        for arm, curve_png in curve_plots(verdict).items():  # curve verdicts: one plot per treatment
+            write_atomic(sd.curve_plot(arm), curve_png)
+            out.setdefault("curves", {})[arm] = sd.curve_plot(arm).name
     except Exception as exc:  # a plotting failure must not cost the verdict
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out

@@ -22,7 +22,8 @@ REDUCE = ("last", "min", "max")
 def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str = "auto",
             reduce: str = "last", stdout_path: Path | None = None, stderr_lines: list[str] | None = None,
             stderr_path: Path | None = None, patterns: Sequence[re.Pattern[str]] = (),
-            metrics_file: Path | None = None, work_dir: Path | None = None) -> tuple[dict[str, float], dict[str, Any]]:
+            metrics_file: Path | None = None, work_dir: Path | None = None,
+            series_out: dict[str, Any] | None = None) -> tuple[dict[str, float], dict[str, Any]]:
     """Find ``metric`` in the script's outputs and reduce every metric of that source by ``reduce``.
 
     Parameters
@@ -46,6 +47,9 @@ def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str 
         The JSON object a command task writes (the ``file`` source).
     work_dir : Path, optional
         The trial's working dir: its files (not its links) are looked at after the run dir's.
+    series_out : dict, optional
+        Filled with every series of the source the metric came from (name -> (step, value) pairs): the
+        trial's curve (:mod:`ablate.metrics.curve`).
 
     Returns
     -------
@@ -85,6 +89,8 @@ def collect(run_dir: Path, stdout_lines: list[str], metric: str, *, source: str 
         else:
             (found, where), path = read_lines(stderr_lines or [], patterns), stderr_path
         if metric in found:
+            if series_out is not None:
+                series_out.update(found)
             metrics, steps = {}, {}
             for k, series in found.items():
                 metrics[k], steps[k] = reduce_series(series, reduce)

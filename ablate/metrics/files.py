@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,22 +62,79 @@ def _newest_holding(files: list[Path], read: Any, metric: str | None) -> tuple[d
     return first
 
 
-def read_csv_file(path: Path) -> dict[str, Series]:
-    """One CSV file with a header row as metric series ({} when unreadable)."""
-    import pandas as pd  # lazy: pandas is heavy
+#: Cells read as missing (pandas' default ``na_values``, as Lightning's and pandas' CSV writers leave them).
+_MISSING = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                      "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+_BOOLS = {"true": 1.0, "false": 0.0}
 
+
+def _cell(text: str) -> float | None:
+    """A CSV cell as a number, None when missing; raises ValueError for text."""
+    text = text.strip()
+    if text in _MISSING:
+        return None
+    if text.lower() in _BOOLS:
+        return _BOOLS[text.lower()]
+    return float(text)
+
+
+def _columns(path: Path) -> tuple[list[str], list[list[str]]] | None:
+    """The header (duplicate names numbered as pandas does: ``a``, ``a.1``) and the rows of one CSV file; None
+    when unreadable (no header, a row longer than the header, not UTF-8)."""
     try:
-        df = pd.read_csv(path)
-    except (ValueError, OSError, pd.errors.ParserError):
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if not rows or not rows[0]:
+        return None
+    header: list[str] = []
+    for name in rows[0]:
+        n = 0
+        while (f"{name}.{n}" if n else name) in header:
+            n += 1
+        header.append(f"{name}.{n}" if n else name)
+    body = [r for r in rows[1:] if r]
+    if any(len(r) > len(header) for r in body):
+        return None
+    return header, [r + [""] * (len(header) - len(r)) for r in body]
+
+
+def _steps(header: list[str], rows: list[list[str]]) -> list[int]:
+    """Each row's step: the ``step`` column when every cell of it is a whole number, else the row number (a step
+    cell that is empty or text cannot place its row, so none is trusted)."""
+    if "step" in header:
+        col = header.index("step")
+        try:
+            steps = [float(r[col]) for r in rows]
+        except ValueError:
+            steps = []
+        if steps and all(s.is_integer() for s in steps):
+            return [int(s) for s in steps]
+    return list(range(1, len(rows) + 1))
+
+
+def read_csv_file(path: Path) -> dict[str, Series]:
+    """One CSV file with a header row as metric series ({} when unreadable), read with the stdlib ``csv``
+    module (no pandas: it costs about 1 s per trial, and pyarrow's thread would keep a warm parent from
+    learning imports). A column is a metric when every cell is a number or missing (blank, ``NA``, ``nan``:
+    skipped, as pandas reads them); ``step`` and ``epoch`` are not metrics."""
+    table = _columns(path)
+    if table is None:
         return {}
-    steps = df["step"] if "step" in df.columns else pd.Series(range(1, len(df) + 1))
+    header, rows = table
+    steps = _steps(header, rows)
     out: dict[str, Series] = {}
-    for col in df.columns:
-        if col in ("step", "epoch") or not pd.api.types.is_numeric_dtype(df[col]):
+    for col, name in enumerate(header):
+        if name in ("step", "epoch"):
             continue
-        rows = df[col].notna()
-        if rows.any():
-            out[str(col)] = [(int(s), float(v)) for s, v in zip(steps[rows], df[col][rows], strict=True)]
+        try:
+            cells = [_cell(r[col]) for r in rows]
+        except ValueError:  # a text column: not a metric
+            continue
+        series = [(s, v) for s, v in zip(steps, cells, strict=True) if v is not None and not math.isnan(v)]
+        if series:
+            out[name] = series
     return out
 
 

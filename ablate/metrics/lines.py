@@ -1,4 +1,4 @@
-"""Metrics from printed lines: ``key: value`` / ``key=value`` lines, or the user's ``task.metric_pattern``."""
+"""Metrics from printed lines: ``key: value`` / ``key=value`` pairs in a line, or the user's ``task.metric_pattern``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,26 @@ from typing import Any
 from ablate.errors import ConfigError
 from ablate.metrics.series import Series
 
-#: A metric's value in a ``key: value`` line (a number, nan or inf).
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)"
-_LINE = re.compile(rf"^\s*([A-Za-z_][\w./\-]*)\s*(?::|=)\s*({_NUMBER})\s*$", re.IGNORECASE)
+#: A metric's value in a ``key: value`` pair (a number, nan or inf).
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|infinity|inf)"
+#: A ``key: value`` / ``key=value`` pair anywhere in a line, as people print them (``epoch 2 val_acc: 0.80``,
+#: ``step 10 | loss=0.3 acc: 0.9``, Lightning's ``[..., loss=0.3, v_num=0]``, a printed dict ``{'loss': 0.3}``):
+#: the name starts where no name character precedes it, may be quoted, and the number is taken whole (what
+#: follows it is the line's end, a space or a separator; ``0.9.1``, ``95%``, ``3.2s`` or ``12:30`` is no value).
+_PAIR = re.compile(rf"(?<![\w./\-'\"])(['\"]?)([A-Za-z_][\w./\-]*)\1\s*(?::|=)\s*({_NUMBER})(?=$|[\s,;|)\]}}])",
+                   re.IGNORECASE)
+
+
+def line_pairs(text: str) -> dict[str, float]:
+    """The ``key: value`` / ``key=value`` pairs of one printed line: the last occurrence of each name.
+
+    >>> line_pairs("step 10 | loss=0.3 acc: 0.9 loss=0.25")
+    {'loss': 0.25, 'acc': 0.9}
+    """
+    out: dict[str, float] = {}
+    for m in _PAIR.finditer(text):
+        out[m.group(2)] = float(m.group(3))  # a later occurrence replaces an earlier one
+    return out
 
 
 def compile_patterns(patterns: Any) -> list[re.Pattern[str]]:
@@ -49,18 +66,17 @@ def read_lines(lines: Iterable[str], patterns: Sequence[re.Pattern[str]] = ()
     """Metrics in printed lines, and the line each value came from.
 
     With ``patterns``, every named group of a pattern found in a line is a metric (a group ``step`` gives
-    the step, else the line number from 1); without, ``key: value`` / ``key=value`` lines (one number per
-    line). A group whose text is no number is skipped.
+    the step, else the line number from 1); without, ``key: value`` / ``key=value`` pairs anywhere in a line
+    (:func:`line_pairs`: the last of each name per line). A group whose text is no number is skipped.
     """
     out: dict[str, Series] = {}
     where: dict[str, list[str]] = {}
     for i, line in enumerate(lines, 1):
         text = line.rstrip("\n")
         if not patterns:
-            m = _LINE.match(text)
-            if m:
-                out.setdefault(m.group(1), []).append((i, float(m.group(2))))
-                where.setdefault(m.group(1), []).append(f"line {i}: {text.strip()[:200]}")
+            for name, num in line_pairs(text).items():
+                out.setdefault(name, []).append((i, num))
+                where.setdefault(name, []).append(f"line {i}: {text.strip()[:200]}")
             continue
         for rx in patterns:
             m = rx.search(text)
@@ -109,7 +125,8 @@ def _whole_number(m: re.Match[str], name: str, text: str, lineno: int) -> None:
 
 
 def read_stdout(lines: Iterable[str]) -> dict[str, Series]:
-    """``key: value`` / ``key=value`` lines (one number per line); the step is the line number (from 1)."""
+    """``key: value`` / ``key=value`` pairs anywhere in a line (:func:`line_pairs`); the step is the line number
+    (from 1)."""
     return read_lines(lines)[0]
 
 

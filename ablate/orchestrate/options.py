@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.judge.curve_options import parse_curve
 from ablate.judge.options import DEFAULTS, FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
 from ablate.plan.arms import parse_seeds
 from ablate.plan.checks import boolean, choice, number
@@ -48,6 +49,7 @@ class Options:
     tracker: dict[str, Any] | None = None
     family: str = DEFAULTS.family
     metrics: list[str] | None = None
+    curve: dict[str, Any] | None = None  # curve verdicts (ablate.judge.curve_options); None: off
 
     def record(self) -> dict[str, Any]:
         """The options as written to ``ablation.yaml`` (seeds and metric are recorded separately)."""
@@ -56,6 +58,8 @@ class Options:
         d.pop("metric")
         d.pop("goal")
         d["sweep_dir_mode"] = oct(self.sweep_dir_mode)
+        if d["curve"] is None:  # off: the plan says nothing of curves
+            d.pop("curve")
         return d
 
 
@@ -140,6 +144,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         tracker=_tracker(cfg.get("tracker")),
         family=choice(cfg.get("family", DEFAULTS.family), FAMILIES, "family"),
         metrics=_metrics(cfg.get("metrics"), metric),
+        curve=parse_curve(cfg.get("curve"), metric),
     )
 
 

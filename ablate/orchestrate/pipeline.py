@@ -27,7 +27,8 @@ from ablate.plan.app_config import APP_NODE, app_params
 from ablate.plan.arms import Plan, describe, make_plan, parse_variable, resolve
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.plan.suite import SuitePlan, describe_suite, suite_record
-from ablate.record.results import trial_state, write_results
+from ablate.plan.trial_resolved import plan_dependent
+from ablate.record.results import misplaced_records, misplaced_warning, trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
@@ -113,8 +114,10 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
     return [s + 1 for s in seeds]
 
 
-def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
-    """The content of ``ablation.yaml``."""
+def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
+                command: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The content of ``ablation.yaml``; ``command`` is the command line it was planned from
+    (:func:`ablate.plan.overrides.command_record`), to run it again."""
     control_task = plan.control.config.get("task") or {}
     return {**suite_record(plan),
         "ablate_version": __version__,
@@ -131,6 +134,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str)
                       else FN_SEED_NOTE),
         "options": opts.record(),
         "project": {"cwd": cwd},
+        **({"command": dict(command)} if command is not None else {}),
         "pins": dict(pins),
         "arms": [
             {"name": a.name, "label": a.label, "value": a.value, **({"variable": a.variable} if a.variable else {}),
@@ -158,19 +162,24 @@ def _app_notes(plan: Plan) -> dict[str, Any]:
     later = sorted({f"{APP_NODE}.{k}" for a in plan.arms for k in (a.config.get("task") or {}).get("trial_resolved")
                     or []})
     mode = ((plan.control.config.get("task") or {}).get("app_hydra") or {}).get("mode")
-    return {**({"trial_resolved": later} if later else {}), **({"app_mode": mode} if mode else {})}
+    dependent = plan_dependent(plan.arms)  # of those, the keys that depend on an arm's change: the verdict proves them
+    return {**({"trial_resolved": later} if later else {}), **({"app_mode": mode} if mode else {}),
+            **({"trial_dependent": dependent} if dependent else {})}
 
 
 def _per_trial_keys(plan: Plan) -> set[str]:
-    """Config keys that differ per trial by design: ``${hydra:...}`` readers, an app's seed key."""
-    cfg = plan.control.config
-    keys = per_trial_keys(cfg)
-    params = app_params(cfg)
-    if params is not None:
-        keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
-        seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
-        if seed_key:
-            keys.add(f"{APP_NODE}.{seed_key}")
+    """Config keys that differ per trial by design: ``${hydra:...}`` readers (in any arm: a treatment's config
+    group may bring one the control lacks), an app's seed key."""
+    keys: set[str] = set()
+    for arm in plan.arms:
+        cfg = arm.config
+        keys |= per_trial_keys(cfg)
+        params = app_params(cfg)
+        if params is not None:
+            keys |= {f"{APP_NODE}.{k}" for k in per_trial_keys(dict(params))}
+            seed_key = (cfg.get("task") or {}).get("seed_key", "seed")
+            if seed_key:
+                keys.add(f"{APP_NODE}.{seed_key}")
     return keys
 
 
@@ -178,7 +187,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
            available_variables: list[str] | None = None, compose: Composer | None = None,
            cwd: str | os.PathLike[str] | None = None, out: Callable[[str], None] = print,
            config_dirs: list[str] | None = None, choices: Mapping[str, Any] | None = None,
-           prepared: tuple[Plan, Options] | None = None) -> SweepDir | None:
+           prepared: tuple[Plan, Options] | None = None, command: Mapping[str, Any] | None = None
+           ) -> SweepDir | None:
     """Plan and pin an ablation and write its sweep dir (``ablation.yaml`` + code snapshot); run nothing.
 
     Parameters
@@ -204,6 +214,9 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     prepared : (Plan, Options), optional
         An already derived plan (a suite, :func:`ablate.orchestrate.suite.prepare_suite`); ``cfg`` is then not
         planned again.
+    command : mapping, optional
+        The command line it was planned from (:func:`ablate.plan.overrides.command_record`), recorded in the plan
+        (verdict.md's "Next:" command).
 
     Returns
     -------
@@ -278,7 +291,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env,
             "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
-    record = plan_record(plan, opts, pins, cwd=cwd)
+    record = plan_record(plan, opts, pins, cwd=cwd, command=command)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     _log(f"ablate: sweep dir {sd.root}")
     _log(_describe(plan))
@@ -467,6 +480,8 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     CURRENT_SWEEP_DIR = str(sd.root)
     with sd.locked():
         plan = load_plan(sd)
+        if misplaced := misplaced_records(sd, plan):  # another trial's record in a trial's dir: re-run below
+            _log(f"ablate: {misplaced_warning(sd, misplaced)}")
         opts = plan.get("options", {})
         launcher = get_launcher(opts.get("launcher", {"name": "local"}))
         on_failure = opts.get("on_failure", "report")

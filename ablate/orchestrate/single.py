@@ -77,7 +77,7 @@ def _single_trial(cfg: Any) -> dict[str, float]:
         manifest["determinism"] = seeding.seed_everything(int(cfg.seed), opts.determinism)
         write_json(out_dir / "manifest.json", manifest)
         os.environ.update({"ABLATE_RUN_DIR": str(out_dir), "ABLATE_TRIAL_DIR": str(out_dir),
-                           "ABLATE_SEED": str(int(cfg.seed))})  # as in a trial: where it logs
+                           **seeding.seed_environment(int(cfg.seed))})  # as in a trial: where it logs
         work = live_workdir(Path.cwd(), out_dir)
         t0 = time.perf_counter()
         with contextlib.chdir(work):  # its relative writes land in the run dir

@@ -7,7 +7,7 @@ from typing import Any
 
 from ablate.errors import SchedulerError
 from ablate.record.errorline import failure_line, log_end
-from ablate.record.results import nothing_finished, trial_state
+from ablate.record.results import misplaced_records, misplaced_warning, nothing_finished, trial_state
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class
 from ablate.trials.launchers.local import tail
@@ -43,6 +43,8 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
     jobs, note = _job_states(sd, plan)
     if note and notes is not None:
         notes.append(note)
+    if notes is not None and (misplaced := misplaced_records(sd, plan)):
+        notes.append(misplaced_warning(sd, misplaced))
     rows, failures = [], []
     for arm in plan["arms"]:
         c: Counter[str] = Counter()

@@ -80,7 +80,8 @@ def _compose_without_variable(compose: Callable[[str], Mapping[str, Any]], node:
 
 def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: str | None,
               config_dirs: Sequence[str] = (), config_name: str | None = None,
-              cwd: str | None = None, app_overrides: Sequence[str] = ()) -> SweepDir | None:
+              cwd: str | None = None, app_overrides: Sequence[str] = (),
+              command: Mapping[str, Any] | None = None) -> SweepDir | None:
     """Compose, plan, pin and run a suite (``ablate -m variable=lr,dropout ...``).
 
     Parameters
@@ -95,6 +96,8 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
         The project directory (default: the current directory).
     app_overrides : sequence of str
         ``app.`` overrides of the command line, for an ``app`` task (:func:`ablate.trials.tasks.app.split_cli`).
+    command : mapping, optional
+        The command line (:func:`ablate.plan.overrides.command_record`), recorded in the plan.
 
     Returns
     -------
@@ -114,5 +117,5 @@ def run_suite(names: Sequence[str], overrides: Sequence[str], *, config_path: st
                           fix="run the transfer check per variable: `ablate -m variable=<name> scale.key=...`")
     prepared = prepare_suite(comps, names, cwd=cwd)
     sd = start(comps[0].cfg, sweep_dir=suite_sweep_dir(comps[0].sweep_dir, names), variable_name=None, cwd=cwd,
-               config_dirs=comps[0].config_dirs, prepared=prepared)
+               config_dirs=comps[0].config_dirs, prepared=prepared, command=command)
     return sd

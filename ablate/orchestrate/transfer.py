@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblationFailed, ConfigError, close_matches
+from ablate.judge.rerun import SCALE_KEYS, without_keys
 from ablate.judge.table import MARKERS
 from ablate.judge.verdict import write_verdict
 from ablate.orchestrate.pipeline import prepare, start
@@ -121,7 +122,8 @@ def child_names(key: str, values: Sequence[Any]) -> list[str]:
 
 def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], composed: Any, *,
                  config_path: str | None, config_dirs: Sequence[str] = (), config_name: str | None = None,
-                 cwd: str | None = None, app_overrides: Sequence[str] = ()) -> dict[str, Any]:
+                 cwd: str | None = None, app_overrides: Sequence[str] = (),
+                 command: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run one ablation per scale value under one parent dir, then write the transfer report.
 
     Parameters
@@ -136,6 +138,9 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         As for :func:`ablate.plan.compose.compose`.
     app_overrides : sequence of str
         ``app.`` overrides of the command line, for an ``app`` task.
+    command : mapping, optional
+        The command line (:func:`ablate.plan.overrides.command_record`): recorded in transfer.yaml, and each scale's
+        plan records it as that scale's own ablation (``scale.*`` left out, the scale's value added).
 
     Returns
     -------
@@ -155,7 +160,7 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         raise ConfigError("a transfer check has no dry run yet", where="dry_run",
                           fix="dry-run one scale, without scale.key: "
                           f"`{format_override(f'app.{app_key}' if app_key else key, values[0])} dry_run=true`")
-    comps = []
+    comps, commands = [], []
     for v in values:
         ours = list(overrides) if app_key else [*overrides, format_override(key, v)]
         theirs = [*app_overrides, format_override(app_key, v)] if app_key else list(app_overrides)
@@ -164,26 +169,29 @@ def run_transfer(overrides: Sequence[str], scale: tuple[str, list[Any]], compose
         prepare(c.cfg, variable_name=c.variable_name, available_variables=c.variables, compose=c.compose,
                 choices=c.choices, cwd=cwd)  # every scale is checked before anything runs
         comps.append(c)
+        commands.append(without_keys(command, SCALE_KEYS, [format_override(f"app.{app_key}" if app_key else key, v)]))
     mode = int(str(composed.cfg.get("sweep_dir_mode", "0700")), 8)
     parent = create_unique_dir(composed.sweep_dir, mode).absolute()
     children = child_names(key, values)
     write_atomic(parent / TRANSFER_RECORD, dump_yaml({"scale": {"key": key, "values": values},
                                                       "variable": composed.variable_name,
-                                                      "children": children}), durable=True)
+                                                      "children": children,
+                                                      **({"command": dict(command)} if command else {})}),
+                 durable=True)
     failed: list[str] = []
     if composed.cfg.get("wait") is False:  # submitted (launcher=slurm): collect each scale, then the report
-        for c, child in zip(comps, children, strict=True):
+        for c, child, cmd in zip(comps, children, commands, strict=True):
             start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
                   available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
-                  choices=c.choices)
+                  choices=c.choices, command=cmd)
         print(f"ablate: every scale submitted; `ablate collect {parent}/<scale>` for each of {', '.join(children)}, "
               f"then `ablate verdict {parent}` writes the transfer report", file=sys.stderr)
         return {"parent": str(parent), "submitted": True}
-    for c, child in zip(comps, children, strict=True):
+    for c, child, cmd in zip(comps, children, commands, strict=True):
         try:
             start(c.cfg, sweep_dir=str(parent / child), variable_name=c.variable_name,
                   available_variables=c.variables, compose=c.compose, cwd=cwd, config_dirs=c.config_dirs,
-                  choices=c.choices)
+                  choices=c.choices, command=cmd)
         except AblationFailed as exc:
             failed.append(f"{child}: {exc}")
     report = write_transfer(parent)
@@ -235,6 +243,7 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
         verdicts.append(read_json(sd.verdict_json))
     report = analyse_transfer(key, values, verdicts)
     report["children"] = children
+    report["command"] = rec.get("command")  # the transfer's command line: its Next line reruns it
     write_json(root / TRANSFER_JSON, report)
     write_atomic(root / TRANSFER_MD, render_transfer(report))
     return report
@@ -246,20 +255,23 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
     Returns
     -------
     dict
-        ``scale`` (key, values), ``metric``, ``goal``, ``alpha``, ``variable``, ``results``: per treatment
-        ``{arm, effects: [{scale, delta, ci, ci_level, verdict, seed_advice}], test, pvalue, pvalue_adjusted,
-        flag, message}``.
+        ``scale`` (key, values), ``metric``, ``goal``, ``alpha``, ``variable``, ``seeds`` (per arm, at each scale),
+        ``results``: per treatment ``{arm, change, effects: [{scale, delta, ci, ci_level, verdict, firm, seed_advice,
+        seeds_next}], test, pvalue, pvalue_adjusted, flag, message}`` (``change``: ``task.wd 0.0 → 0.1``).
     """
     from dataclasses import asdict
 
     # lazy: the transfer statistics load numpy, kept off the command line's start
+    from ablate.judge.bottom_line import seeds_next, treatment_line
     from ablate.judge.transfer import ScaleEffect, check_transfer, finish
 
     first = verdicts[0]
     alpha, goal = float(first["alpha"]), first.get("goal", "maximize")
     sign = 1.0 if goal == "maximize" else -1.0
-    results = []
+    results, changes = [], []
     for comp in first["comparisons"]:
+        t = treatment_line(comp, first)
+        changes.append(f"{t.key} {t.control} → {t.value}")
         arm = comp["arm"]
         per_scale = []
         paired = True
@@ -272,7 +284,7 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
             eff = ScaleEffect(scale=val, delta=None if c.get("diff") is None else sign * c["diff"],
                               ci=None if not ci or ci[0] is None else tuple(sorted((sign * ci[0], sign * ci[1]))),
                               ci_level=c.get("ci_level"), verdict=c["verdict"], firm=c.get("firm"),
-                              seed_advice=(c.get("seed_advice") or {}).get("message"))
+                              seed_advice=(c.get("seed_advice") or {}).get("message"), seeds_next=seeds_next(c))
             paired = paired and bool(c.get("paired"))
             to_vals = lambda a: {int(k): (float("nan") if x is None else float(x))  # noqa: E731
                                  for k, x in (a.get("values") or {}).items()}
@@ -281,7 +293,8 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
         results.append(check_transfer(arm, per_scale, paired=paired))
     finish(results, alpha, key)
     return {"scale": {"key": key, "values": list(values)}, "metric": first["metric"], "goal": goal, "alpha": alpha,
-            "variable": first.get("variable"), "results": [asdict(r) for r in results]}
+            "variable": first.get("variable"), "seeds": len(first.get("seeds") or []),
+            "results": [{**asdict(r), "change": ch} for r, ch in zip(results, changes, strict=True)]}
 
 
 def _why_test(test: str) -> str:
@@ -298,11 +311,50 @@ def _why_test(test: str) -> str:
     return "too few seeds at a scale: nothing was tested"
 
 
+#: A transfer flag in the bottom line's few words.
+SHORT_FLAGS = {"no evidence that the effect changes with scale": "no sign that it changes with scale",
+               "not tested": "interaction not tested"}
+
+
+def transfer_bottom_line(report: Mapping[str, Any]) -> list[str]:
+    """transfer.md's bottom line: per treatment one sentence (the flag, the interaction p, Δ and the verdict at each
+    scale, in the metric's own sign), then the one command to run next (the transfer again, with the seeds the
+    scales need)."""
+    # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
+    from ablate.judge.bottom_line import NextStep, signed
+    from ablate.judge.rerun import rerun_command
+
+    key, metric = report["scale"]["key"], report["metric"]
+    L = ["## Bottom line", ""]
+    need = []
+    for r in report["results"]:
+        p = r.get("pvalue_adjusted")
+        test = f" (interaction p = {p:.3g})" if p is not None else ""
+        per = "; ".join(f"{signed(e['delta'], 4)} at {e['scale']}, {verdict_label(e['verdict'], e.get('firm'))}"
+                        for e in r["effects"])
+        L.append(f"- **{r['arm']}** ({r.get('change') or '?'}) across {key}: "
+                 f"{SHORT_FLAGS.get(r['flag'], r['flag'])}{test}; Δ {metric} {per}.")
+        need += [e["seeds_next"] for e in r["effects"] if e.get("seeds_next")]
+    variables = [str((report.get("variable") or {}).get("name", "?"))]
+    if need:
+        n = max(need)
+        step = NextStep(rerun_command(report.get("command"), n, variables=variables),
+                        f"{n} seeds per arm at every scale, a new parent dir; Seeds per scale says why", n)
+    else:
+        step = NextStep(None, "nothing to run: every scale's verdict is firm or beyond the seed cap (Seeds per scale)")
+    return [*L, "", step.line(), ""]
+
+
 def render_transfer(report: Mapping[str, Any]) -> str:
-    """transfer.md: the effect per scale, the interaction test and flag per treatment, seeds per scale."""
+    """transfer.md: the bottom line, the effect per scale, the interaction test and flag per treatment, seeds per
+    scale; Δ = treatment − control in the metric's own sign throughout, the direction said once in the heading."""
+    # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
+    from ablate.judge.bottom_line import direction
+
     key = report["scale"]["key"]
     var = (report.get("variable") or {}).get("key", "?")
-    L = [f"# Transfer check of `{var}` across `{key}`: {report['metric']} ({report['goal']})", ""]
+    L = [f"# Transfer check of `{var}` across `{key}`: {report['metric']}, {direction(report.get('goal'))}", ""]
+    L += [*transfer_bottom_line(report), "## Effect per scale", ""]
     head = ["treatment", *[f"{key}={v}" for v in report["scale"]["values"]], "interaction p (Holm)", "transfer"]
     L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report["results"]:
@@ -315,9 +367,9 @@ def render_transfer(report: Mapping[str, Any]) -> str:
         p = r.get("pvalue_adjusted")
         cells += ["–" if p is None else f"{p:.3g}", r["flag"]]
         L.append("| " + " | ".join(cells) + " |")
-    L += ["", "Δ = treatment − control in metric units, with each scale's verdict CI and marker (↑ better, ↓ worse, "
-          "≈ equivalent, ○ inconclusive; (indicative): a lead, not yet firm). The interaction test asks whether Δ is "
-          "the same at every scale; Holm over the treatments.", ""]
+    L += ["", "Δ = treatment − control in the metric's units and sign, with each scale's verdict CI and marker "
+          "(↑ better, ↓ worse, ≈ equivalent, ○ inconclusive; (indicative): a lead, not yet firm). The interaction "
+          "test asks whether Δ is the same at every scale; Holm over the treatments.", ""]
     for test in dict.fromkeys(r["test"] for r in report["results"]):
         arms = ", ".join(r["arm"] for r in report["results"] if r["test"] == test)
         L.append(f"- Test that ran ({arms}): **{test}**, because {_why_test(test)}.")

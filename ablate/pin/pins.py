@@ -692,8 +692,10 @@ def data_paths(plan: Mapping[str, Any]) -> list[str]:
     return [data] if isinstance(data, str) else list(data)
 
 
-def data_seen(plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Hash the task's data as this trial process sees it, for the manifest.
+def data_seen(plan: Mapping[str, Any], code_root: Path | None = None) -> dict[str, Any]:
+    """Hash the task's data as this trial process sees it, for the manifest: the read-only copy of a path in the
+    code snapshot ``code_root`` where there is one (what the trial's data link reads:
+    :func:`ablate.trials.workdir.place_data`), else the project's.
 
     When the pins carry content digests (every plan since they exist), each path's bytes are digested
     again (:mod:`ablate.pin.digest`; no DVC import, no metadata trusted): equal to the pin, the path is
@@ -710,7 +712,9 @@ def data_seen(plan: Mapping[str, Any]) -> dict[str, Any]:
     if all((pinned.get(p) or {}).get("content") for p in paths):
         seen: dict[str, Any] = {}
         for rel in paths:
-            got = digest.try_digest(cwd / rel)
+            copy = code_root / rel if code_root is not None else None
+            got = digest.try_digest(copy if copy is not None and copy.exists() and not copy.is_symlink()
+                                    else cwd / rel)
             if "error" in got:
                 seen[rel] = {"error": got["error"]}
             elif got["digest"] == pinned[rel]["content"]:

@@ -73,3 +73,4 @@ def escaped(params: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
         if isinstance(value, str):
             node[last] = value.replace("${", "\\${")
     return out
+

@@ -1,7 +1,8 @@
 """Render config values as Hydra command-line overrides (``key=value``), quoted so they parse back exactly.
 
 Used for the overrides a command-form task's script receives (:mod:`ablate.trials.tasks.command`) and for the
-keyword arguments of :func:`ablate.run`. The rules follow Hydra's override grammar (Hydra 1.3):
+keyword arguments of :func:`ablate.run`; :func:`command_record` is the command line a plan records (to run it
+again). The rules follow Hydra's override grammar (Hydra 1.3):
 
 - ``None`` -> ``null``; booleans -> ``true`` / ``false``; ints as written; floats with ``repr``
   (``1e-05``, ``inf``, ``nan``);
@@ -20,8 +21,9 @@ from (tested on arbitrary text in ``tests/unit/test_overrides.py``).
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 _BACKSLASHES_BEFORE_INTERP = re.compile(r"(\\*)\$\{")
@@ -102,3 +104,39 @@ def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any
         else:
             out[key] = v
     return out
+
+
+def override_key(override: str) -> str:
+    """The key an override sets: ``seeds`` for ``seeds=10``, ``+seeds=[1,2]``, ``++seeds=3`` or ``~seeds``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def command_record(overrides: Sequence[str], *, config_path: str | None = None, config_dirs: Sequence[str] = (),
+                   config_name: str | None = None, via: str = "cli") -> dict[str, Any]:
+    """The ``command`` entry of ``ablation.yaml``: the command line an ablation was planned from, to run it again
+    (verdict.md's "Next:" line, :func:`ablate.judge.rerun.rerun_command`).
+
+    Parameters
+    ----------
+    overrides : sequence of str
+        The overrides as given: ``ablate -m``'s (``app.`` overrides and a suite's ``variable=a,b`` included), or
+        those :func:`ablate.run` built from its arguments.
+    config_path : str, optional
+        The config dir, absolute, when it is not the project's ``conf/`` (``--config-path``).
+    config_dirs : sequence of str
+        ``--config-dir`` values, absolute.
+    config_name : str, optional
+        ``--config-name``, when given.
+    via : {"cli", "api"}
+        ``ablate -m``, or :func:`ablate.run` (whose arguments these overrides are).
+
+    Returns
+    -------
+    dict
+        ``overrides``, ``config_path``, ``config_dirs``, ``config_name``, ``via``.
+    """
+    path = os.path.abspath(config_path) if config_path else None
+    if path is not None and path == os.path.abspath("conf"):  # the project's own conf/, the default
+        path = None
+    return {"overrides": [str(o) for o in overrides], "config_path": path,
+            "config_dirs": [os.path.abspath(d) for d in config_dirs], "config_name": config_name, "via": via}

@@ -8,8 +8,9 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ablate.errors import SweepDirError
 from ablate.record.names import format_value
-from ablate.record.sweepdir import SweepDir, read_bytes, read_json, write_atomic, write_json
+from ablate.record.sweepdir import SweepDir, misplaced, read_bytes, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,12 +44,13 @@ def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = 
                 ) -> tuple[str, dict[str, Any] | None]:
     """The state of one trial: (status, result record or None).
 
-    ``status`` is the result's status when ``result.json`` exists; ``running`` when only
+    ``status`` is the result's status when ``result.json`` exists (``interrupted`` when it is another trial's
+    record, :func:`ablate.record.sweepdir.misplaced`: not finished, so a resume re-runs it); ``running`` when only
     ``manifest.json`` exists (started, not finished; or its process died); ``pending`` otherwise.
     ``digest`` (:class:`ablate.record.verdict_key.TrialDigest`) is fed the result's bytes as read.
     """
     if digest is None:
-        rec = sd.read_result(arm, seed)
+        rec = sd.read_record(arm, seed)
     else:
         try:
             data: bytes | None = read_bytes(sd.trial_file(arm, seed, "result.json"))
@@ -59,11 +61,37 @@ def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = 
             rec = None if data is None else json.loads(data)
         except json.JSONDecodeError:
             rec = None
+    if rec is not None and misplaced(rec, arm, seed):  # another trial's record: this one has not finished
+        return "interrupted", None
     if rec is not None:
         return str(rec.get("status", "failed")), rec
     if os.path.exists(sd.trial_file(arm, seed, "manifest.json")):
         return "running", None
     return "pending", None
+
+
+def misplaced_records(sd: SweepDir, plan: Mapping[str, Any]) -> list[str]:
+    """One line per trial dir of the plan whose ``result.json`` is another trial's record (its ``arm`` or
+    ``seed`` names another dir: :func:`ablate.record.sweepdir.misplaced`). Such a trial counts as not finished:
+    ``ablate resume`` moves the copy to the trial's ``attempts/`` and runs the trial."""
+    out = []
+    for arm in plan.get("arms") or []:
+        for seed in plan.get("seeds") or []:
+            try:
+                rec = sd.read_record(arm["name"], seed)
+            except SweepDirError:
+                continue
+            if why := misplaced(rec, arm["name"], seed):
+                out.append(why)
+    return out
+
+
+def misplaced_warning(sd: SweepDir, lines: list[str]) -> str:
+    """The warning for :func:`misplaced_records`' ``lines`` (not empty): what, and that resume re-runs them."""
+    n = len(lines)
+    return (f"warning: {n} trial record(s) belong to another trial, so those trials count as not finished and "
+            f"their records are not used: {'; '.join(lines[:5])}{' ...' if n > 5 else ''}. `ablate resume "
+            f"{sd.root}` moves each to its trial's attempts/ and runs the trial")
 
 
 def without_result(sd: SweepDir, plan: dict[str, Any] | None = None) -> tuple[int, int]:
@@ -185,18 +213,21 @@ def write_summary(sd: SweepDir) -> dict[str, Any]:
     print a short table of numbers (columns ``control.mean``, ``lr=0.2.diff`` ...). Returns what was written.
 
     ``{arm: {n, mean, sd}}`` (:data:`SUMMARY_ARM`), a treatment's object also holding its comparison with
-    the control: ``diff``, ``ci_low``, ``ci_high`` (the CI of the difference at the level its decision used)
-    and ``p_adj`` (the family-adjusted p) (:data:`SUMMARY_COMPARISON`). A field with no finite number (NaN,
-    missing) is left out. The verdict words, the levels and the pins are in verdict.json, a plain output.
+    the control: ``diff``, ``ci_low``, ``ci_high`` (treatment − control in the metric's own sign, as verdict.md
+    prints it, and its CI at the level its decision used) and ``p_adj`` (the family-adjusted p)
+    (:data:`SUMMARY_COMPARISON`). A field with no finite number (NaN, missing) is left out. The verdict words, the
+    levels and the pins are in verdict.json, a plain output (whose ``diff`` and ``ci`` are sign-normalised).
     """
     verdict = read_json(sd.verdict_json)
+    sign = -1.0 if verdict.get("goal") == "minimize" else 1.0  # verdict.json's positive-is-better -> the metric's
 
     def numbers(entry: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float | int]:
         row = {**entry, "p_adj": entry.get("pvalue_adjusted")}
+        if isinstance(row.get("diff"), int | float) and not isinstance(row.get("diff"), bool):
+            row["diff"] = sign * row["diff"]
         ci = row.get("ci")
-        if isinstance(ci, list | tuple) and len(ci) == 2:  # an interval: its two ends
-            row.setdefault("ci_low", ci[0])
-            row.setdefault("ci_high", ci[1])
+        if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+            row["ci_low"], row["ci_high"] = sorted((sign * ci[0], sign * ci[1]))  # an interval: its two ends
         return {k: row[k] for k in keys if isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)
                 and math.isfinite(row[k])}
 

@@ -161,6 +161,20 @@ def digest_mismatch(record: Mapping[str, Any]) -> bool:
     return isinstance(want, str) and want != record_digest(record)
 
 
+def misplaced(record: Any, arm: str, seed: int) -> str | None:
+    """Why a ``result.json`` read from the dir of ``arm`` at ``seed`` is not that trial's record (its ``arm``
+    or ``seed`` names another trial: a record copied from another seed's or arm's dir), or None when it is.
+    Its own digest cannot tell: the copy is byte for byte a finished trial's record."""
+    if not isinstance(record, Mapping):
+        return None
+    rec_arm, rec_seed = record.get("arm"), record.get("seed")
+    same_seed = isinstance(rec_seed, int) and not isinstance(rec_seed, bool) and rec_seed == int(seed)
+    if rec_arm == arm and same_seed:
+        return None
+    return (f"{TRIALS_DIR}/{arm}/seed={seed}/result.json records arm {rec_arm!r} seed {rec_seed!r}, not this "
+            "trial (copied from another trial's dir?)")
+
+
 def os_error(exc: OSError, path: str | os.PathLike[str], doing: str = "write") -> SweepDirError:
     """The one-line error for an OS error on a sweep-dir file: what failed, where, and the fix.
 
@@ -457,6 +471,11 @@ class TrialPaths:
     def attempts(self) -> Path:
         return self.dir / "attempts"
 
+    @property
+    def curve(self) -> Path:
+        """The series the trial's metric came from, against ``curve.x`` (:mod:`ablate.record.curves`)."""
+        return self.dir / "curve.json"
+
 
 class SweepDir:
     """One sweep dir: every path in it, and the lock that lets one ablate process work on it.
@@ -539,6 +558,10 @@ class SweepDir:
     def plot(self, name: str) -> Path:
         """Path of the verdict plot ``name`` (a key of :data:`PLOT_FILES`)."""
         return self.root / PLOT_FILES[name]
+
+    def curve_plot(self, arm: str) -> Path:
+        """Path of treatment ``arm``'s curve plot (curve verdicts, :mod:`ablate.judge.curves_report`)."""
+        return self.root / f"verdict_curve_{arm}.png"
 
     @property
     def code_dir(self) -> Path:
@@ -636,7 +659,13 @@ class SweepDir:
 
     # -- trial state ----------------------------------------------------------------------------
     def read_result(self, arm: str, seed: int) -> dict[str, Any] | None:
-        """The trial's result.json, or None when it has not finished (or the file is unreadable)."""
+        """The trial's result.json, or None when it has not finished (or the file is unreadable, or is another
+        trial's record: :func:`misplaced`, which :func:`ablate.record.results.misplaced_records` names)."""
+        rec = self.read_record(arm, seed)
+        return None if misplaced(rec, arm, seed) else rec
+
+    def read_record(self, arm: str, seed: int) -> dict[str, Any] | None:
+        """The trial dir's result.json as it is (None when absent or unreadable), whatever trial it names."""
         p = self.trial_file(arm, seed, "result.json")
         try:
             return read_json(p)

@@ -6,7 +6,8 @@ treatments sharing a control). Beside them: :func:`summarize` (per-arm statistic
 is a planning figure),
 :func:`recommend_seeds` / :func:`mde_d` / :func:`seeds_needed` (power and seed advice), :func:`failure_finding`
 (differential failure rate), :func:`boundaries` and :func:`group_sequential_batch` (group-sequential looks),
-and the vectorised core :func:`decide_batch`.
+the vectorised core :func:`decide_batch`, and curve verdicts (:mod:`ablate.stats.curves`: :func:`align_curves`,
+:func:`curve_band` with its simultaneous band, :func:`curve_regions`, :func:`curve_summaries`).
 
 Every function validates its input first and raises :class:`StatsInputError` (a ``ValueError``) naming
 the parameter; scipy and statsmodels are imported only when a function needs them.
@@ -17,6 +18,17 @@ from __future__ import annotations
 from ablate.stats._iv import StatsInputError
 from ablate.stats.compare import Comparison, Flag, compare, fmt_p
 from ablate.stats.core import INSUFFICIENT_REASONS, VERDICTS, BatchResult, decide_batch, decision_rule
+from ablate.stats.curves import (
+    AlignedCurves,
+    CurveBand,
+    Region,
+    SummaryTest,
+    align_curves,
+    curve_band,
+    curve_regions,
+    curve_summaries,
+    seeds_for_width,
+)
 from ablate.stats.effect import (
     ProbImprovement,
     RobustTest,
@@ -46,24 +58,32 @@ from ablate.stats.summary import ArmSummary, summarize
 __all__ = [
     "INSUFFICIENT_REASONS",
     "VERDICTS",
+    "AlignedCurves",
     "ArmSummary",
     "BatchResult",
     "Boundaries",
     "Comparison",
+    "CurveBand",
     "FailureFinding",
     "Flag",
     "Pairing",
     "ProbImprovement",
+    "Region",
     "RobustTest",
     "SeedAdvice",
     "SequentialBatch",
     "StatsInputError",
+    "SummaryTest",
     "adjust_comparisons",
     "adjust_pvalues",
+    "align_curves",
     "auto_pair_from",
     "auto_pairs",
     "boundaries",
     "compare",
+    "curve_band",
+    "curve_regions",
+    "curve_summaries",
     "decide_batch",
     "decision_rule",
     "dunnett_pvalues",
@@ -83,6 +103,7 @@ __all__ = [
     "recommend_seeds",
     "robust_test",
     "sd_upper_limit",
+    "seeds_for_width",
     "seeds_needed",
     "spending",
     "summarize",

@@ -135,9 +135,22 @@ def paired_effect(treatment: Any, control: Any) -> tuple[float | None, float | N
     return dz, gav, rho
 
 
+#: Above this many (x, y) pairs, P(X > Y) is counted from mid-ranks instead of pair by pair (the same U, in
+#: O(n log n) time and O(n) memory: 10,000 seeds per arm would need two 10^8-element comparison arrays).
+PAIRWISE_MAX = 1_000_000
+
+
 def _pi_unpaired(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     """P(X > Y) + ½P(X = Y) over every (x, y) pair, vectorised over leading axes (= U / (n_x n_y))."""
     x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+    nx, ny = x.shape[-1], y.shape[-1]
+    if nx * ny > PAIRWISE_MAX:  # Mann-Whitney's U from the mid-ranks of x in the pooled sample (ties count ½)
+        from scipy.stats import rankdata  # lazy: scipy loads only where a function needs it (ablate.stats)
+
+        lead = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+        both = np.concatenate([np.broadcast_to(x, (*lead, nx)), np.broadcast_to(y, (*lead, ny))], axis=-1)
+        u = rankdata(both, axis=-1)[..., :nx].sum(axis=-1) - nx * (nx + 1) / 2
+        return u / (nx * ny)
     gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
     eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
     return gt + eq / 2
@@ -284,6 +297,19 @@ def _sign_flip_pvalue(d: np.ndarray) -> float:
     return float(res.pvalue)
 
 
+def mann_whitney_floor(n_treatment: int, n_control: int) -> float:
+    """The smallest two-sided p Mann-Whitney's exact test can reach: 2 / C(n_T + n_C, n_T), capped at 1.
+
+    Computed in log space (``math.lgamma``) where the binomial coefficient no longer fits a float (about 515 seeds
+    per arm): the floor is then far below any level, and underflows to 0.0 rather than raising OverflowError.
+    """
+    n, k = int(n_treatment) + int(n_control), int(n_treatment)
+    log_comb = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+    if log_comb < 700:  # exact: the reference values (0.0079 at 5 per arm) stay bit for bit
+        return min(1.0, 2.0 / math.comb(n, k))
+    return math.exp(math.log(2.0) - log_comb)
+
+
 def robust_test(treatment: Any, control: Any, *, paired: bool = False) -> RobustTest:
     """Mann-Whitney U (unpaired) or Wilcoxon signed-rank (paired) test, two-sided.
 
@@ -315,7 +341,7 @@ def robust_test(treatment: Any, control: Any, *, paired: bool = False) -> Robust
     t, c = _two_arms_iv(treatment, control, paired=paired)
     if paired:
         nz = int(np.count_nonzero(t - c))
-        floor = min(1.0, 2.0 / 2.0**nz) if nz else 1.0
+        floor = min(1.0, math.ldexp(1.0, 1 - nz)) if nz else 1.0  # 2 / 2^nz, 0.0 where it underflows (nz > 1075)
         if nz == 0:
             return RobustTest("Wilcoxon signed-rank", 0.0, 1.0, floor)
         with warnings.catch_warnings():
@@ -324,7 +350,7 @@ def robust_test(treatment: Any, control: Any, *, paired: bool = False) -> Robust
             res = stats.wilcoxon(t, c, zero_method="wilcox", method="asymptotic" if flips else "auto")
             p = _sign_flip_pvalue(t - c) if flips else float(res.pvalue)
         return RobustTest("Wilcoxon signed-rank", float(res.statistic), p, floor)
-    floor = min(1.0, 2.0 / math.comb(t.size + c.size, t.size))
+    floor = mann_whitney_floor(t.size, c.size)
     if np.ptp(np.concatenate([t, c])) == 0:
         return RobustTest("Mann-Whitney U", t.size * c.size / 2, 1.0, floor)
     res = stats.mannwhitneyu(t, c, alternative="two-sided")

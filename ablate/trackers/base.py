@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ablate.plan.arms import flatten
 from ablate.record.results import to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
 from ablate.stats.core import verdict_label
+from ablate.trackers.limits import flat_params
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,15 @@ class TrialRecord:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The resolved config flattened to dotted keys (``task.optim.lr``)."""
-        return flatten(self.config)
+        """The resolved config flattened to dotted keys (``task.optim.lr``), one per value: a literal key with a
+        dot that meets a nested one (``"opt.lr"`` beside ``opt: {lr}``) is ``task["opt.lr"]``
+        (:func:`~ablate.trackers.limits.flat_params`)."""
+        return flat_params(self.config)[0]
+
+    @property
+    def merged_params(self) -> dict[str, list[str]]:
+        """Dotted names two or more config keys flatten to -> the names the others got in :attr:`params`."""
+        return flat_params(self.config)[1]
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class AblationRecord:
     seeds : list of int
     tags : dict
         ``ablate.ablation_id``, ``ablate.variable``, ``ablate.variable_name``, ``ablate.metric``,
-        ``ablate.commit``, ``ablate.dirty``, ``ablate.sweep_dir``, and ``ablate.data.<path>`` = DVC hash
+        ``ablate.direction`` (``higher is better`` / ``lower is better``), ``ablate.commit``,
+        ``ablate.dirty``, ``ablate.sweep_dir``, and ``ablate.data.<path>`` = DVC hash
         for every pinned data path.
     verdict : dict
         verdict.json (empty when not written yet).
@@ -105,16 +113,48 @@ class AblationRecord:
         return {str(c.get("arm")): verdict_label(c.get("verdict"), c.get("firm"))
                 for c in self.verdict.get("comparisons") or []}
 
+    @property
+    def bottom_line(self) -> dict[str, str]:
+        """verdict.md's bottom line in plain text (verdict.json's ``bottom_line``): treatment arm -> its sentence;
+        empty when the verdict has none."""
+        bl = self.verdict.get("bottom_line") or {}
+        return {str(t.get("arm")): str(t.get("sentence")) for t in bl.get("treatments") or []}
+
+    @property
+    def next_line(self) -> str | None:
+        """verdict.md's Next line in plain text (the one command to run next, or why nothing is), or None."""
+        line = ((self.verdict.get("bottom_line") or {}).get("next") or {}).get("line")
+        return str(line) if line else None
+
+    @property
+    def direction(self) -> str:
+        """``higher is better`` or ``lower is better``: the metric's direction, as every report says it."""
+        return "lower is better" if self.goal == "minimize" else "higher is better"
+
     def summary_metrics(self) -> dict[str, float]:
         """Numbers from verdict.json worth a metric: per arm ``<arm>.mean|sd|n``, per treatment
-        ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers)."""
+        ``<arm>.diff|pvalue|effect_size`` (whatever of those verdict.json holds as numbers). ``diff`` and
+        ``effect_size`` are treatment − control in the metric's own sign, as verdict.md prints them (verdict.json's
+        are sign-normalised: positive is better); with curve verdicts ``<arm>.curve.<auc|time_to|final>.diff|p_adj`` and
+        ``<arm>.curve.better_points|worse_points`` (grid points where the simultaneous band is above / below 0)."""
+        sign = -1.0 if self.goal == "minimize" else 1.0
         out: dict[str, float] = {}
         for a in self.verdict.get("arms") or []:
             for k in ("mean", "sd", "n", "n_failed"):
                 _put_number(out, f"{a.get('arm')}.{k}", a.get(k))
         for c in self.verdict.get("comparisons") or []:
             for k in ("diff", "pvalue", "pvalue_adjusted", "effect_size"):
-                _put_number(out, f"{c.get('arm')}.{k}", c.get(k))
+                x = c.get(k)
+                _put_number(out, f"{c.get('arm')}.{k}", sign * x if k in ("diff", "effect_size") and
+                            isinstance(x, int | float) and not isinstance(x, bool) else x)
+        for c in (self.verdict.get("curves") or {}).get("comparisons") or []:  # curve verdicts (curve.enabled)
+            for name, s in (c.get("summaries") or {}).items():
+                for k in ("diff", "p_adj"):
+                    _put_number(out, f"{c.get('arm')}.curve.{name}.{k}", s.get(k))
+            for word in ("better", "worse"):
+                if c.get("regions") is not None:
+                    _put_number(out, f"{c.get('arm')}.curve.{word}_points",
+                                sum(r["points"] for r in c["regions"] if r["word"] == word))
         return out
 
 
@@ -143,6 +183,7 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
         "ablate.variable": str(var.get("key")),
         "ablate.variable_name": str(var.get("name")),
         "ablate.metric": str(plan.get("metric")),
+        "ablate.direction": "lower is better" if plan.get("goal") == "minimize" else "higher is better",
         "ablate.commit": str(code.get("commit")),
         "ablate.dirty": "true" if code.get("dirty") else "false",
         "ablate.sweep_dir": str(sd.root),

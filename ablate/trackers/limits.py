@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Characters MLflow accepts in param, metric and tag keys.
 _MLFLOW_BAD = re.compile(r"[^A-Za-z0-9_\-. :/]")
@@ -74,13 +75,16 @@ class NameMap:
         Kind -> {original: logged}; only names whose logged form differs.
     cut : dict
         Kind -> {original key: sha256 of the full value} for values that were cut.
+    merged : dict
+        Dotted param name two or more config keys flatten to -> the names the others got (:func:`flat_params`).
     """
 
     changed: dict[str, dict[str, str]] = field(default_factory=dict)
     cut: dict[str, dict[str, str]] = field(default_factory=dict)
+    merged: dict[str, list[str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.changed or self.cut)
+        return bool(self.changed or self.cut or self.merged)
 
     def keys(self, kind: str, names: Iterable[str], clean: Callable[[str], str], limit: int,
              sep: str = "~") -> dict[str, str]:
@@ -98,9 +102,10 @@ class NameMap:
             self.cut.setdefault(kind, {})[key] = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return logged
 
-    def to_dict(self) -> dict[str, dict[str, dict[str, str]]]:
-        """``{"renamed": {kind: {original: logged}}, "cut": {kind: {key: sha256}}}``."""
-        return {"renamed": self.changed, "cut": self.cut}
+    def to_dict(self) -> dict[str, Any]:
+        """``{"renamed": {kind: {original: logged}}, "cut": {kind: {key: sha256}}}``, plus ``"merged": {dotted
+        name: [the names the other config keys got]}`` when config keys shared a param name (:func:`flat_params`)."""
+        return {"renamed": self.changed, "cut": self.cut, **({"merged": self.merged} if self.merged else {})}
 
 
 def unique_names(names: Iterable[str], clean: Callable[[str], str], limit: int, sep: str = "~") -> dict[str, str]:
@@ -153,3 +158,50 @@ def unique_names(names: Iterable[str], clean: Callable[[str], str], limit: int, 
         used.add(logged)
         out[n] = logged
     return out
+
+
+def flat_params(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """A nested config flattened to dotted param names, one name per value.
+
+    Two keys can flatten to one name: a nested ``opt: {lr: 0.1}`` and a literal key ``"opt.lr": 0.5`` are
+    both ``opt.lr``. The one whose path holds the fewest keys with a dot in them (the nested one; among
+    equals, the first) keeps the dotted name; every other is named with its dotted keys quoted,
+    ``["opt.lr"]`` (``task["opt.lr"]``), so no value is lost; lists and scalars are leaves.
+
+    Parameters
+    ----------
+    config : mapping
+        A resolved config (nested).
+
+    Returns
+    -------
+    (dict, dict)
+        name -> value, and for every name two keys would share: that name -> the names given to the others.
+    """
+    leaves: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, Mapping) and (node or not path):
+            for k, v in node.items():
+                walk(v, (*path, str(k)))
+        else:
+            leaves.append((path, node))
+
+    walk(config, ())
+    groups: dict[str, list[int]] = {}
+    for i, (path, _) in enumerate(leaves):
+        groups.setdefault(".".join(path), []).append(i)
+    keep = {min(ix, key=lambda i: (sum("." in s for s in leaves[i][0]), i)) for ix in groups.values()}
+    out: dict[str, Any] = {}
+    merged: dict[str, list[str]] = {}
+    for i, (path, value) in enumerate(leaves):
+        name = ".".join(path)
+        if i not in keep:
+            quoted = "".join(f'["{s}"]' if "." in s else f".{s}" for s in path).lstrip(".")
+            other, n = quoted, 2
+            while other in out or other in groups:
+                other, n = f"{quoted}~{n}", n + 1
+            merged.setdefault(name, []).append(other)
+            name = other
+        out[name] = value
+    return out, merged

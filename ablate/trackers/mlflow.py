@@ -4,7 +4,8 @@ Each trial run has the trial's resolved config (flattened) as params, its metric
 ``ablate.duration_s``), the tags of :class:`~ablate.trackers.base.TrialRecord` (ablation id, arm,
 value, seed, attempt, status, commit, dirty, data hashes), and the status FINISHED (ok), KILLED or
 FAILED. The parent run carries the ablation's tags, the variable and seeds as params, the verdict
-word per treatment as ``ablate.verdict.<arm>`` tags, the verdict's numbers as metrics, and
+word per treatment as ``ablate.verdict.<arm>`` tags and verdict.md's bottom line as ``ablate.bottom_line.<arm>``
+and its Next line as ``ablate.next`` tags, the verdict's numbers as metrics (in the metric's own sign), and
 verdict.md, verdict.json, results.csv, per_seed.csv, ablation.yaml and the plots as artifacts.
 
 Logging again (``ablate track DIR``, or after ``ablate resume``) reuses the parent run and adds only
@@ -55,6 +56,15 @@ def _record_names(client: Any, run_id: str, names: NameMap, config: dict[str, An
     if config is not None:
         client.log_dict(run_id, config, "ablate/config.json")
     client.set_tag(run_id, "ablate.names_changed", "true")
+
+
+def merged_warning(merged: dict[str, list[str]]) -> str:
+    """The warning for config keys that flatten to one param name (each kept under its own name), or ``""``."""
+    if not merged:
+        return ""
+    shown = "; ".join(f"`{k}` and {', '.join(f'`{o}`' for o in others)}" for k, others in sorted(merged.items()))
+    return (f"; warning: two config keys flatten to one param name ({shown}): each value is logged, the literal "
+            "key with a dot under its quoted name (mapping in the runs' ablate/names.json)")
 
 
 def _chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
@@ -134,13 +144,18 @@ class MlflowTracker(Tracker):
                 continue
             done.add((r.data.tags.get("ablate.arm"), r.data.tags.get("ablate.seed"), r.data.tags.get("ablate.attempt")))
         new = [t for t in ablation.trials if (t.arm, str(t.seed), str(t.attempt)) not in done]
-        changed = 0
+        changed, merged = 0, dict[str, list[str]]()
         for t in new:
             changed += self._log_trial(client, exp_id, parent_id, t, Metric, Param, RunTag, max_param)
+            merged.update(t.merged_params)
         now = int(time.time() * 1000)
         words = ablation.verdict_words
-        vkeys = _keys(names, "tag", [f"ablate.verdict.{arm}" for arm in words])
-        tags = [RunTag(vkeys[f"ablate.verdict.{arm}"], word) for arm, word in words.items()]
+        said = {f"ablate.verdict.{arm}": word for arm, word in words.items()}
+        said.update({f"ablate.bottom_line.{arm}": line for arm, line in ablation.bottom_line.items()})  # verdict.md's
+        if ablation.next_line:
+            said["ablate.next"] = ablation.next_line
+        vkeys = _keys(names, "tag", list(said))
+        tags = [RunTag(vkeys[k], line) for k, line in said.items()]
         tags.append(RunTag("ablate.invalid", "true" if ablation.verdict.get("invalid") else "false"))
         summary = ablation.summary_metrics()
         mkeys = _keys(names, "metric", summary)
@@ -157,7 +172,7 @@ class MlflowTracker(Tracker):
         note = (f"; {changed + bool(names)} run(s) had names or values changed to fit MLflow (mapping in their "
                 "ablate/names.json)") if changed or names else ""
         return (f"mlflow: {len(new)} trial run(s) logged ({len(ablation.trials) - len(new)} already there) under "
-                f"parent run {parent_id}, experiment {self.experiment!r}, {where}{note}")
+                f"parent run {parent_id}, experiment {self.experiment!r}, {where}{note}{merged_warning(merged)}")
 
     @staticmethod
     def _runs_of(client: Any, exp_id: str, ablation_id: str) -> list[Any]:
@@ -183,6 +198,7 @@ class MlflowTracker(Tracker):
         run = client.create_run(exp_id, start_time=start, tags=tags, run_name=f"{t.arm} seed={t.seed}")
         rid = run.info.run_id
         flat = t.params
+        names.merged.update(t.merged_params)
         pkeys = _keys(names, "param", flat)
         params = [Param(pkeys[k], names.value("param", k, str(v), max_param)) for k, v in flat.items()]
         values = dict(t.metrics)

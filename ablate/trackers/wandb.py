@@ -184,6 +184,9 @@ class WandbTracker(Tracker):
                          tags=[*self._short_tags(ab.tags), "verdict"], resume="allow")
         try:
             summary: dict[str, Any] = {f"verdict/{arm}": word for arm, word in ab.verdict_words.items()}
+            summary.update({f"bottom_line/{arm}": line for arm, line in ab.bottom_line.items()})  # verdict.md's words
+            if ab.next_line:
+                summary["next"] = ab.next_line
             summary.update({f"stats/{k}": v for k, v in ab.summary_metrics().items()})
             summary["verdict/invalid"] = bool(ab.verdict.get("invalid"))
             run.summary.update(summary)

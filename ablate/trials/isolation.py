@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ablate.trials.seeding import PostImportHook
+
 
 class TaskExit(BaseException):
     """The task tried to end the process (``sys.exit``, ``os._exit``); carries the cause in words.
@@ -102,6 +104,26 @@ _NUMPY_DEFAULTS = {"numpy error settings": {"divide": "warn", "over": "warn", "u
 _SIGNALS = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM")
 
 
+#: numpy's and torch's state the moment the running inline trial first imported them, before its task could change
+#: it (:func:`snapshot` watches for their import; :func:`restore` puts it back and forgets it).
+_AT_IMPORT: dict[str, Any] = {}
+_CAPTURE = PostImportHook()
+
+
+def _numpy_state(np: Any) -> dict[str, Any]:
+    return {"numpy error settings": np.geterr(), "numpy print options": np.get_printoptions()}
+
+
+def _watch_imports() -> None:
+    """Note numpy's and torch's state when they are first imported (a trial that imports them itself)."""
+    import sys
+
+    for name, state in (("numpy", _numpy_state), ("torch", _torch_state)):
+        if name not in sys.modules and name not in _CAPTURE.callbacks and not any(
+                k.startswith(name) for k in _AT_IMPORT):
+            _CAPTURE.add(name, lambda module, _state=state: _AT_IMPORT.update(_state(module)))
+
+
 def _torch_state(torch: Any) -> dict[str, Any]:
     return {"torch default dtype": str(torch.get_default_dtype()), "torch grad mode": torch.is_grad_enabled(),
             "torch deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
@@ -109,6 +131,10 @@ def _torch_state(torch: Any) -> dict[str, Any]:
             "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
             "cudnn.benchmark": bool(torch.backends.cudnn.benchmark), "torch threads": torch.get_num_threads(),
             "torch anomaly mode": bool(torch.is_anomaly_enabled())}
+
+
+def _torch_state_keys() -> tuple[str, ...]:
+    return (*_TORCH_DEFAULTS, "torch threads")
 
 
 def _set_torch(torch: Any, key: str, value: Any) -> None:
@@ -140,11 +166,11 @@ def snapshot() -> dict[str, Any]:
                                                  if hasattr(signal, n)}}
     np = sys.modules.get("numpy")
     if np is not None:
-        state["numpy error settings"] = np.geterr()
-        state["numpy print options"] = np.get_printoptions()
+        state.update(_numpy_state(np))
     torch = sys.modules.get("torch")
     if torch is not None:
         state.update(_torch_state(torch))
+    _watch_imports()
     return state
 
 
@@ -162,9 +188,9 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
 
     Restored: ``os.environ``, the working directory, ``sys.path``, the umask, the recursion limit, the
     handlers of SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM (from the main thread), numpy's error settings
-    (its import-time defaults when the trial imported numpy itself) and print options, torch's default dtype,
-    grad mode, deterministic-algorithms setting, ``cudnn.deterministic``, ``cudnn.benchmark``, thread count
-    and anomaly mode (torch's import-time defaults when the trial imported torch itself). Not torch's float32
+    and print options, torch's default dtype, grad mode, deterministic-algorithms setting,
+    ``cudnn.deterministic``, ``cudnn.benchmark``, thread count and anomaly mode (when the trial imported numpy
+    or torch itself: their state the moment it imported them, which :func:`snapshot` watched for). Not torch's float32
     matmul precision and TF32 switches: once a task mixes their legacy and new APIs, torch refuses to read
     them. ``sys.path`` entries below ``own_root`` (the sweep dir: ablate put its code snapshot there) are
     removed without being named. Returns one line per change the task made (empty: none).
@@ -173,12 +199,15 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
 
     base = before if baseline is None else baseline
     now = snapshot()
-    if "torch default dtype" in now:  # torch imported by the trial itself: it started from its defaults
-        before = {**_TORCH_DEFAULTS, **before}
-        base = {**_TORCH_DEFAULTS, **base}
+    _CAPTURE.clear()
+    at_import = {**_TORCH_DEFAULTS, **_NUMPY_DEFAULTS, **_AT_IMPORT}
+    _AT_IMPORT.clear()
+    if "torch default dtype" in now:  # torch imported by the trial itself: it started from its state at import
+        before = {**{k: v for k, v in at_import.items() if k in _torch_state_keys()}, **before}
+        base = {**{k: v for k, v in at_import.items() if k in _torch_state_keys()}, **base}
     if "numpy error settings" in now:  # numpy alike
-        before = {**_NUMPY_DEFAULTS, **before}
-        base = {**_NUMPY_DEFAULTS, **base}
+        before = {**{k: v for k, v in at_import.items() if k.startswith("numpy")}, **before}
+        base = {**{k: v for k, v in at_import.items() if k.startswith("numpy")}, **base}
     changed: list[str] = []
     def theirs(paths: list[str]) -> list[str]:  # sys.path without ablate's own entries (the code snapshot)
         return [p for p in paths if own_root is None or not within(p, own_root)]

@@ -153,6 +153,24 @@ def environment_for(mode: str, seed: int) -> dict[str, str]:
     return env
 
 
+#: Variables each trial sets to its own value (:func:`seed_environment`, and the run and trial dirs of an ``fn``
+#: trial; a script's too): unset in a warm parent, so an import there that reads one is each trial's own to make.
+TRIAL_ENV = ("ABLATE_SEED", "PL_GLOBAL_SEED", "ABLATE_RUN_DIR", "ABLATE_TRIAL_DIR")
+
+
+def seed_environment(seed: int) -> dict[str, str]:
+    """The variables that hand a trial's seed to the task's own code, in every determinism mode and task form:
+    ``ABLATE_SEED``, and ``PL_GLOBAL_SEED``, which Lightning's ``seed_everything()`` reads when called with no
+    argument (it seeds 0 without it, since Lightning 2.1: every seed of the ablation would be one run).
+
+    Parameters
+    ----------
+    seed : int
+        The trial seed.
+    """
+    return {"ABLATE_SEED": str(int(seed)), "PL_GLOBAL_SEED": str(int(seed))}
+
+
 #: Set by ``ablate repro`` when the original app trial ran in a warm fork (under the ablation's hash seed): the
 #: re-run's fresh ``python <app>`` takes it as its ``PYTHONHASHSEED`` instead of the trial seed.
 APP_HASH_SEED_ENV = "ABLATE_APP_HASH_SEED"
@@ -367,7 +385,7 @@ def torch_flags() -> dict[str, bool] | None:
     }
 
 
-class _PostImportHook:
+class PostImportHook:
     """A ``sys.meta_path`` finder that runs a callback right after a module is first imported."""
 
     def __init__(self) -> None:
@@ -407,7 +425,7 @@ class _PostImportHook:
         return None
 
 
-_hook = _PostImportHook()
+_hook = PostImportHook()
 
 
 def clear_import_hooks() -> None:

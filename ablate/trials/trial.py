@@ -33,6 +33,7 @@ from ablate.record.errorline import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.config import arm_record, config_yaml, load_plan, reads_hydra_state, resolve_config
+from ablate.trials.curve import record_curve
 from ablate.trials.proctree import die_with_parent, own_process_tree
 from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
@@ -201,7 +202,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         code_root = pins_mod.trial_code_root(sd, plan)
         manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
         manifest["environment"] = pins_mod.capture_environment(light=True)
-        manifest["data"] = pins_mod.data_seen(plan)
+        manifest["data"] = pins_mod.data_seen(plan, code_root)
 
         form = get_form(form_of(task_cfg))
         if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
@@ -231,7 +232,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
             # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
             # task changes; inline: restored when the trial ends)
             os.environ.update({"ABLATE_RUN_DIR": str(tp.dir / "run"), "ABLATE_TRIAL_DIR": str(tp.dir),
-                               "ABLATE_SEED": str(int(seed))})
+                               **seeding.seed_environment(seed)})
         warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
         if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
             manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
@@ -253,7 +254,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
 
         def runner() -> Any:
             with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext(), \
-                    guard_snapshot(snapshot):  # a write into the snapshot every trial shares is named
+                    guard_snapshot(snapshot, (cfg.get("task") or {}).get("data")):  # a write there is named
                 return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
 
         timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
@@ -280,6 +281,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
                 manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
             else:  # a command or app ran in its own process (this one may hold torch from composing the app)
                 manifest["environment"].pop("torch_threads", None)
+        out = record_curve(tp, plan, out)  # curve.json when the ablation compares curves (a returned history out)
         source, seen_recorded = None, False
         if isinstance(out, TaskOutput):
             if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
@@ -382,7 +384,7 @@ def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any])
     pins = plan.get("pins") or {}
     check: dict[str, Any] = {}
     if pins.get("data"):
-        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan)
+        manifest["data_after"] = check["data"] = pins_mod.data_seen(plan, pins_mod.trial_code_root(sd, plan))
     code = manifest.get("code") or {}
     if (pins.get("code") or {}).get("snapshot") and code.get("root"):
         manifest["code_after"] = check["code"] = pins_mod.code_seen(sd, plan, Path(code["root"]))

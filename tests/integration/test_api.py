@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 import ablate
 from ablate.errors import ConfigError, SweepDirError
@@ -28,7 +29,13 @@ def test_run_returns_verdict_and_load_gives_one_row_per_trial(project: Path) -> 
     assert verdict.firm == {"lr=0.5": c["firm"]}
     assert verdict.invalid is False
     assert "task.optim.lr" in verdict.markdown and verdict._repr_markdown_() == verdict.markdown
-    assert repr(verdict).startswith("Verdict(val_acc: lr=0.5: ")
+    assert repr(verdict).startswith(f"Verdict(val_acc, higher is better; {verdict.sweep_dir}\n  lr=0.5 (task.optim.lr "
+                                    "0.05 → 0.5) changed val_acc by ")
+    plan = yaml.safe_load((verdict.sweep_dir / "ablation.yaml").read_text())  # the call, as the CLI line it equals
+    assert plan["command"] == {"overrides": ["variable=lr", "variable.values=[0.5]", "seeds=[0,1,2]",
+                                             "launcher=inline", "alpha=0.1", "task.epochs=1",
+                                             f"hydra.sweep.dir='{project / 'outputs' / 'api'}'"],
+                               "config_path": None, "config_dirs": [], "config_name": None, "via": "api"}
     assert ablate.Verdict.open(verdict.sweep_dir) == verdict
 
     df = ablate.load(verdict.sweep_dir)

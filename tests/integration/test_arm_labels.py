@@ -41,13 +41,11 @@ def test_unicode_and_colliding_values_get_readable_unique_arms(label_project: Pa
         rows = list(csv.DictReader(fh))
     assert {(r["arm"], r["value"]) for r in rows if r["arm"] != "control"} == {(n, v) for v, n in want.items()}
     md = (sd / "verdict.md").read_text(encoding="utf-8")
-    bottom, verdict = md.split("## Verdict", 1)
-    for value, name in want.items():  # the bottom line and the verdict line always show the treatment's value
-        line = next(x for x in verdict.splitlines() if x.startswith(f"- **{name}**"))
-        assert line.startswith(f"- **{name}** vs control" if name.endswith(f"={value}")
-                               else f"- **{name}** (value {value}) vs control"), line
+    bottom, paper = md.split("## For the paper", 1)
+    for value, name in want.items():  # the bottom line and the line for the paper always show the treatment's value
         line = next(x for x in bottom.splitlines() if x.startswith(f"- **{name}**"))
-        assert line.startswith(f"- **{name}** (vs control" if name.endswith(f"={value}")
-                               else f"- **{name}** (value {value}; vs control"), line
+        assert line.startswith(f"- **{name}** (task.größe plain → {value})"), line
+        line = next(x for x in paper.splitlines() if x.startswith(f"- {name} vs control"))
+        assert line.startswith(f"- {name} vs control (task.größe plain → {value}): "), line
     v = json.loads((sd / "verdict.json").read_text(encoding="utf-8"))
     assert {c["value"] for c in v["comparisons"]} == set(want)

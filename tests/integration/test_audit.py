@@ -70,7 +70,7 @@ def _audit(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dic
 def test_audit_names_the_code_confound_and_gives_the_verdicts_statistics(confounded: Path, source: str,
                                                                         audits: dict) -> None:
     cwd, a = audits[source]
-    assert a["variable"] == {"key": "data.mix", "a": "old", "b": "new", "how": "proposed"}
+    assert a["variable"] == {"key": "data.mix", "a": "old", "b": "new", "how": "proposed", "kind": "config"}
     # data.path = data/${data.mix}.csv: Hydra kept the interpolation, the trackers logged its resolved value
     (derived,) = a["derived"]
     assert (derived["key"], derived["a"], derived["b"]) == ("data.path", "data/old.csv", "data/new.csv")
@@ -121,15 +121,35 @@ def test_every_source_names_the_same_confounds(audits: dict) -> None:
     assert seen[0] == seen[1] == seen[2] and len(seen[0]) == 1
 
 
+def _prepare(command: str, cwd: Path) -> tuple[Path, list[str]]:
+    """Run the printed command's steps before ``ablate`` (cd, the worktree, DVC) as printed; returns the dir they
+    leave and the ``ablate`` step's words (without the env that tags its trials)."""
+    steps = command.split(" && ")
+    where = cwd
+    for step in steps[:-1]:
+        words = shlex.split(step)
+        if words[0] == "cd":
+            where = Path(words[1])
+            continue
+        subprocess.run(words, cwd=where, check=True, capture_output=True)
+    last = shlex.split(steps[-1])
+    return where, last[last.index("ablate"):]
+
+
 def test_the_minimal_ablation_runs_to_a_valid_verdict(confounded: Path, audits: dict) -> None:
     a = audits["wandb"][1]
     command = a["minimal"]["command"]
-    assert f"git checkout {a['minimal']['commit'][:12]}" in command
+    assert f"git worktree add --detach {a['minimal']['config_dir'].rsplit('/ablation/', 1)[0]}/worktree-" in command
+    assert "git checkout" not in command  # the team's work tree is left alone
     steps = [shlex.split(s) for s in command.split(" && ")]
-    assert steps[0] == ["cd", str(confounded)] and steps[-1][0] == "ablate"
-    subprocess.run(steps[1], cwd=confounded, check=True, capture_output=True)
-    run = ablate_cli(confounded, *steps[-1][1:], "seeds=3", "launcher=inline")  # seeds small for the test
+    assert steps[0] == ["cd", str(confounded)] and "ablate" in steps[-1]
+    head = subprocess.run(["git", "-C", str(confounded), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    where, ablate = _prepare(command, confounded)
+    assert where != confounded
+    run = ablate_cli(where, *ablate[1:], "seeds=3", "launcher=inline")  # seeds small for the test
     assert run.returncode == 0, run.stderr
+    assert subprocess.run(["git", "-C", str(confounded), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout == head
     verdict_md = Path(run.stdout.strip().splitlines()[-1])
     verdict = json.loads(verdict_md.with_name("verdict.json").read_text())
     assert verdict["invalid"] is False, verdict["invalid_reasons"]
@@ -200,23 +220,24 @@ def test_an_indicative_post_hoc_verdict_is_the_verdict_ablate_gives(tmp_path: Pa
     assert mine["seed_advice"]["message"] == comp["seed_advice"]["message"] == ref.seeds.message()
     vmd = (sd / "verdict.md").read_text()
     bottom = next(x for x in vmd.splitlines() if x.startswith("- **epochs=5**"))
-    said = bottom[bottom.index("**better (indicative)**"):bottom.index("it is firm if its")]
-    assert "At 20 seeds per arm (16 more) " in said
+    said = bottom[bottom.index(" changed val_acc by "):]  # Δ, its CI, the word and how firm, in verdict.md's words
+    assert said.endswith(": **better (indicative)**, not yet firm (a lead to confirm).")
     md = (tmp_path / "audit" / "audit.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith("- Post-hoc verdict"))
-    assert line.startswith("- Post-hoc verdict for B against A: **better (indicative)**: a lead, not yet a result")
+    assert line.startswith("- Post-hoc verdict for B against A: **treatment** changed val_acc by ")
     assert said in line and "**better**" not in md
+    assert "At 20 seeds per arm it is firm if its p then stays below α" in md  # the Seed recommendation's words
     seeds = next(x for x in vmd[vmd.index("## Seed recommendation"):].splitlines() if x.startswith("- **epochs=5**"))
     assert f"- Seeds: {seeds.removeprefix('- **epochs=5**: ')}" in md.splitlines()
     assert a["seeds_advised"] == 20  # the ablation that settles it runs the seeds that make it firm
     assert ref.seeds.n_needed < 20
     assert "run the ablation that settles it (20 seeds per arm, its command below)" in line
-    # ... and it does: its command, run as written, gives a firm better
+    # ... and it does: its command, run as printed, gives a firm better
     steps = [shlex.split(s) for s in a["minimal"]["command"].split(" && ")]
     assert steps[-1][-1] == "seeds=20"
-    subprocess.run(steps[1], cwd=repo, check=True, capture_output=True)
-    run = ablate_cli(repo, *steps[-1][1:], "launcher=inline")
-    assert run.returncode == 0, run.stderr
+    run = subprocess.run(["bash", "-c", a["minimal"]["command"]], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    assert run.returncode == 0, run.stderr[-3000:]
     (settled,) = json.loads(Path(run.stdout.strip().splitlines()[-1]).with_name("verdict.json").read_text())[
         "comparisons"]
     assert (settled["verdict"], settled["firm"], settled["n_treatment"]) == ("better", True, 20)
@@ -228,10 +249,10 @@ def test_one_replicate_per_side_says_one_seed_is_a_sample_size_of_one(tmp_path: 
     assert res.returncode == 0, res.stderr
     st = a["statistics"]
     assert st["verdict"] is None and st["sample_size"]["n"] == 1
-    assert st["sample_size"]["seeds_needed"] == a["seeds_advised"] == 5
+    assert st["sample_size"]["seeds_needed"] == a["seeds_advised"] == 20  # ablate's firm threshold
     assert "one seed is a sample size of one" in st["sample_size"]["message"]
-    assert "run 5 seeds per arm" in (tmp_path / "audit" / "audit.md").read_text()
-    assert "seeds=5" in a["minimal"]["command"]
+    assert "run 20 seeds per arm" in (tmp_path / "audit" / "audit.md").read_text()
+    assert a["minimal"]["command"].endswith("seeds=20")
 
 
 def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Path,
@@ -251,11 +272,15 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0)
+    (tmp_path / "a-file").write_text("")
     cases = [([str(confounded / "multirun"), "--metric", "val_loss"], "did not log 'val_loss'"),
              ([str(confounded / "multirun"), "--variable", "lr"], "do not differ in 'lr'"),
              ([str(confounded / "multirun" / "a")], "share one config"),
              ([str(confounded / "conf")], "no run source"),
-             ([str(db)], f"holds no finished run (1 left out: MLflow run {failed}: failed)")]
+             ([str(db)], f"holds no finished run (1 left out: MLflow run {failed}: failed)"),
+             ([str(confounded / "multirun"), "--out", str(tmp_path / "a-file" / "audit")], "is not a dir"),
+             ([str(confounded / "multirun"), "--metric", "A=val_acc"], "neither one name nor each side's"),
+             ([str(confounded / "multirun"), "--since", "last week"], "is not a date")]
     if os.geteuid() != 0:  # root reads any dir
         cases.append(([str(locked)], "is not readable"))
     monkeypatch.chdir(tmp_path)

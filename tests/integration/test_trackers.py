@@ -77,6 +77,13 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
     verdict = json.loads((sd / "verdict.json").read_text())
     c = verdict["comparisons"][0]
     assert parent.data.tags["ablate.verdict.lr_0.5"] == c["verdict"] + (" (indicative)" if c["firm"] is False else "")
+    md = (sd / "verdict.md").read_text()  # verdict.md's bottom line, in the same words, markdown left out
+    said = next(x for x in md.splitlines() if x.startswith("- **lr=0.5**")).removeprefix("- ").replace("**", "")
+    assert parent.data.tags["ablate.bottom_line.lr_0.5"] == said
+    nxt = next(x for x in md.splitlines() if x.startswith("Next: ")).replace("`", "")
+    assert parent.data.tags["ablate.next"] == nxt
+    assert parent.data.tags["ablate.direction"] == "higher is better"
+    assert parent.data.metrics["lr_0.5.diff"] == pytest.approx(c["diff_raw"])  # the metric's own sign
     assert parent.data.params["variable.key"] == "task.optim.lr"
     names = {f.path for f in client.list_artifacts(parent.info.run_id)}
     assert {"verdict.md", "verdict.json", "results.csv", "ablation.yaml"} <= names
@@ -173,6 +180,10 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     verdict = json.loads((sd / "verdict.json").read_text())
     c = verdict["comparisons"][0]
     assert verdict_run["summary"]["verdict/lr=0.5"] == c["verdict"] + (" (indicative)" if c["firm"] is False else "")
+    md = (sd / "verdict.md").read_text()
+    said = next(x for x in md.splitlines() if x.startswith("- **lr=0.5**")).removeprefix("- ").replace("**", "")
+    assert verdict_run["summary"]["bottom_line/lr=0.5"] == said
+    assert verdict_run["summary"]["next"] == next(x for x in md.splitlines() if x.startswith("Next: ")).replace("`", "")
     assert_no_secret_on_disk(wandb_dir, sd)
 
 

@@ -47,7 +47,10 @@ def test_two_scale_transfer_check(project: Path) -> None:
     assert r["flag"] in ("does not transfer", "shrinks with scale", "differs across scales",
                          "no evidence that the effect changes with scale")
     md = (parent / "transfer.md").read_text()
-    assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc (maximize)")
+    assert md.startswith("# Transfer check of `task.optim.lr` across `task.hidden`: val_acc, higher is better")
+    bottom = md[md.index("## Bottom line"):md.index("## Effect per scale")]
+    assert bottom.count("- **lr=0.2** (task.optim.lr 0.05 → 0.2) across task.hidden: ") == 1
+    assert f"; Δ val_acc {r['effects'][0]['delta']:+.4f} at 16, " in bottom and "Next: " in bottom
     assert "## Seeds per scale" in md and "task.hidden=16, lr=0.2" in md and "task.hidden=64, lr=0.2" in md
     assert ("- Test that ran (lr=0.2): **Welch t on the paired differences**, because every scale's arms were "
             "analysed paired by seed") in md

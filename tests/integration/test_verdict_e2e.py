@@ -54,7 +54,7 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
         assert c["verdict"] in ("better", "worse", "inconclusive")
         assert c["reason"] and "nan" not in c["reason"].lower()
     md = (sd / "verdict.md").read_text()
-    assert md.startswith("# Ablation of `task.optim.lr`: val_acc (maximize)")
+    assert md.startswith("# Ablation of `task.optim.lr`: val_acc, higher is better")
     assert "None found (9 trial manifests compared)." in md
     assert "## Provenance" in md and "- code: commit `" in md and "(clean tree)" in md
     assert "- data: `data/digits.npz` md5:" in md
@@ -122,7 +122,7 @@ def test_the_command_the_bottom_line_names_runs(project: Path, tmp_path: Path) -
     root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.2": t})
     write_verdict(SweepDir.open(root), {"plots": False})
     md = (root / "verdict.md").read_text()
-    (cmd,) = re.findall(r"run the ablation again with `ablate (-m variable=lr seeds=\d+)`", md)
+    (cmd,) = re.findall(r"Next: `ablate (-m variable=lr seeds=\d+)`", md)
     args = cmd.split()
     assert args == ["-m", "variable=lr", "seeds=20"]
     res = ablate_in(project, *args, "variable.values=[0.2]", "dry_run=true", *FAST)

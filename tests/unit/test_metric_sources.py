@@ -70,7 +70,8 @@ def test_json_and_jsonl_files(tmp_path: Path) -> None:
 def test_stdout_key_value_lines() -> None:
     lines = ["epoch 1 done", "val_acc: 0.5", "loss=1.25e-1", "val_acc = 0.75", "lr: 1e-3 (not alone)", "acc: nan"]
     found = read_stdout(lines)
-    assert sorted(found) == ["acc", "loss", "val_acc"]  # "lr: 1e-3 (not alone)" is not a key: value line
+    assert sorted(found) == ["acc", "loss", "lr", "val_acc"]  # a pair inside a line counts (issue 35, item 6)
+    assert found["lr"] == [(5, 1e-3)]
     assert found["val_acc"] == [(2, 0.5), (4, 0.75)] and found["loss"] == [(3, 0.125)]
     assert found["acc"][0][0] == 6 and math.isnan(found["acc"][0][1])
     metrics, rec = collect(Path("/nonexistent"), lines, "val_acc", reduce="last")

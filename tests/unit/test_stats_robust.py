@@ -302,8 +302,8 @@ def test_skew_guard_in_verdict_md(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", {"control": SKEW_C, "lr=0.1": SKEW_T}, options={"pairing": "unpaired"})
     write_verdict(SweepDir.open(root))
     md = (root / "verdict.md").read_text()
-    assert ("**inconclusive**. Welch p × 10 (skew guard) = 0.208 ≥ α = 0.05; Δ = -0.0255, 99.5% CI "
-            "[-0.0578, 0.0068]") in md
+    assert ("changed val_acc by -0.0255 (99.5% CI -0.0578 to +0.0068): **inconclusive**") in md
+    assert "Welch's t-test, p = 0.208 (of p × 10: skew guard)" in md
     assert "D'Agostino z = 2.89 ≥ 1.96" in md and "(`skew_guard`)" in md
     c = json.loads((root / "verdict.json").read_text())["comparisons"][0]
     assert c["guard_factor"] == 10 and c["skew_z"] == pytest.approx(2.885, abs=1e-3) and c["ci_level"] == 0.995

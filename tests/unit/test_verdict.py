@@ -52,13 +52,16 @@ def test_verdict_json_and_md(tmp_path: Path) -> None:
     assert on_disk["invalid"] is False and v["confounds"]["complete"] is True
     assert on_disk["arms"][0]["values"] == {str(i): x for i, x in enumerate(C)}
     md = (root / "verdict.md").read_text()
-    assert md.startswith("# Ablation of `task.optim.lr`: val_acc (maximize)")
-    for section in ("## Verdict", "## Setup", "## Arms", "## Comparisons", "## Seed recommendation", "## Flags",
-                    "## Failures", "## Provenance", "## Confounds", "## Raw values by seed"):
+    assert md.startswith("# Ablation of `task.optim.lr`: val_acc, higher is better")
+    for section in ("## Bottom line", "## For the paper", "## Seed recommendation", "## Setup", "## Arms",
+                    "## Comparisons", "## Flags", "## Failures", "## Provenance", "## Confounds",
+                    "## Raw values by seed", "## Terms"):
         assert section in md
-    assert md.index("## Verdict") < md.index("## Arms") < md.index("## Comparisons") < md.index(
-        "## Seed recommendation") < md.index("## Flags") < md.index("## Raw values by seed")
-    assert f"- **lr=0.1** vs control (0.05): **{c1['verdict']}**" in md and c1["reason"] in md
+    assert md.index("## Bottom line") < md.index("## For the paper") < md.index("## Seed recommendation") < md.index(
+        "## Arms") < md.index("## Comparisons") < md.index("## Flags") < md.index("## Raw values by seed") < md.index(
+        "## Terms")
+    assert "- **lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_acc by " in md
+    assert f"**{c1['verdict']}**" in md.split("- **lr=0.1**", 1)[1].splitlines()[0]
     assert "None found (15 trial manifests compared)." in md
     assert "| multiplicity | Holm (family-wise) |" in md
     assert "scipy " in md and "numpy " in md and "statsmodels" not in on_disk["versions"]  # the numbers' libraries
@@ -79,7 +82,8 @@ def test_failures_missing_manifests_and_invalid(tmp_path: Path) -> None:
     assert c["failed_treatment"] == 3
     assert c["failures"]["pvalue"] == pytest.approx(stats.fisher_exact([[3, 2], [0, 5]]).pvalue)
     md = (root / "verdict.md").read_text()
-    assert "> **INVALID ABLATION.** 3 of 5 trials failed in arm lr=null (more than half)." in md
+    assert "> **INVALID ABLATION**: 3 of 5 trials failed in arm lr=null (more than half)." in md
+    assert md.count("more than half") == 1  # said once, at the top
     assert "Not checked on every trial: 7 completed trial(s) have no manifest" in md
     assert "None found" not in md
     assert "| lr=null | null |" in md
@@ -96,7 +100,7 @@ def test_confounded_ablation_is_invalid(tmp_path: Path) -> None:
     v = write_verdict(SweepDir.open(root))
     assert v["invalid"] and v["confounds"]["invalid"]
     md = (root / "verdict.md").read_text()
-    assert "INVALID ABLATION.** confounded" in md and "**invalid**: code `commit`" in md
+    assert "INVALID ABLATION**: confounded" in md and "**invalid**: code `commit`" in md
 
 
 def test_minimize_and_pending(tmp_path: Path) -> None:
@@ -107,7 +111,8 @@ def test_minimize_and_pending(tmp_path: Path) -> None:
     assert c["diff"] > 0 and c["diff_raw"] < 0  # lower loss = better
     assert c["pairing"]["unmatched"] == 1 and c["n_treatment"] == 4
     md = (root / "verdict.md").read_text()
-    assert "val_loss (minimize)" in md and "1 trial(s) not finished" in md and "| 4 | 0.73300 | pending |" in md
+    assert "val_loss, lower is better" in md and "1 trial(s) not finished" in md and "| 4 | 0.73300 | pending |" in md
+    assert f"Next: `ablate resume {root.absolute()}` (1 planned trial(s) have not finished)." in md  # no project
 
 
 def test_cli_overrides_recompute_without_touching_trials(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -52,7 +52,14 @@ def test_verdict_repr_words_and_firm(sweep: tuple[Path, dict]) -> None:
     v = Verdict.open(root)
     assert v.words == {"lr=0.2": "better", "lr=0.1": "better (indicative)"}
     assert v.firm == {"lr=0.2": True, "lr=0.1": False}
-    assert f"Verdict(val_acc: lr=0.2: better, lr=0.1: better (indicative); {root})" == repr(v) == str(v)
+    lines = repr(v).splitlines()
+    assert repr(v) == str(v) and lines[0] == f"Verdict(val_acc, higher is better; {root}"
+    assert lines[1].startswith("  lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +") and \
+        lines[1].endswith(": better, firm.")
+    assert lines[2].endswith(": better (indicative), not yet firm (a lead to confirm).")
+    assert lines[3].startswith("  Next: ablate -m variable=lr seeds=") and lines[3].endswith(").)")
+    assert [f"  {x}" for x in v.bottom_line()] == [*lines[1:-1], lines[-1].removesuffix(")")] and lines[1:-1] == [
+        f"  {t['sentence']}" for t in v["bottom_line"]["treatments"]]
     assert [c["verdict"] for c in v["comparisons"]] == ["better", "better"]  # the plain words stay in the dict
 
 

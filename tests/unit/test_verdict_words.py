@@ -48,33 +48,38 @@ def test_csv_firm_column_empty_for_inconclusive(tmp_path: Path) -> None:
 
 
 def test_p_times_10_says_what_and_why(sweep: tuple[Path, dict, str]) -> None:
-    """The bottom line and the flag say which p is multiplied, its value (Holm's p_adj from statsmodels) and why."""
+    """The indicative reason says which p is multiplied, its value (Holm's p_adj from statsmodels) and why: once, in
+    the Seed recommendation beside the seeds it asks for (not again in the bottom line or the flags)."""
     _, v, md = sweep
     ps = [stats.ttest_ind(x, C, equal_var=False).pvalue for x in (STRONG, T)]
     p_adj = multipletests(ps, alpha=0.05, method="holm")[1][1]
     assert {c["arm"]: c for c in v["comparisons"]}["lr=0.1"]["pvalue_adjusted"] == pytest.approx(p_adj, rel=1e-9)
     text = (f"p_adj (p adjusted for testing several treatments) × 10 = {p_adj * 10:.2g} is not below α = 0.05 "
             "(below 20 seeds per arm a verdict is firm only when p_adj is 10 times under its level)")
-    bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    flags = md[md.index("## Flags"):md.index("## Failures")]
-    assert text in bottom and text in flags
+    seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
+    assert md.count(text) == 1 and text in seeds
     assert "does not clear the level" not in md
 
 
 def test_firm_from_and_power_seeds_say_which_question(sweep: tuple[Path, dict, str]) -> None:
+    """One seed number in the bottom line (the Next line's, the larger of the two), the other beside it under Seed
+    recommendation with one sentence on how they differ."""
     _, v, md = sweep
     c = {c["arm"]: c for c in v["comparisons"]}["lr=0.1"]
     need = c["seed_advice"]["n_needed"]
     assert c["firm_from"] == 20 and need != 20
-    bottom = md[md.index("## Bottom line"):md.index("## Verdict")]
-    assert ("At 20 seeds per arm (15 more) it is firm if its p_adj is then below α (ablate's rule for a firm verdict; "
-            "more seeds can also show no effect; the seeds for 80% power are a separate answer, under Seed "
-            "recommendation)") in bottom
+    bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
+    run = max(20, need)
+    assert f"seeds={run}" in bottom and f"({run} seeds per arm, a new sweep dir" in bottom
+    assert "20 seeds" not in bottom or run == 20
     line = next(x for x in md[md.index("## Seed recommendation"):].splitlines() if x.startswith("- **lr=0.1**"))
-    assert line.endswith("(This is the seeds for 80% power at the observed effect; the 20 seeds per arm in the bottom "
-                         "line answer another question: from how many seeds ablate calls this verdict firm.)")
+    assert "At 20 seeds per arm it is firm if its p_adj then stays below α (more seeds can also show no effect)." \
+        in line
+    assert line.endswith(f"The two numbers answer two questions: 20 seeds per arm is where ablate's rule calls this "
+                         f"verdict firm, {need} seeds per arm give 80% power for the effect seen so far; the Next line "
+                         f"runs the larger, {run}.")
     firm_line = next(x for x in md[md.index("## Seed recommendation"):].splitlines() if x.startswith("- **lr=0.2**"))
-    assert "another question" not in firm_line  # a firm verdict has no second number to tell apart
+    assert "two questions" not in firm_line  # a firm verdict has no second number to tell apart
 
 
 def test_mde_line_names_its_level(sweep: tuple[Path, dict, str]) -> None:

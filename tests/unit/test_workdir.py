@@ -29,22 +29,22 @@ def _sweep(tmp_path: Path) -> tuple[SweepDir, dict, Path]:
     return sd, plan, project
 
 
-def test_the_mirror_holds_real_dirs_and_links_and_a_rerun_keeps_the_trials_own_files(tmp_path: Path) -> None:
+def test_the_work_dir_links_each_top_level_entry_and_a_rerun_keeps_the_trials_own_files(tmp_path: Path) -> None:
     sd, plan, _ = _sweep(tmp_path)
     trial = sd.root / "trials" / "control" / "seed=1"
     work, snap = trial_workdir(sd, plan, {"data": ["data/d.npz"]}, trial)
     assert (work, snap) == (trial / "work", sd.code_dir)
-    assert (work / "pkg" / "sub").is_dir() and not (work / "pkg").is_symlink()
-    assert os.readlink(work / "pkg" / "m.py") == str(sd.code_dir / "pkg" / "m.py")
+    assert (work / "pkg").is_symlink() and (work / "pkg").resolve() == sd.code_dir / "pkg"  # one link per top entry
+    assert (work / "data").is_dir() and not (work / "data").is_symlink()  # on the way to task.data: its own
     assert (work / "pkg" / "sub" / "cfg.yaml").read_text() == "a: 1\n"  # a relative read sees the snapshot
-    assert (work / "data" / "d.npz").read_bytes() == b"data"  # task.data, through the snapshot's link
-    assert not (work / "pkg" / "__pycache__").exists()
-    assert oct(os.stat(work / "pkg" / "sub").st_mode & 0o777) == oct(sd.mode)
-    (work / "pkg" / "ckpt.pt").write_text("mine")  # a relative write: in the trial's dir, not the snapshot
-    assert not (sd.code_dir / "pkg" / "ckpt.pt").exists()
+    assert (work / "data" / "d.npz").read_bytes() == b"data"  # task.data: the snapshot's read-only copy
+    assert oct(os.stat(work / "data").st_mode & 0o777) == oct(sd.mode)
+    (work / "ckpt.pt").write_text("mine")  # a relative write to a new path: in the trial's dir, not the snapshot
+    (work / "data" / "cache.npz").write_text("mine")
+    assert not (sd.code_dir / "ckpt.pt").exists() and not (sd.code_dir / "data" / "cache.npz").exists()
     (work / "top.txt").unlink()
     again, _ = trial_workdir(sd, plan, {"data": ["data/d.npz"]}, trial)  # resume, a requeued job: what is missing
-    assert (again / "pkg" / "ckpt.pt").read_text() == "mine" and (again / "top.txt").read_text() == "top\n"
+    assert (again / "ckpt.pt").read_text() == "mine" and (again / "top.txt").read_text() == "top\n"
 
 
 def test_the_guard_names_a_dir_replaced_by_a_link_and_ignores_bytecode(

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ablate.audit.runs import Run, flatten
+from ablate.audit.runs import Run, commit_id, flatten
 from ablate.record.results import iter_manifests
 from ablate.record.sweepdir import SweepDir
 
 
-def read(source: str, left_out: list[str] | None = None) -> list[Run]:
+def read(source: str, left_out: list[str] | None = None, selection: Any = None) -> list[Run]:
     """Every ok trial of the sweep dir ``source``; the others are named in ``left_out``."""
     sd = SweepDir.open(source)
     plan = sd.plan()
@@ -40,6 +40,7 @@ def read(source: str, left_out: list[str] | None = None) -> list[Run]:
             params = (cfg.get("task") or {}).get("params")  # an app task: the app's own composed config
             runs.append(Run(source="ablate", id=f"{source}:{arm}/{seed}",
                             config=flatten(params if isinstance(params, dict) else cfg),
-                            metrics=metrics, commit=code.get("commit"), commit_how="recorded by ablate",
-                            context={k: v for k, v in context.items() if v}))
+                            metrics=metrics, commit=commit_id(code.get("commit")), commit_how="recorded by ablate",
+                            context={k: v for k, v in context.items() if v}, status="finished",
+                            started=None))
     return runs

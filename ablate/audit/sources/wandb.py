@@ -7,7 +7,10 @@ and every logged step; not the data unless the app logged artifacts (their diges
 The ``.wandb`` file is W&B's transaction log: a 7-byte header, then LevelDB-log framed records (32 KiB
 blocks, each chunk a 7-byte header: CRC-32, length, type). wandb >= 0.20 no longer ships a Python reader of
 that framing (``wandb.sdk.internal.datastore`` is gone; the Go core reads it), so :func:`records` un-frames
-it here, checking each chunk's CRC, and the library's schema parses each record.
+it here, checking each chunk's CRC, and the library's schema parses each record. A torn tail (the last chunk
+cut short: a run still writing, or killed mid-write) ends the records; a chunk whose checksum does not match,
+or a payload the schema cannot parse, is a corrupt file: one line naming it and the byte, never a traceback
+and never a silent end.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ablate.audit.runs import Run, flatten, git_toplevel
+from ablate.audit.runs import Run, commit_id, flatten, git_toplevel
+from ablate.audit.sources.base import Selection, progress
 from ablate.errors import ConfigError
 
 _BLOCK = 32768
@@ -27,13 +31,31 @@ _HEADER = 7
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 
 
+def _corrupt(path: Path, what: str) -> ConfigError:
+    return ConfigError(f"{path} is corrupt: {what}", where="ablate audit SOURCE",
+                       fix="restore the run dir from a copy, or leave it out: give the other run dirs as sources "
+                       f"(`ablate audit {path.parent.parent}/offline-run-...`)")
+
+
 def records(path: Path) -> Iterator[bytes]:
-    """The serialized records of a ``.wandb`` file, in order; a torn tail (a run still writing) ends them."""
+    """The serialized records of a ``.wandb`` file, in order (:func:`records_at`, without the positions)."""
+    return (data for _, data in records_at(path))
+
+
+def records_at(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The serialized records of a ``.wandb`` file with the byte each starts at, in order; a torn tail (a run
+    still writing) ends them.
+
+    Raises
+    ------
+    ConfigError
+        Not a W&B transaction log; a chunk whose CRC does not match (a corrupt file).
+    """
     b = path.read_bytes()
     if b[:4] != b":W&B":
         raise ConfigError(f"{path} is not a W&B transaction log", where="ablate audit SOURCE",
                           fix="give the run dir wandb wrote (wandb/offline-run-*)")
-    pos, part = _HEADER, b""
+    pos, part, start = _HEADER, b"", _HEADER
     while pos + 7 <= len(b):
         left = _BLOCK - pos % _BLOCK
         if left < 7:
@@ -44,17 +66,21 @@ def records(path: Path) -> Iterator[bytes]:
             pos += left
             continue
         data = b[pos + 7:pos + 7 + n]
-        if len(data) < n or zlib.crc32(data, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc:
+        if len(data) < n:  # the last chunk cut short: the run is still writing, or was killed mid-write
             return
+        if zlib.crc32(data, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc:
+            raise _corrupt(path, f"the record at byte {pos} fails its CRC check ({len(b) - pos} bytes from there on "
+                           "unread)")
+        start = pos if kind in (_FULL, _FIRST) else start
         pos += 7 + n
         if kind == _FULL:
-            yield data
+            yield start, data
         elif kind == _FIRST:
             part = data
         elif kind == _MIDDLE:
             part += data
         elif kind == _LAST:
-            yield part + data
+            yield start, part + data
 
 
 def _key(item: Any) -> str:
@@ -72,58 +98,69 @@ def _requirements(run_dir: Path) -> dict[str, str]:
     return out
 
 
-def read_run(path: Path, left_out: list[str] | None = None) -> Run | None:
-    """One ``.wandb`` file as a :class:`Run` (None when the run did not finish: no exit record)."""
+def _parse(path: Path, pos: int, data: bytes, pb: Any) -> Any:
+    """One record parsed by wandb's schema; a payload it cannot parse is a corrupt file (one line)."""
+    from google.protobuf.message import DecodeError  # lazy: protobuf comes with wandb, an optional extra
+
+    rec = pb.Record()
     try:
-        from wandb.proto import wandb_internal_pb2
-    except ImportError:
-        raise ConfigError("reading W&B runs needs the wandb package", where="ablate audit SOURCE",
-                          fix="pip install 'hydra-ablate[wandb]'") from None
-    config: dict[str, Any] = {}
-    metrics: dict[str, list[tuple[int | None, float]]] = {}
-    context: dict[str, Any] = {}
-    commit = run_id = root = None
-    started = None
-    finished = False
-    for data in records(path):
-        rec = wandb_internal_pb2.Record()
         rec.ParseFromString(data)
+    except DecodeError as exc:
+        raise _corrupt(path, f"the record at byte {pos} does not parse as a W&B record ({exc})") from None
+    return rec
+
+
+def _json(path: Path, pos: int, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise _corrupt(path, f"the record at byte {pos} holds a value that is not JSON ({text[:60]!r})") from None
+
+
+def _environment(env: Any, context: dict[str, Any]) -> tuple[str | None, str | None]:
+    """What W&B's environment record holds: into ``context``; returns (commit, root)."""
+    if env.python:
+        context["python"] = env.python
+    if env.os:
+        context["platform"] = env.os
+    if env.program:
+        context["program"] = env.program
+    hw: dict[str, Any] = {}
+    if env.cpu_count:
+        hw["cpu_count"] = env.cpu_count
+    if env.cpu.model:
+        hw["cpu"] = env.cpu.model
+    gpus = [g.name for g in env.gpu_nvidia] if hasattr(env, "gpu_nvidia") else []
+    if gpus:
+        hw["gpu"] = ", ".join(gpus)
+    if hw:
+        context["hardware"] = {**context.get("hardware", {}), **hw}
+    return env.git.commit or None, env.root or None
+
+
+def _scan(path: Path, pb: Any) -> dict[str, Any]:
+    """Every record of one ``.wandb`` file folded into what the audit reads of a run."""
+    got: dict[str, Any] = {"config": {}, "metrics": {}, "context": {}, "commit": None, "run_id": None, "root": None,
+                           "started": None, "exit": None, "tags": [], "project": None, "name": None}
+    config, metrics, context = got["config"], got["metrics"], got["context"]
+    for pos, data in records_at(path):
+        rec = _parse(path, pos, data, pb)
         kind = rec.WhichOneof("record_type")
+        if kind in ("run", "config"):
+            for u in (rec.run.config if kind == "run" else rec.config).update:
+                config[_key(u)] = _json(path, pos, u.value_json)
         if kind == "run":
-            run_id = rec.run.run_id
-            for u in rec.run.config.update:
-                config[_key(u)] = json.loads(u.value_json)
-            commit = rec.run.git.commit or commit
-            started = rec.run.start_time.seconds + rec.run.start_time.nanos / 1e9 or started
+            got["run_id"], got["project"] = rec.run.run_id, rec.run.project or None
+            got["name"], got["tags"] = rec.run.display_name or None, list(rec.run.tags)
+            got["commit"] = rec.run.git.commit or got["commit"]
+            got["started"] = rec.run.start_time.seconds + rec.run.start_time.nanos / 1e9 or got["started"]
             if rec.run.host:
                 context["host"] = rec.run.host
-        elif kind == "config":
-            for u in rec.config.update:
-                config[_key(u)] = json.loads(u.value_json)
         elif kind == "environment":
-            env = rec.environment
-            if env.python:
-                context["python"] = env.python
-            if env.os:
-                context["platform"] = env.os
-            if env.git.commit:
-                commit = env.git.commit
-            if env.root:
-                root = env.root
-            if env.program:
-                context["program"] = env.program
-            hw = {}
-            if env.cpu_count:
-                hw["cpu_count"] = env.cpu_count
-            if env.cpu.model:
-                hw["cpu"] = env.cpu.model
-            gpus = [g.name for g in env.gpu_nvidia] if hasattr(env, "gpu_nvidia") else []
-            if gpus:
-                hw["gpu"] = ", ".join(gpus)
-            if hw:
-                context["hardware"] = {**context.get("hardware", {}), **hw}
+            commit, root = _environment(rec.environment, context)
+            got["commit"], got["root"] = commit or got["commit"], root or got["root"]
         elif kind == "history":
-            row = {_key(i): json.loads(i.value_json) for i in rec.history.item}
+            row = {_key(i): _json(path, pos, i.value_json) for i in rec.history.item}
             step = row.get("_step")
             for k, v in row.items():
                 if not k.startswith("_") and isinstance(v, int | float) and not isinstance(v, bool):
@@ -132,25 +169,52 @@ def read_run(path: Path, left_out: list[str] | None = None) -> Run | None:
             a = rec.use_artifact
             context.setdefault("data", {})[a.name or a.id] = getattr(a, "digest", "") or a.id
         elif kind == "exit":
-            finished = rec.exit.exit_code == 0
-    if not finished or run_id is None:
+            got["exit"] = rec.exit.exit_code
+    return got
+
+
+def read_run(path: Path, left_out: list[str] | None = None) -> Run | None:
+    """One ``.wandb`` file as a :class:`Run`; None when the run did not finish (no exit record, or a non-zero
+    exit code: named in ``left_out`` as such)."""
+    try:
+        from wandb.proto import wandb_internal_pb2  # lazy: wandb is heavy and an optional extra
+    except ImportError:
+        raise ConfigError("reading W&B runs needs the wandb package", where="ablate audit SOURCE",
+                          fix="pip install 'hydra-ablate[wandb]'") from None
+    got = _scan(path, wandb_internal_pb2)
+    config, context = got["config"], got["context"]
+    if got["run_id"] is None or got["exit"] != 0:
         if left_out is not None:
-            left_out.append(f"W&B run {path.parent.name}: " + ("no exit record (still running, or killed)"
-                                                              if not finished else "no run record"))
+            why = ("no run record" if got["run_id"] is None else
+                   "no exit record (still running, or killed)" if got["exit"] is None else
+                   f"ended with exit code {got['exit']} (failed)")
+            left_out.append(f"W&B run {path.parent.name}: {why}")
         return None
     config.pop("_wandb", None)
     libs = _requirements(path.parent)
     if libs:
         context["libraries"] = libs
-    return Run(source="wandb", id=run_id, config=flatten(config), metrics=metrics, commit=commit,
-               commit_how="recorded by W&B" if commit else "", context=context, started=started,
-               repo=git_toplevel(root))
+    commit = commit_id(got["commit"])
+    if got["commit"] and commit is None:
+        context["notes"] = [f"W&B run {got['run_id']} records the commit {got['commit'][:60]!r}, which is not a commit "
+                            "id: taken as not recorded"]
+    return Run(source="wandb", id=got["run_id"], config=flatten(config), metrics=got["metrics"], commit=commit,
+               commit_how="recorded by W&B" if commit else "", context=context, started=got["started"],
+               repo=git_toplevel(got["root"]), status="finished", names={got["name"]} if got["name"] else set(),
+               tags={t: "" for t in got["tags"]}, experiment=got["project"])
 
 
-def read(source: str, left_out: list[str] | None = None) -> list[Run]:
+def read(source: str, left_out: list[str] | None = None, selection: Selection | None = None) -> list[Run]:
     """Every finished run in ``source`` (a ``.wandb`` file, a run dir, or a ``wandb/`` dir of run dirs); the
     others are named in ``left_out``."""
     p = Path(source)
     files = [p] if p.is_file() else sorted(p.glob("run-*.wandb")) or sorted(p.glob("*/run-*.wandb"))
     files = sorted({f.resolve() for f in files})  # wandb/latest-run is a link to one of the run dirs
-    return [r for r in (read_run(f, left_out) for f in files) if r is not None]
+    say = progress(source)
+    runs = []
+    for i, f in enumerate(files, 1):
+        r = read_run(f, left_out)
+        if r is not None:
+            runs.append(r)
+        say(i, len(files))
+    return runs

@@ -54,8 +54,10 @@ from ablate.plan.compose import reject_sweeps
 from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
 from ablate.plan.overrides import format_override
 from ablate.plan.suite import suite_record
+from ablate.plan.trial_resolved import plan_dependent
 from ablate.trials import seeding
 from ablate.trials.tasks import app_warm
+from ablate.trials.tasks.argstyle import check_task_env
 from ablate.trials.tasks.command import RUN_DIR_NAME, hydra_refused_key, read_from, spawn, tail_lines, task_dir
 from ablate.trials.tasks.contract import TaskOutput
 from ablate.trials.tasks.hydra_callback import CALLBACK_OVERRIDE
@@ -153,6 +155,8 @@ def settings(task: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"must be one of {', '.join(REDUCE)}, got {s['reduce']!r}", where="task.reduce",
                           fix="e.g. `reduce: max` for the best validation accuracy over epochs")
     compile_patterns(s["metric_pattern"])
+    if isinstance(s["env"], Mapping):
+        check_task_env(s["env"])
     return s
 
 
@@ -637,11 +641,11 @@ class AppForm:
     name = "app"
 
     def check(self, plan: Any, cwd: str) -> None:
-        """The script and its config dir exist, its decorator can be read, and no key resolved only in the
-        trial depends on the variable (:func:`check_trial_resolved`)."""
+        """The script and its config dir exist, its decorator can be read, and Hydra composes each treatment
+        with its key's change alone. A key resolved only in the trial that depends on the variable is not refused:
+        the verdict proves it from what each trial's app resolved (:mod:`ablate.judge.trial_resolved`)."""
         config_location(settings(plan.control.config["task"]), cwd)
         check_seed_key(plan.control.config["task"], cwd)
-        check_trial_resolved(plan)
         check_arms_with_hydra(plan, cwd)
 
     def register_resolvers(self, task: Mapping[str, Any], code_root: Any) -> None:
@@ -660,7 +664,7 @@ class AppForm:
         run_dir = tp.dir / RUN_DIR_NAME
         run_dir.mkdir(parents=True, exist_ok=True)
         argv = build_argv(task, arm_override(arm_variable(plan, arm), arm), seed=seed, run_dir=run_dir)
-        set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
+        set_env = {**seeding.environment_for(mode, seed), **seeding.seed_environment(seed), "ABLATE_DETERMINISM": mode,
                    "ABLATE_TRIAL_DIR": str(tp.dir), "ABLATE_RUN_DIR": str(run_dir), "PYTHONUNBUFFERED": "1"}
         if os.environ.get(seeding.APP_HASH_SEED_ENV):  # `ablate repro` of a trial that ran in a warm fork
             set_env["PYTHONHASHSEED"] = os.environ[seeding.APP_HASH_SEED_ENV]
@@ -671,22 +675,24 @@ class AppForm:
         def refused(stderr: str) -> ConfigError | None:  # read as an app's failure, never a command task's
             return refused_override(stderr, task)
 
-        with guard_snapshot(snapshot):
+        with guard_snapshot(snapshot, s.get("data")):
             if warm is not None:
                 record = app_warm.call(warm, argv, set_env, cwd, tp, task, refused=refused)
             else:
                 record = spawn(argv, set_env, cwd, tp, opts, task, refused=refused)
         lines = read_from(tp.stdout, record["stdout_start"], max_bytes=1 << 24).splitlines()
         err = read_from(tp.stderr, record["stderr_start"], max_bytes=1 << 24).splitlines()
+        series: dict[str, Any] = {}
         metrics, source = collect(run_dir, lines, str(plan.get("metric") or s["metric"]), source=s["metric_source"],
                                   reduce=s["reduce"], stdout_path=tp.stdout, stderr_lines=err, stderr_path=tp.stderr,
                                   patterns=compile_patterns(s["metric_pattern"]),
-                                  work_dir=own_workdir(cwd, tp))
+                                  work_dir=own_workdir(cwd, tp), series_out=series)
         try:
             seen = json.loads((run_dir / SEEN_FILE).read_text())
         except (OSError, ValueError):
             seen = None
-        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None)
+        return TaskOutput(metrics=metrics, source=source, seen=seen if seen and "config" in seen else None,
+                          series=series)
 
     def dry_run_lines(self, plan: Any, cwd: str) -> list[str]:
         """Each arm's exact argv for the first seed (``<trial dir>`` stands for the trial's own dir)."""
@@ -710,36 +716,12 @@ class AppForm:
         if later:
             lines.append(f"  resolved only in the trial: {', '.join(later)} (a resolver the app registers when it "
                          "runs); the arms are compared on their unresolved text")
+        dependent = sorted({k for keys in plan_dependent(plan.arms).values() for k in keys})
+        if dependent:
+            lines.append(f"  depends on the variable, resolved only in the trial: {', '.join(dependent)}; each trial's "
+                         "app records what it resolved, and the verdict checks from those records that every arm "
+                         "differs from control in its variable alone")
         return lines
-
-
-def check_trial_resolved(plan: Any) -> None:
-    """Refuse a key resolved only in the trial that depends on the variable (the proof cannot see it).
-
-    Raises
-    ------
-    ConfigError
-        A trial-resolved key whose unresolved text differs between an arm and control, or that
-        interpolates from a key the arm changes.
-    """
-    control = plan.control.config["task"]
-    for arm in plan.arms[1:]:
-        task = arm.config["task"]
-        later = set(control.get("trial_resolved") or []) | set(task.get("trial_resolved") or [])
-        if not later:
-            continue
-        changed = {k for k in (to_app_key(c) for c in arm.changes) if k}
-        raw_c, raw_t = flatten(control.get("params") or {}), flatten(task.get("params") or {})
-        reads = derived_keys(raw_c, changed) | derived_keys(raw_t, changed)
-        bad = sorted(k for k in later if k in changed or k in reads or raw_c.get(k) != raw_t.get(k))
-        if bad:
-            names = ", ".join(unregistered_resolvers(task.get("params") or {})) or "one"
-            raise ConfigError(
-                f"{APP_NODE}.{bad[0]} depends on the variable, and it can be resolved only in the trial (the app "
-                f"registers the resolver {names} when it runs), so ablate cannot show that arm {arm.name} differs "
-                "from control only in the variable", where="variable",
-                fix="register the resolver at the top level of the app's module (ablate imports it before "
-                "composing), or ablate a key that no such value reads")
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -74,6 +74,68 @@ def env_name(key: str, prefix: str = "") -> str:
     return prefix + re.sub(r"[^A-Za-z0-9_]", "_", key).upper()
 
 
+#: Variables ablate itself sets in a trial's environment (besides every ``ABLATE_*``): a setting may not replace them.
+OWN_ENV = ("PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "PYTHONUNBUFFERED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+           "OPENBLAS_NUM_THREADS", "PL_GLOBAL_SEED")
+#: Variables the script's process (its interpreter, loader, shell, scheduler) reads for itself.
+SYSTEM_ENV = ("PATH", "HOME", "SHELL", "USER", "LOGNAME", "PWD", "IFS", "TMPDIR", "TEMP", "TMP", "LANG", "TERM", "TZ",
+              "CUDA_VISIBLE_DEVICES")
+SYSTEM_PREFIXES = ("LD_", "DYLD_", "PYTHON", "LC_", "SLURM_", "SUBMITIT_", "DVC_", "GIT_", "HYDRA_")
+
+
+def env_clash(name: str, *, system: bool = True) -> str | None:
+    """What the environment variable ``name`` already is to a trial (ablate's own, or the process's), or None
+    when a setting may take that name. ``system=False`` checks ablate's own variables only (``task.env``, where
+    the user names the variable itself)."""
+    if name.startswith("ABLATE_") or name in OWN_ENV:
+        return "ablate sets itself in every trial (the seed, the determinism mode, the trial's files, threads)"
+    if system and (name in SYSTEM_ENV or name.startswith(SYSTEM_PREFIXES)):
+        return "the script's own process reads (its program search path, loader, interpreter, locale or scheduler)"
+    return None
+
+
+def check_env_names(settings: Mapping[str, str], env_prefix: str) -> None:
+    """Refuse ``args: env`` settings whose variable (``env_prefix`` + the key, upper-cased) is one ablate or the
+    script's process uses: ``ablate_seed`` would replace ``ABLATE_SEED`` (every trial would see one seed),
+    ``path`` would replace ``PATH``. ``settings`` maps each setting's key to where it is declared.
+
+    Raises
+    ------
+    ConfigError
+        The first clash, with the fix: an ``env_prefix`` that namespaces every setting, or a new prefix.
+    """
+    for key, where in settings.items():
+        name = env_name(key, env_prefix)
+        why = env_clash(name)
+        if why is None:
+            continue
+        fix = (f"choose another `env_prefix` (e.g. `env_prefix: TRAIN_`, so the script reads TRAIN_{env_name(key)})"
+               if env_prefix else f"set `env_prefix: TRAIN_` in the task, so every setting reaches the script as "
+               f"TRAIN_<KEY> (this one as TRAIN_{env_name(key)}), and read it there under that name")
+        raise ConfigError(f"with `args: env` the setting {key!r} becomes the environment variable {name}, which "
+                          f"{why}: it would replace that variable", where=where, fix=fix)
+
+
+def check_task_env(env: Mapping[str, Any]) -> None:
+    """Refuse a ``task.env`` variable that ablate sets itself in every trial (``ABLATE_SEED``, ``PYTHONHASHSEED``,
+    the thread counts): the script would see the task's value, not the trial's. ``PATH`` and the like are the
+    user's to set there (the name is written as it is, on purpose).
+
+    Raises
+    ------
+    ConfigError
+        The first such variable, with the fix.
+    """
+    for name in env:
+        if env_clash(str(name), system=False) is None:
+            continue
+        how = ("the plan's `threads` sets the thread counts of every trial (e.g. `threads=4`)" if "NUM_THREADS" in
+               str(name) else "the script reads ablate's value under that name (the trial's seed, files and mode)")
+        raise ConfigError(f"sets {name}, which ablate sets itself in every trial, so every trial would see the "
+                          "task's value instead of its own", where=f"task.env.{name}",
+                          fix=f"remove {name} from `task.env`: {how}")
+
+
 def render(settings: Mapping[str, Any], style: str, how: str, *, env_prefix: str = "",
            hydra_prefix: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """Settings (flat ``{key: value}``) as argv entries and environment variables, in ``style``.

@@ -188,6 +188,12 @@ def task_settings(task: Mapping[str, Any]) -> dict[str, Any]:
                           fix="e.g. `reduce: min` for the best validation loss over steps")
     metrics.compile_patterns(s["metric_pattern"])
     s["timing_metrics"] = list(s["timing_metrics"] or [])
+    argstyle.check_task_env(s["env"])
+    if s["args"] == "env":  # each setting becomes a variable: none may replace ablate's or the process's own
+        named = {re.sub(r"(^|\.)-+", r"\1", k): f"task.params.{k}" for k in flatten_params(s["params"])}
+        named.update({s[k]: f"task.{k}" for k in ("seed_key", "determinism_key", "output_dir_key", "metrics_key")
+                      if s[k]})
+        argstyle.check_env_names(named, str(s["env_prefix"] or ""))
     return s
 
 
@@ -471,7 +477,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     # quotes its values; other parsers get a path with no `=`, `,` or space
     argv, style_env = build_command(task, seed=seed, determinism=mode, run_dir=alias / RUN_DIR_NAME,
                                     metrics_path=alias / DEFAULT_METRICS_NAME)
-    set_env = {**seeding.environment_for(mode, seed), "ABLATE_SEED": str(seed), "ABLATE_DETERMINISM": mode,
+    set_env = {**seeding.environment_for(mode, seed), **seeding.seed_environment(seed), "ABLATE_DETERMINISM": mode,
                "ABLATE_TRIAL_DIR": str(alias), "ABLATE_RUN_DIR": str(alias / RUN_DIR_NAME),
                METRICS_ENV: str(alias / DEFAULT_METRICS_NAME), "PYTHONUNBUFFERED": "1", **style_env}
     set_env.update({str(k): str(v) for k, v in (task.get("env") or {}).items()})
@@ -479,7 +485,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     record: dict[str, Any] = {"metrics_file": str(metrics_path)}
     if alias != tp.dir:
         record["trial_dir_alias"] = str(alias)
-    with guard_snapshot(snapshot):
+    with guard_snapshot(snapshot, task.get("data")):
         rec = spawn(argv, set_env, cwd, tp, opts, task, record)
     if metrics_path.is_file():
         read_metrics(metrics_path)  # a metrics file that is there must be a JSON object (a clear error if not)
@@ -487,11 +493,12 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
     err_lines = read_from(tp.stderr, rec["stderr_start"], max_bytes=1 << 24).splitlines()
     name = str(metric or s["metric"] or "")
     patterns = metrics.compile_patterns(s["metric_pattern"])
+    series: dict[str, Any] = {}
     try:
         values, source = metrics.collect(run_dir, out_lines, name, source=s["metric_source"], reduce=s["reduce"],
                                          stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
                                          patterns=patterns, metrics_file=metrics_path,
-                                         work_dir=own_workdir(cwd, tp))
+                                         work_dir=own_workdir(cwd, tp), series_out=series)
     except ConfigError as exc:
         if s["metric_source"] == "auto" and not patterns and not metrics_path.is_file():
             raise ConfigError(
@@ -502,7 +509,7 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
                 "set `metrics_file` to the file it writes in its run dir (relative to it)",
             ) from None
         raise
-    return TaskOutput(metrics=values, source=source)
+    return TaskOutput(metrics=values, source=source, series=series)
 
 
 def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths, opts: Mapping[str, Any],

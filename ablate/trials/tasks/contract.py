@@ -50,11 +50,15 @@ class TaskOutput:
         What the task's own process saw, when it reported it: ``config`` (its config, resolved by it:
         the trial's manifest records this instead of ablate's resolution of the plan) and ``hydra``
         (the Hydra values it could read, e.g. ``job.override_dirname``).
+    series : dict or None
+        Every series of the source the metric came from (name -> (step, value) pairs): the trial's curve
+        when ``curve.enabled`` (:mod:`ablate.trials.curve`).
     """
 
     metrics: dict[str, float]
     source: dict[str, Any] = field(default_factory=dict)
     seen: dict[str, Any] | None = None
+    series: dict[str, Any] | None = None
 
 
 class TaskForm(Protocol):

@@ -307,10 +307,11 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
         return value
     out_lines = _read_lines(tp.stdout, starts[0]) if s["lines"] else []
     err_lines = _read_lines(tp.stderr, starts[1]) if s["lines"] else []
+    series: dict[str, Any] = {}
     try:
         found, record = metrics.collect(run_dir, out_lines, metric, source=source, reduce=s["reduce"],
                                         stdout_path=tp.stdout, stderr_lines=err_lines, stderr_path=tp.stderr,
-                                        patterns=s["patterns"], work_dir=work_dir)
+                                        patterns=s["patterns"], work_dir=work_dir, series_out=series)
     except ConfigError as exc:
         if value is not None:
             return value  # the mapping lacks the metric: this trial fails alone, naming what it returned
@@ -321,7 +322,7 @@ def metrics_of(value: Any, metric: str | None, s: Mapping[str, Any], run_dir: Pa
             "($ABLATE_RUN_DIR: a metrics.csv, TensorBoard events, a JSON file), or print it and declare "
             f"`metric_pattern: '{metric} (?P<{metric}>[0-9.eE+-]+)'`" + (f"; {exc.fix}" if s["patterns"] else ""),
         ) from None
-    return TaskOutput(metrics={**(value or {}), **found}, source=record)
+    return TaskOutput(metrics={**(value or {}), **found}, source=record, series=series)
 
 
 def call_and_read(call: Callable[[], Any], task: Mapping[str, Any], metric: str | None, tp: Any, run_dir: Path,

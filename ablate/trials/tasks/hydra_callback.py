@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hydra.experimental.callback import Callback
+
 from ablate.metrics.files import SEEN_FILE
 
 #: The override that installs this callback.
@@ -89,9 +91,15 @@ def seen_hydra(config: Any) -> dict[str, Any]:
             "mode": getattr(h.mode, "name", str(h.mode))}
 
 
-class SaveReturn:
-    """Hydra callback (``hydra.experimental.callback.Callback`` protocol): saves the return value, and what
-    the app saw (:func:`seen_config`, :func:`seen_hydra`, :func:`seen_torch`) to ``ablate_seen.json``."""
+class SaveReturn(Callback):
+    """Hydra callback: saves the return value, and what the app saw (:func:`seen_config`, :func:`seen_hydra`,
+    :func:`seen_torch`) to ``ablate_seen.json``.
+
+    A subclass of Hydra's own ``Callback``, so Hydra finds every hook it calls (``on_run_start``,
+    ``on_job_start`` ...: Hydra's no-ops): Hydra 1.3 warns "Callback SaveReturn.on_run_start raised
+    AttributeError" for a hook a callback lacks, and an app that turns warnings into errors
+    (``warnings.simplefilter("error")``) would fail every trial on that warning.
+    """
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         """Write the job's return value to ``ablate_return.json`` in its output dir (not when it failed)."""

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from types import FrameType
 from typing import Any
 
@@ -347,6 +347,35 @@ def rng_drawn(before: Mapping[str, Any]) -> list[str]:
         if not torch.equal(torch.get_rng_state(), g.get_state()):  # type: ignore[union-attr]
             drawn.append("torch")
     return drawn
+
+
+@contextlib.contextmanager
+def env_reads(names: Collection[str]) -> Iterator[list[str]]:
+    """Note which of the variables ``names`` code running inside the block reads from ``os.environ`` (directly,
+    with ``os.getenv``, ``in`` or ``.get``): yields the list they are added to, in the order first read.
+
+    The variables each trial sets to its own value (its seed, its dirs: :data:`ablate.trials.seeding.TRIAL_ENV`)
+    are unset in the warm parent: a module that reads one when imported there keeps that absent value for every
+    trial forked from it, where a fresh trial's import reads its own. ``os.environ`` is a recording view of the
+    same variables inside the block (``putenv`` and every write behave as before), and the real one after it.
+    """
+    real = os.environ
+    seen: list[str] = []
+    wanted = frozenset(names)
+
+    class Recording(type(real)):  # type: ignore[misc]
+        def __getitem__(self, key: str) -> str:
+            if key in wanted and key not in seen:
+                seen.append(key)
+            return super().__getitem__(key)
+
+    # a view of the same variables, not a new environment (B003's worry): `os.getenv` reads it too
+    os.environ = Recording(real._data, real.encodekey, real.decodekey,  # type: ignore[attr-defined]  # noqa: B003
+                           real.encodevalue, real.decodevalue)  # type: ignore[attr-defined]
+    try:
+        yield seen
+    finally:
+        os.environ = real  # noqa: B003
 
 
 #: How :func:`ablate.trials.warm.starter.unsafe_reason` names each generator.

@@ -121,6 +121,7 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     sd = SweepDir(sweep_root)
     plan = load_plan(sd)
     code_root = pins.trial_code_root(sd, plan)
+    os.chdir(task_workdir(sd, plan, (plan["arms"][0].get("config") or {}).get("task") or {}))  # as a fresh trial
     early_names = list((early_done or {}).get("imported") or [])
     if early_names and (hit := early.shadowed(early_names, str(code_root))):
         raise RuntimeError(f"the code snapshot has its own {hit[0]!r}, imported from the installed packages before "
@@ -128,8 +129,8 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     specs = sorted({str(fn) for a in plan["arms"] if (fn := ((a.get("config") or {}).get("task") or {}).get("fn"))})
     imported, errors = [], {}
     marks = hazards.rng_marks()
-    with hazards.Watch(str(code_root)) as watch:  # names each thread and socket the import leaves
-        for spec in specs:
+    with hazards.Watch(str(code_root)) as watch, hazards.env_reads(seeding.TRIAL_ENV) as env_read:
+        for spec in specs:  # each thread and socket the import leaves is named; so is a trial's variable it reads
             try:
                 import_callable(spec, code_root)
                 imported.append(spec)
@@ -151,7 +152,8 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     seen["import_s"] = round(seen["import_s"] + float((early_done or {}).get("import_s") or 0), 3)
     return {"pid": os.getpid(), **fork_state(), "imported": imported, "import_errors": errors,
             "preloaded": declared, "preload_errors": preload_errors, "apps": apps, "app_fallback": app_fallback,
-            "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, "rng_drawn": rng_drawn, **seen}
+            "hash_seed": os.environ.get("PYTHONHASHSEED"), "early": early_names, "rng_drawn": rng_drawn,
+            "trial_env_read": env_read, "cwd": os.getcwd(), **seen}
 
 
 def import_early(names: list[str]) -> dict[str, Any]:
@@ -245,7 +247,9 @@ def _preload_apps(sd: SweepDir, plan: Mapping[str, Any], code_root: Any) -> tupl
 
         def probed(load: Callable[[], dict[str, Any]] = load) -> dict[str, Any]:
             marks = hazards.rng_marks()
-            return {**load(), "rng_drawn": hazards.rng_drawn(marks)}
+            with hazards.env_reads(seeding.TRIAL_ENV) as env_read:
+                loaded = load()
+            return {**loaded, "rng_drawn": hazards.rng_drawn(marks), "trial_env_read": env_read}
 
         probe = run_in_probe(probed)
         why = probe.get("error") or unsafe_reason({**probe, "imported": [app]})
@@ -377,10 +381,12 @@ class Learner:
             return
         for name, err in (probe.get("errors") or {}).items():
             self._refuse([name], f"importing it failed in a probe ({err})")
-        drawn = probe.get("drawn") or {}
-        first = next((i for i, name in enumerate(todo) if name in drawn), len(todo))
+        drawn, read = probe.get("drawn") or {}, probe.get("env_read") or {}
+        first = next((i for i, name in enumerate(todo) if name in drawn or name in read), len(todo))
         if first < len(todo):  # it and what follows it stay the trials' own (a later one may import it)
-            self._refuse(todo[first:], unsafe_reason({"rng_drawn": drawn[todo[first]], "imported": [todo[first]]})
+            name = todo[first]
+            self._refuse(todo[first:], unsafe_reason({"rng_drawn": drawn.get(name) or [],
+                                                      "trial_env_read": read.get(name) or [], "imported": [name]})
                          or "it drew random numbers at import")
         ok = [r for r in todo[:first] if r in (probe.get("ok") or [])]
         done, errors = import_modules(ok)
@@ -400,16 +406,19 @@ class Learner:
 
     @staticmethod
     def _probe(names: list[str]) -> dict[str, Any]:
-        def imports() -> dict[str, Any]:  # one at a time, in order: which of them draws at import
-            ok, errors, drawn = [], {}, {}
+        def imports() -> dict[str, Any]:  # one at a time, in order: which of them draws, or reads a trial's variable
+            ok, errors, drawn, env_read = [], {}, {}, {}
             for name in names:
                 marks = hazards.rng_marks()
-                done, failed = import_modules([name])
+                with hazards.env_reads(seeding.TRIAL_ENV) as read:
+                    done, failed = import_modules([name])
                 ok += done
                 errors.update(failed)
                 if rngs := hazards.rng_drawn(marks):
                     drawn[name] = rngs
-            return {"ok": ok, "errors": errors, "drawn": drawn}
+                if read:
+                    env_read[name] = read
+            return {"ok": ok, "errors": errors, "drawn": drawn, "env_read": env_read}
 
         return run_in_probe(imports)
 
@@ -576,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sweep_dir, args.preload, args.no_learn = str(got["sweep"]), list(got["preload"]), not got["learn"]
         args.entry = str(got["entry"]) if got["entry"] in ENTRIES else ENTRIES[0]
         _take_log(str(got["log"]))
-    root = str(Path(args.sweep_dir))
+    root = str(Path(args.sweep_dir).absolute())  # before preload changes into the code snapshot
     try:
         report = preload(root, args.entry, args.preload, done)
     except Exception as exc:

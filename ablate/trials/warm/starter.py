@@ -320,6 +320,11 @@ def unsafe_reason(report: Mapping[str, Any]) -> str | None:
     if report.get("cuda"):
         return (f"importing {task} initialised CUDA in the warm parent every trial is forked from, and a "
                 "forked process cannot use CUDA")
+    if report.get("trial_env_read"):
+        names = ", ".join(f"${n}" for n in report["trial_env_read"])
+        return (f"importing {task} read {names}, which each trial sets to its own value (its seed, its dirs): in "
+                "the warm parent every trial is forked from it is unset, so every trial would keep that one read, "
+                "where a fresh process reads its own")
     named = hazards.explain(report, task)
     if named is not None:
         return named[0]
@@ -336,6 +341,9 @@ def unsafe_fix(report: Mapping[str, Any]) -> str:
     if report.get("rng_drawn"):
         return ("draw them inside the task function (seeded there), or run each trial in a fresh process with "
                 "`launcher.warm=false`")
+    if report.get("trial_env_read") and not report.get("cuda"):
+        return ("read it inside the task function (each trial sets it before the task runs), or run each trial in "
+                "a fresh process with `launcher.warm=false`")
     named = None if report.get("cuda") else hazards.explain(report, "")
     if named is not None:
         return named[1]

@@ -1,0 +1,191 @@
+"""verdict.md's "Curves" section and the curve plots (one PNG per treatment), from verdict.json's ``curves``.
+
+:func:`curves_section` is the whole section (``report.py`` calls it once); :func:`curve_figure` draws one
+treatment: both arms' mean curves with their pointwise 95% bands above, the difference with its simultaneous
+band below, the regions where the band excludes 0 shaded. matplotlib is imported here only, on the Agg canvas
+without pyplot.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Shading per region word.
+REGION_COLORS = {"better": "#1a7f37", "worse": "#cf222e"}
+#: How each summary is named in the table.
+SUMMARY_NAMES = {"auc": "area (normalised)", "time_to": "time to threshold", "final": "final value"}
+
+
+def _n(v: Any, dec: int = 4) -> str:
+    if not isinstance(v, int | float):
+        return "–"
+    return f"{v:+.{dec}g}" if dec else f"{v:g}"
+
+
+def _summary_cell(s: Mapping[str, Any] | None) -> str:
+    if not s:
+        return "–"
+    cell = f"{_n(s['diff'])} [{_n(s['ci'][0])}, {_n(s['ci'][1])}] {s['word']}"
+    if "verdict" in s:
+        cell += f" (final verdict: {s['verdict']})"
+    if "reached" in s:
+        cell += f" (reached by {s['reached'][0]} / {s['reached'][1]} seeds)"
+    return cell
+
+
+def curves_section(v: Mapping[str, Any]) -> list[str]:
+    """The "Curves" section of verdict.md (no lines when the ablation did not ask for curves)."""
+    cv = v.get("curves")
+    if not cv:
+        return []
+    x, metric = cv["x"], cv["metric"]
+    thr = cv.get("threshold")
+    L = ["## Curves", "",
+         f"`{metric}` against `{x}` ({cv['goal']}): treatment − control at every grid point, with a band that holds "
+         f"**simultaneously** over every grid point and the summaries of a treatment (level 1 − α/m: α = "
+         f"{cv['alpha']:g} over the m treatments). Method: {cv['method']}.", "",
+         f"| treatment | where (simultaneous band) | {SUMMARY_NAMES['auc']} Δ [CI] | "
+         + (f"time to {thr:g} Δ [CI] | " if thr is not None else "")
+         + "final value Δ [CI] | points an uncorrected t-test marks | Bonferroni marks |",
+         "|---|---|---|" + ("---|" if thr is not None else "") + "---|---|---|"]
+    for c in cv["comparisons"]:
+        if "insufficient" in c:
+            L.append(f"| {c['arm']} | insufficient data: {c['insufficient']} |" + " – |" * (4 + (thr is not None)))
+            continue
+        s = c["summaries"]
+        g = c["grid"]["points"]
+        L.append(f"| {c['arm']} | {c['sentence']} | {_summary_cell(s.get('auc'))} | "
+                 + (f"{_summary_cell(s.get('time_to'))} | " if thr is not None else "")
+                 + f"{_summary_cell(s.get('final'))} | {c['pointwise_marked']} of {g} | {c['bonferroni_marked']} of "
+                 f"{g} |")
+    L += ["", "Δ in metric units (time to threshold: in x units), raw sign (treatment − control); each CI uses the "
+          "band's critical value. The final value's Δ is the final verdict's own; its verdict word stays the final "
+          "verdict's. The uncorrected count is the pointwise approach of Colas et al. (2019): with many points it "
+          "marks some under no difference at all.", ""]
+    for c in cv["comparisons"]:
+        L += _comparison_lines(c, v, x)
+    L += ["Rules: " + "; ".join(f"{k.replace('_', ' ')}: {r}" for k, r in cv["rules"].items()) + ".", ""]
+    if cv.get("trial_errors"):
+        errs = cv["trial_errors"]
+        shown = "; ".join(f"{k}: {e}" for k, e in list(errs.items())[:5])
+        L += [f"Trials without a curve ({len(errs)}): {shown}" + (" ..." if len(errs) > 5 else ""), ""]
+    return L
+
+
+def _comparison_lines(c: Mapping[str, Any], v: Mapping[str, Any], x: str) -> list[str]:
+    """One treatment's plot, grid and seed advice."""
+    if "insufficient" in c:
+        return []
+    L = [f"**{c['arm']}** vs control: {c['sentence']}."]
+    png = ((v.get("plots") or {}).get("curves") or {}).get(c["arm"])
+    g = c["grid"]
+    how = ("the steps every seed logged" + (" (subsampled evenly)" if g["subsampled"] else "")
+           if g["rule"] == "shared" else "a regular grid, each seed linearly interpolated")
+    L += [f"Grid: {g['points']} points, {x} {g['range'][0]:g} to {g['range'][1]:g} ({how}; the seeds' curves "
+          f"span {g['full_range'][0]:g} to {g['full_range'][1]:g}, {g['ends_first']} ends first)"
+          + (f"; {g['restarts']} re-logged steps (restarts) kept their last value" if g["restarts"] else "")
+          + (f"; {g['dropped_points']} NaN/inf points dropped" if g["dropped_points"] else "") + ". "
+          f"{'Paired by seed (sign flips)' if c['paired'] else 'Unpaired (relabelling seeds between arms)'}, "
+          f"N = {c['n'][0]} / {c['n'][1]}, critical |t| = {c['critical']:.3g} at {c['level']:.4g} from "
+          f"{c['n_permutations']} permutations{' (all of them)' if c['exact'] else ''}."]
+    if c["min_p"] > 1 - c["level"]:
+        L.append(f"With these seeds no region can be declared: the smallest family-wise p the permutations reach is "
+                 f"{c['min_p']:.3g}, above {1 - c['level']:.3g}.")
+    if c.get("seed_advice"):
+        L.append(f"Seeds: {c['seed_advice']['message']}.")
+    L.append("")
+    if png:
+        L += [f"![{c['arm']} vs control: mean curves with pointwise 95% bands; below, the difference with its "
+              f"simultaneous band, regions where it excludes 0 shaded]({png})", ""]
+    return L
+
+
+def curve_figure(c: Mapping[str, Any], cv: Mapping[str, Any]) -> Figure:
+    """One treatment's curve plot (see the module docstring)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 5.6), dpi=100)
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    x = c["x"]
+    for key, ci, label, color in (("mean_control", "ci_control", "control", "#57606a"),
+                                  ("mean_treatment", "ci_treatment", str(c["arm"]), "#0969da")):
+        top.plot(x, c[key], color=color, linewidth=1.6, label=f"{label} (mean, N = "
+                 f"{c['n'][0] if key == 'mean_treatment' else c['n'][1]})")
+        top.fill_between(x, c[ci][0], c[ci][1], color=color, alpha=0.2, linewidth=0)
+    top.set_ylabel(f"{cv['metric']} (pointwise 95% CI)")
+    top.legend(loc="best", fontsize=8, frameon=False)
+    _shade(top, c["regions"])
+    _shade(bottom, c["regions"])
+    bottom.fill_between(x, c["low"], c["high"], color="#8250df", alpha=0.25, linewidth=0,
+                        label=f"simultaneous {c['level']:.1%} band")
+    bottom.plot(x, c["diff"], color="#8250df", linewidth=1.6, label="Δ (treatment − control)")
+    bottom.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
+    bottom.set_ylabel("Δ")
+    bottom.set_xlabel(cv["x"])
+    bottom.legend(loc="best", fontsize=8, frameon=False)
+    direction = "higher is better" if cv["goal"] == "maximize" else "lower is better"
+    top.set_title(f"{c['arm']} vs control ({direction})\n{c['sentence']}", fontsize=9)
+    fig.subplots_adjust(left=0.13, right=0.97, top=0.91, bottom=0.09, hspace=0.08)
+    return fig
+
+
+def _shade(ax: Any, regions: Sequence[Mapping[str, Any]]) -> None:
+    for r in regions:
+        color = REGION_COLORS.get(r["word"])
+        if color:
+            ax.axvspan(r["from"], r["to"], color=color, alpha=0.12, linewidth=0)
+
+
+def curve_plots(verdict: Mapping[str, Any]) -> dict[str, bytes]:
+    """Treatment arm -> its curve plot as PNG bytes (none without curves, or for a treatment without a band)."""
+    cv = verdict.get("curves")
+    out: dict[str, bytes] = {}
+    for c in (cv or {}).get("comparisons") or []:
+        if "insufficient" in c:
+            continue
+        buf = io.BytesIO()
+        curve_figure(c, cv).savefig(buf, format="png")  # type: ignore[arg-type]
+        out[str(c["arm"])] = buf.getvalue()
+    return out
+
+
+def curve_column(verdict: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ablation table's and forest plot's curve column: per treatment, the chosen summary's Δ (raw, metric
+    units; x units for ``time_to``) with its simultaneous CI and reading (None without curves).
+
+    Returns
+    -------
+    dict or None
+        ``{"summary", "header", "level", "cells": {arm: {"delta", "ci", "word", "level"}}}``.
+    """
+    cv = verdict.get("curves")
+    if not cv:
+        return None
+    name = str(cv.get("summary") or "final")
+    thr = cv.get("threshold")
+    header = {"final": f"curve: final {cv['metric']}", "auc": f"curve: area of {cv['metric']}",
+              "time_to": f"curve: {cv['x']} to {cv['metric']} {thr:g}" if thr is not None else "curve: time to"}[name]
+    cells = {}
+    for c in cv.get("comparisons") or []:
+        s = (c.get("summaries") or {}).get(name)
+        word = "insufficient data" if c.get("insufficient") else "not computed"
+        cells[str(c["arm"])] = ({"delta": s["diff"], "ci": list(s["ci"]), "word": s["word"], "level": c["level"]}
+                                if s else {"delta": None, "ci": None, "word": word, "level": c.get("level")})
+    return {"summary": name, "header": f"Δ {header} [CI]", "level": min((c["level"] for c in cells.values()
+                                                                        if c.get("level")), default=None),
+            "cells": cells}
+
+
+def curve_cell_text(cell: Mapping[str, Any] | None, dec: int) -> str:
+    """One curve cell as the table prints it: ``-0.092 [-0.127, -0.057] better``."""
+    if not cell or not isinstance(cell.get("delta"), int | float):
+        return "–" if not cell else str(cell.get("word") or "–")
+    lo, hi = cell["ci"]
+    return f"{cell['delta']:+.{dec}f} [{lo:+.{dec}f}, {hi:+.{dec}f}] {cell['word']}"

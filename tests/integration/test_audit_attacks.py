@@ -1,0 +1,138 @@
+"""Records are input from others: ``ablate audit`` on records an attacker (or an accident) shaped, called in-process.
+
+- git option injection: an MLflow run whose commit tag is ``--output=<file>`` must not make the audit run git with
+  that option (git would create or truncate the file);
+- environment resolution: a Hydra config holding ``${oc.env:AUDIT_SECRET}`` must not be resolved in the auditor's
+  environment (its secret would be printed as a confound and written to audit.md/audit.json);
+- input modification: a sqlite file that is no MLflow store, and a file store lacking what MLflow's client
+  creates, must not be written to (the client would create its tables, its dirs); a store that is read is left
+  byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablate.audit import run_audit
+from ablate.audit.runs import commit_id, git_commit
+from ablate.errors import ConfigError
+from tests.helpers import REPO
+
+MAKE = REPO / "tests" / "fixtures" / "audit_app" / "make_runs.py"
+SECRET = "auditor-secret-7f3a9c"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with the sha256 of its bytes and its mode and mtime (a write of any kind shows)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        body = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
+        out[str(p.relative_to(root))] = f"{body}:{st.st_mode}:{st.st_mtime_ns}"
+    return out
+
+
+def _git_repo(root: Path) -> str:
+    root.mkdir(parents=True)
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "one"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _store(db: Path, commits: tuple[str, str], source_name: str) -> None:
+    """An MLflow store written by MLflow's client: lr 0.1 and 0.2 at seeds 1-3, each side's commit tag as given."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("shared")
+    for side, (lr, commit) in enumerate(zip((0.1, 0.2), commits, strict=True)):
+        for seed in (1, 2, 3):
+            run = client.create_run(exp, tags={"mlflow.source.git.commit": commit, "mlflow.source.name": source_name})
+            rid = run.info.run_id
+            client.log_param(rid, "seed", seed)
+            client.log_param(rid, "lr", lr)
+            client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
+            client.set_terminated(rid, "FINISHED")
+
+
+def test_a_commit_tag_that_is_a_git_option_never_reaches_git(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    real = _git_repo(repo)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the auditor's file\n")
+    created = tmp_path / "created.txt"
+    db = tmp_path / "mlflow.db"
+    _store(db, (real, f"--output={victim}"), str(repo / "train.py"))
+    _store(tmp_path / "other.db", (real, f"--output={created}"), str(repo / "train.py"))
+    for store in (db, tmp_path / "other.db"):
+        a = run_audit([str(store)], out=tmp_path / f"audit-{store.stem}", repo=str(repo), plots=False)
+        assert [x["commit"] for x in a["arms"]] == [real, None]  # taken as not recorded ...
+        assert any("which is not a commit id: taken as not recorded" in n for n in a["notes"])  # ... and said
+    assert victim.read_text() == "the auditor's file\n" and not created.exists()
+    # the git helpers refuse such a value whoever calls them
+    assert commit_id(f"--output={victim}") is None and git_commit(str(repo), f"--output={victim}") is None
+    assert git_commit(str(repo), real[:12]) == real
+
+
+def test_an_env_interpolation_in_a_hydra_config_stays_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "WANDB_", "AUDIT_"))}
+    subprocess.run([sys.executable, str(MAKE), str(tmp_path / "p"), "--scenario", "secret"], check=True, env=env,
+                   timeout=600)
+    monkeypatch.setenv("AUDIT_SECRET", SECRET)  # the auditor's own
+    out = tmp_path / "audit"
+    a = run_audit([str(tmp_path / "p" / "repo" / "multirun")], out=out, variable="lr", plots=False)
+    (token,) = [c for c in a["confounds"] if c["field"] == "token"]
+    assert (token["a"], token["b"]) == ("${oc.env:AUDIT_SECRET}", "none")  # as written, as Hydra recorded it
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="replace"), f
+    # a node interpolation of the same config still takes the recorded value (data.path follows data.mix)
+    assert a["arms"][0]["n"] == 3
+
+
+def test_a_sqlite_file_that_is_no_mlflow_store_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"  # an app's own sqlite file
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE results (seed INTEGER, acc REAL)")
+    con.executemany("INSERT INTO results VALUES (?, ?)", [(1, 0.7), (2, 0.71)])
+    con.commit()
+    con.close()
+    before = _tree(tmp_path)
+    with pytest.raises(ConfigError, match="no MLflow store") as e:
+        run_audit([str(db)], out=tmp_path / "audit")
+    assert "\n" not in str(e.value)
+    assert _tree(tmp_path) == before  # not a byte written (MLflow's client would have created its tables)
+
+
+def test_a_file_store_the_client_would_write_into_is_refused_untouched(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 writes file stores only when asked
+    store = tmp_path / "mlruns"
+    client = MlflowClient(tracking_uri=store.as_uri())  # a file store, as MLflow writes it
+    client.create_experiment("x")
+    (store / ".trash").rmdir()  # as a copy that dropped the empty dir would be
+    before = _tree(tmp_path)
+    with pytest.raises(ConfigError, match=r"lacks the \.trash/ dir"):
+        run_audit([str(store)], out=tmp_path / "audit")
+    assert _tree(tmp_path) == before
+
+
+def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    real = _git_repo(repo)
+    db = tmp_path / "mlflow.db"
+    _store(db, (real, real), str(repo / "train.py"))
+    before = _tree(tmp_path)
+    run_audit([str(db)], out=tmp_path / "out" / "audit", plots=False)
+    after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("out")}
+    assert after == before
