@@ -67,14 +67,15 @@ def add_mode_task(project: Path, name: str, source: str, out: Path, *, mode: str
 #: the digits example would spend 1.6-2.4 s of CPU per process importing torch to show the same thing. Its config
 #: (``conf/task/pure.yaml``, :func:`add_pure_task`) has the digits task's keys (``optim.lr``, ``optim.momentum``,
 #: ``epochs``, ``hidden``, ``batch_size``) and data, so ``variable=lr`` and ``task.epochs=1`` work as on digits;
-#: ``val_acc`` and ``val_loss`` depend on the lr and the seed only.
+#: ``val_acc`` and ``val_loss`` depend on the lr and the seed only (each pair of them draws its own noise).
 PURE_TASK = """import random
 
 
 def train(cfg):
     t = cfg.task
-    noise = random.Random(cfg.seed).random() / 100
-    off = abs(float(t.optim.lr) - 0.1)
+    lr = float(t.optim.lr)
+    noise = random.Random(f"{cfg.seed}/{lr}").random() / 100  # per seed and arm: the differences vary
+    off = abs(lr - 0.1)
     return {"val_acc": 0.9 - off + noise, "val_loss": 0.3 + off - noise}
 """
 PURE_CONF = """fn: pure_task:train
