@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, run
+from tests.helpers import REPO, clean_env, run
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
@@ -44,15 +44,8 @@ PROJECT_FILES = ("conf", "examples", "dvc.yaml", "dvc.lock", "params.yaml")
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the runner's environment out of the tests (SLURM job variables, Hydra error mode)."""
-    for k in list(os.environ):
-        if k.startswith("SLURM_") or k in ("HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES", "ABLATE_PARENT_PID"):
-            monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "ablate tests")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "tests@ablate.local")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "ablate tests")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tests@ablate.local")
+    """Keep the runner's environment out of the tests (:func:`tests.helpers.clean_env`)."""
+    clean_env(monkeypatch)
 
 
 @pytest.fixture(scope="session")

@@ -89,8 +89,9 @@ def control_value(v: Mapping[str, Any], c: Mapping[str, Any] | None = None) -> s
     if isinstance(value, Mapping):
         keys = {sv["name"]: sv["key"] for sv in suite_variables(v)}
         key = keys.get(c.get("variable")) if c else None
-        if key is not None and key in value:
-            return value_label(value[key])
+        for k in (key, key.replace("/", ".")) if key is not None else ():  # a group's key: `task/params/callbacks`
+            if k in value:
+                return value_label(value[k])
         return "; ".join(f"{k} {value_label(x)}" for k, x in value.items())
     return value_label(value)
 
@@ -291,7 +292,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         ci, level = raw_interval(c.get("tost_ci"), goal), c.get("tost_level")
     why = ""
     if verdict == "insufficient data":
-        why = ("every seed gave the same result, as the warning above says" if c.get("seed_ignored")
+        why = (str(c.get("seed_ignored_why") or "every seed gave the same result, as the warning above says")
+               if c.get("seed_ignored")
                else str(c.get("insufficient_reason") or "nothing to test"))
     return TreatmentLine(
         arm=str(c["arm"]), key=key_of(v, c), control=control_value(v, c), value=value_label(c.get("value")),
@@ -330,7 +332,11 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
         unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
                                                 "overrides"
         return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
-    stuck = [t.arm for t in lines if t.verdict == "inconclusive"]
+    stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.unchanged]
+    same = [t.arm for t in lines if t.unchanged]
+    if same and not stuck:
+        return NextStep(None, f"check that the change of {', '.join(same)} reaches the task (the trial's config.yaml, "
+                              "and command.json for a script): no number of seeds tells identical arms apart")
     if stuck:
         cap = next((int((c.get("seed_advice") or {}).get("cap") or DEFAULT_CAP) for c in v["comparisons"]),
                    DEFAULT_CAP)

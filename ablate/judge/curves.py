@@ -20,8 +20,10 @@ from ablate.judge.curve_options import CURVE_DEFAULTS
 from ablate.record.curves import read_curve
 from ablate.record.sweepdir import SweepDir
 
-#: Random permutations when there are more (the observed labelling is counted too).
-N_PERMUTATIONS = 4999
+#: Random permutations when there are more (the observed labelling is counted too): the test is exact for any
+#: number; 3,000 put the critical value at the 16th largest maximum for alpha/m = 0.05/9, and keep the verdict of
+#: 10 arms x 50 seeds x 1,000 steps within 2x of the verdict without curves (benchmarks/curve_speed.py).
+N_PERMUTATIONS = 2999
 #: Fewest seeds per arm with a curve for a curve verdict (as for the final verdict).
 MIN_SEEDS = 3
 #: Seed of the permutations, so a recomputed verdict is identical.
@@ -84,7 +86,7 @@ def curves_verdict(sd: SweepDir, plan: Mapping[str, Any], verdict: Mapping[str, 
         errors.update(why)
     # lazy: threadpoolctl (a dependency) only here. One BLAS thread: the permutations' products are small, and a
     # multi-threaded BLAS on a busy machine spins (measured 20x slower at load 9 on 2 cores)
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # lazy: one BLAS thread for the permutations (see above)
 
     ss = np.random.SeedSequence(CURVE_RNG_SEED).spawn(max(1, len(names) - 1))
     comps = []
@@ -130,7 +132,7 @@ def compare_curves(comp: Mapping[str, Any], t_curves: Mapping[int, tuple[Any, An
         grid, the curves (``x``, per-arm means and pointwise 95% CIs), the raw difference with its simultaneous
         band, adjusted and pointwise p-values, ``regions``, ``sentence``, ``summaries`` and ``seed_advice``.
     """
-    from ablate.stats import align_curves
+    from ablate.stats import align_curves  # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse
 
     paired = bool((comp.get("pairing") or {}).get("paired"))
     m = int(comp.get("n_comparisons") or 1)
@@ -178,7 +180,7 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
     """The band, the regions, the summaries and the seed advice of one comparison, as JSON values."""
     import numpy as np  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import curve_band, curve_regions, curve_summaries
+    from ablate.stats import curve_band, curve_regions, curve_summaries  # lazy: numpy and scipy, as above
 
     goal = verdict.get("goal", "maximize")
     t_y, c_y = al.y[:n_t], al.y[n_t:]
@@ -215,7 +217,7 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
 def _pointwise_ci(y: Any) -> list[list[float]]:
     """Each grid point's 95% t-interval of the arm's mean (for the plot; pointwise, not simultaneous)."""
     import numpy as np  # lazy: numpy, with scipy
-    from scipy.stats import t as student_t
+    from scipy.stats import t as student_t  # lazy: scipy, only when curves are compared
 
     n = len(y)
     half = student_t.ppf(0.975, n - 1) * y.std(axis=0, ddof=1) / np.sqrt(n)
@@ -245,7 +247,7 @@ def _seed_advice(band: Any, cfg: Mapping[str, Any], verdict: Mapping[str, Any]) 
     margin), from the pointwise spread of these seeds (:func:`ablate.stats.seeds_for_width`)."""
     import numpy as np  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import seeds_for_width
+    from ablate.stats import seeds_for_width  # lazy: numpy and scipy, as above
 
     if not math.isfinite(band.critical) or not np.isfinite(band.spread).all() or band.spread.max() <= 0:
         return None
@@ -268,20 +270,44 @@ def _seed_advice(band: Any, cfg: Mapping[str, Any], verdict: Mapping[str, Any]) 
     return rec
 
 
-def regions_sentence(regions: Sequence[Mapping[str, Any]], x: str) -> str:
-    """The regions as one sentence: "indistinguishable at step 0; better from step 10 to 1,200; indistinguishable
-    after" (the x-axis named once, in the first part)."""
+def _spans(regions: Sequence[Mapping[str, Any]], gap: int) -> list[dict[str, Any]]:
+    """Regions merged for reading: a better (worse) region absorbs the next one of the same word when only
+    indistinguishable points, at most ``gap`` of them, lie between; each span keeps how many of its grid points
+    the band itself marks (``marked``) and how many it holds (``points``)."""
+    spans = [{**r, "marked": 0 if r["word"] == "indistinguishable" else r["points"]} for r in regions]
+    out: list[dict[str, Any]] = []
+    for sp in spans:  # absorb short indistinguishable gaps between two spans of one word
+        if (len(out) >= 2 and out[-1]["word"] == "indistinguishable" and out[-1]["points"] <= gap
+                and out[-2]["word"] == sp["word"] != "indistinguishable"):
+            hole = out.pop()
+            prev = out.pop()
+            sp = {**prev, "to": sp["to"], "points": prev["points"] + hole["points"] + sp["points"],
+                  "marked": prev["marked"] + sp["marked"]}
+        out.append(sp)
+    return out
+
+
+def regions_sentence(regions: Sequence[Mapping[str, Any]], x: str, gap: int | None = None) -> str:
+    """The regions as one sentence: "indistinguishable at step 0; better from 10 to 1,200; indistinguishable
+    after" (the x-axis named once, in the first part). A better or worse stretch interrupted only by short
+    indistinguishable gaps (at most ``gap`` grid points: default 5% of the grid, at least 2) reads as one,
+    "worse between 15 and 412 (75 of 81 points)": the count says where the band itself excludes 0."""
     if not regions:
         return "no grid"
-    if len(regions) == 1:
-        return f"{regions[0]['word']} everywhere ({x} {_x(regions[0]['from'])} to {_x(regions[0]['to'])})"
+    total = sum(r["points"] for r in regions)
+    spans = _spans(regions, max(2, math.ceil(0.05 * total)) if gap is None else gap)
+    if len(spans) == 1:
+        return f"{spans[0]['word']} everywhere ({x} {_x(spans[0]['from'])} to {_x(spans[0]['to'])})"
     parts = []
-    for i, r in enumerate(regions):
+    for i, r in enumerate(spans):
         name = f"{x} " if i == 0 else ""
-        if i == len(regions) - 1 and r["word"] == "indistinguishable":
+        if i == len(spans) - 1 and r["word"] == "indistinguishable":
             parts.append("indistinguishable after")
         elif r["from"] == r["to"]:
             parts.append(f"{r['word']} at {name}{_x(r['from'])}")
+        elif r["word"] != "indistinguishable" and r["marked"] < r["points"]:
+            parts.append(f"{r['word']} between {name}{_x(r['from'])} and {_x(r['to'])} ({r['marked']} of "
+                         f"{r['points']} points)")
         else:
             parts.append(f"{r['word']} from {name}{_x(r['from'])} to {_x(r['to'])}")
     return "; ".join(parts)

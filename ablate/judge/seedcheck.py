@@ -31,6 +31,12 @@ def _bits(v: Any) -> str:
     return repr(v)
 
 
+def has_task(plan: Mapping[str, Any]) -> bool:
+    """The plan names the task ablate ran (any form); runs made without ablate (``ablate audit``) have none."""
+    task = plan.get("task") or {}
+    return bool(task.get("fn") or task.get("command") or task.get("app"))
+
+
 def metric_names(plan: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> list[str]:
     """The metric columns of ``trials`` (results.csv rows), timing metrics (:mod:`ablate.record.timing`) left out:
     they vary by machine, not by seed or arm."""
@@ -53,6 +59,8 @@ def ignored_seed(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> 
     dict
         Arm name -> ``{"arm", "label", "seeds", "metrics"}`` (the metrics every seed gave).
     """
+    if not has_task(plan):
+        return {}  # runs made without ablate (`ablate audit`): no task form whose seeding is known
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     by_arm: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -90,6 +98,18 @@ def seed_fix(plan: Mapping[str, Any]) -> str:
             "it seeds them again itself (e.g. Lightning's `seed_everything(42)`, or `torch.manual_seed` with a "
             "constant); call `seed_everything(cfg.seed)` with the trial's seed, or drop the call (ablate seeded "
             "python, numpy and torch before the task ran)")
+
+
+def short_why(plan: Mapping[str, Any]) -> str:
+    """The bottom line's few words for an arm whose seeds were one run: what the task does with its seed, by form."""
+    task = (plan.get("task") or {})
+    arms = plan.get("arms") or []
+    cfg_task = (arms[0].get("config") or {}).get("task") or {} if arms else {}
+    if task.get("command") or task.get("app") or cfg_task.get("command") or cfg_task.get("app"):
+        if cfg_task.get("seed_key", "seed") is None:
+            return "its seeds were one run: the script is given no seed (`seed_key: null`)"
+        return "its seeds were one run: the script ignores the seed it is given, as the warning above says"
+    return "its seeds were one run: the task re-seeds from a constant (e.g. Lightning's `seed_everything(42)`)"
 
 
 def message(flagged: Mapping[str, Mapping[str, Any]], plan: Mapping[str, Any]) -> str:

@@ -220,7 +220,9 @@ def caption(table: Mapping[str, Any], verdict: Mapping[str, Any]) -> str:
             f"{_level_text(table)} CI (the level each verdict was decided at, as in the verdict). "
             f"{table['primary']} ({'lower' if table['goal'] == 'minimize' else 'higher'} is better) decides the verdict"
             + (f"; {', '.join(desc)} {'is' if len(desc) == 1 else 'are'} descriptive" if desc else "")
-            + f". Verdict: {LEGEND}. Bold: the best arm, shown only when its verdict is better.")
+            + f". Verdict: {LEGEND}. Bold: the best arm, shown only when its verdict is better."
+            + (f" {table['curve']['header'].removesuffix(' [CI]')}: the curve verdict's summary (curve.summary), "
+               "with its CI at the band's simultaneous level (see Curves)." if table.get("curve") else ""))
 
 
 def _what(verdict: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@ the bit), the treatment did not reach what the task reports: an argparse ``type=
 ``--augment false`` as True (any non-empty string is true), the task never reads the key, or the change
 (a callback group, a logger) cannot affect this metric. No number of seeds tells such arms apart, so the
 verdict says what was seen and the likely causes instead of advising more seeds
-(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`bottom_line` is verdict.md's words).
+(:func:`unchanged_arms` finds them, :func:`message` says it, :func:`short` is the bottom line's words).
 Only what was observed is said: the arms' metrics were identical; why is listed as likely causes.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ablate.judge.seedcheck import metric_bits, metric_names
+from ablate.judge.seedcheck import has_task, metric_bits, metric_names
 
 #: A command task's argument styles that pass each setting as a ``--flag`` (argparse reads them).
 _FLAG_STYLES = ("--key=value", "--key value", "equals", "space", "flags")
@@ -39,8 +39,8 @@ def unchanged_arms(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
         :data:`MIN_SEEDS`, every seed both arms finished) and the metrics compared (timing metrics left out).
     """
     arms = [a["name"] for a in plan.get("arms") or []]
-    if len(arms) < 2:
-        return {}
+    if len(arms) < 2 or not has_task(plan):
+        return {}  # runs made without ablate (`ablate audit`) say what they are in their own words
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan.get("arms") or []}
     ok: dict[str, dict[int, Mapping[str, Any]]] = {}
     for r in rows:
@@ -65,9 +65,7 @@ def likely_causes(plan: Mapping[str, Any], arm: str) -> list[str]:
     var = plan.get("variable") or {}
     rec = next((a for a in plan.get("arms") or [] if a.get("name") == arm), {})
     control = next(iter(plan.get("arms") or []), {})
-    key = str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key"))
-    for prefix in ("task.params.", "task/params/"):  # a script's own key, as the script names it
-        key = key.removeprefix(prefix)
+    key = _script_key(str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key")))
     task = ((control.get("config") or {}).get("task") or {})
     values = [rec.get("value"), control.get("value")]
     causes: list[str] = []
@@ -112,20 +110,41 @@ def message(found: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
             + ". Check that the change reached the task (the trial's `config.yaml`, and `command.json` for a script)")
 
 
+def likeliest(plan: Mapping[str, Any], arm: str) -> str:
+    """The likeliest cause in a few words, for the bottom line (:func:`likely_causes` has them all)."""
+    var = plan.get("variable") or {}
+    rec = next((a for a in plan.get("arms") or [] if a.get("name") == arm), {})
+    key = _script_key(str((rec.get("variable") and _suite_key(plan, rec)) or var.get("key", "the key")))
+    first = likely_causes(plan, arm)[0]
+    if "type=bool" in first:
+        return f"argparse's `type=bool` reads `--{key} false` as True"
+    if var.get("is_group") or _suite_is_group(plan, rec):
+        return f"its `{key}` option does not reach the metric"
+    return f"the task never reads `{key}`"
+
+
+def _script_key(key: str) -> str:
+    for prefix in ("task.params.", "task/params/"):  # a script's own key, as the script names it
+        key = key.removeprefix(prefix)
+    return key
+
+
 def mark_unchanged(rec: dict[str, Any], found: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
     """Record on a comparison of verdict.json (in place) that its treatment changed nothing: ``unchanged`` (the seeds,
-    the metrics, :func:`message`), and that sentence as its seed advice, in place of a number of seeds."""
+    the metrics, :func:`message`, every likely cause and the :func:`likeliest` in a few words), and the message as
+    its seed advice, in place of a number of seeds."""
     text = message(found, plan)
     rec["unchanged"] = {"seeds": list(found["seeds"]), "metrics": list(found["metrics"]), "message": text,
-                      "causes": likely_causes(plan, found["arm"])}
+                        "causes": likely_causes(plan, found["arm"]), "likeliest": likeliest(plan, found["arm"])}
     if isinstance(rec.get("seed_advice"), dict):
         rec["seed_advice"]["message"] = text
 
 
 def short(c: Mapping[str, Any]) -> str:
     """verdict.md's bottom-line clause for a treatment that changed nothing (``c["unchanged"]``): what was seen and the
-    likeliest cause in a few words; the whole message (every likely cause) is its seed recommendation."""
-    causes = c["unchanged"].get("causes") or []
-    first = str(causes[0]).split(", which")[0].split(" (")[0] if causes else ""
+    likeliest cause in a few words (:func:`likeliest`, within the bottom line's 30 words); the whole message (every
+    likely cause) is its seed recommendation."""
+    u = c["unchanged"]
+    first = u.get("likeliest") or str((u.get("causes") or [""])[0]).split(", which")[0].split(" (")[0]
     return ("it changed nothing the task reports (every seed equals the control's, bit for bit)"
             + (f"; likely: {first}" if first else ""))

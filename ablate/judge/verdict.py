@@ -23,7 +23,7 @@ from ablate.judge.curves import curves_verdict
 from ablate.judge.curves_report import curve_plots
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
-from ablate.judge.seedcheck import ignored_seed
+from ablate.judge.seedcheck import ignored_seed, short_why
 from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
 from ablate.judge.table import build_table, write_forest, write_tables
@@ -364,6 +364,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
             rec["reason"] = f"Insufficient data: {seed_msg}."
             rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
             rec["seed_ignored"] = True
+            rec["seed_ignored_why"] = short_why(plan)  # the bottom line's words: the cause, by form
         elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
             mark_unchanged(rec, same[name], plan)
         comparisons.append(rec)

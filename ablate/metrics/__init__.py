@@ -15,8 +15,9 @@ Sources, looked for in this order unless ``task.metric_source`` names one:
    that holds the metric (``eval_results.json`` of a Trainer-style script);
 6. ``stdout``, ``stderr``: lines the script printed. With ``task.metric_pattern`` (a regular expression,
    or a list of them, with named groups: ``val loss (?P<val_loss>[0-9.eE+-]+)``; a group named ``step``
-   gives the step), each group is a metric; without, ``key: value`` or ``key=value`` lines (as Guild AI
-   captures output scalars). With a pattern, these two come first.
+   gives the step), each group is a metric; without, ``key: value`` or ``key=value`` pairs anywhere in a line
+   (:func:`ablate.metrics.lines.line_pairs`: ``epoch 2 val_acc: 0.80``, the last of a name per line). With a
+   pattern, these two come first.
 
 Files are looked for under the trial's run dir (``${hydra:runtime.output_dir}``), then among the
 files the script wrote into its working dir (``<trial dir>/work``: a ``hydra.job.chdir=false`` app's

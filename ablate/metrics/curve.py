@@ -98,8 +98,9 @@ def _csv_column(path: Path, column: str) -> dict[int, float]:
 
 def _tensorboard_wall(logdir: Path, tag: str) -> dict[int, float]:
     """step -> seconds since the first event of ``tag`` in a TensorBoard log dir."""
-    # lazy: tensorboard is an optional extra, imported only to read event times
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.event_accumulator import (  # lazy: an optional extra, for event times
+        EventAccumulator,
+    )
 
     acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     acc.Reload()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import AblationFailed, ConfigError, close_matches
+from ablate.judge.curves_transfer import transfer_curves, transfer_curves_md
 from ablate.judge.rerun import SCALE_KEYS, without_keys
 from ablate.judge.table import MARKERS
 from ablate.judge.verdict import write_verdict
@@ -249,6 +250,8 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
     report = analyse_transfer(key, values, verdicts)
     report["children"] = children
     report["command"] = rec.get("command")  # the transfer's command line: its Next line reruns it
+    if (curves := transfer_curves(values, verdicts)) is not None:  # curve.enabled: matched x across scales
+        report["curves"] = curves
     write_json(root / TRANSFER_JSON, report)
     write_atomic(root / TRANSFER_MD, render_transfer(report))
     return report
@@ -380,6 +383,7 @@ def render_transfer(report: Mapping[str, Any]) -> str:
         L.append(f"- Test that ran ({arms}): **{test}**, because {_why_test(test)}.")
     L += ["", "## Findings", ""]
     L += [f"- **{r['arm']}**: {r['message']}" for r in report["results"]]
+    L += ["", *transfer_curves_md(report.get("curves"), key)]
     L += ["", "## Seeds per scale", ""]
     for i, v in enumerate(report["scale"]["values"]):
         for r in report["results"]:

@@ -48,7 +48,7 @@ def write_curve(path: Path, meta: Mapping[str, Any], xs: Sequence[float] = (), y
 
 
 def read_curve(path: Path) -> dict[str, Any] | None:
-    """A trial's curve record: ``{"xs", "ys", ...}`` as floats (NaN for null), ``{"error": ...}``, or None when
+    """A trial's curve record: ``{"xs", "ys", ...}`` as float arrays (NaN for null), ``{"error": ...}``, or None when
     there is no file. A file that is not such a record reads as ``{"error": ...}`` naming what is wrong."""
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
@@ -63,9 +63,12 @@ def read_curve(path: Path) -> dict[str, Any] | None:
     xs, ys = rec.get("xs"), rec.get("ys")
     if not isinstance(xs, list) or not isinstance(ys, list) or len(xs) != len(ys):
         return {"error": f"{path.name} has no xs/ys lists of one length"}
+    import numpy as np  # lazy: numpy, only where a verdict reads curves (null -> NaN in one C loop)
+
     try:
-        rec["xs"] = [math.nan if v is None else float(v) for v in xs]
-        rec["ys"] = [math.nan if v is None else float(v) for v in ys]
+        rec["xs"], rec["ys"] = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     except (TypeError, ValueError):
+        return {"error": f"{path.name} holds a value that is not a number"}
+    if rec["xs"].ndim != 1 or rec["ys"].ndim != 1:
         return {"error": f"{path.name} holds a value that is not a number"}
     return rec

@@ -15,9 +15,12 @@ attempt is deleted and logged again, so retries never duplicate a trial.
 Limits (:mod:`ablate.trackers.limits`): a key MLflow would reject (``acc@1``: characters other than
 alphanumerics and ``_-. :/``, or over 250 characters) is logged cleaned up plus ``:<6 hex>`` of its
 SHA-256, so ``acc@1`` and ``acc#1`` stay two metrics; a param value over MLflow's length limit is cut
-and ends with ``…[cut; sha256 <16 hex>]`` of the full value. A run with any such change gets the tag
-``ablate.names_changed=true`` and two artifacts: ``ablate/names.json`` (original -> logged names, and
-the SHA-256 of each cut value) and ``ablate/config.json`` (the full resolved config).
+and ends with ``…[cut; sha256 <16 hex>]`` of the full value; two config keys that flatten to one param name
+(``opt: {lr}`` beside ``"opt.lr"``) each keep their value, the literal one under its quoted name
+(:func:`ablate.trackers.limits.flat_params`), with a warning on the tracker's line. A run with any such change
+gets the tag ``ablate.names_changed=true`` and two artifacts: ``ablate/names.json`` (original -> logged names,
+the SHA-256 of each cut value, and the names two keys shared) and ``ablate/config.json`` (the full resolved
+config).
 
 Uses ``MlflowClient`` only (no global active run); credentials stay where MLflow reads them
 (``MLFLOW_TRACKING_TOKEN`` ...), never copied.

@@ -8,6 +8,9 @@ project byte for byte; every test checks they were not edited and that no shim f
   ``if cfg.get("seed")``;
 - tests/fixtures/plain_app: a plain @hydra.main app returning a dict, using ``${hydra:runtime.output_dir}``,
   ``${now:}`` and a resolver it registers itself.
+
+Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs, repro and
+the single run the console script.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all, only_sweep
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -71,8 +74,8 @@ def csv_series(path: Path, column: str) -> list[tuple[int, float]]:
 
 
 def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "dry_run=true",
-                     "app.trainer.log_every_n_steps=2")
+    res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "dry_run=true",
+                    "app.trainer.log_every_n_steps=2")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "task.params.model.optimizer.lr: 0.05 -> 0.2" in out, out
@@ -165,7 +168,7 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
 
 
 def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5,6]", "dry_run=true")
+    res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5,6]", "dry_run=true")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "arms (2): control, model=mlp_wide" in out
@@ -190,7 +193,7 @@ def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
 ])
 def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, args: tuple[str, ...], where: str,
                                                             words: list[str]) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "dry_run=true", *args)
+    res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_lr", "dry_run=true", *args)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert f"`{where}`" in line, line
@@ -200,7 +203,7 @@ def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, a
 
 
 def test_single_run_of_the_apps_control(lit_project: Path) -> None:
-    zero = ablate_cli(lit_project, "task=lit")
+    zero = ablate_in(lit_project, "task=lit")
     assert zero.returncode == 2 and "`seed`: is 0" in zero.stderr and "seed=1" in zero.stderr, zero.stderr
     res = ablate_cli(lit_project, "task=lit", "seed=3", "app.trainer.max_epochs=1", "hydra.run.dir=outputs/single")
     assert res.returncode == 0, res.stderr

@@ -85,7 +85,7 @@ def test_the_verdict_names_a_treatment_that_changed_nothing(ablated: tuple[Path,
     bottom = md.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
     (line,) = [x for x in bottom.splitlines() if x.startswith("- **augment=false**")]
     assert line.endswith(f": **{c['verdict']}**: it changed nothing the task reports (every seed equals the "
-                         "control's, bit for bit); likely: the script parses `--augment` with argparse's `type=bool`.")
+                         "control's, bit for bit); likely: argparse's `type=bool` reads `--augment false` as True.")
     assert "seeds per arm" not in bottom and "more seeds" not in bottom
     seeds = md.split("## Seed recommendation", 1)[1].split("\n## ", 1)[0]
     assert f"- **augment=false**: {msg}" in seeds  # every likely cause, where the seed advice would stand

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from tests.helpers import REPO, ablate_cli, commit_all, only_sweep, run
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep, run
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "hydra_train"
@@ -130,7 +130,7 @@ def test_key_the_script_lacks_stops_the_ablation(script_project: Path) -> None:
 )
 def test_bad_command_task_is_refused_before_launch(script_project: Path, change: dict, expected: str) -> None:
     write_project(script_project, {**TASK, **change}, [0.001])
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=script_lr", "seeds=3", "launcher=inline")
+    res = ablate_in(script_project, "-m", "task=hydra_train", "variable=script_lr", "seeds=3", "launcher=inline")
     assert res.returncode == 2
     assert expected in res.stderr, res.stderr
     assert not list(script_project.glob("outputs/ablate/*/*/trials"))
@@ -139,8 +139,8 @@ def test_bad_command_task_is_refused_before_launch(script_project: Path, change:
 def test_variable_the_script_never_sees_is_refused(script_project: Path) -> None:
     # metrics_key is a setting of ablate's command form (which JSON key to read), not of the script
     write_project(script_project, TASK, ["x"], name="mkey", key="task.metrics_key")
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=mkey", "seeds=3", "launcher=inline",
-                     "+task.metrics_key=a", "variable.values=[b]")
+    res = ablate_in(script_project, "-m", "task=hydra_train", "variable=mkey", "seeds=3", "launcher=inline",
+                    "+task.metrics_key=a", "variable.values=[b]")
     assert res.returncode == 2
     assert "none of which the script receives" in res.stderr, res.stderr
 

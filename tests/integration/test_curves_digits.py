@@ -5,6 +5,7 @@ One real ablation (6 seeds, 8 epochs, one treatment), several checks on it."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,6 @@ EPOCHS = 8
 
 @pytest.fixture(scope="module")
 def sweep(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import shutil
-
     proj = tmp_path_factory.mktemp("curves_digits") / "proj"
     shutil.copytree(project_template, proj, symlinks=True)
     res = ablate_cli(proj, "-m", "variable=lr", "variable.values=[0.005]", "seeds=6", f"task.epochs={EPOCHS}",

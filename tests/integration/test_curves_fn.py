@@ -9,16 +9,20 @@ asserting on each. The curve comes from ``ablate.log_step(step, val_loss=...)``:
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import random
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+import ablate
 from ablate.record.sweepdir import SweepDir
+from ablate.trackers.base import read_ablation
 from tests.helpers import ablate_cli, commit_all, results
 
 pytestmark = pytest.mark.slow
@@ -39,7 +43,7 @@ def loss_at(step, tau, seed, arm_offset):
 
 def train(cfg):
     steps = list(range(0, 610, 10))
-    tau = 30.0 if cfg.task.warmup else 60.0
+    tau = (30.0 if cfg.task.warmup else 60.0) * cfg.task.tau_scale
     losses = loss_at(steps, tau, cfg.seed, 1 if cfg.task.warmup else 0)
     for s, v in zip(steps, losses):
         ablate.log_step(s, val_loss=v)
@@ -70,15 +74,16 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (dest / "warm.py").write_text(TASK)
     for name, fn in (("warmup", "warm:train"), ("warmup_history", "warm:train_history")):
         (dest / "conf" / "task" / f"{name}.yaml").write_text(yaml.safe_dump(
-            {"fn": fn, "metric": "val_loss", "goal": "minimize", "warmup": False}, sort_keys=False))
+            {"fn": fn, "metric": "val_loss", "goal": "minimize", "warmup": False, "tau_scale": 1.0}, sort_keys=False))
     (dest / "conf" / "variable" / "warmup.yaml").write_text(yaml.safe_dump({"key": "task.warmup", "values": [True]}))
+    (dest / "conf" / "variable" / "slow.yaml").write_text(yaml.safe_dump({"key": "task.tau_scale", "values": [3.0]}))
     commit_all(dest, "a warmup-like task")
     return dest
 
 
-def sweep_of(root: Path, *args: str) -> Path:
+def sweep_of(root: Path, *args: str, variable: str = "variable=warmup") -> Path:
     before = set(root.glob("outputs/ablate/*/*"))
-    res = ablate_cli(root, "-m", "variable=warmup", f"seeds={SEEDS}", "curve.enabled=true", *args, timeout=600)
+    res = ablate_cli(root, "-m", variable, f"seeds={SEEDS}", "curve.enabled=true", *args, timeout=600)
     assert res.returncode == 0, f"{args}\n{res.stdout}\n{res.stderr}"
     (new,) = set(root.glob("outputs/ablate/*/*")) - before
     lock = SweepDir(new)  # the PNGs are drawn by a detached process holding the lock: wait for it
@@ -142,7 +147,7 @@ def test_verdict_md_has_the_curves_section_and_plot(inline: Path) -> None:
 
 
 def test_returned_history_gives_the_same_curve(proj: Path, inline: Path) -> None:
-    sd = sweep_of(proj, "task=warmup_history", "launcher=local")
+    sd = sweep_of(proj, "task=warmup_history", "launcher=local", "launcher.warm=false")  # fresh processes
     a = json.loads((inline / "verdict.json").read_text())["curves"]["comparisons"][0]
     b = json.loads((sd / "verdict.json").read_text())["curves"]["comparisons"][0]
     assert b["mean_control"] == a["mean_control"] and b["mean_treatment"] == a["mean_treatment"]
@@ -153,11 +158,6 @@ def test_returned_history_gives_the_same_curve(proj: Path, inline: Path) -> None
 
 
 def test_table_forest_api_and_trackers_carry_the_curve(inline: Path) -> None:
-    import csv
-
-    import ablate
-    from ablate.trackers.base import read_ablation
-
     v = json.loads((inline / "verdict.json").read_text())
     (cc,) = v["curves"]["comparisons"]
     final = cc["summaries"]["final"]
@@ -185,3 +185,34 @@ def test_table_forest_api_and_trackers_carry_the_curve(inline: Path) -> None:
                                                              if r["word"] == "better")
     assert summary["warmup=true.curve.worse_points"] == 0
     assert inline / "verdict_curve_warmup=true.png" in read_ablation(inline).artifacts
+
+
+def test_suite_gives_each_treatment_its_curve_at_the_familys_level(proj: Path) -> None:
+    sd = sweep_of(proj, "task=warmup", "launcher=local", variable="variable=warmup,slow")
+    v = json.loads((sd / "verdict.json").read_text())
+    by_arm = {c["arm"]: c for c in v["curves"]["comparisons"]}
+    assert set(by_arm) == {"warmup=true", "tau_scale=3.0"}
+    for c in by_arm.values():  # Bonferroni over the suite's two treatments, as the final verdict's CIs
+        assert c["n_comparisons"] == 2 and c["level"] == pytest.approx(0.975)
+    assert by_arm["warmup=true"]["regions"][1]["word"] == "better"
+    assert by_arm["tau_scale=3.0"]["regions"][1]["word"] == "worse"  # a slower decay: more loss early
+    md = (sd / "verdict.md").read_text()
+    assert "](verdict_curve_tau_scale=3.0.png)" in md and "](verdict_curve_warmup=true.png)" in md
+
+
+def test_transfer_check_compares_curves_at_matched_x(proj: Path) -> None:
+    before = set(proj.glob("outputs/ablate/*/*"))
+    res = ablate_cli(proj, "-m", "variable=warmup", "seeds=6", "task=warmup", "launcher=local", "curve.enabled=true",
+                     "scale.key=task.tau_scale", "scale.values=[1.0,2.0]", timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (parent,) = set(proj.glob("outputs/ablate/*/*")) - before
+    report = json.loads((parent / "transfer.json").read_text())
+    (r,) = report["curves"]["results"]
+    assert r["arm"] == "warmup=true" and r["matched"] == [0.0, 600.0]
+    assert r["flag"] == "no contradiction" and r["contradictions"] == []
+    assert [s["scale"] for s in r["scales"]] == [1.0, 2.0]
+    # both scales: the same start, better early (6 seeds: the region may come in pieces), never worse
+    for s in r["scales"]:
+        assert s["sentence"].startswith("indistinguishable ") and "worse" not in s["sentence"], s
+        assert re.search(r"; better (from|between) \d+ ", s["sentence"]), s
+    assert "## Curves across scales" in (parent / "transfer.md").read_text()

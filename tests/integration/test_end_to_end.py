@@ -1,10 +1,14 @@
-"""End to end on real data: real git + DVC project, real torch training on scikit-learn's digits."""
+"""End to end on real data: real git + DVC project, real torch training on scikit-learn's digits.
+
+The inline and the local ablation each run once per module (:func:`inline_run`, :func:`local_run`); the tests
+read them."""
 
 from __future__ import annotations
 
 import csv
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,7 @@ import yaml
 
 from ablate.orchestrate.repro import is_timing_metric
 from ablate.plan.compose import compose
-from tests.helpers import ablate_cli, ablate_in
+from tests.helpers import ablate_cli, ablate_in, clean_env, copy_project
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=2"]
@@ -42,8 +46,33 @@ def test_override_value_types_reach_the_plan(project: Path, override: str, expec
     assert c.variables == ["determinism", "hidden", "lr", "lr_hi", "momentum"]
 
 
-def test_inline_ablation_writes_sweep_dir(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
+@pytest.fixture(scope="module")
+def inline_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``ablate -m variable=lr seeds=3 launcher=inline`` on the digits example (3 arms x 3 seeds), once per module."""
+    proj = copy_project(project_template, tmp_path_factory.mktemp("inline") / "proj")
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        res = ablate_cli(proj, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
+    return res, proj
+
+
+@pytest.fixture(scope="module")
+def local_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The control and lr=0.2 at 3 seeds under ``launcher=local`` (2 slots), with two GPUs declared
+    (``CUDA_VISIBLE_DEVICES=0,1``; the task runs on the CPU), once per module."""
+    proj = copy_project(project_template, tmp_path_factory.mktemp("local") / "proj")
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        mp.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        res = ablate_cli(proj, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
+                         "launcher.max_parallel=2", *FAST)
+    return res, proj
+
+
+def test_inline_ablation_writes_sweep_dir(inline_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    res, project = inline_run
     assert res.returncode == 0, res.stderr
     (sd,) = sweep_dirs(project)
     assert res.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
@@ -74,13 +103,13 @@ def test_inline_ablation_writes_sweep_dir(project: Path) -> None:
     assert "task.optim.lr" in md
 
 
-def test_same_seed_same_metrics_across_launchers(project: Path) -> None:
-    """Weak reproducibility: a trial gives the same final metrics in-process and in a child process."""
-    one = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3"]  # 6 trials, as many as 3 arms x 2 seeds
-    a = ablate_cli(project, *one, "launcher=inline", *FAST)
-    b = ablate_cli(project, *one, "launcher=local", "launcher.max_parallel=2", *FAST)
+def test_same_seed_same_metrics_across_launchers(inline_run: tuple[subprocess.CompletedProcess[str], Path],
+                                               local_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """Weak reproducibility: a trial gives the same final metrics in-process and in a child process (the arms
+    both runs have: control and lr=0.2, seeds 0-2, the same config)."""
+    (a, pa), (b, pb) = inline_run, local_run
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    da, db = sweep_dirs(project)
+    (da,), (db,) = sweep_dirs(pa), sweep_dirs(pb)
     for arm in ("control", "lr=0.2"):
         for seed in range(3):
             ra = json.loads((da / "trials" / arm / f"seed={seed}" / "result.json").read_text())
@@ -94,11 +123,10 @@ def test_same_seed_same_metrics_across_launchers(project: Path) -> None:
     assert r0 != r1
 
 
-def test_local_launcher_gives_each_trial_its_own_gpu(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_launcher_gives_each_trial_its_own_gpu(local_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     """No GPU here: CUDA_VISIBLE_DEVICES=0,1 declares two, and each trial must get exactly one of them.
     (The task runs on the CPU; only the assignment is under test.)"""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local", *FAST)
+    res, project = local_run
     assert res.returncode == 0, res.stderr
     (sd,) = sweep_dirs(project)
     seen = []
@@ -128,7 +156,7 @@ def test_single_run_without_multirun(project: Path) -> None:
 
 
 def test_cfg_job_and_help_are_hydras(project: Path) -> None:
-    res = ablate_cli(project, "--cfg", "job", "variable=lr")
+    res = ablate_in(project, "--cfg", "job", "variable=lr")
     assert res.returncode == 0, res.stderr
     cfg = yaml.safe_load(res.stdout)
     assert cfg["task"]["optim"]["lr"] == 0.05 and cfg["variable"]["key"] == "task.optim.lr"
@@ -138,6 +166,6 @@ def test_cfg_job_and_help_are_hydras(project: Path) -> None:
     assert "variable: determinism, hidden, lr, lr_hi, momentum" in res.stdout
     assert "launcher: inline, local, slurm" in res.stdout
     assert "seeds: 5" in res.stdout and "# seeds per arm" in res.stdout
-    res = ablate_cli(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config
+    res = ablate_in(project, "--help", "seeds=7")  # with overrides: Hydra's app help, composed config
     assert res.returncode == 0, res.stderr
     assert "seeds: 7" in res.stdout and "== Config groups ==" in res.stdout

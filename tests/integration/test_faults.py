@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ablate.record.sweepdir import create_unique_dir
-from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, ctrl_c_reaches, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_sigkill_orchestrator_then_resume_runs_each_trial_once(fault_project: Pa
     before = {p.parent: p.read_text() for p in sd.glob("trials/*/seed=*/result.json")}
     running = [p.parent for p in sd.glob("trials/*/seed=*/manifest.json") if not (p.parent / "result.json").exists()]
     assert running, "expected trials interrupted mid-run"
-    status = ablate_cli(fault_project, "status", str(sd))
+    status = ablate_in(fault_project, "status", str(sd))
     assert "interrupted" in status.stdout and "ablate resume" in status.stdout
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
@@ -200,7 +200,7 @@ def test_second_orchestrator_on_same_dir_refused(fault_project: Path) -> None:
             time.sleep(0.1)
         assert plans
         sd = plans[0].parents[3]
-        res = ablate_cli(fault_project, "resume", str(sd))
+        res = ablate_in(fault_project, "resume", str(sd))
         assert res.returncode == 2
         assert "another ablate process is working on" in res.stderr and f"pid {proc.pid}" in res.stderr
         assert "Traceback" not in res.stderr
@@ -235,7 +235,7 @@ def test_status_of_finished_ablation(fault_project: Path) -> None:
                      "variable.values=[raise]")
     assert res.returncode == 1, res.stderr  # the raise arm failed entirely: invalid verdict
     sd = only_sweep(fault_project)
-    st = ablate_cli(fault_project, "status", str(sd))
+    st = ablate_in(fault_project, "status", str(sd))
     assert st.returncode == 0
     lines = st.stdout.splitlines()
     assert "(not running)" in lines[0]
@@ -267,7 +267,7 @@ def test_ctrl_c_then_resume_reruns_interrupted_trials(fault_project: Path) -> No
     stopped = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
     stopped = [r for r in stopped if r["status"] != "ok"]
     assert stopped and {r["status"] for r in stopped} == {"interrupted"}, stopped
-    st = ablate_cli(fault_project, "status", str(sd))
+    st = ablate_in(fault_project, "status", str(sd))
     assert "interrupted" in st.stdout and "ablate resume" in st.stdout
     res = ablate_cli(fault_project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
@@ -300,7 +300,7 @@ def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: P
     sd = only_sweep(fault_project)
     assert [result(sd, a, s)["status"] for a in ("control", "fault=tamper") for s in (0, 1, 2)] == ["ok"] * 6
     shutil.rmtree(sd / "trials" / "control" / "seed=1")  # a trial left to run
-    res = ablate_cli(fault_project, "resume", str(sd))
+    res = ablate_in(fault_project, "resume", str(sd))
     assert res.returncode == 2, res.stderr  # ... so a resume launches nothing while it differs
     assert "the data no longer matches the pins" in res.stderr and "dvc checkout" in res.stderr
     assert not (sd / "trials" / "control" / "seed=1" / "result.json").exists()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, only_sweep, results, run
+from tests.helpers import ablate_cli, ablate_in, commit_all, only_sweep, results, run
 
 pytestmark = pytest.mark.slow
 ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
@@ -94,7 +94,7 @@ def test_data_edit_keeping_size_inode_mtime_refused_at_launch(project: Path, tmp
     after = data.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
     assert "up to date" in dvc_status(project)  # DVC itself is fooled (its state says unchanged)
-    res = ablate_cli(project, *ONE, "launcher=inline")
+    res = ablate_in(project, *ONE, "launcher=inline")
     assert res.returncode == 2, res.stderr
     assert "data/digits.npz differs from what dvc.lock records" in res.stderr
     assert "dvc checkout --force data/digits.npz" in res.stderr and "Traceback" not in res.stderr
@@ -135,15 +135,13 @@ def test_code_snapshot_edit_seen_in_trial_and_before_launch(probe_project: Path)
     assert {r["status"] for r in later} == {"pin_mismatch"} and all("code: the snapshot" in r["error"] for r in later)
     # before launch: `ablate resume` refuses at once and starts no trial
     shutil.rmtree(sd / "trials" / "lr=0.5" / "seed=1")
-    resume = subprocess.run([str(Path(sys.executable).with_name("ablate")), "resume", str(sd)], cwd=probe_project,
-                            capture_output=True, text=True)
+    resume = ablate_in(probe_project, "resume", str(sd))
     assert resume.returncode == 2, resume.stderr
     assert "the code snapshot no longer matches the pins" in resume.stderr and "Traceback" not in resume.stderr
     assert not (sd / "trials" / "lr=0.5" / "seed=1" / "result.json").exists()
     # a deleted snapshot: refused before launch too, not found per trial
     shutil.rmtree(sd / "code")
-    resume = subprocess.run([str(Path(sys.executable).with_name("ablate")), "resume", str(sd)], cwd=probe_project,
-                            capture_output=True, text=True)
+    resume = ablate_in(probe_project, "resume", str(sd))
     assert resume.returncode == 2, resume.stderr
     assert "code snapshot marker" in resume.stderr and "is missing" in resume.stderr
     assert not (sd / "trials" / "lr=0.5" / "seed=1" / "result.json").exists()
@@ -200,7 +198,7 @@ def test_thread_difference_is_a_confound() -> None:
 @pytest.mark.parametrize("mode", ["0777", "0770", "0702"])
 def test_sweep_dir_mode_with_group_or_world_write_refused(project: Path, mode: str) -> None:
     """Fault 5: a mode letting others write the sweep dir is refused before anything is created."""
-    res = ablate_cli(project, *ONE, "launcher=inline", f'sweep_dir_mode="{mode}"')
+    res = ablate_in(project, *ONE, "launcher=inline", f'sweep_dir_mode="{mode}"')
     assert res.returncode == 2, res.stderr
     assert "sweep_dir_mode" in res.stderr and "lets other users write" in res.stderr
     assert "Traceback" not in res.stderr and not list(project.glob("outputs/ablate/*/*"))

@@ -74,8 +74,11 @@ def test_a_constant_seed_is_named_in_the_bottom_line(lit: tuple[Path, str]) -> N
     assert "Lightning's `seed_everything(42)`" in c["insufficient_reason"]
     bottom = (sd / "verdict.md").read_text().split("## Bottom line", 1)[1].split("\n## ", 1)[0]
     (line,) = [x for x in bottom.splitlines() if x.startswith("- **reseed=42**")]
-    assert f"**insufficient data**: {want}" in line and "call `seed_everything(cfg.seed)`" in line
+    assert line.endswith("**insufficient data**: its seeds were one run: the task re-seeds from a constant (e.g. "
+                         "Lightning's `seed_everything(42)`).")
     assert "paired differences are constant" not in line
+    warning = (sd / "verdict.md").read_text().split("## Bottom line", 1)[0]  # the cause in full, and the fix
+    assert want in warning and "call `seed_everything(cfg.seed)`" in warning
     assert "the task ignored its seed" in stderr
 
 

@@ -1,4 +1,7 @@
-"""Pins and confounds with real git and DVC repositories (issue 3)."""
+"""Pins and confounds with real git and DVC repositories (issue 3).
+
+The tests about the confound check read, or change a copy of, one ablation of a pure-Python task run once per
+module (:func:`clean_run`); refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, git, only_sweep, results, run
+from tests.helpers import (
+    ablate_cli,
+    ablate_in,
+    add_pure_task,
+    commit_all,
+    copy_project,
+    git,
+    only_sweep,
+    results,
+    run,
+    wait_for_plots,
+)
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1"]
@@ -37,6 +51,27 @@ def train(cfg):
 '''
 
 
+@pytest.fixture(scope="module")
+def clean_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project holding one finished ablation of the pure-Python task (lr 0.05 vs 0.2, 3 seeds, launcher=local),
+    run once per module through the console script; read by tests, copied by those that change it."""
+    proj = copy_project(project_template, tmp_path_factory.mktemp("clean") / "proj")
+    add_pure_task(proj)
+    res = ablate_cli(proj, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
+                     *FAST)
+    assert res.returncode == 0, res.stderr
+    wait_for_plots(only_sweep(proj))
+    return proj
+
+
+@pytest.fixture
+def clean_copy(clean_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own copy of :func:`clean_run`'s project (the working dir)."""
+    proj = copy_project(clean_run, tmp_path / "proj")
+    monkeypatch.chdir(proj)
+    return proj
+
+
 @pytest.fixture
 def probe_project(project: Path) -> Path:
     (project / "probe.py").write_text(PROBE)
@@ -48,7 +83,7 @@ def test_dirty_tree_refused_naming_files(project: Path) -> None:
     (project / "conf" / "task" / "digits_mlp.yaml").write_text(
         (project / "conf" / "task" / "digits_mlp.yaml").read_text() + "\n# edited\n")
     (project / "notes.txt").write_text("scratch")  # untracked: outside the snapshot, not a change (issue 23)
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
     assert res.returncode == 2
     assert "uncommitted changes (conf/task/digits_mlp.yaml)" in res.stderr
     assert "notes.txt" not in res.stderr
@@ -113,9 +148,8 @@ def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path)
         assert json.loads(m.read_text())["code"]["commit"] == commit
 
 
-def test_environment_difference_aligned_with_arms_is_invalid(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local", *FAST)
-    assert res.returncode == 0, res.stderr
+def test_environment_difference_aligned_with_arms_is_invalid(clean_copy: Path) -> None:
+    project = clean_copy
     sd = only_sweep(project)
     # re-run the whole lr=0.2 arm under a different numeric environment (as if resumed elsewhere)
     import shutil
@@ -136,9 +170,8 @@ def test_environment_difference_aligned_with_arms_is_invalid(project: Path) -> N
     assert "NVIDIA_TF32_OVERRIDE" in md
 
 
-def test_environment_difference_spread_across_arms_is_a_warning(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local", *FAST)
-    assert res.returncode == 0, res.stderr
+def test_environment_difference_spread_across_arms_is_a_warning(clean_copy: Path) -> None:
+    project = clean_copy
     sd = only_sweep(project)
     import shutil
 
@@ -154,9 +187,8 @@ def test_environment_difference_spread_across_arms_is_a_warning(project: Path) -
     assert v["confounds"]["invalid"] is False
 
 
-def test_verdict_json_carries_pins_and_no_confounds(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline", *FAST)
-    assert res.returncode == 0, res.stderr
+def test_verdict_json_carries_pins_and_no_confounds(clean_run: Path) -> None:
+    project = clean_run  # read only
     sd = only_sweep(project)
     v = json.loads((sd / "verdict.json").read_text())
     assert v["pins"]["code"]["commit"] == git(project, "rev-parse", "HEAD").strip()
@@ -171,12 +203,14 @@ def test_verdict_json_carries_pins_and_no_confounds(project: Path) -> None:
 
 
 def test_config_drift_noted_by_verdict(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.005]", "seeds=3", "launcher=inline", *FAST)
+    add_pure_task(project)  # the config files are recorded by absolute path: this test's own run, not a copy
+    res = ablate_cli(project, "-m", "task=pure", "variable=lr", "variable.values=[0.005]", "seeds=3",
+                     "launcher=inline", *FAST)
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     var = project / "conf" / "variable" / "lr.yaml"
     var.write_text(var.read_text().replace("0.005", "0.001"))
-    res = ablate_cli(project, "verdict", str(sd))
+    res = ablate_in(project, "verdict", str(sd))
     assert res.returncode == 0, res.stderr
     v = json.loads((sd / "verdict.json").read_text())
     assert v["config_drift"] == [f"{var} (modified)"]
@@ -213,7 +247,7 @@ def test_pin_errors(project: Path, setup: str, pattern: str) -> None:
     elif setup == "missing":
         (project / "data" / "digits.npz").unlink()
     args = ["task.data=[data/extra.npz]"] if setup == "untracked" else []
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST, *args)
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST, *args)
     assert res.returncode == 2, res.stdout + res.stderr
     assert pattern in res.stderr
     assert "Fix:" in res.stderr

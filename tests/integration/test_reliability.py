@@ -1,5 +1,7 @@
 """Reliability, third round (issue 26): verdicts before the first result, the warm parent's death, metric
-values, data-path typos on a real run. Real processes, real signals, real files."""
+values, data-path typos on a real run. Real processes, real signals, real files. Refusals and commands that start
+no trial run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs and resumes the console
+script."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, make_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, make_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -60,10 +62,10 @@ def _starts(project: Path) -> list[tuple[str, int]]:
 
 def test_status_and_verdict_before_any_result_say_so_in_one_line(tmp_path: Path) -> None:
     sd = make_sweep(tmp_path / "sweep", {"control": ["pending"] * 3, "lr=0.1": ["pending"] * 3})
-    status = ablate_cli(tmp_path, "status", str(sd))
+    status = ablate_in(tmp_path, "status", str(sd))
     assert status.returncode == 0, status.stderr
     assert "no trial has finished yet: 6 pending" in status.stdout.splitlines()
-    verdict = ablate_cli(tmp_path, "verdict", str(sd))
+    verdict = ablate_in(tmp_path, "verdict", str(sd))
     assert verdict.returncode == 2
     assert "Traceback" not in verdict.stderr
     (line,) = verdict.stderr.strip().splitlines()  # one line: what, where, the fix
@@ -71,7 +73,7 @@ def test_status_and_verdict_before_any_result_say_so_in_one_line(tmp_path: Path)
     assert f"ablate resume {sd}" in line
     assert not (sd / "verdict.json").exists() and not (sd / "results.csv").exists()
     for cmd in (["repro", str(sd)], ["track", str(sd), "tracker=mlflow"]):  # the other read-only commands
-        res = ablate_cli(tmp_path, *cmd)
+        res = ablate_in(tmp_path, *cmd)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         (line,) = res.stderr.strip().splitlines()
         assert "no trial has finished yet: 6 pending" in line and f"ablate resume {sd}" in line
@@ -83,13 +85,13 @@ def test_verdict_on_thin_data_is_written_without_traceback(tmp_path: Path, shape
               "one_arm_only": {"control": [0.9, 0.91, 0.92], "lr=0.1": ["pending"] * 3},
               "one_seed_each": {"control": [0.9, "pending", "pending"], "lr=0.1": [0.8, "pending", "pending"]}}[shape]
     sd = make_sweep(tmp_path / "sweep", values, options={"multiplicity": "dunnett"})
-    res = ablate_cli(tmp_path, "verdict", str(sd), "--no-plots")
+    res = ablate_in(tmp_path, "verdict", str(sd), "--no-plots")
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "Warning" not in res.stderr
     verdict = json.loads((sd / "verdict.json").read_text())
     assert [c["verdict"] for c in verdict["comparisons"]] == ["insufficient data"]
     assert verdict["invalid"] is (shape == "all_failed")
-    status = ablate_cli(tmp_path, "status", str(sd))
+    status = ablate_in(tmp_path, "status", str(sd))
     assert status.returncode == 0 and "no trial has finished yet" not in status.stdout
 
 
@@ -104,22 +106,22 @@ def test_verdict_during_a_run_and_on_a_killed_dir_before_the_first_result(slow_p
         while time.time() < deadline and not list(slow_project.glob("outputs/ablate/*/*/trials/*/*/manifest.json")):
             time.sleep(0.05)
         (sd,) = _sweeps(slow_project)
-        verdict = ablate_cli(slow_project, "verdict", str(sd))
+        verdict = ablate_in(slow_project, "verdict", str(sd))
         assert verdict.returncode == 2, verdict.stderr
         assert "Traceback" not in verdict.stderr
         (line,) = verdict.stderr.strip().splitlines()
         assert "no trial has finished yet: 6 pending" in line and f"ablate status {sd}" in line
-        status = ablate_cli(slow_project, "status", str(sd))
+        status = ablate_in(slow_project, "status", str(sd))
         assert status.returncode == 0 and "no trial has finished yet: 6 pending" in status.stdout
     finally:
         proc.kill()  # SIGKILL of the orchestrator: a killed dir with no result
         proc.communicate()
     (slow_project.parent / "hold").unlink()
     time.sleep(0.5)  # PR_SET_PDEATHSIG ends the trial it was running
-    status = ablate_cli(slow_project, "status", str(sd))
+    status = ablate_in(slow_project, "status", str(sd))
     assert status.returncode == 0 and "no trial has finished yet: 6 pending" in status.stdout.splitlines()
     assert "interrupted" in status.stdout
-    verdict = ablate_cli(slow_project, "verdict", str(sd))
+    verdict = ablate_in(slow_project, "verdict", str(sd))
     assert verdict.returncode == 2 and "Traceback" not in verdict.stderr
     (line,) = verdict.stderr.strip().splitlines()
     assert "no trial has finished yet: 6 pending" in line and f"run them with `ablate resume {sd}`" in line
@@ -164,7 +166,7 @@ def test_sigkill_of_the_warm_parent_keeps_unstarted_trials_pending_and_resume_ru
         assert "--resubmit" in rec["error"]
         named = [w.strip(";,.()`") for w in (rec["error"] + " " + final).split() if w.strip("`(").startswith("/")]
         assert named and [p for p in named if not Path(p).exists()] == [], named  # every file a message names exists
-    status = ablate_cli(slow_project, "status", str(sd))
+    status = ablate_in(slow_project, "status", str(sd))
     assert "killed" in status.stdout and "unfinished: `ablate resume" in status.stdout
     before = _starts(slow_project)
     assert len(before) == 2
@@ -198,8 +200,8 @@ def test_data_path_typo_gives_the_dry_runs_message_on_a_real_run(slow_project: P
     subprocess.run(run_dvc, cwd=slow_project, check=True, capture_output=True)
     commit_all(slow_project, "track assets")
     args = ["-m", "variable=mode", "task=slow", "seeds=3", "launcher=inline", f"task.data=[{typo}]"]
-    dry = ablate_cli(slow_project, *args, "dry_run=true")
-    real = ablate_cli(slow_project, *args)
+    dry = ablate_in(slow_project, *args, "dry_run=true")
+    real = ablate_in(slow_project, *args)
     for res in (dry, real):
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr
@@ -278,7 +280,8 @@ def test_a_bool_metric_is_counted_as_0_1_and_named_so(values_project: Path) -> N
 @pytest.mark.parametrize(("setting", "name"), [("task.metric=seed", "seed"), ("metrics=[val_acc,status]", "status")])
 def test_a_metric_named_like_a_results_column_is_refused_at_plan_time(values_project: Path, setting: str,
                                                                       name: str) -> None:
-    res = _run_values(values_project, "seeds=3", setting)
+    res = ablate_in(values_project, "-m", "variable=mode", "task=values", "launcher=local", "launcher.max_parallel=1",
+                    "seeds=3", setting)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     where = setting.split("=", 1)[0]

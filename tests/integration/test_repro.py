@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -152,11 +152,11 @@ def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(pro
     assert (sd / "trials" / "control" / "seed=0" / "steps.jsonl").read_text() == original_steps  # untouched
     assert sorted(p.name for p in (sd / "repro" / "control" / "seed=0").iterdir()) == ["1", "2"]
 
-    never = ablate_cli(probe_project, "repro", str(sd), "--trial", "use_put=true/0")
+    never = ablate_in(probe_project, "repro", str(sd), "--trial", "use_put=true/0")
     assert never.returncode == 2
     assert "trial use_put=true/seed=0 never completed (status failed: `determinism=strict`: the op put_" in never.stderr
     (sd / "trials" / "control" / "seed=1" / "steps.jsonl").unlink()  # as if the task never called log_step
-    no_steps = ablate_cli(probe_project, "repro", str(sd), "--trial", "control/1", "--strong")
+    no_steps = ablate_in(probe_project, "repro", str(sd), "--trial", "control/1", "--strong")
     assert no_steps.returncode == 2
     assert "`--strong`: trial control/seed=1 logged no per-step fingerprints" in no_steps.stderr
     assert "ablate.log_step(step, loss=loss.item(), params=model)" in no_steps.stderr

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, commit_all, only_sweep
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -212,7 +212,7 @@ def test_configurator_script_without_seed_flag_ignores_its_seed(nanogpt_project:
 
 def test_configurator_script_with_seed_flag_single_and_suite(nanogpt_project: Path) -> None:
     res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout,iters", "seeds=3",
-                     "task.seed_key=seed")
+                    "task.seed_key=seed")
     assert res.returncode == 0, res.stderr[-3000:]
     sd = only_sweep(nanogpt_project)
     results = trial_results(sd)
@@ -244,7 +244,7 @@ def test_same_failure_in_every_arm_stops_early_and_reads_as_it_is(nanogpt_projec
     # the progress line shows the exception line (the end of the log), not the head of the traceback
     progress = [line for line in err.splitlines() if line.startswith("[1/6] control seed=1 failed")]
     assert progress and progress[0].endswith("AssertionError"), err[-2000:]
-    status = ablate_cli(nanogpt_project, "status", str(sd))
+    status = ablate_in(nanogpt_project, "status", str(sd))
     line = next(x for x in status.stdout.splitlines() if x.strip().startswith("control seed=1 failed"))
     assert line.endswith("AssertionError"), status.stdout
     # the end of its log follows: the configurator is exec'd, so its frame is `<string>`, line 34 (the assert)
@@ -301,8 +301,8 @@ def test_trainer_style_script_given_hydra_overrides_stops_at_once(trainer_projec
 
 
 def test_dry_run_prints_each_arms_argv_as_a_shell_needs_it(nanogpt_project: Path) -> None:
-    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "dry_run=true",
-                     "task.seed_key=seed")
+    res = ablate_in(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "dry_run=true",
+                    "task.seed_key=seed")
     assert res.returncode == 0, res.stderr
     out = res.stdout + res.stderr
     lines = out.splitlines()

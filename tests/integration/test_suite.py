@@ -1,5 +1,6 @@
 """Suites on the real digits example (real git + DVC project, real torch training): one shared control,
-trials counted, each treatment confined to its own key, Holm over the suite, the ablation table."""
+trials counted, each treatment confined to its own key, Holm over the suite, the ablation table. The
+three-variable suite runs once per module (:func:`suite_run`); the tests read it, or change a copy of it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from tests.helpers import ablate_cli, ablate_in, commit_all
+from tests.helpers import ablate_cli, ablate_in, clean_env, commit_all, copy_project, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3"]
@@ -33,10 +34,27 @@ def _sweep(project: Path) -> Path:
     return sd
 
 
-def test_three_variable_suite_shares_one_control(project: Path) -> None:
-    _add_variables(project)
-    res = ablate_cli(project, "-m", "variable=lr_hi,momentum,hidden", "metrics=[val_acc,val_loss]", *FAST)
+@pytest.fixture(scope="module")
+def suite_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``ablate -m variable=lr_hi,momentum,hidden metrics=[val_acc,val_loss]`` (inline, 3 seeds, 1 epoch), run once
+    per module through the console script, its plots drawn; the project it ran in."""
+    proj = copy_project(project_template, tmp_path_factory.mktemp("suite") / "proj")
+    _add_variables(proj)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        res = ablate_cli(proj, "-m", "variable=lr_hi,momentum,hidden", "metrics=[val_acc,val_loss]", *FAST)
+    if res.returncode == 0:
+        wait_for_plots(_sweep(proj))
+    return res, proj
+
+
+def test_three_variable_suite_shares_one_control(suite_run: tuple[subprocess.CompletedProcess[str], Path],
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res, made = suite_run
     assert res.returncode == 0, res.stderr
+    project = copy_project(made, tmp_path / "proj")  # this test changes the sweep dir at its end
+    monkeypatch.chdir(project)
     sd = _sweep(project)
     assert sd.name.endswith("_suite_lr_hi+momentum+hidden")
     # 3 variables x 1 treatment x 3 seeds + 3 control trials = 12 trials, not 18
@@ -99,14 +117,14 @@ def test_three_variable_suite_shares_one_control(project: Path) -> None:
     assert (sd / "verdict_forest.png").stat().st_size > 1000
 
     # status / collect / verdict on the suite's sweep dir
-    st = ablate_cli(project, "status", str(sd))
+    st = ablate_in(project, "status", str(sd))
     assert st.returncode == 0 and "hidden=32" in st.stdout
     shutil.rmtree(sd / "trials" / "momentum=0.5" / "seed=1")  # a trial that never ran: resume runs it alone
     res = ablate_cli(project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
     assert len(sorted((sd / "trials").glob("*/seed=*/result.json"))) == 12
     assert "[12/12] momentum=0.5 seed=1 ok" in res.stderr and res.stderr.count(" ok in ") == 1
-    res = ablate_cli(project, "verdict", str(sd), "--family", "variable")
+    res = ablate_in(project, "verdict", str(sd), "--family", "variable")
     assert res.returncode == 0, res.stderr
     v2 = json.loads((sd / "verdict.json").read_text())
     # one treatment per variable: each family has one member, so nothing is adjusted and the CI is at 1 - α
@@ -120,13 +138,12 @@ def _metric(sd: Path, arm: str, metric: str) -> list[float]:
             for s in range(3)]
 
 
-def test_suite_latex_table_compiles(project: Path, tmp_path: Path) -> None:
+def test_suite_latex_table_compiles(suite_run: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
-    _add_variables(project)
-    res = ablate_cli(project, "-m", "variable=lr_hi,momentum", *FAST)
+    res, made = suite_run
     assert res.returncode == 0, res.stderr
-    sd = _sweep(project)
+    sd = _sweep(made)  # read only: the table of the three-variable suite
     doc = tmp_path / "doc.tex"
     shutil.copy(sd / "ablation_table.tex", tmp_path / "ablation_table.tex")
     doc.write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage[utf8]{inputenc}\n"

@@ -1,6 +1,9 @@
 """Sweep-dir safety (issue 13): symlinks, modes, the lock, remembered options, OS errors, process trees.
 
-Real files, real processes and real signals; no mocks.
+Real files, real processes and real signals; no mocks. One finished ablation of a pure-Python task (no torch:
+these tests are about the sweep dir, not training) is run once per module; a test that changes it gets its own
+copy (:func:`done_sweep`). Refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the
+runs, a resume that runs a trial and the writes under a file-size limit go through the console script.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, only_sweep, wait_for_plots
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, copy_project, only_sweep, wait_for_plots
 
 pytestmark = pytest.mark.slow
 ONE = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "task.epochs=1"]
@@ -28,13 +31,24 @@ def ablate(cwd: Path, *args: str, env: dict[str, str] | None = None,
                           preexec_fn=preexec, timeout=600)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def done_sweep(project: Path) -> Path:
-    res = ablate_cli(project, *ONE, "launcher=inline")
+@pytest.fixture(scope="module")
+def done_template(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project holding one finished ablation (the pure-Python task, inline, ``sweep_dir_mode="0750"``), run once
+    per module through the console script. Tests read it; a test that changes it takes :func:`done_sweep`."""
+    proj = copy_project(project_template, tmp_path_factory.mktemp("done") / "proj")
+    add_pure_task(proj)
+    res = ablate_cli(proj, *ONE, "task=pure", "launcher=inline", 'sweep_dir_mode="0750"')
     assert res.returncode == 0, res.stderr
-    sd = only_sweep(project)
-    wait_for_plots(sd)  # `ablate -m` returns before its plots: the drawer rewrites verdict.md/json, then lets go
-    return sd
+    wait_for_plots(only_sweep(proj))  # `ablate -m` returns before its plots: the drawer rewrites, then lets go
+    return proj
+
+
+@pytest.fixture
+def done_sweep(done_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own copy of :func:`done_template`'s sweep dir (in a copy of its project, the working dir)."""
+    proj = copy_project(done_template, tmp_path / "proj")
+    monkeypatch.chdir(proj)
+    return only_sweep(proj)
 
 
 def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -> None:
@@ -48,7 +62,7 @@ def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -
     (sd / ".lock").unlink()
     (sd / ".lock").symlink_to(victim)
     (sd / "trials/control/seed=1/result.json").unlink()  # something left to run
-    res = ablate(sd.parent, "resume", str(sd))
+    res = ablate_in(sd.parent, "resume", str(sd))
     assert res.returncode == 2, res.stderr
     assert ".lock is a symbolic link" in res.stderr and f"rm {sd / '.lock'}" in res.stderr
     assert "Traceback" not in res.stderr
@@ -77,47 +91,44 @@ def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -
     assert list(outside.iterdir()) == []
 
 
-def test_group_writable_sweep_dir_refused_and_inner_modes_follow(project: Path) -> None:
+def test_group_writable_sweep_dir_refused_and_inner_modes_follow(done_template: Path, done_sweep: Path) -> None:
     """Fault 5: an existing sweep dir others can write is refused (fix tested); every inner dir has the
     sweep dir's mode and no file in the code snapshot is writable by others."""
-    res = ablate_cli(project, *ONE, "launcher=inline", 'sweep_dir_mode="0750"')
-    assert res.returncode == 0, res.stderr
-    sd = only_sweep(project)
-    dirs = [sd, *(p for p in sd.rglob("*") if p.is_dir() and not p.is_symlink())]
-    assert {d.relative_to(sd).as_posix(): stat.S_IMODE(d.stat().st_mode) for d in dirs if
+    made = only_sweep(done_template)  # as the run left it (read only here)
+    dirs = [made, *(p for p in made.rglob("*") if p.is_dir() and not p.is_symlink())]
+    assert {d.relative_to(made).as_posix(): stat.S_IMODE(d.stat().st_mode) for d in dirs if
             stat.S_IMODE(d.stat().st_mode) != 0o750} == {}
     assert any(d.name == "seed=0" for d in dirs) and any("code" in d.parts for d in dirs)
-    writable = [p for p in sd.rglob("*") if p.is_file() and p.stat().st_mode & 0o022]
+    writable = [p for p in made.rglob("*") if p.is_file() and p.stat().st_mode & 0o022]
     assert writable == []
+    sd, project = done_sweep, done_sweep.parents[3]
     os.chmod(sd, 0o777)
     for cmd in ("status", "verdict", "resume"):
-        r = ablate(project, cmd, str(sd))
+        r = ablate_in(project, cmd, str(sd))
         assert r.returncode == 2, (cmd, r.stderr)
         assert "other users can write into it" in r.stderr and f"chmod -R go-w {sd}" in r.stderr
         assert "Traceback" not in r.stderr
     subprocess.run(["chmod", "-R", "go-w", str(sd)], check=True)
-    assert ablate(project, "status", str(sd)).returncode == 0
+    assert ablate_in(project, "status", str(sd)).returncode == 0
 
 
-def test_group_writable_inner_dirs_refused_like_the_top_one(project: Path) -> None:
+def test_group_writable_inner_dirs_refused_like_the_top_one(done_sweep: Path) -> None:
     """Issue 26 item 8: an inner dir others can write (code/ or a dir in the snapshot, trials/, trials/<arm>/,
     a trial's dir) is refused as the top one is, naming that dir; the fix given (`chmod -R go-w DIR`) works."""
-    res = ablate_cli(project, *ONE, "launcher=inline", 'sweep_dir_mode="0750"')
-    assert res.returncode == 0, res.stderr
-    sd = only_sweep(project)
+    sd, project = done_sweep, done_sweep.parents[3]
     snapshot_dir = next(p for p in (sd / "code").rglob("*") if p.is_dir() and not p.is_symlink())
     inner = [sd / "code", snapshot_dir, sd / "trials", sd / "trials" / "lr=0.5", sd / "trials" / "control" / "seed=1"]
     for d in inner:
         os.chmod(d, 0o770)
         for cmd in ("status", "verdict", "resume"):
-            r = ablate(project, cmd, str(sd))
+            r = ablate_in(project, cmd, str(sd))
             assert r.returncode == 2, (d, cmd, r.stderr)
             assert "Traceback" not in r.stderr
             (line,) = r.stderr.strip().splitlines()
             assert f"{d} has mode drwxrwx---: other users can write into it" in line, line
             assert f"chmod -R go-w {sd}`" in line
         subprocess.run(["chmod", "-R", "go-w", str(sd)], check=True)  # the fix the message gives
-        assert ablate(project, "status", str(sd)).returncode == 0
+        assert ablate_in(project, "status", str(sd)).returncode == 0
 
 
 def _hold_lock(sd: Path) -> subprocess.Popen[str]:
@@ -135,18 +146,18 @@ def test_verdict_during_a_run_never_writes(done_sweep: Path) -> None:
     final = (sd / "verdict.json").read_bytes()
     holder = _hold_lock(sd)
     try:
-        r = ablate(sd.parent, "verdict", str(sd))
+        r = ablate_in(sd.parent, "verdict", str(sd))
         assert r.returncode == 0, r.stderr
         assert "# " in r.stdout and "printed and not written" in r.stderr and f"pid {holder.pid}" in r.stderr
         assert (sd / "verdict.json").read_bytes() == final
-        r = ablate(sd.parent, "verdict", str(sd), "--alpha", "0.01")
+        r = ablate_in(sd.parent, "verdict", str(sd), "--alpha", "0.01")
         assert r.returncode == 2 and "options cannot be remembered now" in r.stderr
         assert not (sd / "verdict_options.json").exists()
     finally:
         holder.kill()
         holder.wait()
         holder.stdout.close()  # type: ignore[union-attr]
-    r = ablate(sd.parent, "verdict", str(sd))  # the lock is free again: the verdict is written
+    r = ablate_in(sd.parent, "verdict", str(sd))  # the lock is free again: the verdict is written
     assert r.returncode == 0, r.stderr
     v = json.loads((sd / "verdict.json").read_text())
     assert {a["arm"]: a["pending"] for a in v["arms"]} == {"control": 0, "lr=0.5": 1}
@@ -156,18 +167,18 @@ def test_verdict_during_a_run_never_writes(done_sweep: Path) -> None:
 def test_corrupt_remembered_options_is_an_error(done_sweep: Path, content: str) -> None:
     """Fault 8: a corrupt verdict_options.json is never ignored; the fix it names (rm) works."""
     sd = done_sweep
-    r = ablate(sd.parent, "verdict", str(sd), "--alpha", "0.01", "--no-plots")
+    r = ablate_in(sd.parent, "verdict", str(sd), "--alpha", "0.01", "--no-plots")
     assert r.returncode == 0, r.stderr
     assert json.loads((sd / "verdict.json").read_text())["options"]["alpha"] == 0.01
     opts = sd / "verdict_options.json"
     opts.write_text(content)
     before = (sd / "verdict.json").read_bytes()
-    r = ablate(sd.parent, "verdict", str(sd), "--no-plots")
+    r = ablate_in(sd.parent, "verdict", str(sd), "--no-plots")
     assert r.returncode == 2, r.stderr
     assert str(opts) in r.stderr and f"rm {opts}" in r.stderr and "Traceback" not in r.stderr
     assert (sd / "verdict.json").read_bytes() == before
     subprocess.run(["rm", str(opts)], check=True)
-    r = ablate(sd.parent, "verdict", str(sd), "--no-plots")
+    r = ablate_in(sd.parent, "verdict", str(sd), "--no-plots")
     assert r.returncode == 0, r.stderr
     assert json.loads((sd / "verdict.json").read_text())["options"]["alpha"] == 0.05
 
@@ -219,7 +230,7 @@ def test_temp_debris_of_a_killed_writer_is_cleaned(done_sweep: Path) -> None:
     assert p.returncode == -signal.SIGXFSZ
     debris = list(sd.rglob(".*.tmp-*"))
     assert len(debris) == 1 and debris[0].parent.name == "seed=0"
-    assert ablate(sd.parent, "verdict", str(sd), "--no-plots").returncode == 0
+    assert ablate_in(sd.parent, "verdict", str(sd), "--no-plots").returncode == 0
     assert list(sd.rglob(".*.tmp-*")) == []
     assert json.loads((sd / "trials/control/seed=0/result.json").read_text())["status"] == "ok"
 
@@ -272,16 +283,14 @@ def test_trial_process_tree_ends_with_the_trial(project: Path, tmp_path: Path, l
                 os.kill(p, signal.SIGKILL)
 
 
-def test_a_record_edited_after_its_trial_is_reported_by_the_verdict(project: Path) -> None:
+def test_a_record_edited_after_its_trial_is_reported_by_the_verdict(done_sweep: Path) -> None:
     """Issue 26 item 8: each result.json carries a digest written when its trial ended; `ablate verdict`
     reports (verdict.json finding, verdict.md) a record whose content no longer matches it."""
     import json
 
     from ablate.record.sweepdir import record_digest
 
-    res = ablate_cli(project, *ONE, "launcher=inline")
-    assert res.returncode == 0, res.stderr
-    sd = only_sweep(project)
+    sd, project = done_sweep, done_sweep.parents[3]
     for p in sd.glob("trials/*/seed=*/result.json"):  # every record, as written at the end of its trial
         rec = json.loads(p.read_text())
         assert rec["digest"] == record_digest(rec), p
@@ -291,7 +300,7 @@ def test_a_record_edited_after_its_trial_is_reported_by_the_verdict(project: Pat
     rec = json.loads(path.read_text())
     rec["metrics"] = {k: v + 0.25 for k, v in rec["metrics"].items()}  # an accidental edit
     path.write_text(json.dumps(rec, indent=2))
-    r = ablate(project, "verdict", str(sd), "--no-plots")
+    r = ablate_in(project, "verdict", str(sd), "--no-plots")
     assert r.returncode == 0, r.stderr
     verdict = json.loads((sd / "verdict.json").read_text())
     (finding,) = [f for f in verdict["confounds"]["findings"] if f["kind"] == "record"]

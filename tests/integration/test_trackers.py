@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ablate_cli, only_sweep
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, only_sweep
 
 pytestmark = pytest.mark.slow
 FAST = ["-m", "variable=lr", "variable.values=[0.5]", "seeds=3", "launcher=inline", "task.epochs=1"]
+#: The runs: the pure-Python task (tests.helpers.PURE_TASK; what is logged is under test, not training).
+RUN = [*FAST, "task=pure"]
 SECRET = "tok-3f9a1c-never-on-disk"
 
 
@@ -38,7 +40,8 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
     from mlflow import MlflowClient
 
     uri, artifacts = mlflow_store
-    res = ablate_cli(project, *FAST, "tracker=mlflow", f"tracker.tracking_uri={uri}",
+    add_pure_task(project)
+    res = ablate_cli(project, *RUN, "tracker=mlflow", f"tracker.tracking_uri={uri}",
                      f"tracker.artifact_location={artifacts}", "tracker.experiment=digits")
     assert res.returncode == 0, res.stderr
     assert "mlflow: 6 trial run(s) logged (0 already there)" in res.stderr
@@ -94,7 +97,8 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
 
 
 def test_unreachable_tracker_does_not_fail_the_ablation(project: Path, mlflow_store: tuple[str, Path]) -> None:
-    res = ablate_cli(project, *FAST, "tracker=mlflow", "tracker.tracking_uri=nosuchscheme://x")
+    add_pure_task(project)
+    res = ablate_cli(project, *RUN, "tracker=mlflow", "tracker.tracking_uri=nosuchscheme://x")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     assert "ablate: warning: tracker=mlflow failed" in res.stderr and f"ablate track {sd}" in res.stderr
@@ -145,7 +149,8 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
     monkeypatch.setenv("WANDB_API_KEY", SECRET)  # must never reach a file
     monkeypatch.setenv("WANDB_SILENT", "true")
-    res = ablate_cli(project, *FAST, "tracker=wandb", "tracker.project=digits")
+    add_pure_task(project)
+    res = ablate_cli(project, *RUN, "tracker=wandb", "tracker.project=digits")
     assert res.returncode == 0, res.stderr
     assert "wandb: 6 trial run(s) logged (0 already there), verdict run logged" in res.stderr
     sd = only_sweep(project)
@@ -196,7 +201,7 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
 def test_bad_tracker_setting_is_one_line_before_launch(project: Path, args: list[str], message: str) -> None:
     pytest.importorskip("wandb")
     pytest.importorskip("mlflow")
-    res = ablate_cli(project, *FAST, *args)
+    res = ablate_in(project, *FAST, *args)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
     assert not (project / "outputs").exists()

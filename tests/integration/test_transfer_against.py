@@ -1,5 +1,7 @@
-"""The transfer check across two scales of the digits MLP, and ``ablate verdict DIR --against OTHER_DIR``, on
-real git + DVC projects with real torch training."""
+"""The transfer check across two scales of the digits MLP (real torch training: its statistics need the spread
+of real runs), and ``ablate verdict DIR --against OTHER_DIR`` on the pure-Python task (what differs between two
+runs' pins is under test, not training), on real git + DVC projects. Refusals run ablate's CLI entry in this
+process (:func:`tests.helpers.ablate_in`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, wait_for_plots
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.values=[0.2]"]
@@ -55,10 +57,10 @@ def test_two_scale_transfer_check(project: Path) -> None:
     assert ("- Test that ran (lr=0.2): **Welch t on the paired differences**, because every scale's arms were "
             "analysed paired by seed") in md
 
-    st = ablate_cli(project, "status", str(parent))
+    st = ablate_in(project, "status", str(parent))
     assert st.returncode == 0 and "== hidden=16 ==" in st.stdout and "== hidden=64 ==" in st.stdout
     # `ablate verdict PARENT` recomputes every scale and the report with new options
-    res = ablate_cli(project, "verdict", str(parent), "--alpha", "0.01")
+    res = ablate_in(project, "verdict", str(parent), "--alpha", "0.01")
     assert res.returncode == 0, res.stderr
     assert json.loads((parent / "transfer.json").read_text())["alpha"] == 0.01
     assert json.loads((children[1] / "verdict.json").read_text())["alpha"] == 0.01
@@ -73,7 +75,7 @@ def test_two_scale_transfer_check(project: Path) -> None:
     (["scale.key=task.hidden", "scale.values=[16,wide]"], ["`variable.values[1]`"]),
 ])
 def test_transfer_bad_input(project: Path, args: list[str], words: list[str]) -> None:
-    res = ablate_cli(project, "-m", *args, *FAST)
+    res = ablate_in(project, "-m", *args, *FAST)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     for w in words:
@@ -82,7 +84,8 @@ def test_transfer_bad_input(project: Path, args: list[str], words: list[str]) ->
 
 
 def test_verdict_against_a_target_run(project: Path) -> None:
-    res = ablate_cli(project, "-m", *FAST)
+    add_pure_task(project)
+    res = ablate_cli(project, "-m", "task=pure", *FAST)
     assert res.returncode == 0, res.stderr
     (proxy,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     # the target run: new data (one training label changed, recorded by DVC) and a wider model
@@ -91,7 +94,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     subprocess.run([sys.executable, "-c", edit], cwd=project, check=True)
     subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], cwd=project, check=True)
     commit_all(project, "new data")
-    res = ablate_cli(project, "-m", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
+    res = ablate_cli(project, "-m", "task=pure", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
     assert res.returncode == 0, res.stderr
     target = project / "outputs" / "target"
     res = ablate_cli(project, "verdict", str(proxy), "--against", str(target))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, add_mode_task, commit_all
+from tests.helpers import ablate_cli, ablate_in, add_mode_task, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,7 @@ def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Pat
     (probe_project / "probe.py").write_text(module + PROBE)
     commit_all(probe_project, f"probe task that is unsafe to fork ({kind})")
     args = ["-m", "variable=mode", "task=probe", "seeds=3", "launcher=local", "launcher.max_parallel=2"]
-    res = ablate_cli(probe_project, *args)
+    res = ablate_in(probe_project, *args)  # the warm parent is its own process either way
     assert res.returncode == 2, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.startswith("ablate: error:")]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
@@ -154,8 +154,8 @@ def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Pat
 
 
 def test_warm_option_is_checked(probe_project: Path) -> None:
-    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
-                     "launcher.warm=maybe")
+    res = ablate_in(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
+                    "launcher.warm=maybe")
     assert res.returncode == 2 and "launcher.warm" in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 

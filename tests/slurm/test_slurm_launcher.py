@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, git
+from tests.helpers import ablate_cli, ablate_in, commit_all, git
 from tests.slurm.helpers import jobs, preempt, result, slurm, status_counts, sweep_dir, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -86,7 +86,7 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
     assert not (sd / "verdict.json").exists()
     assert submit_s < 60
 
-    st = ablate_cli(project, "status", str(sd), timeout=60)
+    st = ablate_in(project, "status", str(sd))
     assert st.returncode == 0, st.stderr
     rows = status_counts(st.stdout)
     assert set(rows) == {"control", "lr=0.2"}
@@ -96,7 +96,7 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
     assert col.returncode == 0, col.stderr
     assert col.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
     assert len(jobs(sd)) == 6, "collect must not submit trials that were still queued or running"
-    st = ablate_cli(project, "status", str(sd), timeout=60)
+    st = ablate_in(project, "status", str(sd))
     assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0]}, st.stdout
 
     _, waited_proj = digits_waited
@@ -144,7 +144,7 @@ def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project:
     slurm("scancel", *(jobs(sd)[("mode=sleep", s)] for s in (0, 1, 2)))
 
     def status_shows_all_ended() -> str | None:
-        out = ablate_cli(proj, "status", str(sd), timeout=60).stdout
+        out = ablate_in(proj, "status", str(sd)).stdout
         return out if out.count("ended FAILED") == 3 and out.count("ended CANCELLED") == 3 else None
 
     st = wait_for(status_shows_all_ended, 90, "`ablate status` to show every job ended")
@@ -162,7 +162,7 @@ def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project:
         cancelled = result(sd, "mode=sleep", seed)
         assert cancelled["status"] == "killed" and cancelled["slurm"]["state"] == "CANCELLED", cancelled
         assert "--resubmit" in cancelled["error"]
-    st = ablate_cli(proj, "status", str(sd), timeout=60).stdout
+    st = ablate_in(proj, "status", str(sd)).stdout
     assert "control seed=0 failed: SLURM job" in st and "mode=sleep seed=1 killed: SLURM job" in st, st
 
 
@@ -189,7 +189,7 @@ def test_fake_gpu_trials_get_distinct_cuda_visible_devices(probe_project: Path) 
 
 
 def test_missing_partition_is_refused_before_anything_is_created(project: Path) -> None:
-    res = ablate_cli(project, *DIGITS, "launcher.partition=nosuchpartition", timeout=120)
+    res = ablate_in(project, *DIGITS, "launcher.partition=nosuchpartition")
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("ablate: error: `launcher`: SLURM refuses the job request:"), line
@@ -202,7 +202,7 @@ def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monke
     bad = tmp_path / "slurm.conf"
     bad.write_text(conf.replace("SlurmctldPort=6817", "SlurmctldPort=6899"))
     monkeypatch.setenv("SLURM_CONF", str(bad))
-    res = ablate_cli(project, *DIGITS, timeout=120)
+    res = ablate_in(project, *DIGITS)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert "SLURM does not answer" in line and "scontrol ping" in line, line

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, ablate_in
 from tests.slurm.helpers import result, sweep_dir
 
 pytestmark = pytest.mark.slurm
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slurm
 
 def test_constraint_no_node_has_is_refused_naming_the_setting_and_its_fix_runs(probe_project: Path) -> None:
     args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=1", "task.step_s=0.1", "launcher=slurm"]
-    res = ablate_cli(probe_project, *args, "launcher.constraint=nosuchfeature", timeout=120)
+    res = ablate_in(probe_project, *args, "launcher.constraint=nosuchfeature")
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("ablate: error: `launcher.constraint`: SLURM refuses the job request:"), line

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli
+from tests.helpers import ablate_cli, ablate_in
 from tests.slurm.helpers import preempt, result, status_counts, sweep_dir, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -38,7 +38,7 @@ def test_packed_digits_array_runs_three_trials_per_job(project: Path) -> None:
         manifest = json.loads((sd / "trials" / r["arm"] / f"seed={r['seed']}" / "manifest.json").read_text())
         assert manifest["environment"]["env"]["PYTHONHASHSEED"] == "0"  # the ablation's (its first seed), as local
         assert manifest["warm_parent"], manifest  # a fork of the job's warm parent (launcher.warm=true)
-    st = ablate_cli(project, "status", str(sd), timeout=60)
+    st = ablate_in(project, "status", str(sd))
     assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0]}, st.stdout
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 from tests.slurm.helpers import result, slurm, sweep_dir, wait_for
 from tests.slurm.test_slurm_intent import DIE_AFTER_SBATCH, _arrays_named, _env
 
@@ -85,7 +85,7 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     slurm("scancel", job_id)
     wait_for(lambda: "CANCELLED" in slurm("sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id), 60,
              "the job to be cancelled")
-    st = ablate_cli(proj, "status", str(sd), timeout=60)
+    st = ablate_in(proj, "status", str(sd))
     assert st.returncode == 0, st.stderr
 
     col = ablate_cli(proj, "collect", str(sd), timeout=400)

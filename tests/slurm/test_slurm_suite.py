@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 from tests.slurm.helpers import jobs, status_counts, sweep_dir
 
 pytestmark = pytest.mark.slurm
@@ -35,7 +35,7 @@ def test_suite_is_one_job_array(project: Path) -> None:
     assert f"job(s) {array}" in res.stderr
     col = ablate_cli(project, "collect", str(sd), timeout=300)
     assert col.returncode == 0, col.stderr
-    st = ablate_cli(project, "status", str(sd), timeout=60)
+    st = ablate_in(project, "status", str(sd))
     assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0],
                                         "momentum=0.2": [0, 0, 3, 0]}, st.stdout
     v = json.loads((sd / "verdict.json").read_text())

@@ -21,7 +21,7 @@ from ablate.trials.launchers.slurm.pack import (
     per_trial_states,
 )
 from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial, unfinished
-from tests.helpers import ablate_cli, make_sweep
+from tests.helpers import ablate_in, make_sweep
 
 
 def _refs(n: int) -> list[TrialRef]:
@@ -134,8 +134,7 @@ def test_status_shows_one_running_trial_per_packed_job(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
 def test_bad_trials_per_job_on_the_command_line_is_one_line_and_exit_2(project: Path, bad: str) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "launcher=slurm", f"launcher.trials_per_job={bad}",
-                     "dry_run=true", timeout=120)
+    res = ablate_in(project, "-m", "variable=lr", "launcher=slurm", f"launcher.trials_per_job={bad}", "dry_run=true")
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert "`launcher.trials_per_job`: must be an integer >= 1" in line and "launcher.trials_per_job=4" in line

@@ -40,7 +40,8 @@ def test_one_point_paired_p_equals_scipy_exact_sign_flip() -> None:
     ref = stats.permutation_test((t, c), _abs_paired_t, permutation_type="samples", n_resamples=np.inf,
                                  alternative="greater", vectorized=True)
     assert band.exact and band.n_permutations == 2 ** 6
-    assert band.p_adj[0] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert band.p_null[0] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert band.p_adj[0] >= band.p_null[0]
     assert band.t[0] == pytest.approx(stats.ttest_rel(t, c).statistic, rel=1e-12)
     assert band.p_pointwise[0] == pytest.approx(stats.ttest_rel(t, c).pvalue, rel=1e-10)
 
@@ -52,7 +53,8 @@ def test_one_point_unpaired_p_equals_scipy_exact_relabelling_with_welch_t() -> N
     ref = stats.permutation_test((t, c), _abs_welch_t, permutation_type="independent", n_resamples=np.inf,
                                  alternative="greater", vectorized=True)
     assert band.exact and band.n_permutations == math.comb(11, 5)
-    assert band.p_adj[0] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert band.p_null[0] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert band.p_adj[0] >= band.p_null[0]
     welch = stats.ttest_ind(t, c, equal_var=False)
     assert band.t[0] == pytest.approx(welch.statistic, rel=1e-12)
     assert band.p_pointwise[0] == pytest.approx(welch.pvalue, rel=1e-10)
@@ -81,9 +83,20 @@ def test_three_points_paired_maxt_by_hand() -> None:
                 maxima.append(_abs_paired_t(e * d, np.zeros_like(d), axis=0).max())
     maxima = np.array(maxima)
     t_obs = _abs_paired_t(d, np.zeros_like(d), axis=0)
-    np.testing.assert_allclose(band.p_adj, [(maxima >= v - 1e-12).mean() for v in t_obs])
+    np.testing.assert_allclose(band.p_null, [(maxima >= v - 1e-12).mean() for v in t_obs])
     # alpha = 0.25 of 8 flips: the critical value is the 3rd largest maximum
-    assert band.critical == pytest.approx(np.sort(maxima)[::-1][2])
+    assert band.critical_null == pytest.approx(np.sort(maxima)[::-1][2])
+    # the pivot's: the same flips of the differences centred at their mean
+    centred = d - d.mean(axis=0)
+    pivot = []
+    for s1 in (1, -1):
+        for s2 in (1, -1):
+            for s3 in (1, -1):
+                e = np.array([1, s1, s2, s3])[:, None]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    pivot.append(np.nanmax(_abs_paired_t(e * centred, np.zeros_like(d), axis=0)))
+    assert band.critical_pivot == pytest.approx(np.sort(pivot)[::-1][2])
+    assert band.critical == max(band.critical_null, band.critical_pivot)
     np.testing.assert_allclose(band.low, d.mean(0) - band.critical * d.std(0, ddof=1) / 2)
     assert ((band.low > 0) | (band.high < 0)).tolist() == (band.p_adj <= 0.25).tolist()
 
@@ -217,3 +230,15 @@ def test_seeds_for_width() -> None:
     assert seeds_for_width([0.01], 3.0, 1.0) == 3
     with pytest.raises(StatsInputError, match="`width`"):
         seeds_for_width([1.0], 3.0, 0.0)
+
+
+def test_smallest_reachable_p_counts_the_mirror_labelling() -> None:
+    """Unpaired with equal arms, swapping the arms gives the same |t|: at N = 3 the observed labelling ties with its
+    mirror, so the smallest p is 2 / C(6, 3) = 0.1 and nothing is declared at alpha = 0.05 (the A/A rate is 0)."""
+    t = np.array([[5.0], [5.1], [5.2]])
+    c = np.array([[0.0], [0.1], [0.2]])
+    band = curve_band(t, c, paired=False, alpha=0.05)
+    assert band.exact and band.min_p == pytest.approx(0.1) and band.p_adj[0] == pytest.approx(0.1)
+    assert not ((band.low > 0) | (band.high < 0)).any()
+    paired = curve_band(t, c, paired=True, alpha=0.05)
+    assert paired.min_p == pytest.approx(0.25) and paired.p_adj[0] == pytest.approx(0.25)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ablate.judge.unchanged import likely_causes, unchanged_arms
 from ablate.judge.verdict import write_verdict
@@ -17,12 +18,22 @@ from tests.helpers import make_sweep
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
 
 
+def _fn_sweep(root: Path, values: dict[str, list[float]], **options: Any) -> Path:
+    """A synthetic sweep dir of an ``fn`` task (its plan names the task, as ablate's own do)."""
+    make_sweep(root, values, options=options)
+    plan = yaml.safe_load((root / "ablation.yaml").read_text())
+    plan["task"] = {"fn": "toy:train"}
+    (root / "ablation.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    return root
+
+
 def _plan(task: dict[str, Any] | None = None, **variable: Any) -> dict[str, Any]:
+    task = task or {"command": "python train.py"}
     var = {"name": "augment", "key": "task.params.augment", "values": [False], "is_group": False, **variable}
-    control = {"name": "control", "label": "control", "value": True, "changes": {}, "config": {"task": task or {}}}
+    control = {"name": "control", "label": "control", "value": True, "changes": {}, "config": {"task": task}}
     treat = {"name": "augment=false", "label": "false", "value": False,
-             "changes": {var["key"]: [True, False]}, "config": {"task": task or {}}}
-    return {"arms": [control, treat], "variable": var, "seeds": [1, 2, 3], "task": task or {}}
+             "changes": {var["key"]: [True, False]}, "config": {"task": task}}
+    return {"arms": [control, treat], "variable": var, "seeds": [1, 2, 3], "task": task}
 
 
 def _rows(values: dict[str, list[Any]], **extra: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -77,7 +88,9 @@ def test_likely_causes_fit_the_form_and_the_variable() -> None:
 
 
 def test_the_bottom_line_names_it_and_never_advises_more_seeds(tmp_path: Path) -> None:
-    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": list(C), "lr=0.2": [x + 0.02 for x in C]})
+    # unpaired (as for a script): Welch's test finds no difference, and its seed advice would be "more seeds"
+    root = _fn_sweep(tmp_path / "sw", {"control": C, "lr=0.1": list(C), "lr=0.2": [x + 0.02 for x in C]},
+                     pairing="unpaired")
     v = write_verdict(SweepDir.open(root))
     same, moved = v["comparisons"]
     assert same["unchanged"]["seeds"] == [0, 1, 2, 3, 4] and same["unchanged"]["metrics"] == ["val_acc"]
@@ -90,9 +103,29 @@ def test_the_bottom_line_names_it_and_never_advises_more_seeds(tmp_path: Path) -
     md = (root / "verdict.md").read_text()
     bottom = md.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
     line = next(x for x in bottom.splitlines() if x.startswith("- **lr=0.1**"))
-    assert line.endswith("it changed nothing the task reports (every seed equals the control's, bit for bit); "
-                         "likely: the task never reads `task.optim.lr`.")
+    assert line == ("- **lr=0.1** (task.optim.lr 0.05 → 0.1): **inconclusive**: it changed nothing the task reports "
+                    "(every seed equals the control's, bit for bit); likely: the task never reads `task.optim.lr`.")
+    assert len(line.replace("**", "").split()) <= 31  # the bottom line's 30 words, and its list dash
     seeds = md.split("## Seed recommendation", 1)[1].split("\n## ", 1)[0]
     assert f"- **lr=0.1**: {same['unchanged']['message']}" in seeds and "Likely causes" in seeds
     assert "seeds per arm" not in line and "more seeds" not in line
     assert json.loads((root / "verdict.json").read_text())["comparisons"][0]["unchanged"] == same["unchanged"]
+
+
+def test_next_never_runs_more_seeds_for_identical_arms(tmp_path: Path) -> None:
+    root = _fn_sweep(tmp_path / "sw", {"control": C, "lr=0.1": list(C)})  # paired by seed: differences all 0
+    v = write_verdict(SweepDir.open(root))
+    md = (root / "verdict.md").read_text()
+    bottom = md.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
+    assert ("- **lr=0.1** (task.optim.lr 0.05 → 0.1): **insufficient data**: it changed nothing the task reports "
+            "(every seed equals the control's, bit for bit); likely: the task never reads `task.optim.lr`.") in bottom
+    assert "paired differences are constant" not in bottom
+    assert "Next: check that the change of lr=0.1 reaches the task (the trial's config.yaml, and command.json for a " \
+           "script): no number of seeds tells identical arms apart." in bottom
+    assert json.loads((root / "verdict.json").read_text())["bottom_line"]["next"]["command"] is None
+    assert v["comparisons"][0]["unchanged"]["seeds"] == [0, 1, 2, 3, 4]
+
+
+def test_runs_made_without_ablate_are_left_to_the_audit() -> None:
+    plan = {**_plan(), "task": {}}  # `ablate audit` builds a plan with no task
+    assert unchanged_arms(plan, _rows({"control": [0.5, 0.6, 0.7], "augment=false": [0.5, 0.6, 0.7]})) == {}

@@ -552,7 +552,7 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     """
     s = settings(task)
     params = task.get("params") or {}
-    argv = [sys.executable, str(s["app"]), *s["overrides"], *arm_overrides]
+    argv = [sys.executable, str(s["app"]), *_config_flags(s), *s["overrides"], *arm_overrides]
     for key in task.get("frozen_now") or []:
         argv.append(format_override(key, select(params, key)))
     if s["seed_key"]:  # a key of the app's config (:func:`check_seed_key`): overridden, never appended
@@ -561,6 +561,19 @@ def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: i
     argv.append(format_override("hydra.run.dir", str(run_dir)))
     argv.append(CALLBACK_OVERRIDE)
     return argv
+
+
+def _config_flags(s: Mapping[str, Any]) -> list[str]:
+    """Hydra's ``--config-path`` / ``--config-name`` for a task that names the app's config itself (the plan composed
+    that one, so the trial must run it, not its ``@hydra.main`` default); ``config_path`` is the project's, written
+    relative to the script's dir, as Hydra reads it (the trial runs the script from its mirror of the snapshot)."""
+    flags = []
+    if s.get("config_path") is not None:
+        rel = os.path.relpath(str(s["config_path"]), os.path.dirname(str(s["app"])) or ".")
+        flags.append(f"--config-path={rel}")
+    if s.get("config_name") is not None:
+        flags.append(f"--config-name={s['config_name']}")
+    return flags
 
 
 def _has(cfg: Mapping[str, Any], key: str) -> bool:
