@@ -79,8 +79,6 @@ CODE_DIR = "code"
 TRIALS_DIR = "trials"
 REPRO_DIR = "repro"
 
-#: Trial statuses written to result.json. ``ok`` is the only one whose metrics enter the statistics.
-TRIAL_STATUSES = ("ok", "failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
 DEFAULT_DIR_MODE = 0o700
 DEFAULT_FILE_MODE = 0o600
 

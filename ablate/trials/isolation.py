@@ -1,10 +1,13 @@
-"""Keep an in-process trial (``launcher=inline``) from ending the ablate process.
+"""Keep an in-process trial (``launcher=inline``) from ending the ablate process or changing its state.
 
 Under ``launcher=inline`` the task runs in the orchestrating process, so ``sys.exit``,
 ``os._exit`` or a ``KeyboardInterrupt`` raised by the task would end ablate itself, with no
 results.csv and no verdict. :func:`contained` turns each into an exception the trial records as a
 failed trial with its cause, while a real Ctrl-C (SIGINT delivered to this process) still stops
-ablate as before: the two are told apart by whether the SIGINT handler ran.
+ablate as before: the two are told apart by whether the SIGINT handler ran. What the task changes of
+the process-global state (environment, working directory, ``sys.path``, numpy's and torch's settings ...)
+is put back after it (:func:`snapshot`, :func:`restore`). :class:`TrialIsolation` is both, as the one
+context manager a trial runs in.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ablate.trials.seeding import PostImportHook
+from ablate.trials.seeding import PostImportHook, clear_import_hooks
 
 
 class TaskExit(BaseException):
@@ -244,6 +247,73 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
             if key in before and now[key] != before[key]:
                 _set_torch(torch, key, before[key])
     return changed
+
+
+class TrialIsolation:
+    """One trial's isolation from the process it runs in: a context manager, entered once per trial.
+
+    In-process (``launcher=inline``, ``active``): on entry, the process-global state is noted
+    (:func:`snapshot`) and the task's exits are contained (:func:`contained`); :meth:`task_starts` notes
+    the state again just before the task runs (after ablate's own seeding and thread settings), so that
+    :meth:`restore` puts the state back and names only what the task itself changed. The trial calls
+    :meth:`restore` before it writes its result (the lines go into it); on exit, whatever was not restored
+    yet (no result was written: a Ctrl-C) is restored all the same, the exits are no longer contained and
+    the trial's pending seed-on-import hooks are dropped. Not active (the trial has its own process): it
+    changes nothing, and its guard never sees a Ctrl-C.
+
+    Parameters
+    ----------
+    active : bool
+        True when the trial runs inside the orchestrating process.
+    own_root : str, optional
+        The sweep dir: ``sys.path`` entries below it are ablate's own (its code snapshot), removed without
+        being named (:func:`restore`).
+
+    Attributes
+    ----------
+    guard : Guard
+        ``guard.user_interrupt`` is True once a real SIGINT reached this process during the trial.
+    """
+
+    def __init__(self, active: bool, own_root: str | None = None) -> None:
+        self.active = active
+        self.own_root = own_root
+        self.guard = Guard()
+        self._before: dict[str, Any] | None = None
+        self._baseline: dict[str, Any] | None = None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> TrialIsolation:
+        if self.active:
+            self._before = snapshot()
+            self.guard = self._stack.enter_context(contained())
+        return self
+
+    def task_starts(self) -> None:
+        """Note the state just before the task runs: what differs from it at the end, the task changed."""
+        if self._before is not None:
+            self._baseline = snapshot()
+
+    def restore(self) -> list[str]:
+        """Put back the process-global state the trial changed (once; later calls do nothing).
+
+        Returns
+        -------
+        list of str
+            One line per change the task made (:func:`restore`); empty when not active or already restored.
+        """
+        if self._before is None:
+            return []
+        before, self._before = self._before, None
+        return restore(before, self._baseline, own_root=self.own_root)
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.restore()  # no result was written (a Ctrl-C): restore all the same
+        finally:
+            self._stack.close()
+            if self.active:
+                clear_import_hooks()
 
 
 def set_environ(want: Mapping[str, str]) -> None:

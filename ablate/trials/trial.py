@@ -20,8 +20,11 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,6 @@ from ablate.trials import fingerprint, isolation, proctree, seeding
 from ablate.trials.config import arm_record, config_yaml, load_plan, reads_hydra_state, resolve_config
 from ablate.trials.curve import record_curve
 from ablate.trials.proctree import die_with_parent, own_process_tree
-from ablate.trials.seeding import clear_import_hooks
 from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import import_callable here)
     ScriptFailed,
     TaskOutput,
@@ -48,9 +50,6 @@ from ablate.trials.tasks.interface import (  # noqa: F401  (benchmarks import im
 )
 from ablate.trials.warm import fork
 from ablate.trials.workdir import guard_snapshot, trial_workdir
-
-#: Statuses that mean the trial produced no usable metric.
-FAILED_STATUSES = ("failed", "diverged", "killed", "timeout", "pin_mismatch", "interrupted")
 
 
 class TaskContractError(TypeError):
@@ -92,8 +91,6 @@ def bool_metrics(out: Any) -> list[str]:
 @contextlib.contextmanager
 def _alarm(seconds: float | None) -> Iterator[None]:
     """Raise TrialTimeout after ``seconds`` (main thread only; used by in-process trials)."""
-    import threading
-
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -128,6 +125,14 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
               determinism: str | None = None) -> dict[str, Any]:
     """Run one trial (``arm`` at ``seed``) of the ablation in ``sweep_root`` and record it.
 
+    The trial runs in stages, each a function that returns what the next one needs: :func:`_prepare`
+    (what the code, data and environment are, the task form, the resolved config, the determinism mode),
+    the pins checked against them, :func:`_enter` (the trial's work dir, its environment, seeding, the
+    manifest), :func:`_run` (the task, under its timeout and step log), :func:`_observe` (what the task
+    left: its manifest after) and :func:`_judge` (its metrics and status). A failure at any stage is
+    recorded by :func:`_record` with its cause. Under ``launcher=inline`` the whole trial runs inside one
+    :class:`ablate.trials.isolation.TrialIsolation`.
+
     Parameters
     ----------
     sweep_root : path-like
@@ -138,7 +143,7 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         The trial seed.
     in_process : bool
         True when running inside the orchestrating process (``launcher=inline``): timeouts use
-        SIGALRM and process-level environment variables are restored afterwards.
+        SIGALRM and process-level state is restored afterwards.
     attempt : int, optional
         Attempt number recorded in the result (1 for the first run).
     trial_dir : path-like, optional
@@ -162,11 +167,85 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     previous = sd.read_result(arm, seed) if trial_dir is None else None
     if previous is not None and previous.get("status") == "ok":
         return previous
+    trial = _start(sd, tp, arm, seed, attempt=attempt, in_process=in_process, t0=t0)
+    # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only, its state changes are undone
+    with isolation.TrialIsolation(in_process, own_root=str(sd.root)) as iso:
+        try:
+            return _record(trial, iso, *_stages(trial, iso, determinism))
+        except TrialTimeout as exc:
+            return _record(trial, iso, "timeout", {"error": str(exc)})
+        except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
+            if iso.guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
+                raise KeyboardInterrupt from None
+            if isinstance(exc, SystemExit) and not in_process and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
+                raise  # submitit's preemption / time-limit handler requeued the job and ends it with sys.exit(-1)
+            return _record(trial, iso, "failed", _exit_fields(exc, in_process))
+        except TaskContractError as exc:
+            return _record(trial, iso, "failed", {
+                "contract_error": True,
+                "error": f"`task.fn`: {exc}. Fix: return a dict such as {{'{trial.metric}': value}}."})
+        except PinError as exc:
+            return _record(trial, iso, "pin_mismatch", {"error": str(exc)})
+        except Exception as exc:
+            return _record(trial, iso, "failed", _error_fields(trial, exc))
+
+
+@dataclass
+class _Trial:
+    """One trial as it runs: where it writes, what the plan says of it, and its manifest so far."""
+
+    sd: SweepDir
+    tp: TrialPaths
+    plan: dict[str, Any]
+    rec: dict[str, Any]  # the arm's record in the plan (name, value, config)
+    arm: str
+    seed: int
+    in_process: bool
+    base: dict[str, Any]  # the fields every result.json of this trial carries
+    manifest: dict[str, Any]  # written to manifest.json at start and after the task
+    t0: float  # time.perf_counter() when the trial started, s
+
+    @property
+    def task_cfg(self) -> dict[str, Any]:
+        """The arm's ``task`` node, unresolved."""
+        return self.rec["config"].get("task") or {}
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        """The ablation's options (``timeout_min``, ``threads`` ...)."""
+        return self.plan.get("options", {})
+
+    @property
+    def metric(self) -> str | None:
+        """The metric the ablation compares."""
+        return self.plan.get("metric")
+
+
+@dataclass
+class _Prepared:
+    """What :func:`_prepare` found: the code the trial imports, its task form, its config and determinism."""
+
+    code_root: Path | None
+    form: Any  # the task form (:mod:`ablate.trials.tasks`)
+    cfg: dict[str, Any]  # the resolved config handed to the task
+    mode: str  # off, seeded or strict
+    threads: int | None  # the plan's thread count (None: the library defaults)
+
+
+@dataclass
+class _Entered:
+    """What :func:`_enter` set up: the dir the task runs in, the snapshot it must not write, its options."""
+
+    workdir: Path | None  # an fn task's own mirror of the code snapshot (None: the form chooses)
+    snapshot: Path | None
+    run_opts: dict[str, Any]
+
+
+def _start(sd: SweepDir, tp: TrialPaths, arm: str, seed: int, *, attempt: int | None, in_process: bool,
+           t0: float) -> _Trial:
+    """The trial's plan, arm record and first fields (who runs it, where, from which warm parent)."""
     plan = load_plan(sd)
     rec = arm_record(plan, arm)
-    task_cfg = (rec["config"].get("task") or {})
-    metric = plan.get("metric")
-    opts = plan.get("options", {})
     base: dict[str, Any] = {
         "arm": arm, "value": rec.get("value"), "seed": int(seed), "attempt": attempt or 1,
         "started_at": _now(), "host": os.uname().nodename, "pid": os.getpid(),
@@ -177,209 +256,231 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
         manifest["warm_parent"] = int(os.environ["ABLATE_WARM_PARENT"])
         if fork.is_fork():  # what the warm parent held beyond the task, and what this trial imported anew
             manifest["warm"] = {"parent": manifest["warm_parent"], "preloaded": fork.preloaded()}
-    saved_env = dict(os.environ) if in_process else None
-    inline_before = isolation.snapshot() if in_process else None  # put back after the trial (isolation.restore)
-    inline_baseline: dict[str, Any] | None = None  # the same just before the task runs: what it changed
+    return _Trial(sd=sd, tp=tp, plan=plan, rec=rec, arm=arm, seed=int(seed), in_process=in_process, base=base,
+                  manifest=manifest, t0=t0)
 
-    stack = contextlib.ExitStack()  # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only
-    guard = stack.enter_context(isolation.contained()) if in_process else isolation.Guard()
 
-    def done(status: str, **fields: Any) -> dict[str, Any]:
-        """Write this trial's result.json with ``status`` and the common fields (inline: with what the task
-        changed of the process-global state, which is restored now, before any later trial)."""
-        nonlocal inline_before
-        if inline_before is not None:
-            restored = isolation.restore(inline_before, inline_baseline, own_root=str(sd.root))
-            inline_before = None
-            if restored:
-                fields["inline_restored"] = restored
-                fields["notes"] = [*fields.get("notes", []), "under launcher=inline the task changed process-global "
-                                   f"state, restored after it so no later trial saw it: {'; '.join(restored)}"]
-        rec_out = {**base, "status": status, "metrics": {}, **fields,
-                   "duration_s": time.perf_counter() - t0, "finished_at": _now()}
-        return write_result(tp, rec_out)
+def _stages(trial: _Trial, iso: isolation.TrialIsolation, determinism: str | None) -> tuple[str, dict[str, Any]]:
+    """Run the trial's stages in turn; the status and fields its result records."""
+    prepared = _prepare(trial, determinism)
+    mismatch = pins_mod.mismatches(trial.plan.get("pins", {}), trial.manifest)
+    if mismatch:
+        write_json(trial.tp.manifest, trial.manifest)
+        return "pin_mismatch", {"error": "; ".join(mismatch)}
+    entered = _enter(trial, prepared)
+    out, task_s = _run(trial, prepared, entered, iso)
+    out, source = _observe(trial, prepared, out)
+    return _judge(trial, prepared, out, source, task_s)
 
-    try:
-        code_root = pins_mod.trial_code_root(sd, plan)
-        manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
-        manifest["environment"] = pins_mod.capture_environment(light=True)
-        manifest["data"] = pins_mod.data_seen(plan, code_root)
 
-        form = get_form(form_of(task_cfg))
-        if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
-            form.register_resolvers(task_cfg, code_root)
-        per_trial = reads_hydra_state(rec["config"])
-        if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
-            sd.mkdir(tp.dir / "run")
-        with trial_hydra(tp.dir / "run", task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
-            cfg = resolve_config(rec["config"], seed)
-        manifest["config"] = cfg
+def _prepare(trial: _Trial, determinism: str | None) -> _Prepared:
+    """What the trial runs on (code, environment, data: into the manifest), its task form, its resolved config
+    (written to ``config.yaml``) and its determinism mode; the plan's thread count set in the environment."""
+    sd, tp, plan, rec, manifest = trial.sd, trial.tp, trial.plan, trial.rec, trial.manifest
+    code_root = pins_mod.trial_code_root(sd, plan)
+    manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
+    manifest["environment"] = pins_mod.capture_environment(light=True)
+    manifest["data"] = pins_mod.data_seen(plan, code_root)
 
-        mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
-        threads = opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
-        os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
-        manifest["determinism"] = {"mode": mode}
-        write_atomic(tp.config, config_yaml(rec["config"], cfg))
-        mismatch = pins_mod.mismatches(plan.get("pins", {}), manifest)
-        if mismatch:
-            write_json(tp.manifest, manifest)
-            return done("pin_mismatch", error="; ".join(mismatch))
-        hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
-        sd.mkdir(tp.dir / "run")  # every form's run dir, with the sweep dir's mode (the forms find it made)
-        workdir = snapshot = None
-        if form.name == "fn":  # run in the trial's own mirror of the snapshot (task.data linked in), as scripts do
-            workdir, snapshot = trial_workdir(sd, plan, cfg.get("task") or {}, tp.dir)
-            manifest["cwd"] = str(workdir)
-            # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
-            # task changes; inline: restored when the trial ends)
-            os.environ.update({"ABLATE_RUN_DIR": str(tp.dir / "run"), "ABLATE_TRIAL_DIR": str(tp.dir),
-                               **seeding.seed_environment(seed)})
-        warm_fn = warm_app(cfg.get("task") or {}, code_root) if form.name == "app" else None
-        if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
-            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
-                                       "via": f"the app's overrides, called as {warm_fn}() in this process"}
-            manifest.setdefault("warm", {})["app"] = {"function": warm_fn, "in_process": True}
-        elif form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
-            manifest["determinism"] = {"mode": mode, "seed": int(seed), "seeded": [],
-                                       "via": "command overrides and environment"}
-            hash_seed = os.environ.get(seeding.APP_HASH_SEED_ENV) if form.name == "app" and \
-                os.environ.get(seeding.APP_HASH_SEED_ENV) else \
-                seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)  # what the script gets
-        else:
-            manifest["determinism"] = seeding.seed_everything(seed, mode, threads=threads)
-        if form.name != "fn" and threads is not None:
-            manifest["determinism"]["threads"] = int(threads)
-        manifest["determinism"]["hash_seed"] = hash_seed
-        write_json(tp.manifest, manifest)
-        run_opts = {**opts, "determinism": mode}
+    form = get_form(form_of(trial.task_cfg))
+    if hasattr(form, "register_resolvers"):  # resolvers the app registers when imported
+        form.register_resolvers(trial.task_cfg, code_root)
+    per_trial = reads_hydra_state(rec["config"])
+    if per_trial:  # the config reads ${hydra:runtime.output_dir}: the dir exists, as in a Hydra run
+        sd.mkdir(tp.dir / "run")
+    with trial_hydra(tp.dir / "run", trial.task_cfg) if per_trial else contextlib.nullcontext():  # no Hydra import
+        cfg = resolve_config(rec["config"], trial.seed)
+    manifest["config"] = cfg
 
-        def runner() -> Any:
-            with contextlib.chdir(workdir) if workdir is not None else contextlib.nullcontext(), \
-                    guard_snapshot(snapshot, (cfg.get("task") or {}).get("data")):  # a write there is named
-                return form.run(cfg, tp, run_opts, plan=plan, arm=rec, code_root=code_root)
+    mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
+    threads = trial.opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
+    os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
+    manifest["determinism"] = {"mode": mode}
+    write_atomic(tp.config, config_yaml(rec["config"], cfg))
+    return _Prepared(code_root=code_root, form=form, cfg=cfg, mode=mode, threads=threads)
 
-        timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
-        if inline_before is not None:
-            inline_baseline = isolation.snapshot()
-        t_task = time.perf_counter()
 
-        # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
-        ckpt = os.environ.get("ABLATE_CHECKPOINT_DIR")
-        resumed = os.environ.get("ABLATE_REQUEUES", "0") not in ("", "0") and bool(ckpt) and \
-            Path(ckpt).is_dir() and any(Path(ckpt).iterdir())
-        with fingerprint.recording(tp.steps, resume=resumed), \
-                (_alarm(timeout_s) if in_process else contextlib.nullcontext()):
-            out = runner()
-        if guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
-            raise KeyboardInterrupt
-        task_s = time.perf_counter() - t_task
-        if "warm" in manifest:
-            manifest["warm"]["imported"] = fork.new_roots()
-        if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
-            manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
-            if form.name == "fn":  # threads and flags are this process's: only an fn task runs in it
-                manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
-                manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
-            else:  # a command or app ran in its own process (this one may hold torch from composing the app)
-                manifest["environment"].pop("torch_threads", None)
-        if form.name == "fn":  # every installed distribution the task ran on, by version (a confound if it differs)
-            manifest["environment"]["imported"] = imported_distributions(str(code_root) if code_root else None)
-        out = record_curve(tp, plan, out)  # curve.json when the ablation compares curves (a returned history out)
-        source, seen_recorded = None, False
-        if isinstance(out, TaskOutput):
-            if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
-                manifest["config"] = {**cfg, "task": {**(cfg.get("task") or {}), "params": out.seen["config"]}}
-                manifest["seen"] = {"by": "the task's own process", "hydra": out.seen.get("hydra") or {}}
-                torch_seen = out.seen.get("torch")
-                if out.seen.get("packages"):  # the distributions the app's own process imported
-                    manifest["environment"] = {**manifest["environment"], "imported": out.seen["packages"]}
-                if torch_seen:  # torch as the app's own process had it
-                    manifest["environment"] = {**manifest["environment"], "torch_threads": torch_seen["threads"]}
-                    manifest["determinism"]["flags_after"] = torch_seen["flags"]
-                    manifest["determinism"]["threads_after"] = torch_seen["threads"]
-                seen_recorded = True  # written below, with what the trial saw after the task
-            out, source = out.metrics, out.source
-        metrics = coerce_metrics(out, metric)
-        as_bool = bool_metrics(out)
-        changed = _pins_after(sd, plan, manifest)
-        if seen_recorded or "torch" in sys.modules or "warm" in manifest or form.name == "fn" \
-                or "data_after" in manifest or "code_after" in manifest:
-            write_json(tp.manifest, manifest)  # what the trial saw after the task, in one write
-        if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
-            return done("pin_mismatch", metrics=metrics, task_s=task_s,
-                        error="changed while the trial ran, so its metrics describe other inputs: "
-                        + "; ".join(changed))
-        status, error, missing = "ok", None, False
-        if metric and metric not in metrics:  # this trial only: the monitor stops when no trial returns it
-            status, missing = "failed", True
-            error = (f"`task.metric`: the task did not return the metric {metric!r} in this trial (arm {arm}, seed "
-                     f"{seed}); it returned: {', '.join(sorted(metrics)) or 'nothing'}. Fix: if no trial returns "
-                     f"it, set `task.metric` to one of those; if only some do, the task skips {metric!r} on some "
-                     "path (this trial failed alone, the others ran)")
-        bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
-        if status == "ok" and metric in bad:
-            status = "diverged"
-            error = f"metric {metric!r} is {metrics[metric]} (NaN or inf){seeding.nan_fill_note(mode)}"
-        extra: dict[str, Any] = {"metric_source": source} if source else {}
-        if manifest["determinism"].get("flags_after"):  # the launcher compares them across arms as trials end
-            extra["flags_after"] = manifest["determinism"]["flags_after"]
-        if missing:
-            extra["metric_missing"] = True
-        if as_bool:
-            extra["bool_metrics"] = as_bool
-            extra["notes"] = [f"metric {k!r} was returned as a bool: counted as 1 (True) / 0 (False), a 0/1 metric"
-                              for k in as_bool]
-        return done(status, metrics=metrics, error=error, task_s=task_s, **extra)
-    except TrialTimeout as exc:
-        return done("timeout", error=str(exc))
-    except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
-        if guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
-            raise KeyboardInterrupt from None
-        if isinstance(exc, SystemExit) and not in_process and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
-            raise  # submitit's preemption / time-limit handler requeued the job and ends it with sys.exit(-1)
-        import traceback
+def _enter(trial: _Trial, prepared: _Prepared) -> _Entered:
+    """Make the trial's run dir (and an fn task's work dir, with its environment), seed what this process runs,
+    and write the manifest with how the trial was seeded."""
+    sd, tp, manifest, seed, mode = trial.sd, trial.tp, trial.manifest, trial.seed, prepared.mode
+    form, cfg = prepared.form, prepared.cfg
+    hash_seed = seeding.effective_hash_seed()  # before seeding: string hashing was fixed at start
+    sd.mkdir(tp.dir / "run")  # every form's run dir, with the sweep dir's mode (the forms find it made)
+    workdir = snapshot = None
+    if form.name == "fn":  # run in the trial's own mirror of the snapshot (task.data linked in), as scripts do
+        workdir, snapshot = trial_workdir(sd, trial.plan, cfg.get("task") or {}, tp.dir)
+        manifest["cwd"] = str(workdir)
+        # where it logs, as a script's trial is told (ablate's setting, set before the baseline of what the
+        # task changes; inline: restored when the trial ends)
+        os.environ.update({"ABLATE_RUN_DIR": str(tp.dir / "run"), "ABLATE_TRIAL_DIR": str(tp.dir),
+                           **seeding.seed_environment(seed)})
+    warm_fn = warm_app(cfg.get("task") or {}, prepared.code_root) if form.name == "app" else None
+    if warm_fn is not None:  # a fork of a warm parent that imported the app: its @hydra.main runs here
+        manifest["determinism"] = {"mode": mode, "seed": seed, "seeded": [],
+                                   "via": f"the app's overrides, called as {warm_fn}() in this process"}
+        manifest.setdefault("warm", {})["app"] = {"function": warm_fn, "in_process": True}
+    elif form.name != "fn":  # this process runs no task code; the script gets the seed (ablate.trials.tasks)
+        manifest["determinism"] = {"mode": mode, "seed": seed, "seeded": [],
+                                   "via": "command overrides and environment"}
+        hash_seed = os.environ.get(seeding.APP_HASH_SEED_ENV) if form.name == "app" and \
+            os.environ.get(seeding.APP_HASH_SEED_ENV) else \
+            seeding.environment_for(mode, seed).get("PYTHONHASHSEED", hash_seed)  # what the script gets
+    else:
+        manifest["determinism"] = seeding.seed_everything(seed, mode, threads=prepared.threads)
+    if form.name != "fn" and prepared.threads is not None:
+        manifest["determinism"]["threads"] = int(prepared.threads)
+    manifest["determinism"]["hash_seed"] = hash_seed
+    write_json(tp.manifest, manifest)
+    return _Entered(workdir=workdir, snapshot=snapshot, run_opts={**trial.opts, "determinism": mode})
 
-        if isinstance(exc, KeyboardInterrupt) and not in_process:
-            error = "KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)"
-        else:
-            error = isolation.exit_cause(exc)
-            if in_process:
-                error += "; under launcher=inline it would have ended ablate, so it was recorded as a failed trial"
-        return done("failed", traceback=traceback.format_exc(limit=-8), error=error)
-    except TaskContractError as exc:
-        return done("failed", contract_error=True,
-                    error=f"`task.fn`: {exc}. Fix: return a dict such as {{'{metric}': value}}.")
-    except PinError as exc:
-        return done("pin_mismatch", error=str(exc))
-    except Exception as exc:
-        import traceback
 
-        tb = traceback.format_exc(limit=-8)
-        msg = str(exc) if isinstance(exc, AblateError | ScriptFailed) else f"{type(exc).__name__}: {exc}"
-        msg = _explain(exc, msg)
+def _run(trial: _Trial, prepared: _Prepared, entered: _Entered,
+         iso: isolation.TrialIsolation) -> tuple[Any, float]:
+    """Run the task (in its work dir, under its timeout, its steps logged); what it returned, and its time in s."""
+    opts, cfg = trial.opts, prepared.cfg
+    timeout_s = float(opts["timeout_min"]) * 60 if opts.get("timeout_min") else None
+    iso.task_starts()  # inline: what differs from here when the trial ends, the task changed
+    t_task = time.perf_counter()
+    # launcher=slurm: a requeued attempt whose task left a checkpoint continues its step log
+    ckpt = os.environ.get("ABLATE_CHECKPOINT_DIR")
+    resumed = os.environ.get("ABLATE_REQUEUES", "0") not in ("", "0") and bool(ckpt) and \
+        Path(ckpt).is_dir() and any(Path(ckpt).iterdir())
+    with fingerprint.recording(trial.tp.steps, resume=resumed), \
+            (_alarm(timeout_s) if trial.in_process else contextlib.nullcontext()), \
+            (contextlib.chdir(entered.workdir) if entered.workdir is not None else contextlib.nullcontext()), \
+            guard_snapshot(entered.snapshot, (cfg.get("task") or {}).get("data")):  # a write there is named
+        out = prepared.form.run(cfg, trial.tp, entered.run_opts, plan=trial.plan, arm=trial.rec,
+                                code_root=prepared.code_root)
+    if iso.guard.user_interrupt:  # the task swallowed the user's Ctrl-C: stop anyway
+        raise KeyboardInterrupt
+    return out, time.perf_counter() - t_task
 
-        code_pin = (plan.get("pins") or {}).get("code") or {}
-        untracked = pins_mod.untracked_import(exc, code_pin)
-        script_why = None if untracked or not isinstance(exc, ScriptFailed) else \
-            pins_mod.untracked_script_import(msg, code_pin, task_cfg)
-        if untracked and isinstance(exc, UserError):  # the task's import: its cause replaces the generic fix
-            msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
-        elif script_why:  # the script's log ends in the import error: the cause heads the message, the log follows
-            msg = f"{exception_line(msg)}: {script_why}\n{msg}"
-        elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
-            msg = f"{msg.rstrip('.')}. {why}"
-        before = getattr(exc, "before_first_step", None)  # a script tells by what it printed; else steps logged
-        if before is None:
-            before = not (tp.steps.is_file() and tp.steps.stat().st_size > 0)
-        return done("failed", error=msg, traceback=tb, contract_error=isinstance(exc, UserError),
-                    failure_line=failure_line(msg), before_first_step=bool(before))
-    finally:
-        stack.close()
-        if inline_before is not None:  # no result was written (a Ctrl-C): restore all the same
-            isolation.restore(inline_before)
-        if saved_env is not None:
-            clear_import_hooks()
-            isolation.set_environ(saved_env)
+
+def _observe(trial: _Trial, prepared: _Prepared, out: Any) -> tuple[Any, str | None]:
+    """Record in the manifest what the trial saw after the task (torch as it reports itself, the distributions
+    imported, what an app saw in its own process) and its curve; the task's metrics mapping and their source."""
+    manifest, form_name = trial.manifest, prepared.form.name
+    if "warm" in manifest:
+        manifest["warm"]["imported"] = fork.new_roots()
+    if "torch" in sys.modules:  # what torch itself reports (cuDNN, GPUs, threads), once the task loaded it
+        manifest["environment"] = pins_mod.capture_environment(light=True, runtime=True)
+        if form_name == "fn":  # threads and flags are this process's: only an fn task runs in it
+            manifest["determinism"]["flags_after"] = seeding.torch_flags()  # a task that flips them shows
+            manifest["determinism"]["threads_after"] = sys.modules["torch"].get_num_threads()
+        else:  # a command or app ran in its own process (this one may hold torch from composing the app)
+            manifest["environment"].pop("torch_threads", None)
+    if form_name == "fn":  # every installed distribution the task ran on, by version (a confound if it differs)
+        code_root = prepared.code_root
+        manifest["environment"]["imported"] = imported_distributions(str(code_root) if code_root else None)
+    out = record_curve(trial.tp, trial.plan, out)  # curve.json when the ablation compares curves
+    if not isinstance(out, TaskOutput):
+        return out, None
+    if out.seen:  # what the app saw, resolved in its own process: recorded instead of ablate's resolution
+        cfg = prepared.cfg
+        manifest["config"] = {**cfg, "task": {**(cfg.get("task") or {}), "params": out.seen["config"]}}
+        manifest["seen"] = {"by": "the task's own process", "hydra": out.seen.get("hydra") or {}}
+        torch_seen = out.seen.get("torch")
+        if out.seen.get("packages"):  # the distributions the app's own process imported
+            manifest["environment"] = {**manifest["environment"], "imported": out.seen["packages"]}
+        if torch_seen:  # torch as the app's own process had it
+            manifest["environment"] = {**manifest["environment"], "torch_threads": torch_seen["threads"]}
+            manifest["determinism"]["flags_after"] = torch_seen["flags"]
+            manifest["determinism"]["threads_after"] = torch_seen["threads"]
+    return out.metrics, out.source
+
+
+def _judge(trial: _Trial, prepared: _Prepared, out: Any, source: str | None,
+           task_s: float) -> tuple[str, dict[str, Any]]:
+    """The trial's status and result fields from what the task returned (its metrics, checked: a number each,
+    the ablation's metric present and finite) and the pins checked again; the manifest after the task written.
+    """
+    manifest, metric = trial.manifest, trial.metric
+    metrics = coerce_metrics(out, metric)
+    as_bool = bool_metrics(out)
+    changed = _pins_after(trial.sd, trial.plan, manifest)
+    if "seen" in manifest or "torch" in sys.modules or "warm" in manifest or prepared.form.name == "fn" \
+            or "data_after" in manifest or "code_after" in manifest:
+        write_json(trial.tp.manifest, manifest)  # what the trial saw after the task, in one write
+    if changed:  # the task ran on data (or code) that changed under it: its metrics are kept, not used
+        return "pin_mismatch", {"metrics": metrics, "task_s": task_s,
+                                "error": "changed while the trial ran, so its metrics describe other inputs: "
+                                + "; ".join(changed)}
+    status, error, missing = "ok", None, False
+    if metric and metric not in metrics:  # this trial only: the monitor stops when no trial returns it
+        status, missing = "failed", True
+        error = (f"`task.metric`: the task did not return the metric {metric!r} in this trial (arm {trial.arm}, "
+                 f"seed {trial.seed}); it returned: {', '.join(sorted(metrics)) or 'nothing'}. Fix: if no trial "
+                 f"returns it, set `task.metric` to one of those; if only some do, the task skips {metric!r} on "
+                 "some path (this trial failed alone, the others ran)")
+    bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+    if status == "ok" and metric in bad:
+        status = "diverged"
+        error = f"metric {metric!r} is {metrics[metric]} (NaN or inf){seeding.nan_fill_note(prepared.mode)}"
+    fields: dict[str, Any] = {"metrics": metrics, "error": error, "task_s": task_s}
+    if source:
+        fields["metric_source"] = source
+    if manifest["determinism"].get("flags_after"):  # the launcher compares them across arms as trials end
+        fields["flags_after"] = manifest["determinism"]["flags_after"]
+    if missing:
+        fields["metric_missing"] = True
+    if as_bool:
+        fields["bool_metrics"] = as_bool
+        fields["notes"] = [f"metric {k!r} was returned as a bool: counted as 1 (True) / 0 (False), a 0/1 metric"
+                           for k in as_bool]
+    return status, fields
+
+
+def _record(trial: _Trial, iso: isolation.TrialIsolation, status: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Write the trial's ``result.json`` with ``status``, ``fields`` and the common fields, and return it.
+
+    Inline, the process-global state the trial changed is restored first (before any later trial), and what
+    the task itself changed is named in the record (``inline_restored``, a line in ``notes``).
+    """
+    restored = iso.restore()
+    if restored:
+        fields = {**fields, "inline_restored": restored,
+                  "notes": [*fields.get("notes", []), "under launcher=inline the task changed process-global "
+                            f"state, restored after it so no later trial saw it: {'; '.join(restored)}"]}
+    record = {**trial.base, "status": status, "metrics": {}, **fields,
+              "duration_s": time.perf_counter() - trial.t0, "finished_at": _now()}
+    return write_result(trial.tp, record)
+
+
+def _exit_fields(exc: BaseException, in_process: bool) -> dict[str, Any]:
+    """The result fields of a trial whose task tried to end its process (``sys.exit``, ``os._exit``, a
+    ``KeyboardInterrupt`` not from the user); called while ``exc`` is handled (its traceback is recorded)."""
+    if isinstance(exc, KeyboardInterrupt) and not in_process:
+        error = "KeyboardInterrupt raised inside the trial's process (by the task, or a SIGINT sent to it)"
+    else:
+        error = isolation.exit_cause(exc)
+        if in_process:
+            error += "; under launcher=inline it would have ended ablate, so it was recorded as a failed trial"
+    return {"traceback": traceback.format_exc(limit=-8), "error": error}
+
+
+def _error_fields(trial: _Trial, exc: Exception) -> dict[str, Any]:
+    """The result fields of a trial that raised ``exc``: the message with its cause and way out where known
+    (an import of an untracked file, a nondeterministic op), the traceback, whether any step was logged."""
+    tb = traceback.format_exc(limit=-8)
+    msg = str(exc) if isinstance(exc, AblateError | ScriptFailed) else f"{type(exc).__name__}: {exc}"
+    msg = _explain(exc, msg)
+
+    code_pin = (trial.plan.get("pins") or {}).get("code") or {}
+    untracked = pins_mod.untracked_import(exc, code_pin)
+    script_why = None if untracked or not isinstance(exc, ScriptFailed) else \
+        pins_mod.untracked_script_import(msg, code_pin, trial.task_cfg)
+    if untracked and isinstance(exc, UserError):  # the task's import: its cause replaces the generic fix
+        msg = (f"`{exc.where}`: " if exc.where else "") + f"{exc.what.rstrip('.')}: {untracked}"
+    elif script_why:  # the script's log ends in the import error: the cause heads the message, the log follows
+        msg = f"{exception_line(msg)}: {script_why}\n{msg}"
+    elif why := explain_missing(exc, code_pin.get("ignored_files") or []) or untracked:
+        msg = f"{msg.rstrip('.')}. {why}"
+    before = getattr(exc, "before_first_step", None)  # a script tells by what it printed; else steps logged
+    if before is None:
+        before = not (trial.tp.steps.is_file() and trial.tp.steps.stat().st_size > 0)
+    return {"error": msg, "traceback": tb, "contract_error": isinstance(exc, UserError),
+            "failure_line": failure_line(msg), "before_first_step": bool(before)}
 
 
 def _pins_after(sd: SweepDir, plan: Mapping[str, Any], manifest: dict[str, Any]) -> list[str]:

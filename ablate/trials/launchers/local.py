@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
-from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, open_log
+from ablate.record.sweepdir import O_NOFOLLOW, SweepDir, TrialPaths, open_log
 from ablate.trials import proctree, seeding
 from ablate.trials.config import load_plan, plain_config
 from ablate.trials.launchers.base import Launcher, Monitor, TrialRef
@@ -268,33 +268,8 @@ class LocalLauncher(Launcher):
         """Run one trial and return its record; None when it never ran (its warm parent died first)."""
         tp = sd.trial(ref.arm, ref.seed)
         sd.mkdir(tp.dir)
-        env = dict(os.environ)
-        env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
-        env["PYTHONHASHSEED"] = self._hash_seed  # the ablation's, not the seed's: the same rule warm or not
-        env["PYTHONUNBUFFERED"] = "1"
-        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (proctree.die_with_parent)
-        env.update(seeding.thread_env(threads))
-        gpus = self.slot_gpus[slot]
-        if gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpus
         t0 = time.time()
-        proc: Any
-        if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
-            delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
-            omp = str(env.get("OMP_NUM_THREADS") or "")
-            proc = self._warm.start([str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)], delta,
-                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr),
-                                    reseed=ref.arm not in self._seeds_rngs)
-        else:
-            cmd = [sys.executable, "-m", "ablate.trials.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
-            out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir
-            err_fd = open_log(tp.stderr)
-            try:
-                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
-                                        stderr=err_fd, start_new_session=True)
-            finally:
-                os.close(out_fd)
-                os.close(err_fd)
+        proc = self._start_trial(sd, ref, tp, slot, cwd, threads, mode)
         with self._procs_lock:
             self._procs[slot] = proc
         timed_out = False
@@ -323,6 +298,41 @@ class LocalLauncher(Launcher):
             # the trial found a finished result already there (run_trial never runs an `ok` trial again):
             # it ran nothing, so nothing is recorded in its name; the result stays as its writer left it
             return rec
+        return self._no_result(sd, ref, tp, proc, base, text_tail)
+
+    def _start_trial(self, sd: SweepDir, ref: TrialRef, tp: TrialPaths, slot: int, cwd: str, threads: int | None,
+                     mode: str) -> Any:
+        """Start one trial's process (a fork of the warm parent, or ``python -m ablate.trials.trial``), its output
+        to the trial's logs and its environment seeded, threaded and given its slot's GPUs; the process."""
+        env = dict(os.environ)
+        env.update(seeding.environment_for(mode, ref.seed))  # before the child's Python and CUDA start
+        env["PYTHONHASHSEED"] = self._hash_seed  # the ablation's, not the seed's: the same rule warm or not
+        env["PYTHONUNBUFFERED"] = "1"
+        env[PARENT_ENV] = str(os.getpid())  # the child asks to die with us (proctree.die_with_parent)
+        env.update(seeding.thread_env(threads))
+        gpus = self.slot_gpus[slot]
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        if self._warm is not None:  # a fork of the warm parent: only what differs from it travels
+            delta = {k: v for k, v in env.items() if self._warm.env.get(k) != v and k != PARENT_ENV}
+            omp = str(env.get("OMP_NUM_THREADS") or "")
+            return self._warm.start([str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)], delta,
+                                    int(omp) if omp.isdigit() else (threads or 1), str(tp.stdout), str(tp.stderr),
+                                    reseed=ref.arm not in self._seeds_rngs)
+        cmd = [sys.executable, "-m", "ablate.trials.trial", str(sd.root), ref.arm, str(ref.seed), str(ref.attempt)]
+        out_fd = open_log(tp.stdout)  # never through a symlink planted in the trial dir
+        err_fd = open_log(tp.stderr)
+        try:
+            return subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd,
+                                    stderr=err_fd, start_new_session=True)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+
+    def _no_result(self, sd: SweepDir, ref: TrialRef, tp: TrialPaths, proc: Any, base: dict[str, Any],
+                   text_tail: str) -> dict[str, Any] | None:
+        """The record of a trial that ended without writing its own: stopped by ablate, died with its warm parent,
+        killed by a signal or exited without a result (None: never forked, so it stays pending)."""
         if self._stopping.is_set():  # we stopped it (Ctrl-C, on_failure=abort, a broken task): not the trial's fault
             return write_result(tp, {**base, "status": "interrupted",
                                      "error": f"stopped by ablate before it finished ({self._stop_reason}); "

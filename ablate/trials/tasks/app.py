@@ -398,15 +398,35 @@ def with_cli_overrides(composed: Any, app_overrides: Sequence[str]) -> Any:
     return composed
 
 
+def _refuse_missing(params: Mapping[str, Any]) -> None:
+    """Raise a :class:`ConfigError` naming the app's keys left ``???`` (a mandatory value) in ``params``."""
+    missing = missing_keys(params)
+    if missing:
+        raise ConfigError(f"the app's config leaves {', '.join(missing[:10])} unset (???, a mandatory value)",
+                          where=missing[0], fix=f"give it a value: add `{missing[0]}=<value>` to `overrides:` in "
+                          f"the task config, or `app.{missing[0]}=<value>` on ablate's command line")
+
+
+def _onto_app(var: Mapping[str, Any], params: Mapping[str, Any], app_choices: Mapping[str, Any]) -> dict[str, Any]:
+    """The variable with its key or group mapped onto the app's config when it names one of the app's keys or
+    groups (``key: model.lr`` -> ``task.params.model.lr``, ``group: model`` -> ``task/params/model``)."""
+    var = dict(var)
+    key, group = var.get("key"), var.get("group")
+    if isinstance(key, str) and not key.startswith(APP_NODE + ".") and key.split(".")[0] in params:
+        var["key"] = f"{APP_NODE}.{key}"
+    if isinstance(group, str) and group in app_choices:
+        var["group"] = f"{APP_NODE.replace('.', '/')}/{group}"
+    return var
+
+
 def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] | None,
            choices: Mapping[str, Any] | None, cwd: str | os.PathLike[str],
            when: _dt.datetime | None = None) -> tuple[dict[str, Any], Callable[[str], Mapping[str, Any]],
                                                       dict[str, Any]]:
     """Compose an app task's own config into ablate's config, at ``task.params``.
 
-    Also maps the variable onto the app's paths (``key: model.lr`` -> ``task.params.model.lr``,
-    ``group: model`` -> ``task/params/model``), freezes ``${now:}`` once for the ablation, refuses
-    ``???`` values and registers the resolvers the app registers when imported.
+    Also maps the variable onto the app's paths (:func:`_onto_app`), freezes ``${now:}`` once for the
+    ablation, refuses ``???`` values and registers the resolvers the app registers when imported.
 
     Parameters
     ----------
@@ -447,11 +467,7 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
         params, app_choices, hydra_own = compose_app(cdir, name, vb, [*s["overrides"], *extra])
         own.update(hydra_own)
         frozen = freeze_now(params, when)
-        missing = missing_keys(params)
-        if missing:
-            raise ConfigError(f"the app's config leaves {', '.join(missing[:10])} unset (???, a mandatory value)",
-                              where=missing[0], fix=f"give it a value: add `{missing[0]}=<value>` to `overrides:` in "
-                              f"the task config, or `app.{missing[0]}=<value>` on ablate's command line")
+        _refuse_missing(params)
         return params, app_choices, sorted(frozen)
 
     params, app_choices, frozen = compose_params()
@@ -459,15 +475,8 @@ def attach(cfg: Mapping[str, Any], compose: Callable[[str], Mapping[str, Any]] |
     task["trial_resolved"] = trial_resolved_keys(params)[0]
     task["app_hydra"] = dict(own)
     out["task"] = task
-    var = out.get("variable")
-    if isinstance(var, Mapping):
-        var = dict(var)
-        key, group = var.get("key"), var.get("group")
-        if isinstance(key, str) and not key.startswith(APP_NODE + ".") and key.split(".")[0] in params:
-            var["key"] = f"{APP_NODE}.{key}"
-        if isinstance(group, str) and group in app_choices:
-            var["group"] = f"{APP_NODE.replace('.', '/')}/{group}"
-        out["variable"] = var
+    if isinstance(out.get("variable"), Mapping):
+        out["variable"] = _onto_app(out["variable"], params, app_choices)
     all_choices = {**(choices or {}), **{f"{APP_NODE.replace('.', '/')}/{g}": c for g, c in app_choices.items()}}
 
     def compose_with(extra: str) -> Mapping[str, Any]:

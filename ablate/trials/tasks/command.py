@@ -489,9 +489,16 @@ def run_command_task(cfg: Mapping[str, Any], tp: TrialPaths, opts: Mapping[str, 
         rec = spawn(argv, set_env, cwd, tp, opts, task, record)
     if metrics_path.is_file():
         read_metrics(metrics_path)  # a metrics file that is there must be a JSON object (a clear error if not)
+    return _collect(s, str(metric or s["metric"] or ""), tp, run_dir, metrics_path, cwd, rec)
+
+
+def _collect(s: Mapping[str, Any], name: str, tp: TrialPaths, run_dir: Path, metrics_path: Path, cwd: Path,
+             rec: Mapping[str, Any]) -> TaskOutput:
+    """The metrics a finished run produced (:func:`ablate.metrics.collect` over this run's part of its logs, its
+    run dir, its metrics file), with their source; a :class:`ConfigError` naming the ways to declare the metric
+    when the run exited 0 with none found and nothing declared."""
     out_lines = read_from(tp.stdout, rec["stdout_start"], max_bytes=1 << 24).splitlines()
     err_lines = read_from(tp.stderr, rec["stderr_start"], max_bytes=1 << 24).splitlines()
-    name = str(metric or s["metric"] or "")
     patterns = metrics.compile_patterns(s["metric_pattern"])
     series: dict[str, Any] = {}
     try:
@@ -587,24 +594,31 @@ def spawn(argv: list[str], set_env: Mapping[str, str], cwd: Path, tp: TrialPaths
     record.update(returncode=proc.returncode, duration_s=time.perf_counter() - t0)
     write_json(tp.dir / "command.json", record)
     if proc.returncode != 0:
-        stderr = read_from(tp.stderr, err_start)
-        bad_key = (refused or (lambda text: refused_by(text, task)))(stderr)
-        if bad_key is not None:
-            raise bad_key
-        rc = proc.returncode
-        how = f"exited with code {rc}"
-        if rc < 0:
-            how = f"was killed by signal {-rc}"
-            with contextlib.suppress(ValueError):
-                how = f"was killed by {signal.Signals(-rc).name}"
-        log, text = ("stderr.log", stderr) if stderr.strip() else ("stdout.log", read_from(tp.stdout,
-                                                                                           record["stdout_start"]))
-        line = exception_line(text)
-        failed = CommandFailed(f"the command {how}" + (f": {line}" if line else "")
-                               + f"; end of its log ({log}):\n{tail_lines(text) or '(empty)'}")
-        failed.before_first_step = not _printed_a_metric(tp, record, task)
-        raise failed
+        raise _failure(proc.returncode, tp, record, task, refused)
     return record
+
+
+def _failure(rc: int, tp: TrialPaths, record: Mapping[str, Any], task: Mapping[str, Any],
+             refused: Callable[[str], ConfigError | None] | None) -> ConfigError | CommandFailed:
+    """What a run that exited with ``rc`` (non-zero) raises: the :class:`ConfigError` of an argument every trial
+    would have refused (``refused``, :func:`spawn`), else :class:`CommandFailed` naming how it ended, its exception
+    line and the end of its log (this run's part of ``stderr.log``, or of ``stdout.log`` when that is empty)."""
+    stderr = read_from(tp.stderr, record["stderr_start"])
+    bad_key = (refused or (lambda text: refused_by(text, task)))(stderr)
+    if bad_key is not None:
+        return bad_key
+    how = f"exited with code {rc}"
+    if rc < 0:
+        how = f"was killed by signal {-rc}"
+        with contextlib.suppress(ValueError):
+            how = f"was killed by {signal.Signals(-rc).name}"
+    log, text = ("stderr.log", stderr) if stderr.strip() else ("stdout.log", read_from(tp.stdout,
+                                                                                       record["stdout_start"]))
+    line = exception_line(text)
+    failed = CommandFailed(f"the command {how}" + (f": {line}" if line else "")
+                           + f"; end of its log ({log}):\n{tail_lines(text) or '(empty)'}")
+    failed.before_first_step = not _printed_a_metric(tp, record, task)
+    return failed
 
 
 _REFUSED_ARGS = (

@@ -382,14 +382,13 @@ class Learner:
         self.learned: list[str] = []
         self.refused: dict[str, str] = {}
 
-    def learn(self, roots: list[str], trial_end: Mapping[str, Any] | None = None) -> None:
-        """Import ``roots`` (reported by a trial, whose :func:`fork_state` at its end are ``trial_end``) here, when
-        that trial's end or a probe fork shows it safe."""
+    def learn(self, roots: list[str]) -> None:
+        """Import ``roots`` (the module roots a trial reported it imported) here, when a probe fork shows it safe."""
         todo = [r for r in roots if r not in sys.modules and r not in self.refused]
         if not self.enabled or not todo:
             return
         # a probe fork imports them first, so a thread, CUDA or a random draw at import never reaches this
-        # process (the trial's own end, ``trial_end``, cannot show a draw: it seeded before importing them)
+        # process (the trial's own end cannot show a draw: it seeded before importing them)
         probe = self._probe(todo)
         why = probe.get("error") or unsafe_reason({**probe, "rng_drawn": [], "imported": todo})
         if why:
@@ -515,7 +514,7 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
                     learned.append(_read_report(reports.pop(pid)))
             while learned:  # before the next fork: what these trials imported, the next ones find loaded
                 rep = learned.pop(0)
-                learner.learn(list(rep.get("roots") or []), rep if "threads" in rep else None)
+                learner.learn(list(rep.get("roots") or []))
             if req_fd in ready and not eof:
                 chunk = os.read(req_fd, 65536)
                 if not chunk:
