@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -149,6 +150,43 @@ def kill(procs: list[Proc], sig: int = signal.SIGKILL) -> list[Proc]:
             os.kill(pid, sig)
             hit.append((pid, start))
     return hit
+
+
+def kill_group(pgid: int | None) -> None:
+    """SIGKILL every process in the process group ``pgid`` at once (a group already gone, or not ours: nothing).
+
+    What is left of a trial's group after the trial exited (an ``os._exit`` skipped its own cleanup), or a
+    child that must stop now. Processes that left the group (``setsid``) are not reached: :func:`end_tree`
+    ends a running trial with those, :func:`kill_descendants` a process's own subtree.
+    """
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def end_tree(proc: Any, grace_s: float = 5.0) -> None:
+    """End a running trial's whole process tree (``proc``: a Popen, or a warm parent's fork with its ``poll``,
+    ``wait`` and ``pid``), the trial leading its own process group.
+
+    SIGTERM to its process group (the trial, a subreaper, then kills every descendant itself), SIGKILL after
+    ``grace_s`` seconds; processes that left the group (``setsid``) are found below the trial in ``/proc``
+    (before it dies and its orphans go to init) and killed too. A trial already ended: nothing happens.
+    """
+    if proc.poll() is not None or proc.pid is None:
+        return
+    tree = descendants(proc.pid)  # before the trial dies and its orphans go to init
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        tree += descendants(proc.pid)
+        kill(tree)
+        kill_group(proc.pid)
+        proc.wait()
+    kill(tree)  # any that escaped before the trial could end them
 
 
 def kill_descendants(pid: int | None = None, *, rounds: int = 20) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,3 +30,60 @@ def test_children_walk_equals_a_scan_of_every_process_and_finds_a_setsid_grandch
         proctree.kill_descendants()
         proc.wait()
     assert proctree.descendants(os.getpid()) == proctree._descendants_by_scan(os.getpid()) == []
+
+
+def _alive(procs: list[proctree.Proc]) -> list[proctree.Proc]:
+    """Those of ``procs`` still running (a zombie, killed and not yet reaped by init, is not)."""
+    out = []
+    for pid, start in procs:
+        st = proctree._stat(pid)
+        if st is not None and st[1] == start and st[2] != "Z":
+            out.append((pid, start))
+    return out
+
+
+def _children_of(proc: subprocess.Popen[bytes], n: int) -> list[proctree.Proc]:
+    deadline = time.monotonic() + 30
+    while len(proctree.descendants(proc.pid)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = proctree.descendants(proc.pid)
+    assert len(tree) == n, tree
+    return tree
+
+
+def test_end_tree_kills_a_trial_that_ignores_sigterm_and_the_process_that_left_its_group() -> None:
+    # a "trial" leading its own group that ignores SIGTERM (its children inherit that), with one child in the
+    # group and one that left it (setsid): the grace ends, SIGKILL reaches the group and the escapee alike
+    proc = subprocess.Popen(["sh", "-c", "trap '' TERM; setsid sleep 60 & sleep 60 & wait"], start_new_session=True)
+    try:
+        tree = _children_of(proc, 2)
+        t0 = time.monotonic()
+        proctree.end_tree(proc, grace_s=0.3)
+        assert proc.returncode == -signal.SIGKILL  # SIGTERM was ignored: killed after the grace
+        assert time.monotonic() - t0 >= 0.3
+        deadline = time.monotonic() + 10
+        while _alive(tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(tree) == []
+    finally:
+        proctree.kill_descendants()
+        proc.wait()
+
+
+def test_kill_group_reaches_the_group_only_and_a_gone_group_is_no_error() -> None:
+    proc = subprocess.Popen(["sh", "-c", "setsid sleep 60 & sleep 60 & wait"], start_new_session=True)
+    try:
+        tree = _children_of(proc, 2)
+        escapee = [p for p in tree if os.getpgid(p[0]) != proc.pid]
+        assert len(escapee) == 1  # setsid: its own group
+        proctree.kill_group(proc.pid)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while len(_alive(tree)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(tree) == escapee  # the group's sleep is gone; the one that left the group is not
+        proctree.kill_group(proc.pid)  # nothing left to signal: no error
+        proctree.kill_group(None)
+    finally:
+        proctree.kill(tree)
+        proc.wait()

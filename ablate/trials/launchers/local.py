@@ -261,7 +261,7 @@ class LocalLauncher(Launcher):
         with self._procs_lock:
             procs = list(self._procs.values())
         for p in procs:
-            _kill_group(p)
+            proctree.end_tree(p)
 
     def _run_one(self, sd: SweepDir, ref: TrialRef, slot: int, cwd: str, opts: dict[str, Any],
                  timeout_s: float | None, threads: int | None, mode: str) -> dict[str, Any] | None:
@@ -277,7 +277,7 @@ class LocalLauncher(Launcher):
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            proctree.end_tree(proc)
         finally:
             with self._procs_lock:
                 self._procs.pop(slot, None)
@@ -341,8 +341,7 @@ class LocalLauncher(Launcher):
         if rc is None and self._warm is not None:  # a warm trial whose warm parent died
             if not proc.forked:
                 return None  # it was never forked: it did not run, so it gets no result (it stays pending)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # it dies with its parent (PR_SET_PDEATHSIG); make sure
+            proctree.kill_group(proc.pid)  # it dies with its parent (PR_SET_PDEATHSIG); make sure
             self._died_with_parent.add(ref)
             return write_result(tp, {**base, "status": "killed",
                                      "error": f"{self._warm.death_note()} while the trial ran, and the trial "
@@ -409,26 +408,3 @@ def _drop_if_empty(path: os.PathLike[str] | str) -> None:
             os.unlink(path)
     except OSError:
         pass
-
-
-def _kill_group(proc: Any, grace_s: float = 5.0) -> None:
-    """End a trial's whole process tree (``proc``: a Popen or a warm trial): SIGTERM its process group
-    (the trial, a subreaper, then kills every descendant itself), SIGKILL after ``grace_s``; processes
-    that left the group (``setsid``) are found below the trial in ``/proc`` and killed too (see
-    :mod:`ablate.trials.proctree`)."""
-    if proc.poll() is not None or proc.pid is None:
-        return
-    tree = proctree.descendants(proc.pid)  # before the trial dies and its orphans go to init
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        tree += proctree.descendants(proc.pid)
-        proctree.kill(tree)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    proctree.kill(tree)  # any that escaped before the trial could end them

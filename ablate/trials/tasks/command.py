@@ -82,7 +82,7 @@ from ablate.plan.arms import resolve
 from ablate.plan.overrides import flatten_params
 from ablate.record.errorline import exception_line
 from ablate.record.sweepdir import PLAN_FILE, SweepDir, TrialPaths, open_log, read_json, write_json
-from ablate.trials import seeding
+from ablate.trials import proctree, seeding
 from ablate.trials.tasks import argstyle
 from ablate.trials.tasks.contract import ScriptFailed, TaskOutput, TrialTimeout
 from ablate.trials.tasks.trialpath import safe_alias
@@ -344,10 +344,10 @@ def _pdeathsig() -> Any:
 def _kill(proc: subprocess.Popen[bytes], child_group: bool) -> None:
     if proc.poll() is not None:
         return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if child_group:
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
+    if child_group:
+        proctree.kill_group(proc.pid)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             proc.kill()
     proc.wait()
 

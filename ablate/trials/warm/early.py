@@ -40,13 +40,14 @@ import contextlib
 import contextvars
 import importlib.machinery
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ablate.trials import proctree
 
 #: The early warm parents started in the current :func:`scope` (None outside one: then none is started).
 _STARTED: contextvars.ContextVar[list[EarlyParent] | None] = contextvars.ContextVar("ablate_early_parents",
@@ -110,8 +111,7 @@ def _json(msg: Mapping[str, Any]) -> str:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    proctree.kill_group(proc.pid)
     proc.wait()
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:

@@ -521,8 +521,7 @@ def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) 
                     eof = True
                     sel.unregister(req_fd)
                     for pid in running:  # the orchestrator is gone or done: no trial outlives it
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.killpg(pid, signal.SIGKILL)
+                        proctree.kill_group(pid)
                     continue
                 buf += chunk
                 *lines, buf = buf.split(b"\n")

@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ablate.errors import UserError
 from ablate.record.sweepdir import open_log
+from ablate.trials import proctree
 from ablate.trials.warm import hazards
 
 
@@ -273,8 +274,7 @@ class WarmParent:
         try:
             self._proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+            proctree.kill_group(self._proc.pid)
             self._proc.wait()
         if self._proc.stdout is not None:
             self._proc.stdout.close()

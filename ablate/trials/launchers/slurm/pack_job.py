@@ -270,7 +270,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         code = self._proc.wait()  # a signal's handler (submitit's USR2) still runs while this blocks
         proc = self._proc
         if warm is not None:
-            _kill_group(proc.pid)  # what the trial left in its process group (an os._exit, say) ends now
+            proctree.kill_group(proc.pid)  # what the trial left in its process group (an os._exit, say) ends now
         self._proc = None
         self._current = None
         rec = sd.read_result(ref.arm, ref.seed)
@@ -302,7 +302,7 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
         if isinstance(proc, subprocess.Popen):
             proc.kill()
         else:
-            _kill_group(proc.pid)
+            proctree.kill_group(proc.pid)
         proc.wait()
 
     def _record_rest(self, sd: SweepDir, log: str | None, error: BaseException | None = None) -> None:
@@ -343,15 +343,6 @@ class PackedSlurmTrial(submitit.helpers.Checkpointable):
               f"{len(self.trials)} trial(s) finished: requeued ({self.requeues}/{self.max_requeues})",
               file=sys.stderr, flush=True)
         return super().checkpoint(*args, **kwargs)
-
-
-def _kill_group(pgid: int | None) -> None:
-    """SIGKILL every process left in the process group ``pgid`` (a forked trial's own group)."""
-    import contextlib
-
-    if pgid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
