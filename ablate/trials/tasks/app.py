@@ -50,6 +50,7 @@ from ablate.metrics import REDUCE, SOURCES, collect, compile_patterns
 from ablate.metrics.files import SEEN_FILE
 from ablate.plan.app_config import APP_NODE, escaped, to_app_key
 from ablate.plan.arms import MISSING, derived_keys, flatten, resolve, select
+from ablate.plan.arms import _same as same_value  # the plan proof's equality (1 != True, nan == nan): one rule
 from ablate.plan.compose import reject_sweeps
 from ablate.plan.hydra_semantics import freeze_now, missing_keys, trial_hydra
 from ablate.plan.overrides import format_override
@@ -750,11 +751,6 @@ class AppForm:
         return lines
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal, a ``.nan`` equal to itself (as in the plan proof)."""
-    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
-
-
 def check_arms_with_hydra(plan: Any, cwd: str | os.PathLike[str]) -> None:
     """Compose each treatment of a key variable with Hydra, as its trial's argv will, and compare with control.
 
@@ -783,7 +779,8 @@ def check_arms_with_hydra(plan: Any, cwd: str | os.PathLike[str]) -> None:
         except ConfigError as exc:
             raise ConfigError(f"treatment {arm.name}: {exc.what}", where="variable.values",
                               fix="give a value the app's config accepts for its key") from None
-        extra = sorted(k for k in set(control) | set(treat) if not _same(control.get(k, MISSING), treat.get(k, MISSING))
+        extra = sorted(k for k in set(control) | set(treat)
+                       if not same_value(control.get(k, MISSING), treat.get(k, MISSING))
                        and k != app_key and not k.startswith(app_key + "."))
         if extra:
             raise ConfigError(f"Hydra composes treatment {arm.name} ({' '.join(ov)}) with more changes than the "
