@@ -74,7 +74,9 @@ def test_kill_group_reaches_the_group_only_and_a_gone_group_is_no_error() -> Non
     proc = subprocess.Popen(["sh", "-c", "setsid sleep 60 & sleep 60 & wait"], start_new_session=True)
     try:
         tree = _children_of(proc, 2)
-        escapee = [p for p in tree if os.getpgid(p[0]) != proc.pid]
+        deadline = time.monotonic() + 30  # the forked child calls setsid() a moment after it appears
+        while not (escapee := [p for p in tree if os.getpgid(p[0]) != proc.pid]) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert len(escapee) == 1  # setsid: its own group
         proctree.kill_group(proc.pid)
         assert proc.wait(timeout=10) == -signal.SIGKILL
