@@ -72,7 +72,6 @@ os._exit(0)  # as the command ends (ablate.cli.main.leave): no teardown of the m
 def instrument() -> dict[str, list[float]]:
     """Wrap the orchestrator's phase functions; returns ``{phase: [cpu_s, wall_s, children_cpu_s]}`` (exclusive of
     nested phases), filled in as the command runs."""
-    import ablate.judge.verdict as verdict
     import ablate.orchestrate.pipeline as pipeline
     import ablate.plan.compose as compose
     import ablate.record.results as results
@@ -111,14 +110,21 @@ def instrument() -> dict[str, list[float]]:
     pipeline.hash_config_files = wrap("pinning", pipeline.hash_config_files)
     pipeline.create = wrap("sweep dir", pipeline.create)
     starter.WarmParent.__init__ = wrap("warm parent start", starter.WarmParent.__init__)
-    pipeline.preimport = wrap("verdict pre-import", pipeline.preimport)
-    verdict.preimport = pipeline.preimport
     local.LocalLauncher.launch = wrap("trials", local.LocalLauncher.launch)
     pipeline.write_results = wrap("collection", pipeline.write_results)
     results.write_results = pipeline.write_results
-    pipeline.write_verdict = wrap("verdict", pipeline.write_verdict)
-    pipeline.draw_plots_in_background = wrap("plots", pipeline.draw_plots_in_background)
-    pipeline.execute = wrap("rest", pipeline.execute)
+    execute = pipeline.execute
+
+    def execute_wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+        # execute imports the verdict's module itself (numpy: off the command's start): wrapped once it is needed
+        import ablate.judge.verdict as verdict
+
+        verdict.preimport = wrap("verdict pre-import", verdict.preimport)
+        verdict.write_verdict = wrap("verdict", verdict.write_verdict)
+        verdict.draw_plots_in_background = wrap("plots", verdict.draw_plots_in_background)
+        return execute(*args, **kwargs)
+
+    pipeline.execute = wrap("rest", execute_wrapped)
     return totals
 
 
