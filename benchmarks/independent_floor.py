@@ -21,10 +21,14 @@ ablate / floor of the medians and of each pair (min-max over the pairs).
 ``--busy`` runs one busy loop (a ``python`` process spinning, the issue's "busy loop beside it") for the whole
 comparison: on a 2-core machine it takes a core from both alike.
 
+``--own-session`` puts each floor worker in a session of its own, as ablate puts each trial: on a kernel that shares
+CPU among sessions (autogroup), a busy machine otherwise gives ablate's trials more CPU per second than the floor's
+workers, and the wall ratio under load says more about the scheduler than about ablate (its CPU is unchanged).
+
 Usage::
 
     python benchmarks/independent_floor.py                          # README example (seeds=10) and seeds=3, 3 pairs
-    python benchmarks/independent_floor.py --seeds 10 --pairs 4 --busy
+    python benchmarks/independent_floor.py --seeds 10 --pairs 4 --busy --own-session
     cd PROJECT && python /path/to/benchmarks/independent_floor.py floor --seeds 10   # the floor alone
 
 Results: docs/design-notes.md ("The fixed cost of an ablation") and README's Performance table.
@@ -49,7 +53,7 @@ from warm_trials import make_digits_project
 VARIABLE = "lr"
 
 
-def floor(seeds: int, slots: int, conf: Path) -> float:
+def floor(seeds: int, slots: int, conf: Path, own_session: bool = False) -> float:
     """Run the floor in the current directory (a project with ``conf/`` and ``examples/digits``).
 
     Parameters
@@ -60,6 +64,11 @@ def floor(seeds: int, slots: int, conf: Path) -> float:
         Worker processes forked from this one (ablate's ``launcher.max_parallel``, 2 by default on 2 cores).
     conf : Path
         The project's config dir (``conf/``).
+    own_session : bool
+        Each worker calls ``os.setsid()``, as each of ablate's trials runs in a session of its own. Where the kernel
+        groups CPU time by session (``/proc/sys/kernel/sched_autogroup_enabled`` = 1), every session gets an equal
+        share of a busy machine, so under load a worker in its own session gets more CPU per second than one in
+        the floor's: wall ratios under load compare alike only with this set (CPU time is the same either way).
 
     Returns
     -------
@@ -97,6 +106,8 @@ def floor(seeds: int, slots: int, conf: Path) -> float:
         queue.put(None)
 
     def worker() -> None:
+        if own_session:
+            os.setsid()
         torch.set_num_threads(1)
         while (i := queue.get()) is not None:
             cfg = configs[i]
@@ -120,7 +131,7 @@ def load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def compare(seeds_list: list[int], pairs: int, busy: bool) -> None:
+def compare(seeds_list: list[int], pairs: int, busy: bool, own_session: bool = False) -> None:
     root = tempdir("ablate-floor-")
     spinner = None
     try:
@@ -137,7 +148,8 @@ def compare(seeds_list: list[int], pairs: int, busy: bool) -> None:
                         cmd = [ABLATE, "-m", f"variable={VARIABLE}", f"seeds={seeds}", "progress=off",
                                f"hydra.sweep.dir=outputs/s{seeds}_{i}"]
                     else:
-                        cmd = [sys.executable, __file__, "floor", "--seeds", str(seeds)]
+                        cmd = [sys.executable, __file__, "floor", "--seeds", str(seeds),
+                               *(["--own-session"] if own_session else [])]
                     t = timed(cmd, proj)
                     if system == "ablate":  # its detached plot drawer ends before the next run starts, untimed
                         plots_done(proj / "outputs" / f"s{seeds}_{i}")
@@ -164,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--seeds", type=int, default=10, help="seeds per arm (default 10)")
     f.add_argument("--slots", type=int, default=2, help="worker processes (default 2)")
     f.add_argument("--conf", type=Path, default=Path("conf"), help="the project's config dir (default conf/)")
+    f.add_argument("--own-session", action="store_true", help="each worker in a session of its own (os.setsid)")
     p.add_argument("--seeds", type=int, nargs="+", default=[10, 3], help="seeds per arm, one comparison each")
     p.add_argument("--pairs", type=int, default=3, help="interleaved pairs per comparison (default 3)")
     p.add_argument("--busy", action="store_true", help="run a busy loop beside the comparison")
+    p.add_argument("--own-session", action="store_true", help="the floor's workers each in a session of their own")
     args = p.parse_args(argv)
     if args.cmd == "floor":
-        print(f"{floor(args.seeds, args.slots, args.conf):.3f}")
+        print(f"{floor(args.seeds, args.slots, args.conf, args.own_session):.3f}")
         return 0
-    compare(args.seeds, args.pairs, args.busy)
+    compare(args.seeds, args.pairs, args.busy, args.own_session)
     return 0
 
 
