@@ -117,12 +117,12 @@ def summary_line(ext: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]
         ``Extended after a look at 3 seeds per arm (2026-12-02T10:55:00+0000) to 10: a two-stage combination test
         (inverse normal, weights 0.39/0.92 fixed from N = 3; Lehmacher & Wassmer 1999) keeps α; ...``.
     """
-    from ablate.stats import fmt_p
+    from ablate.stats.compare import p_is
 
     n1, k = len(ext.get("stage1_seeds") or []), len(ext.get("stage1_seeds") or []) + len(ext.get("stage2_seeds")
                                                                                          or [])
     w = next(iter(records.values()))["weights"] if records else [math.nan, math.nan]
-    naive = "; ".join(f"{labels.get(a, a)} {fmt_p(r['naive_pooled_p'])}" for a, r in records.items())
+    naive = "; ".join(f"{labels.get(a, a)}: p {p_is(r['naive_pooled_p'])}" for a, r in records.items())
     return (f"Extended after a look at {n1} seeds per arm ({ext.get('decided_at', 'time not recorded')}) to {k}: a "
             f"two-stage combination test (inverse normal, weights {w[0]:.2f}/{w[1]:.2f} fixed from N = {n1} before "
             "any data; Lehmacher & Wassmer 1999) keeps α, and the verdicts use it. Naive pooled p (all seeds as one "

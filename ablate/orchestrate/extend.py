@@ -13,6 +13,7 @@ finished trial. The verdict then combines the stages (:mod:`ablate.judge.extensi
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -42,9 +43,10 @@ def parse_args(argv: list[str]) -> tuple[str, int]:
         unknown word.
     """
     usage = "`ablate extend DIR seeds=K` (K: the seeds per arm in all, more than the ablation has)"
-    dirs = [a for a in argv if "=" not in a and not a.startswith("-")]
-    sets = dict(a.split("=", 1) for a in argv if "=" in a)
-    flags = [a for a in argv if a.startswith("-") and "=" not in a]
+    setting = re.compile(r"[A-Za-z_][\w.]*=")  # `seeds=10`; a path holding `=` (an arm's dir `lr=0.2`) is no setting
+    dirs = [a for a in argv if not setting.match(a) and not a.startswith("-")]
+    sets = dict(a.split("=", 1) for a in argv if setting.match(a))
+    flags = [a for a in argv if a.startswith("-") and not setting.match(a)]
     if flags and flags != ["--help"] and flags != ["-h"]:
         raise ConfigError(f"unknown option {flags[0]}", where="ablate extend", fix=f"use {usage}")
     arms = [k for k in sets if k in ("arm", "arms", "variable", "treatment", "treatments")]
@@ -111,33 +113,45 @@ def check_extension(sd: SweepDir, plan: Mapping[str, Any], k: int) -> str | None
         to = len(ext.get("stage1_seeds") or []) + len(ext.get("stage2_seeds") or [])
         if k == to and without_result(sd, dict(plan))[1]:
             return "resume"
-        raise ConfigError(f"this ablation was extended already (from {len(ext.get('stage1_seeds') or [])} to {to} seeds "
-                          "per arm); the combination test has two stages, and a third would need its weight fixed "
+        n1 = len(ext.get("stage1_seeds") or [])
+        raise ConfigError(f"this ablation was extended already (from {n1} to {to} seeds per arm); the combination "
+                          "test has two stages, and a third would need its weight fixed "
                           "before the first look", where="seeds",
                           fix=f"`ablate resume {sd.root}` finishes this extension; for more seeds, start a new "
                           "ablation with seeds=K")
     if k <= n:
-        raise ConfigError(f"seeds={k} is not more than the {n} seeds per arm this ablation has; an extension only adds "
-                          "seeds", where="seeds", fix=f"give more than {n}, e.g. `ablate extend {sd.root} seeds={2 * n}`")
+        raise ConfigError(f"seeds={k} is not more than the {n} seeds per arm this ablation has; an extension only "
+                          "adds seeds", where="seeds",
+                          fix=f"give more than {n}, e.g. `ablate extend {sd.root} seeds={2 * n}`")
     if k - n < 2:
         raise ConfigError(f"seeds={k} adds one seed per arm; the second stage is tested on its own seeds and needs at "
                           "least 2 per arm", where="seeds", fix=f"`ablate extend {sd.root} seeds={n + 2}` or more")
-    done, left = without_result(sd, dict(plan))
+    left = without_result(sd, dict(plan))[1]
     if left:
         raise SweepDirError(f"{left} planned trial(s) of {sd.root} have no result yet; the look that decides an "
                             "extension needs every planned trial", where="ablate extend",
                             fix=f"finish them first with `ablate resume {sd.root}`, then extend")
-    _check_code_moved(plan)
+    _check_code_moved(sd, plan)
     _check_environment(plan)
     return None
 
 
-def _check_code_moved(plan: Mapping[str, Any]) -> None:
+def project_of(sd: SweepDir, plan: Mapping[str, Any]) -> str | None:
+    """The project a sweep dir belongs to: the git work tree it sits in (a sweep dir is written inside its project,
+    and a copied project carries its sweep dirs), else the directory the plan was made in; None when neither is."""
+    try:
+        return str(pins_mod.git_root(sd.root))
+    except PinError:
+        cwd = (plan.get("project") or {}).get("cwd")
+        return cwd if isinstance(cwd, str) and Path(cwd).is_dir() else None
+
+
+def _check_code_moved(sd: SweepDir, plan: Mapping[str, Any]) -> None:
     """The project's code (its commit, and uncommitted changes) as pinned: the extension's trials run the pinned
     snapshot, and a project that moved on would make the verdict's stages differ from what the user now runs."""
     pin = (plan.get("pins") or {}).get("code") or {}
-    cwd = (plan.get("project") or {}).get("cwd")
-    if not pin.get("commit") or not cwd or not Path(cwd).is_dir():
+    cwd = project_of(sd, plan)
+    if not pin.get("commit") or cwd is None:
         return
     now = pins_mod.pin_code(cwd, allow_dirty=True)
     pinned = pin["commit"][:12]
