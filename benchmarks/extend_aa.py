@@ -21,18 +21,20 @@ def main() -> None:
     se = math.sqrt(ext.ALPHA * (1 - ext.ALPHA) / args.reps)
     print(f"A/A, α = {ext.ALPHA}, {args.reps} replications per row (MC SE {se:.4f}; α + 2 SE = "
           f"{ext.ALPHA + 2 * se:.4f})\n")
-    print("| distribution | N1 | pairing | extended (p1 in (0.05, 0.5)) | mean K when extended | combination test | "
-          "naive pooling | weights from K | promising only: combination | promising only: naive |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| distribution | N1 | pairing | rule | extended | mean K | combination | naive pooling | weights from K | "
+          "Next followed: combination | Next followed: naive | promising only: combination | promising only: naive |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     t0 = time.time()
-    for dist in ("normal", "lognormal"):
-        for n1 in (3, 5, 10):
-            for paired in (False, True):
-                r = ext.simulate(dist, n1, paired, args.reps, seed=3900 + 100 * n1 + 7 * paired + len(dist))
-                pairing = "paired" if paired else "Welch"
-                print(f"| {dist} | {n1} | {pairing} | {r['extended']:.3f} | {r['mean_k']:.1f} | "
-                      f"{r['combination']:.4f} | {r['naive']:.4f} | {r['combination_k_weights']:.4f} | "
-                      f"{r['promising_only_combination']:.4f} | {r['promising_only_naive']:.4f} |", flush=True)
+    cells = [(d, n1, p, "advice") for d in ("normal", "lognormal") for n1 in (3, 5, 10) for p in (False, True)]
+    cells += [("normal", n1, p, "double") for n1 in (3, 5, 10) for p in (False, True)]
+    for dist, n1, paired, rule in cells:
+        r = ext.simulate(dist, n1, paired, args.reps, seed=3900 + 100 * n1 + 7 * paired + len(dist) + len(rule),
+                         rule=rule)
+        pairing = "paired" if paired else "Welch"
+        print(f"| {dist} | {n1} | {pairing} | {rule} | {r['extended']:.3f} | {r['mean_k']:.1f} | "
+              f"{r['combination']:.4f} | {r['naive']:.4f} | {r['combination_k_weights']:.4f} | "
+              f"{r['follow_combination']:.4f} | {r['follow_naive']:.4f} | "
+              f"{r['promising_only_combination']:.4f} | {r['promising_only_naive']:.4f} |", flush=True)
     print(f"\n({time.time() - t0:.0f} s)")
 
 

@@ -5,18 +5,22 @@ inverse-normal combination test (:func:`ablate.stats.adaptive.two_stage_batch`, 
 The worst-case data-dependent rule of issue 39: look at N1 seeds per arm; when the stage-1 p (the verdict's own,
 :func:`ablate.stats.decide_batch`) lies in (0.05, 0.5), the "promising" zone, extend to the N the seed advice
 names (:func:`ablate.stats.recommend_seeds` on the observed |Δ|, as the verdict's Seed recommendation; capped at
-50), else by the fewest seeds a stage may have (2). Every ablation ends with the test of all its seeds, so the
-sample size is chosen from the data in the way that inflates naive pooling most (Proschan & Hunsberger 1995,
-Biometrics 51): pooling rejects too often; the combination test, whose weights are fixed from N1 before the look,
-keeps α. Also measured (docs/verdict.md, Extending an ablation): weights taken from the K chosen after the look
-(which depend on the data), and the rule that extends only in the promising zone and keeps a stage-1 claim.
+50), else by the fewest seeds a stage may have (2). Three ways to count a false positive:
 
-Monte-Carlo tolerance: a rate passes when it is <= α + 2 SE (SE = √(α(1-α)/R)); the CI subset uses R = 3000
-(seconds); ``benchmarks/extend_aa.py`` runs 20,000 per cell. Every rng is seeded: deterministic.
+- every ablation ends with the test of all its seeds (the size chosen from the look, Proschan & Hunsberger 1995,
+  Biometrics 51): the combination test, whose weights are fixed from N1 before the look, keeps α whatever the
+  rule; naive pooling and weights taken from the K chosen after the look (which depend on the data) are measured;
+- the Next line followed (a firm stage-1 claim stands, every other ablation is extended as the advice says);
+- extending only the promising ones and keeping a stage-1 claim: the claim taken at the look spent α already, and
+  no test of stage 2 gives it back (combined or pooled alike, about 0.06-0.08).
+
+Monte-Carlo tolerance: a rate passes when it is <= α + 2 SE (SE = √(α(1-α)/R)); the CI subset uses R = 4000
+(about 10 s of CPU); ``benchmarks/extend_aa.py`` runs 20,000 per cell. Every rng is seeded: deterministic.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -24,6 +28,7 @@ import pytest
 
 from ablate.stats import VERDICTS, decide_batch, recommend_seeds
 from ablate.stats.adaptive import MIN_STAGE_SEEDS, two_stage_batch
+from ablate.stats.core import FIRM_FROM
 from tests.unit.test_stats_aa import draw
 
 ALPHA = 0.05
@@ -31,7 +36,7 @@ CAP = 50
 BETTER, WORSE = VERDICTS.index("better"), VERDICTS.index("worse")
 
 
-def advised_k(t: np.ndarray, c: np.ndarray, paired: bool, n1: int) -> np.ndarray:
+def advised_k(t: np.ndarray, c: np.ndarray, paired: bool, n1: int, *, floor: bool = True) -> np.ndarray:
     """Per row, the seeds per arm the verdict's seed advice names for the observed |Δ| (80% power at the SD's 90%
     upper limit, :func:`ablate.stats.recommend_seeds`), capped at :data:`CAP`; at least ``n1 + 2``.
 
@@ -74,12 +79,15 @@ def advised_k(t: np.ndarray, c: np.ndarray, paired: bool, n1: int) -> np.ndarray
             else:
                 mid = (lo + hi) // 2
                 stack += [(lo, mid), (mid, hi)]
-    return np.minimum(CAP, np.maximum(n1 + MIN_STAGE_SEEDS, out))
+    return np.minimum(CAP, np.maximum(n1 + MIN_STAGE_SEEDS, out)) if floor else out
 
 
-def simulate(dist: str, n1: int, paired: bool, reps: int, seed: int) -> dict[str, float]:
+def simulate(dist: str, n1: int, paired: bool, reps: int, seed: int, rule: str = "advice") -> dict[str, float]:
     """The rates of one A/A cell (see the module docstring); keys: ``combination``, ``naive``,
-    ``combination_k_weights``, ``promising_only_combination``, ``promising_only_naive``, ``extended``, ``mean_k``."""
+    ``combination_k_weights``, ``promising_only_combination``, ``promising_only_naive``, ``extended``, ``mean_k``.
+
+    ``rule``: in the promising zone, extend to the seed advice's N (``advice``, the issue's rule) or to twice N1
+    (``double``, a modest extension: the size at which naive pooling gains most from the look)."""
     rng = np.random.default_rng(seed)
     t, c = draw(rng, dist, (reps, CAP), paired)
     first = decide_batch(t[:, :n1], c[:, :n1], paired=paired, alpha=ALPHA)
@@ -87,7 +95,8 @@ def simulate(dist: str, n1: int, paired: bool, reps: int, seed: int) -> dict[str
     claim1 = np.isin(first.verdict, (BETTER, WORSE))
     promising = (p1 > 0.05) & (p1 < 0.5)
     k = np.full(reps, n1 + MIN_STAGE_SEEDS)
-    k[promising] = advised_k(t[promising, :n1], c[promising, :n1], paired, n1)
+    k[promising] = (advised_k(t[promising, :n1], c[promising, :n1], paired, n1) if rule == "advice"
+                    else max(2 * n1, n1 + MIN_STAGE_SEEDS))
     comb = np.zeros(reps, bool)
     comb_kw = np.zeros(reps, bool)
     naive = np.zeros(reps, bool)
@@ -101,7 +110,23 @@ def simulate(dist: str, n1: int, paired: bool, reps: int, seed: int) -> dict[str
         comb_kw[rows] = kw.pvalue < ALPHA
         pooled = decide_batch(t[rows, :kk], c[rows, :kk], paired=paired, alpha=ALPHA)
         naive[rows] = np.isin(pooled.verdict, (BETTER, WORSE))
-    return {"combination": float(comb.mean()), "naive": float(naive.mean()),
+    # the Next line followed (:func:`ablate.judge.bottom_line.seeds_next`): a firm stage-1 claim stands; an indicative
+    # one extends to max(20, the advice); an inconclusive one to the advice when it asks for more seeds; else stop
+    firm1 = claim1 & first.firm.astype(bool)
+    raw = advised_k(t[:, :n1], c[:, :n1], paired, n1, floor=False)
+    k_next = np.where(claim1 & ~firm1, np.maximum(FIRM_FROM[paired], raw), raw)
+    follows = ~firm1 & (k_next > n1 + 1)
+    follow_comb = np.zeros(reps, bool)
+    follow_naive = np.zeros(reps, bool)
+    for kk in np.unique(k_next[follows]):
+        rows = follows & (k_next == kk)
+        res = two_stage_batch(t[rows, :n1], c[rows, :n1], t[rows, n1:kk], c[rows, n1:kk], n1=n1, paired=paired)
+        follow_comb[rows] = res.pvalue < ALPHA
+        pooled = decide_batch(t[rows, :kk], c[rows, :kk], paired=paired, alpha=ALPHA)
+        follow_naive[rows] = np.isin(pooled.verdict, (BETTER, WORSE))
+    return {"follow_combination": float((firm1 | follow_comb).mean()),
+            "follow_naive": float((firm1 | follow_naive).mean()), "follow_extended": float(follows.mean()),
+            "combination": float(comb.mean()), "naive": float(naive.mean()),
             "combination_k_weights": float(comb_kw.mean()),
             "promising_only_combination": float((claim1 | (promising & comb)).mean()),
             "promising_only_naive": float((claim1 | (promising & naive)).mean()),
@@ -112,21 +137,40 @@ def se(reps: int) -> float:
     return math.sqrt(ALPHA * (1 - ALPHA) / reps)
 
 
-@pytest.mark.parametrize(("dist", "n1", "paired"), [("normal", 3, False), ("normal", 5, True),
-                                                     ("lognormal", 5, False)])
-def test_combination_keeps_alpha_under_the_worst_case_rule(dist: str, n1: int, paired: bool) -> None:
-    reps = 3000
-    r = simulate(dist, n1, paired, reps, seed=39_000 + n1 + 7 * paired + 3 * len(dist))
-    assert r["combination"] <= ALPHA + 2 * se(reps), r
-    assert 0 <= r["naive"] <= 1 and r["extended"] > 0.3, r  # measured beside it (docs/verdict.md)
+REPS = 4000
+CELLS = [("normal", 3, False), ("normal", 5, True), ("lognormal", 5, False)]
 
 
-def test_naive_pooling_exceeds_alpha_under_the_worst_case_rule() -> None:
-    """The inflation the combination test removes is real: naive pooling on the same paths runs above α."""
-    reps = 3000
-    r = simulate("normal", 3, False, reps, seed=390)
-    assert r["naive"] > ALPHA + 2 * se(reps), r
-    assert r["naive"] > r["combination"], r
+@functools.cache
+def cell(dist: str, n1: int, paired: bool) -> dict[str, float]:
+    """One A/A cell of the CI subset (seeded; shared by the tests below)."""
+    return simulate(dist, n1, paired, REPS, seed=39_100 + 10 * n1 + 7 * paired + len(dist))
+
+
+@pytest.mark.parametrize(("dist", "n1", "paired"), CELLS)
+def test_combination_keeps_alpha_whatever_size_the_look_chooses(dist: str, n1: int, paired: bool) -> None:
+    """Every A/A ablation extended, its size chosen from the look by the issue's worst-case rule: the combination
+    test's rate is <= α + 2 SE; naive pooling, weights from K and the rest are measured beside it (docs)."""
+    r = cell(dist, n1, paired)
+    assert r["combination"] <= ALPHA + 2 * se(REPS), r
+    assert 0.4 < r["extended"] < 0.6 and r["mean_k"] > 3 * n1, r
+
+
+@pytest.mark.parametrize(("dist", "n1", "paired"), CELLS)
+def test_following_the_next_line_keeps_alpha(dist: str, n1: int, paired: bool) -> None:
+    """The Next line followed: a firm stage-1 claim stands, everything else extends as the advice says."""
+    r = cell(dist, n1, paired)
+    assert r["follow_combination"] <= ALPHA + 2 * se(REPS), r
+    assert r["follow_extended"] > 0.95, r
+
+
+def test_a_claim_kept_at_the_look_is_outside_the_guarantee() -> None:
+    """Extending only the inconclusive ones (p1 in (0.05, 0.5)) and keeping a stage-1 claim (p1 < 0.05) spends α at
+    the look and again after it: about 0.06-0.08, combined or pooled alike (docs/verdict.md). No stage-2 test can
+    undo a claim already taken at α; the guarantee is the verdict written after the extension."""
+    r = cell("normal", 5, True)
+    assert r["promising_only_combination"] > ALPHA + 2 * se(REPS), r
+    assert abs(r["promising_only_combination"] - r["promising_only_naive"]) < 0.02, r
 
 
 def test_verdict_equals_batch_row_by_row() -> None:
