@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -67,16 +68,19 @@ def base(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="module")
-def extended(base: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes], str]:
-    """A copy of :func:`base` extended to 6 seeds per arm by the console script: (sweep dir, stage 1's result
-    records before, the command's stderr)."""
+def extended(base: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes], str, int]:
+    """A copy of :func:`base` extended by the command its verdict's Next line names, run as printed (from the
+    project's root) by the console script: (sweep dir, stage 1's result records before, the command's stderr, K)."""
     proj = copy_project(base, tmp_path_factory.mktemp("extended") / "proj")
     sd = only_sweep(proj)
     before = result_bytes(sd)
-    res = ablate_cli(proj, "extend", str(sd), "seeds=6")
+    command = json.loads((sd / "verdict.json").read_text())["bottom_line"]["next"]["command"]
+    args = shlex.split(command)
+    assert args[:2] == ["ablate", "extend"] and (proj / args[2]).resolve() == sd.resolve(), command
+    res = ablate_cli(proj, *args[1:])
     assert res.returncode == 0, res.stderr
     wait_for_plots(sd)
-    return sd, before, res.stderr
+    return sd, before, res.stderr, int(args[3].removeprefix("seeds="))
 
 
 @pytest.fixture
@@ -93,38 +97,38 @@ def test_the_seed_advice_names_extend(base: Path) -> None:
     assert "two-stage combination test keeps α" in nxt["why"]
 
 
-def test_extension_runs_only_the_new_seeds(extended: tuple[Path, dict[str, bytes], str]) -> None:
-    sd, before, stderr = extended
+def test_extension_runs_only_the_new_seeds(extended: tuple[Path, dict[str, bytes], str, int]) -> None:
+    sd, before, stderr, k = extended
     after = result_bytes(sd)
-    assert {k: after[k] for k in before} == before  # stage 1's records untouched: not run again
+    assert {key: after[key] for key in before} == before  # stage 1's records untouched: not run again
     new = sorted(set(after) - set(before))
-    assert new == [f"trials/{a}/seed={s}/result.json" for a in ("control", "lr=0.2") for s in (3, 4, 5)], new
-    assert "seeds 3..5 of 2 arms (6 trials)" in stderr
+    assert new == sorted(f"trials/{a}/seed={s}/result.json" for a in ("control", "lr=0.2") for s in range(3, k)), new
+    assert f"seeds 3..{k - 1} of 2 arms ({2 * (k - 3)} trials)" in stderr
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
-    assert plan["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert plan["seeds"] == list(range(k))
     ext = plan["extension"]
-    assert ext["stage1_seeds"] == [0, 1, 2] and ext["stage2_seeds"] == [3, 4, 5]
+    assert ext["stage1_seeds"] == [0, 1, 2] and ext["stage2_seeds"] == list(range(3, k))
     assert ext["decided_at"] and set(ext["look"]) == {"lr=0.2"}
     assert ext["look"]["lr=0.2"]["n"] == 3 and 0 <= ext["look"]["lr=0.2"]["pvalue"] <= 1
 
 
-def test_verdict_names_the_design_and_the_naive_p(extended: tuple[Path, dict[str, bytes], str]) -> None:
+def test_verdict_names_the_design_and_the_naive_p(extended: tuple[Path, dict[str, bytes], str, int]) -> None:
     from ablate.stats.adaptive import two_stage_batch
 
-    sd, _, _ = extended
+    sd, _, _, k = extended
     v = json.loads((sd / "verdict.json").read_text())
     (c,) = v["comparisons"]
     vals = {a["arm"]: a["values"] for a in v["arms"]}
     t, ctl = vals["lr=0.2"], vals["control"]
     res = two_stage_batch([t[str(s)] for s in range(3)], [ctl[str(s)] for s in range(3)],
-                          [t[str(s)] for s in range(3, 6)], [ctl[str(s)] for s in range(3, 6)], n1=3,
+                          [t[str(s)] for s in range(3, k)], [ctl[str(s)] for s in range(3, k)], n1=3,
                           paired=c["pairing"]["paired"])
     assert c["extension"]["pvalue"] == pytest.approx(float(res.pvalue[0]))
     assert c["test"].startswith("two-stage inverse normal")
     assert c["extension"]["naive_pooled_p"] != c["pvalue"]
     md = (sd / "verdict.md").read_text()
     (line,) = [ln for ln in md.splitlines() if ln.startswith("> **Extended**")]
-    assert "Extended after a look at 3 seeds per arm" in line and "to 6" in line and "keeps α" in line
+    assert "Extended after a look at 3 seeds per arm" in line and f"to {k}:" in line and "keeps α" in line
     assert "Naive pooled p (all seeds as one sample; not valid after a look): 0.2: p = " in line
 
 
@@ -181,10 +185,12 @@ def test_extend_after_a_code_change_is_refused_and_the_fix_works(copy: Path) -> 
     assert len(result_bytes(sd)) == 10
 
 
-def test_a_second_extension_is_refused(extended: tuple[Path, dict[str, bytes], str], tmp_path: Path) -> None:
-    sd, _, _ = extended
-    res = ablate_in(tmp_path, "extend", str(sd), "seeds=9")
-    assert res.returncode == 2 and "was extended already (from 3 to 6" in res.stderr and "Fix:" in res.stderr
+def test_a_second_extension_is_refused(extended: tuple[Path, dict[str, bytes], str, int], tmp_path: Path) -> None:
+    sd, _, _, k = extended
+    res = ablate_in(tmp_path, "extend", str(sd), f"seeds={k + 3}")
+    assert res.returncode == 2 and f"was extended already (from 3 to {k}" in res.stderr and "Fix:" in res.stderr
+    v = json.loads((sd / "verdict.json").read_text())
+    assert v["bottom_line"]["next"]["command"] is None or "extend" not in v["bottom_line"]["next"]["command"]
 
 
 def test_kill_during_the_extension_loses_nothing(copy: Path, tmp_path: Path) -> None:
@@ -213,3 +219,15 @@ def test_kill_during_the_extension_loses_nothing(copy: Path, tmp_path: Path) -> 
     assert len(after) == 12 and {k: after[k] for k in kept} == kept
     v = json.loads((sd / "verdict.json").read_text())
     assert v["extension"]["stage2_seeds"] == [3, 4, 5] and "extension" in v["comparisons"][0]
+
+
+def test_extend_in_another_environment_is_refused(copy: Path) -> None:
+    """The plan's environment pin as another install would have written it (numpy at another version)."""
+    sd = only_sweep(copy)
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    plan["pins"]["environment"]["packages"]["numpy"] = "1.0.0"
+    (sd / "ablation.yaml").write_text(yaml.safe_dump(plan))
+    res = ablate_in(copy, "extend", str(sd), "seeds=6")
+    assert res.returncode == 2, res.stderr
+    assert "(pinned 1.0.0)" in res.stderr and "`pip install numpy==1.0.0`" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
