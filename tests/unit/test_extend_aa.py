@@ -213,3 +213,30 @@ def test_advice_shortcut_equals_the_seed_advice_row_by_row() -> None:
                             (pooled, 6, abs(float(t[i].mean() - c[i].mean()))))
             adv = recommend_seeds(4, sd, df, alpha=ALPHA, paired=paired, target=diff, target_kind="observed", cap=CAP)
             assert got[i] == min(CAP, max(6, CAP if adv is None or adv.n_needed is None else adv.n_needed))
+
+
+def test_holm_applies_to_the_combined_pvalues() -> None:
+    """Two treatments of an extended ablation: each p_adj is Holm's of the two combined p-values (hand-computed:
+    the smaller × 2, the larger max(itself, the first)), and Dunnett falls back to Holm (it needs one pooled sample)."""
+    from ablate.judge.options import resolve_options
+    from ablate.judge.verdict import analyse
+
+    rng = np.random.default_rng(12)
+    c, t1, t2 = rng.normal(0, 1, 8), rng.normal(0.8, 1, 8), rng.normal(1.5, 1, 8)
+    s1, s2 = list(range(3)), list(range(3, 8))
+    plan = {"metric": "acc", "goal": "maximize", "seeds": s1 + s2, "task": {"command": "python train.py"},
+            "options": {"determinism": "seeded"},
+            "arms": [{"name": "control", "label": "control", "value": 0}, {"name": "a", "label": "a", "value": 1},
+                     {"name": "b", "label": "b", "value": 2}],
+            "extension": {"stage1_seeds": s1, "stage2_seeds": s2, "decided_at": "2026-01-01T00:00:00+0000"}}
+    rows = [{"arm": a, "seed": s, "status": "ok", "acc": float(x[s])} for a, x in (("control", c), ("a", t1),
+                                                                                  ("b", t2)) for s in s1 + s2]
+    ps = [float(two_stage_batch(x[:3], c[:3], x[3:], c[3:], n1=3).pvalue[0]) for x in (t1, t2)]
+    lo, hi = sorted(ps)
+    holm = {lo: min(1.0, 2 * lo), hi: max(min(1.0, 2 * lo), hi)}
+    for multiplicity in ("holm", "dunnett"):
+        v = analyse(plan, rows, resolve_options({**plan, "options": {**plan["options"],
+                                                                       "multiplicity": multiplicity}}))
+        got = [(comp["pvalue"], comp["pvalue_adjusted"], comp["multiplicity"]) for comp in v["comparisons"]]
+        assert got == [(pytest.approx(p), pytest.approx(holm[p]), "holm") for p in ps], multiplicity
+        assert v["multiplicity"] == "holm"
