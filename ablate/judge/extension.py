@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ablate.stats import Comparison, Pairing
 
-#: verdict.json's ``comparisons[].extension`` keys, and the top-level ``extension``.
+#: The plan's key for the extension record (``ablation.yaml``, written by :mod:`ablate.orchestrate.extend`), and
+#: verdict.json's (top level, and ``comparisons[].extension``).
 EXTENSION_KEY = "extension"
 
 

@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, PinError, SweepDirError
+from ablate.judge.extension import EXTENSION_KEY
 from ablate.pin import pins as pins_mod
 from ablate.record.results import without_result
 from ablate.record.sweepdir import PLAN_FILE, TRIALS_DIR, SweepDir, dump_yaml, write_atomic
-
-#: The plan's key for the extension record (read by :func:`ablate.judge.extension.extension_of`).
-EXTENSION_KEY = "extension"
 
 
 def _log(msg: str) -> None:
