@@ -22,7 +22,7 @@ from typing import Any
 from ablate.judge.rerun import recorded, rerun_command
 from ablate.judge.unchanged import short as unchanged_short
 from ablate.record.names import value_label
-from ablate.stats.compare import level_text
+from ablate.stats.compare import ci_name
 from ablate.stats.core import verdict_label
 
 #: The metric's direction, as the heading of every report says it once.
@@ -188,8 +188,9 @@ class TreatmentLine:
             return f"{head}: {word}: {self.status()}."
         ci = ""
         if self.ci is not None:
-            lvl = f"{level_text(self.ci_level)} " if isinstance(self.ci_level, int | float) else ""
-            ci = f" ({lvl}CI {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)})"
+            # beside an indicative verdict its CI is indicative too (coverage not assured there, docs/verdict.md)
+            name = ci_name(self.ci_level, self.firm is False)
+            ci = f" ({name} {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)})"
         return f"{head} changed {self.metric} by {signed(self.delta, self.dec)}{ci}: {word}, {self.status()}."
 
 

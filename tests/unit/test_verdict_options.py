@@ -95,8 +95,8 @@ def test_two_treatments_decision_and_interval_agree(tmp_path: Path) -> None:
     ref = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)
     assert c["ci"] == pytest.approx([ref.low, ref.high], rel=1e-9) and c["ci"][0] > 0
     md = (root / "verdict.md").read_text()
-    assert "(95% CI +0.0013 to +0.0371): **better (indicative)**" in md  # the bottom line
-    assert "| [+0.0013, +0.0371] (95%) |" in md  # the comparisons table, same level
+    assert "(indicative 95% CI +0.0013 to +0.0371): **better (indicative)**" in md  # the bottom line
+    assert "| [+0.0013, +0.0371] (95%, indicative) |" in md  # the comparisons table, same level
     assert md.count("(97.5%) |") == 1  # the strong arm, rejected at Holm's first step (α/2)
     assert "holm_ci" not in md
 
