@@ -92,7 +92,7 @@ def binary_table() -> None:
           "Fisher's exact test)\n")
     print("| N | " + " | ".join(f"p = {p}" for p in ps) + " |")
     print("|---|" + "---|" * len(ps))
-    worst = {"score": (0.0, None), "firm": (0.0, None)}
+    worst = {"score": (-1.0, (0, 0.0)), "firm": (-1.0, (0, 0.0))}
     over = []
     rejections = {}
     for n in range(3, 51):

@@ -592,8 +592,8 @@ def _binary_firm(comp: Comparison) -> tuple[bool, int | None, Flag | None]:
     return False, lim, Flag("indicative_verdict", (
         f"indicative: the score test rejects but Fisher's exact test does not (p{adj} = "
         f"{min(1.0, p_exact * factor):.2g}, not below {comp.decision_label} = {comp.decision_level:.3g}); the score "
-        f"test alone rejects up to {BINARY_SCORE_AA:g} of A/A ablations at some N (exact enumeration, docs/verdict.md), "
-        f"Fisher's at most its level, and {then}"))
+        f"test alone rejects up to {BINARY_SCORE_AA:g} of A/A ablations at some N (exact enumeration, "
+        f"docs/verdict.md), Fisher's at most its level, and {then}"))
 
 
 #: The score test's worst exact A/A rate at α = 0.05 (N = 3-50, p = 0.1, 0.3, 0.5; docs/verdict.md,
