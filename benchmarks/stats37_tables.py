@@ -121,6 +121,87 @@ def binary_table() -> None:
     print()
 
 
+def _sm_power(pw: object, kw: str, es: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """statsmodels' power; where it is NaN (scipy's ``nct.cdf`` far in the lower tail, at power near 1), its upper
+    tail alone, ``scipy.stats.nct.sf``, which is then the power to 1e-12."""
+    from scipy import stats
+
+    out = np.asarray(pw.power(es, alpha=0.05, **{kw: n}), float)  # type: ignore[attr-defined]
+    df = n - 1.0 if kw == "nobs" else 2.0 * n - 2.0
+    nc = es * (np.sqrt(n) if kw == "nobs" else np.sqrt(n / 2.0))
+    upper = stats.nct.sf(stats.t.isf(0.025, df), df, nc)
+    return np.where(np.isnan(out), upper, out)
+
+
+def pilot_answers(d: float, paired: bool, target: str, pilots: int, seed: int, cap: int = 50) -> dict[str, np.ndarray]:
+    """Seed advice from ``pilots`` 5-seed pilots (normal arms, SD 1, the treatment ``d`` SD higher; paired: seeds
+    sharing nothing, ρ = 0) through :func:`ablate.stats.recommend_seeds`, with the truth from statsmodels' power.
+
+    Returns
+    -------
+    dict of arrays
+        ``n``: the advised N (0 for "> cap"); ``kind``: 0 = a number planned on the planning SD, 1 = a range answer
+        (the cap advised), 2 = "> cap"; ``true_power``: statsmodels' power of the advised N at the true SD (of the
+        cap for "> cap"); ``printed``: the power printed beside it (at the planning SD); ``correct``: a number whose
+        true power is >= 0.8, or "> cap" where the true N exceeds the cap.
+    """
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    from ablate.stats import recommend_seeds
+
+    rng = np.random.default_rng(seed)
+    t, c = rng.normal(d, 1.0, (pilots, 5)), rng.normal(0.0, 1.0, (pilots, 5))
+    sigma = math.sqrt(2.0) if paired else 1.0
+    n_adv, kind, es, printed = [], [], [], []
+    for ti, ci in zip(t, c, strict=True):
+        if paired:
+            sd, df = float(np.std(ti - ci, ddof=1)), 4
+        else:
+            sd, df = math.sqrt((np.var(ti, ddof=1) + np.var(ci, ddof=1)) / 2), 8
+        tgt = d * sigma if target == "margin" else abs(float(np.mean(ti) - np.mean(ci)))
+        a = recommend_seeds(5, sd, df, paired=paired, target=tgt, target_kind=target, cap=cap)
+        assert a is not None
+        n_adv.append(a.n_needed or 0)
+        kind.append(2 if a.n_needed is None else 1 if a.is_range else 0)
+        printed.append(math.nan if a.power is None else a.power)
+        es.append(tgt / sigma)
+    n, k, e = np.asarray(n_adv), np.asarray(kind), np.asarray(es)
+    pw = TTestPower() if paired else TTestIndPower()
+    kw = "nobs" if paired else "nobs1"
+    true_power = _sm_power(pw, kw, e, np.where(k == 2, cap, n))
+    beyond = _sm_power(pw, kw, e, np.full(e.shape, cap)) < 0.8
+    correct = np.where(k == 2, beyond, true_power >= 0.8)
+    return {"n": n, "kind": k, "true_power": true_power, "printed": np.asarray(printed), "correct": correct}
+
+
+def advice_table(pilots: int) -> None:
+    """Item 3: of all 5-seed pilots, the share getting a correct answer, and what the answers were."""
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    cap = 50
+    print(f"### Seed advice from 5-seed pilots ({pilots} pilots per row, MC SE {math.sqrt(0.2 * 0.8 / pilots):.3f} "
+          f"at 0.8; cap {cap}): correct = a number whose true power is >= 0.8, or \"> cap\" where the true N exceeds "
+          "the cap; answers: a number planned on the SD's 90% upper limit / a range (the cap advised) / \"> cap\"; "
+          "the power printed beside the advised N (at the planning SD) and its true power, means over the pilots "
+          "given a number\n")
+    print("| design | target | d (SD) | true N | correct | number / range / > cap | printed / true power |")
+    print("|---|---|---|---|---|---|---|")
+    for paired in (False, True):
+        pw = TTestPower() if paired else TTestIndPower()
+        for target in ("margin", "observed"):
+            for d in (0.5, 0.75, 1.0, 1.5):
+                r = pilot_answers(d, paired, target, pilots, seed=int(100 * d) + 7 * paired + (target == "margin"),
+                                  cap=cap)
+                named = r["kind"] < 2
+                shares = " / ".join(f"{np.mean(r['kind'] == k):.3f}" for k in (0, 1, 2))
+                powers = (f"{np.nanmean(r['printed'][named]):.2f} / {np.mean(r['true_power'][named]):.2f}"
+                          if named.any() else "–")
+                true_n = math.ceil(pw.solve_power(d, alpha=0.05, power=0.8)) if target == "margin" else "–"
+                print(f"| {'paired (ρ = 0)' if paired else 'unpaired'} | {target} | {d} | {true_n} | "
+                      f"{np.mean(r['correct']):.3f} | {shares} | {powers} |")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=20_000)
@@ -131,6 +212,8 @@ def main() -> None:
         ci_coverage(args.reps)
     if args.only in (None, "binary"):
         binary_table()
+    if args.only in (None, "advice"):
+        advice_table(args.pilots)
 
 
 if __name__ == "__main__":

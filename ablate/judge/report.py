@@ -272,7 +272,8 @@ def _seed_section(page: Page) -> list[str]:
         L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
     L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
-          "the pilots). ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
+          "the pilots); where that exceeds the cap and the point SD does not, the range is given and the cap advised. "
+          "ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     return L
 
 

@@ -123,7 +123,7 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
 
 def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     """An undecided treatment gets one number of seeds to add, planned on the SD's 90% upper confidence limit
-    (statsmodels' N for the observed |Δ| at that SD), the power it buys at the SD seen so far, and the command."""
+    (statsmodels' N for the observed |Δ| at that SD), the power it has at that planning SD, and the command."""
     import math
 
     from statsmodels.stats.power import TTestIndPower
@@ -137,13 +137,14 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     up = sd * math.sqrt(6 / stats.chi2.ppf(0.1, 6))
     need = math.ceil(TTestIndPower().solve_power(effect_size=abs(c["diff"]) / up, alpha=0.05, power=0.8))
     assert adv["sd_upper"] == pytest.approx(up, rel=1e-9) and adv["n_needed"] == need
-    power = TTestIndPower().power(abs(c["diff"]) / sd, need, 0.05)
+    power = TTestIndPower().power(abs(c["diff"]) / up, need, 0.05)  # at the planning SD (issue 37, item 3)
     assert adv["power"] == pytest.approx(power, abs=1e-9)
     md = (root / "verdict.md").read_text()
     assert "): **inconclusive**, the data cannot tell yet." in md
     assert f"Next: `ablate -m variable=lr seeds={need}` ({need} seeds per arm, a new sweep dir;" in md
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
-    assert f"needs {need} seeds per arm (+{need - 4};" in seeds and f"it buys power {power:.2f}" in seeds
+    assert f"needs {need} seeds per arm (+{need - 4};" in seeds
+    assert f"at the planning SD it has power {power:.2f}" in seeds
 
 
 def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
