@@ -23,6 +23,7 @@ from ablate.judge.bottom_line import (
     bottom_line,
     control_value,
     direction,
+    firm_seeds,
     raw_interval,
     raw_sign,
     signed,
@@ -254,15 +255,16 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
     if c.get("seed_advice_sequential"):
         msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
-        lim = int(c.get("firm_from") or (adv or {}).get("cap") or 20) if c.get("binary") else \
-            int(c.get("firm_from") or 20)
+        lim = firm_seeds(c)
         need = (adv or {}).get("n_needed")
         target = "the margin δ" if (adv or {}).get("target_kind") == "margin" else "the effect seen so far"
         power = f"{need} seeds per arm give 80% power for {target}" if need is not None else \
             f"80% power for {target} needs more seeds than the cap"
+        rule = ("ablate's rule calls this verdict firm" if not c.get("binary") else
+                "Fisher's exact test would reject at these success rates" if c.get("firm_from") else
+                "the cap (Fisher's exact test would not reject within it at these success rates)")
         msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
-               f"ablate's rule calls this verdict firm, {power}; the Next line runs the larger, "
-               f"{max(lim, int(need or 0))}.")
+               f"{rule}, {power}; the Next line runs the larger, {max(lim, int(need or 0))}.")
     return msg
 
 

@@ -9,11 +9,16 @@ Exact rates by enumerating every pair of success counts (binomial weights from s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import stats
 
+from ablate.judge.verdict import write_verdict
+from ablate.record.sweepdir import SweepDir
 from ablate.stats import adjust_comparisons, binary, compare
+from tests.helpers import make_sweep
 
 
 def _rates(n: int, p: float) -> tuple[float, float]:
@@ -99,3 +104,23 @@ def test_paired_binary_is_exact_and_firm() -> None:
     r = compare([1] * 10, [0] * 8 + [1] * 2, paired=True)
     assert r.verdict == "better" and r.firm is True and r.pvalue_exact == r.pvalue
     assert r.pvalue == pytest.approx(stats.binomtest(8, 8, 0.5).pvalue)
+
+
+def test_verdict_of_an_indicative_binary_says_fisher_and_runs_its_seeds(tmp_path: Path) -> None:
+    """A sweep dir whose metric is 0/1 (3 of 5 successes against 0 of 5): verdict.md's bottom line is an indicative
+    better with an indicative CI, the Seed recommendation names Fisher's test and its 8 seeds per arm (not the
+    t-test's 20-seed rule), and the Next line runs the larger of those and the advised seeds."""
+    root = make_sweep(tmp_path / "sw", {"control": [0, 0, 0, 0, 0], "lr=0.1": [1, 1, 1, 0, 0]}, metric="success",
+                      options={"pairing": "unpaired"})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    (c,) = v["comparisons"]
+    assert (c["verdict"], c["firm"], c["firm_from"], c["ci_indicative"]) == ("better", False, 8, True)
+    assert c["pvalue_exact"] == pytest.approx(stats.fisher_exact([[3, 0], [2, 5]]).pvalue)
+    md = (root / "verdict.md").read_text()
+    assert "(indicative 95% CI " in md and "**better (indicative)**" in md
+    seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
+    assert "Not yet firm: the score test rejects but Fisher's exact test does not (p = 0.17" in seeds
+    assert "8 seeds per arm is where Fisher's exact test would reject at these success rates" in seeds
+    assert "no test of the mean" not in seeds  # the continuous metrics' reason is not given for a 0/1 metric
+    need = c["seed_advice"]["n_needed"] or 0
+    assert f"Next: `ablate -m variable=lr seeds={max(8, need)}`" in md
