@@ -123,4 +123,4 @@ def test_verdict_of_an_indicative_binary_says_fisher_and_runs_its_seeds(tmp_path
     assert "8 seeds per arm is where Fisher's exact test would reject at these success rates" in seeds
     assert "no test of the mean" not in seeds  # the continuous metrics' reason is not given for a 0/1 metric
     need = c["seed_advice"]["n_needed"] or 0
-    assert f"Next: `ablate -m variable=lr seeds={max(8, need)}`" in md
+    assert f"Next: `ablate extend {root} seeds={max(8, need)}`" in md

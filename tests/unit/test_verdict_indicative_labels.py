@@ -57,7 +57,7 @@ def test_verdict_repr_words_and_firm(sweep: tuple[Path, dict]) -> None:
     assert lines[1].startswith("  lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +") and \
         lines[1].endswith(": better, firm.")
     assert lines[2].endswith(": better (indicative), not yet firm (a lead to confirm).")
-    assert lines[3].startswith("  Next: ablate -m variable=lr seeds=") and lines[3].endswith(").)")
+    assert lines[3].startswith(f"  Next: ablate extend {root} seeds=") and lines[3].endswith(").)")  # issue 39
     assert [f"  {x}" for x in v.bottom_line()] == [*lines[1:-1], lines[-1].removesuffix(")")] and lines[1:-1] == [
         f"  {t['sentence']}" for t in v["bottom_line"]["treatments"]]
     assert [c["verdict"] for c in v["comparisons"]] == ["better", "better"]  # the plain words stay in the dict
