@@ -74,13 +74,17 @@ def test_a_treatment_in_the_metrics_own_sign(minimized: dict) -> None:
     ci = stats.ttest_ind(C, T, equal_var=False).confidence_interval(0.95)
     t = treatment_line(c, minimized)
     assert (t.delta, t.ci) == (pytest.approx(sum(C) / 5 - sum(T) / 5), (pytest.approx(ci.low), pytest.approx(ci.high)))
-    assert t.sentence() == (f"**lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_loss by -0.0192 (95% CI "
+    assert t.sentence() == (f"**lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_loss by -0.0192 (indicative 95% CI "
                             f"{ci.low:+.4f} to {ci.high:+.4f}): **better (indicative)**, not yet firm (a lead to "
                             "confirm).")
     assert len(t.sentence(markdown=False).split()) <= 30
     bl = bottom_line(minimized)
     assert bl.direction == "lower is better" and bl.next.seeds == 20
     assert bl.lines(markdown=False)[-1] == bl.next.line(markdown=False) == (
+        f"Next: ablate extend {minimized['extend_dir']} seeds=20 (20 seeds per arm: runs only the 15 new ones, in "
+        "this sweep dir, and a two-stage combination test keeps α; Seed recommendation says why).")
+    without = bottom_line({k: v for k, v in minimized.items() if k != "extend_dir"})  # `ablate audit`: no sweep dir
+    assert without.next.line(markdown=False) == (
         "Next: ablate -m variable=lr seeds=20 (20 seeds per arm, a new sweep dir; Seed recommendation says why; this "
         "plan did not record its command line: add the run's other overrides).")
 
