@@ -153,7 +153,7 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
     goal = plan.get("goal", "maximize")
     sign = 1.0 if goal == "maximize" else -1.0
     bases = list(tuning["base_arms"])
-    label = {a["base"]: a["base_label"] for a in plan["arms"] if a.get("base")}
+    label = {b: b for b in bases}  # the arm's own name (``control``, ``hidden=32``), as results.csv's rows say it
     arms_out = []
     curves: dict[str, Any] = {}
     for base in bases:

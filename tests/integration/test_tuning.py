@@ -34,8 +34,8 @@ import random
 
 def accuracy(arch, lr, seed, kind):
     """The fixture's accuracy: the architecture's peak, minus 0.2 per squared decade from its best lr, plus noise."""
-    peak = {"a": 0.90, "b": 0.95 if kind == "true" else 0.90}[arch]
-    best = {"a": 0.03, "b": 0.03 if kind == "true" else 0.1}[arch]
+    peak = {"a": 0.90, "b": 0.95 if kind == "truewin" else 0.90}[arch]
+    best = {"a": 0.03, "b": 0.03 if kind == "truewin" else 0.1}[arch]
     noise = random.Random(f"{kind}-{arch}-{lr}-{seed}").gauss(0.0, 0.002)
     return peak - 0.2 * math.log10(lr / best) ** 2 + noise
 
@@ -51,8 +51,8 @@ def accuracy(arch: str, lr: float, seed: int, kind: str) -> float:
     """The task's own formula, recomputed here."""
     import random
 
-    peak = {"a": 0.90, "b": 0.95 if kind == "true" else 0.90}[arch]
-    best = {"a": 0.03, "b": 0.03 if kind == "true" else 0.1}[arch]
+    peak = {"a": 0.90, "b": 0.95 if kind == "truewin" else 0.90}[arch]
+    best = {"a": 0.03, "b": 0.03 if kind == "truewin" else 0.1}[arch]
     noise = random.Random(f"{kind}-{arch}-{lr}-{seed}").gauss(0.0, 0.002)
     return peak - 0.2 * math.log10(lr / best) ** 2 + noise
 
@@ -62,7 +62,7 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     dest = tmp_path_factory.mktemp("tuning") / "proj"
     shutil.copytree(project_template, dest, symlinks=True)
     (dest / "tuned.py").write_text(TASK)
-    for kind in ("spurious", "true"):
+    for kind in ("spurious", "truewin"):
         (dest / "conf" / "task" / f"{kind}.yaml").write_text(yaml.safe_dump(
             {"fn": "tuned:train", "metric": "val_acc", "goal": "maximize", "arch": "a", "lr": 0.1, "kind": kind},
             sort_keys=False))
@@ -97,7 +97,7 @@ def tuned(proj: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def true_win(proj: Path) -> Path:
-    return sweep_of(proj, "task=true", "launcher=local", *TUNE)
+    return sweep_of(proj, "task=truewin", "launcher=local", *TUNE)
 
 
 def comparison(sd: Path) -> dict:
@@ -180,7 +180,7 @@ def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
 
 def test_edge_of_the_range_is_flagged(proj: Path, tmp_path: Path) -> None:
     # a grid that stops below the control's best lr: its choice is the grid's largest value
-    sd = sweep_of(proj, "task=true", "launcher=inline", "tune.key=task.lr", "tune.values=[0.001,0.01]",
+    sd = sweep_of(proj, "task=truewin", "launcher=inline", "tune.key=task.lr", "tune.values=[0.001,0.01]",
                   "tune.seeds=1", "seeds=3")
     md = (sd / "verdict.md").read_text()
     assert "Edge of the range" in md and "lr=0.01 is the largest value tried" in md
