@@ -17,6 +17,10 @@ import csv
 import json
 import math
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +33,9 @@ pytestmark = pytest.mark.slow
 
 TASK = '''
 import math
+import os
 import random
+import time
 
 
 def accuracy(arch, lr, seed, kind):
@@ -41,6 +47,10 @@ def accuracy(arch, lr, seed, kind):
 
 
 def train(cfg):
+    if cfg.task.log:  # the kill/resume test: which trials started, and time to kill the orchestrator mid-run
+        with open(cfg.task.log, "a") as fh:
+            fh.write(f"{cfg.task.arch} {cfg.task.lr} {cfg.seed} {os.getpid()}\\n")
+        time.sleep(cfg.task.slow_s)
     return {"val_acc": accuracy(cfg.task.arch, cfg.task.lr, cfg.seed, cfg.task.kind)}
 '''
 GRID = "[0.01,0.03,0.1,0.3]"
@@ -64,7 +74,8 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (dest / "tuned.py").write_text(TASK)
     for kind in ("spurious", "truewin"):
         (dest / "conf" / "task" / f"{kind}.yaml").write_text(yaml.safe_dump(
-            {"fn": "tuned:train", "metric": "val_acc", "goal": "maximize", "arch": "a", "lr": 0.1, "kind": kind},
+            {"fn": "tuned:train", "metric": "val_acc", "goal": "maximize", "arch": "a", "lr": 0.1, "kind": kind,
+             "log": None, "slow_s": 0.0},
             sort_keys=False))
     (dest / "conf" / "variable" / "arch.yaml").write_text(yaml.safe_dump({"key": "task.arch", "values": ["b"]}))
     commit_all(dest, "a task whose best lr depends on the architecture")
@@ -204,3 +215,45 @@ def test_refusals_are_one_line(proj: Path, args: tuple[str, ...], where: str, wh
     assert res.returncode == 2
     assert f"`{where}`" in res.stderr and what in res.stderr and "Traceback" not in res.stderr
     assert set(proj.glob("outputs/ablate/*/*")) == before  # nothing created
+
+
+def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: Path) -> None:
+    log = tmp_path / "starts.log"
+    exe = str(Path(sys.executable).with_name("ablate"))
+    before_dirs = set(proj.glob("outputs/ablate/*/*"))
+    proc = subprocess.Popen(
+        [exe, "-m", "variable=arch", "task=spurious", "seeds=3", "launcher=local", "launcher.max_parallel=2",
+         "tune.key=task.lr", "tune.values=[0.03,0.1]", "tune.seeds=1", f"task.log={log}", "task.slow_s=1.0"],
+        cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, sd = time.time() + 180, None
+    while time.time() < deadline:  # wait until the choice is recorded and an evaluation trial is mid-run
+        for d in set(proj.glob("outputs/ablate/*/*")) - before_dirs:
+            running = [m for m in d.glob("trials/*/seed=[0-2]/manifest.json")
+                       if not (m.parent / "result.json").exists()]
+            if (d / "tuning.json").exists() and running:
+                sd = d
+        if sd is not None or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert sd is not None, proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    time.sleep(0.5)  # PR_SET_PDEATHSIG delivers SIGKILL to the running trials
+    chosen = (sd / "tuning.json").read_text()
+    tuned_before = {p.parent: p.read_text() for p in sd.glob("trials/*/seed=3/result.json")}
+    assert len(tuned_before) == 4  # every tuning trial ended before the choice
+    status = ablate_in(proj, "status", str(sd))
+    assert "interrupted" in status.stdout, status.stdout
+    res = ablate_cli(proj, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    assert (sd / "tuning.json").read_text() == chosen  # the recorded choice is kept
+    for t, text in tuned_before.items():  # tuning trials are never re-run
+        assert (t / "result.json").read_text() == text
+    starts = [line.split() for line in log.read_text().splitlines()]
+    assert sum(s[2] == "3" for s in starts) == 4  # each tuning trial started once
+    rows = list(csv.DictReader((sd / "results.csv").read_text().splitlines()))
+    assert len(rows) == 4 + 2 * 3 and all(r["status"] == "ok" for r in rows), rows
+    ev = {(r["arm"], r["seed"]) for r in rows if r["role"] == "evaluation"}
+    assert ev == {(a, str(s)) for a in ("control+lr=0.03", "arch=b+lr=0.1") for s in range(3)}
+    v = json.loads((sd / "verdict.json").read_text())
+    assert [a["n"] for a in v["arms"]] == [3, 3]
