@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.plan.app_config import APP_NODE, app_params
 from ablate.record.names import format_value, safe_name
 
 #: ``log_uniform(a, b)``: a distribution over (a, b), log-uniform (scipy.stats.loguniform).
@@ -112,7 +113,8 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
     eval_seeds : sequence of int
         The ablation's seeds, which become the evaluation seeds; the tuning seeds follow them (``max + 1`` on).
     control : mapping
-        The control arm's config (a plain container): every tuned key must be one of its keys.
+        The control arm's config (a plain container): every tuned key must be one of its keys (an ``app`` task's
+        own keys are named as its variable's are, ``model.lr`` for ``task.params.model.lr``).
     variable_keys : sequence of str
         The keys the arms change (a tuned key may not be one: it would be tuned away).
 
@@ -146,8 +148,11 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
                           fix="e.g. `tune: {params: {task.optim.lr: [0.01, 0.1], task.optim.momentum: [0.5, 0.9]}}`")
     space: dict[str, dict[str, list[Any]]] = {}
     flat = _flat_keys(control)
+    app = app_params(control) is not None
     for k, v in params.items():
         k = str(k)
+        if app and k not in flat and f"{APP_NODE}.{k}" in flat:  # an app's own key (`model.lr`), as a variable's
+            k = f"{APP_NODE}.{k}"
         if k not in flat:
             near = [f for f in flat if f.rsplit(".", 1)[-1] == k.rsplit(".", 1)[-1]]
             raise ConfigError(f"{k!r} is not a key of the control config, so no trial could set it", where="tune",
