@@ -95,6 +95,28 @@ def edges(tuning: Mapping[str, Any], setting: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def close_settings(s: Mapping[str, Any], goal: str) -> list[int] | None:
+    """The other settings within the tuning noise of the chosen one: a mean less than 2 standard errors of a
+    difference (2·√2·s/√n, s the pooled SD within settings over n tuning seeds) from the chosen mean; None when the
+    noise cannot be estimated (one tuning seed per setting).
+
+    Two identical arms can choose settings this far apart, and a verdict then measures the choice, not the arm
+    (benchmarks/results/tuning_aa.md: the A/A rate exceeds alpha on such shallow surfaces).
+    """
+    if s["index"] is None:
+        return []
+    clean = [i for i, m in enumerate(s["means"]) if m is not None]
+    n = len(s["values"][s["index"]])
+    if n < 2:
+        return None
+    ss = sum(sum((v - s["means"][i]) ** 2 for v in s["values"][i]) for i in clean)
+    sd = math.sqrt(ss / (len(clean) * (n - 1)))
+    sign = 1.0 if goal == "maximize" else -1.0
+    best = s["means"][s["index"]]
+    bar = 2 * math.sqrt(2) * sd / math.sqrt(n)
+    return [i for i in clean if i != s["index"] and sign * (best - s["means"][i]) < bar]
+
+
 def evaluation_view(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
                     chosen: Mapping[str, str] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The plan and rows the ordinary verdict judges: each arm at its chosen setting, on the evaluation seeds.
@@ -168,6 +190,8 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
             "setting": s["setting"], "setting_label": setting_label(s["setting"]) if s["setting"] else None,
             "means": s["means"], "values": s["values"], "why": s["why"],
             "edge": edges(tuning, s["setting"]) if s["setting"] else [],
+            "close": None if (close := close_settings(s, goal)) is None else [
+                setting_label(tuning["settings"][i]) for i in close],
             "recorded": recorded, "recorded_differs": bool(recorded and s["arm"] and recorded != s["arm"]),
             "expected_max": None if curve is None else {"budgets": curve.budgets, "mean": curve.mean,
                                                          "low": curve.low, "high": curve.high}})
@@ -229,7 +253,16 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
             L.append(f"- **Choice changed**: {a['label']}'s evaluation trials ran {a['recorded']}, chosen when its "
                      f"tuning ended; the tuning records now choose {a['chosen_arm']} (a record re-run or edited "
                      "since).")
-    if any(a["edge"] or a["recorded_differs"] for a in t["arms"]):
+        if a.get("close"):
+            L.append(f"- **Choice within noise**: for {a['label']}, {', '.join(a['close'])} lie within the tuning "
+                     f"noise of {a['setting_label']} (less than 2 standard errors of a difference below it), so "
+                     "identical arms could choose settings this far apart and a better/worse verdict may reflect the "
+                     "choice, not the arm; more tuning seeds (`tune.seeds`) make the choice clear.")
+        elif a.get("close") is None and a["index"] is not None:
+            L.append(f"- {a['label']}: one tuning seed per setting, so how clear its choice is cannot be said "
+                     "(`tune.seeds=2` or more says it).")
+    if any(a["edge"] or a["recorded_differs"] or a.get("close") or (a.get("close") is None and a["index"] is not None)
+           for a in t["arms"]):
         L.append("")
     L += [f"Expected best {metric} when tuning with a budget of n settings (Dodge et al. 2019: the expected best "
           "of n settings drawn from those tried, ±1 s.d.):", "",
