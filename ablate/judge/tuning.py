@@ -258,11 +258,11 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
                      f"noise of {a['setting_label']} (less than 2 standard errors of a difference below it), so "
                      "identical arms could choose settings this far apart and a better/worse verdict may reflect the "
                      "choice, not the arm; more tuning seeds (`tune.seeds`) make the choice clear.")
-        elif a.get("close") is None and a["index"] is not None:
+        elif "close" in a and a["close"] is None and a["index"] is not None:
             L.append(f"- {a['label']}: one tuning seed per setting, so how clear its choice is cannot be said "
                      "(`tune.seeds=2` or more says it).")
-    if any(a["edge"] or a["recorded_differs"] or a.get("close") or (a.get("close") is None and a["index"] is not None)
-           for a in t["arms"]):
+    if any(a["edge"] or a["recorded_differs"] or a.get("close") or ("close" in a and a["close"] is None
+                                                                 and a["index"] is not None) for a in t["arms"]):
         L.append("")
     L += [f"Expected best {metric} when tuning with a budget of n settings (Dodge et al. 2019: the expected best "
           "of n settings drawn from those tried, ±1 s.d.):", "",
