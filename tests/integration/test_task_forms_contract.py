@@ -429,3 +429,20 @@ def test_tuned_ablation(projects: Callable[[str], Project], form: str) -> None:
     assert [a["arm"] for a in verdict["arms"]] == ["control+y=0.5", "x=3.0+y=0.5"]
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
     assert [a["setting"] for a in verdict["tuning"]["arms"]] == [{full: 0.5}, {full: 0.5}]
+
+
+def test_tuned_suite_inline(projects: Callable[[str], Project]) -> None:
+    """A suite (a key and a group variable) tuned, fn task, inline: one shared control, each arm at its own choice,
+    each treatment proved to differ in its own variable (and the tuned key) only."""
+    sd = projects("fn").sweep("variable=vx,vopt", "launcher=inline", "tune.key=task.y", "tune.values=[0.0,0.5]",
+                              "tune.seeds=1")
+    chosen = json.loads((sd / "tuning.json").read_text())["chosen"]
+    assert chosen == {"control": "control+y=0.5", "x=3.0": "x=3.0+y=0.5", "opt=b": "opt=b+y=0.5"}
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert [c["arm"] for c in verdict["comparisons"]] == ["x=3.0+y=0.5", "opt=b+y=0.5"]
+    assert [c["variable"] for c in verdict["comparisons"]] == ["vx", "vopt"]
+    assert verdict["confounds"]["findings"] == [] and not verdict["invalid"], verdict["invalid_reasons"]
+    for arm in chosen.values():
+        for seed in SEEDS["fn"]:
+            got = json.loads((sd / "trials" / arm / f"seed={seed}" / "run" / "seen.json").read_text())
+            assert got["y"] == 0.5
