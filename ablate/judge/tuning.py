@@ -282,5 +282,8 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
         L.append(f"- {n['label']}: the naive best-vs-best difference of tuning means is {signed(n.get('naive_diff'))} "
                  f"(**biased**: each side is the best of {k} noisy means, and chosen on the same seeds), against "
                  f"{signed(n.get('diff'))} on the evaluation seeds ({n.get('verdict') or 'not judged yet'}){lead}.")
-    L.append("")
+    a_n, s_n, n_eval = len(t["arms"]), len(t["seeds"]), len(t["eval_seeds"])
+    L += ["", f"Cost: {a_n * k * s_n} tuning trials ({a_n} arms x {k} settings x {s_n} seeds) and {a_n * n_eval} "
+          f"evaluation trials. The seed advice above counts evaluation seeds per arm: running this design again with "
+          f"N evaluation seeds costs {a_n * k * s_n} + {a_n} x N trials, the tuning included.", ""]
     return L

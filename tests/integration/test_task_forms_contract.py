@@ -405,14 +405,15 @@ def test_a_single_run_writes_into_its_own_dir_never_the_live_project(projects: C
     assert run(["git", "status", "--porcelain"], p.root).stdout == status
 
 
-@pytest.mark.parametrize("form", FORMS)
-def test_tuned_ablation(projects: Callable[[str], Project], form: str) -> None:
-    """Tuning (issue 40) on every form, local warm trials: each arm runs every setting of ``y`` on the tuning seeds,
-    then its chosen setting on the evaluation seeds; every trial received its arm's ``x`` and its setting's ``y``."""
+@pytest.mark.parametrize(("form", "warm"), [("fn", "true"), ("fn", "false"), ("command", "true"), ("app", "true")])
+def test_tuned_ablation(projects: Callable[[str], Project], form: str, warm: str) -> None:
+    """Tuning (issue 40) on every form, local warm (and, for fn, fresh) trials: each arm runs every setting of ``y`` on
+    the tuning seeds, then its chosen setting on the evaluation seeds; every trial received its arm's ``x`` and its
+    setting's ``y``."""
     p = projects(form)
     key = WHERE[form][0] + "y"
     full = "task.params.y" if form == "app" else key  # an app's own key, as the plan names it
-    sd = p.sweep("variable=vx", "launcher=local", "launcher.warm=true", f"tune.key={key}", "tune.values=[0.0,0.5]",
+    sd = p.sweep("variable=vx", "launcher=local", f"launcher.warm={warm}", f"tune.key={key}", "tune.values=[0.0,0.5]",
                  "tune.seeds=1")
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     assert plan["tuning"]["eval_seeds"] == SEEDS[form] and plan["seeds"] == [SEEDS[form][-1] + 1]

@@ -174,6 +174,7 @@ def test_verdict_md_tuning_section(tuned: Path) -> None:
     assert "## Tuning" in md
     assert "| control | lr=0.03 |" in md and "| arch=b | lr=0.1 |" in md
     assert "**biased**" in md and "Dodge et al. 2019" in md
+    assert "Cost: 16 tuning trials (2 arms x 4 settings x 2 seeds) and 10 evaluation trials" in md
     assert "Edge of the range" not in md
 
 
@@ -257,3 +258,11 @@ def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: 
     assert ev == {(a, str(s)) for a in ("control+lr=0.03", "arch=b+lr=0.1") for s in range(3)}
     v = json.loads((sd / "verdict.json").read_text())
     assert [a["n"] for a in v["arms"]] == [3, 3]
+
+
+def test_repro_reruns_an_evaluation_trial(tuned: Path, proj: Path) -> None:
+    res = ablate_cli(proj, "repro", str(tuned), "--trial", "arch=b+lr=0.1/seed=2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    a = json.loads((tuned / "trials" / "arch=b+lr=0.1" / "seed=2" / "result.json").read_text())
+    b = json.loads((tuned / "repro" / "arch=b+lr=0.1" / "seed=2" / "1" / "result.json").read_text())
+    assert a["metrics"]["val_acc"] == b["metrics"]["val_acc"] == pytest.approx(accuracy("b", 0.1, 2, "spurious"))
