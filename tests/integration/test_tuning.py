@@ -266,3 +266,20 @@ def test_repro_reruns_an_evaluation_trial(tuned: Path, proj: Path) -> None:
     a = json.loads((tuned / "trials" / "arch=b+lr=0.1" / "seed=2" / "result.json").read_text())
     b = json.loads((tuned / "repro" / "arch=b+lr=0.1" / "seed=2" / "1" / "result.json").read_text())
     assert a["metrics"]["val_acc"] == b["metrics"]["val_acc"] == pytest.approx(accuracy("b", 0.1, 2, "spurious"))
+
+
+def test_verdict_and_status_on_a_tuned_sweep_dir(tuned: Path, proj: Path) -> None:
+    before = json.loads((tuned / "verdict.json").read_text())
+    res = ablate_in(proj, "verdict", str(tuned), "--alpha", "0.1", "--no-plots")
+    assert res.returncode == 0, res.stderr
+    v = json.loads((tuned / "verdict.json").read_text())
+    assert v["alpha"] == 0.1 and v["tuning"]["arms"] == before["tuning"]["arms"]
+    assert [a["arm"] for a in v["arms"]] == ["control+lr=0.03", "arch=b+lr=0.1"]
+    status = ablate_in(proj, "status", str(tuned))
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in status.stdout.splitlines() if "+lr=" in line}
+    assert len(rows) == 8, status.stdout  # every tuned arm, its done count: 2 tuning (+ 5 evaluation if chosen)
+    done = {arm: int(cells[2]) for arm, cells in rows.items()}
+    assert done == {a: 2 + SEEDS * (a in ("control+lr=0.03", "arch=b+lr=0.1")) for a in done}
+    assert all(cells[0] == "0" for cells in rows.values())  # nothing pending
+    ablate_in(proj, "verdict", str(tuned), "--reset", "--no-plots")
