@@ -283,3 +283,13 @@ def test_verdict_and_status_on_a_tuned_sweep_dir(tuned: Path, proj: Path) -> Non
     assert done == {a: 2 + SEEDS * (a in ("control+lr=0.03", "arch=b+lr=0.1")) for a in done}
     assert all(cells[0] == "0" for cells in rows.values())  # nothing pending
     ablate_in(proj, "verdict", str(tuned), "--reset", "--no-plots")
+
+
+def test_trackers_get_every_trial_with_its_role(tuned: Path) -> None:
+    from ablate.trackers.base import read_ablation
+
+    rec = read_ablation(SweepDir(tuned))
+    roles = [t.tags["ablate.tuning"] for t in rec.trials]
+    assert roles.count("tuning") == 16 and roles.count("evaluation") == 2 * SEEDS
+    assert {t.arm for t in rec.trials if t.tags["ablate.tuning"] == "evaluation"} == {"control+lr=0.03",
+                                                                                    "arch=b+lr=0.1"}
