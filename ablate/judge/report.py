@@ -208,7 +208,7 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
         how = LABELS.get(c["multiplicity"], c["multiplicity"]).split(" (")[0]
         p = f"p_adj {_p_is(c.get('pvalue_adjusted'))} ({how} over {m} treatments)"
     if c.get("guard_factor", 1) > 1:
-        p += f" (of p × {c['guard_factor']:g}: skew guard)"
+        p += f" (from p × {c['guard_factor']:g}: the skew guard, Flags)"
     paired = " pairs" if c.get("paired") else " seeds per arm"
     firm = "" if t.verdict not in ("better", "worse") else ", firm" if t.firm is not False else ", not yet firm"
     word = t.verdict + (f" ({t.size})" if t.size else "")
