@@ -293,3 +293,13 @@ def test_trackers_get_every_trial_with_its_role(tuned: Path) -> None:
     assert roles.count("tuning") == 16 and roles.count("evaluation") == 2 * SEEDS
     assert {t.arm for t in rec.trials if t.tags["ablate.tuning"] == "evaluation"} == {"control+lr=0.03",
                                                                                     "arch=b+lr=0.1"}
+
+
+def test_dry_run_of_a_seeded_random_search(proj: Path) -> None:
+    args = ("-m", "variable=arch", "task=spurious", "seeds=3", "dry_run=true", "tune.key=task.lr",
+            "tune.values='log_uniform(0.001,0.1)'", "tune.budget=4", "tune.seeds=1", "tune.sampler_seed=7")
+    res = ablate_in(proj, *args)
+    assert res.returncode == 0, res.stderr
+    assert "random search: 4 settings drawn by a sampler seeded with 7" in res.stdout
+    assert "trials: 14 = 8 tuning (2 arms x 4 settings x 1 seeds) + 6 evaluation" in res.stdout
+    assert ablate_in(proj, *args).stdout == res.stdout  # the same draws every time
