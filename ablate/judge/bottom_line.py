@@ -337,6 +337,11 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
         n = max(t.seeds_next for t in need if t.seeds_next is not None)
         unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
                                                 "overrides"
+        if v.get("extend_dir") and n > n_now + 1:  # `ablate extend`: only the new seeds, judged in two stages
+            where = shlex.quote(str(v["extend_dir"]))
+            return NextStep(f"ablate extend {where} seeds={n}", f"{n} seeds per arm: runs only the {n - n_now} new "
+                            "ones, in this sweep dir, and a two-stage combination test keeps α; Seed recommendation "
+                            "says why", n)
         return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
     stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.unchanged]
     same = [t.arm for t in lines if t.unchanged]

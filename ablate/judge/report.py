@@ -133,6 +133,8 @@ def _heading(page: Page) -> list[str]:
         L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
               f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
               f"{pre or '–'} (`ablate verdict DIR --reset` brings it back).", ""]
+    if (v.get("extension") or {}).get("line"):  # `ablate extend`: the design the verdicts use, in one line
+        L += [f"> **Extended**: {v['extension']['line']}", ""]
     if v.get("dirty"):
         L += ["> **Dirty**: the trials ran uncommitted changes to tracked files (the diff is in `dirty.patch`).", ""]
     return L
