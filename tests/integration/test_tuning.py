@@ -303,3 +303,11 @@ def test_dry_run_of_a_seeded_random_search(proj: Path) -> None:
     assert "random search: 4 settings drawn by a sampler seeded with 7" in res.stdout
     assert "trials: 14 = 8 tuning (2 arms x 4 settings x 1 seeds) + 6 evaluation" in res.stdout
     assert ablate_in(proj, *args).stdout == res.stdout  # the same draws every time
+
+
+def test_extend_refuses_a_tuned_ablation(tuned: Path, proj: Path) -> None:
+    plan = (tuned / "ablation.yaml").read_text()
+    res = ablate_in(proj, "extend", str(tuned), "seeds=10")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "this ablation is tuned" in res.stderr and "Traceback" not in res.stderr
+    assert (tuned / "ablation.yaml").read_text() == plan  # nothing recorded
