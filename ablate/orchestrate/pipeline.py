@@ -129,8 +129,9 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
         return record
     control_task = plan.control.config.get("task") or {}
     arms = expand(record["arms"], tune)
-    for arm in arms:
-        arm["resolved"] = _resolve_at_plan(resolve, trial_hydra, arm["config"], control_task)
+    with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
+        for arm in arms:
+            arm["resolved"] = resolve(arm["config"])
     return {**record, "seeds": list(tune.seeds), "arms": arms,
             "tuning": tune.record(plan.seeds, [a.name for a in plan.arms])}
 
