@@ -36,6 +36,7 @@ from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
 from ablate.judge.terms import terms_section
+from ablate.judge.tuning import markdown as tuning_markdown
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
 from ablate.stats.compare import ci_name, firm_shortfall, level_text
@@ -605,7 +606,13 @@ def _curves(page: Page) -> list[str]:
 
 #: verdict.md's sections, in order: each a function of the :class:`Page` returning its lines. A new section is one
 #: function and one entry here (Terms is built last, from the text of these).
+def _tuning(page: Page) -> list[str]:
+    """A tuned ablation: each arm's chosen setting, edge warnings, expected-best curves, the naive comparison."""
+    t = page.v.get("tuning")
+    return tuning_markdown(t, str(page.v["metric"]), page.dec) if t else []
+
+
 SECTIONS: tuple[Callable[[Page], list[str]], ...] = (
     _heading, _bottom_line, _paper, _seed_section, _suite_table_against, _setup, _arms_table, _comparisons_table,
-    _curves, _flags, _failures, _plots, _provenance, _confounds, _raw,
+    _tuning, _curves, _flags, _failures, _plots, _provenance, _confounds, _raw,
 )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
-from ablate.judge import prereg, trial_resolved
+from ablate.judge import prereg, trial_resolved, tuning
 from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.curves import curves_verdict
@@ -517,7 +517,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     write_atomic(sd.verdict_md, render_markdown(verdict))
 
     write_summary(sd)  # summary.json: the main numbers, numbers only, for `dvc metrics show`
-    reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
+    # --against reads another sweep dir, a tuned one reads its evaluation trials beside the plan's: never reused
+    reusable = digest is not None and not opts.against and not plan.get("tuning")
     record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest()) if reusable else None)
     if plots and not plots_later:
         verdict = draw_plots(sd, verdict)
@@ -654,7 +655,14 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     """The verdict (statistics, confounds, pins, drift, table) from one read of the trial records; with
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
+    tuned = plan if plan.get("tuning") else None
+    if tuned is not None:  # a tuned ablation: judge each arm at its chosen setting, on the evaluation seeds
+        all_rows, chosen = rows, (sd.read_tuning() or {}).get("chosen")
+        plan, rows = tuning.evaluation_view(tuned, all_rows, chosen)
     verdict = analyse(plan, rows, opts)
+    if tuned is not None:
+        verdict["tuning"] = tuning.section(tuned, all_rows, tuning.select(tuned, all_rows), chosen,
+                                           verdict["comparisons"])
     if (curves := curves_verdict(sd, plan, verdict)) is not None:  # curve.enabled: the curves object
         verdict["curves"] = curves
     planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran

@@ -107,6 +107,12 @@ def check_extension(sd: SweepDir, plan: Mapping[str, Any], k: int) -> str | None
         raise ConfigError("this ablation is sequential (sequential=group): its looks and the α each spends were fixed "
                           "before any trial, so seeds added after them would spend α a second time", where="seeds",
                           fix="start a new ablation with a later last look (`looks=[...]` ending at the N you want)")
+    if plan.get("tuning"):  # issue 40: `seeds` are the tuning seeds there, and each arm's choice was made on them
+        raise ConfigError("this ablation is tuned (`tune`): each arm's setting was chosen on its tuning seeds and "
+                          "judged on evaluation seeds fixed before any trial; the two-stage test of an extension is "
+                          "not built for that design yet", where="seeds",
+                          fix="start a new tuned ablation with more evaluation seeds (the Next line of verdict.md "
+                          "gives the command; its Tuning section says what it costs)")
     if isinstance(ext, Mapping):
         to = len(ext.get("stage1_seeds") or []) + len(ext.get("stage2_seeds") or [])
         if k == to and without_result(sd, dict(plan))[1]:

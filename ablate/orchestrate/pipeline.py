@@ -21,6 +21,7 @@ from ablate.errors import AblationFailed, ConfigError, PinError
 from ablate.judge.confounds import MODE_KEY, hash_config_files
 from ablate.orchestrate.options import Options, parse_options
 from ablate.orchestrate.progress import Progress
+from ablate.orchestrate.tuning import tuning_rounds
 from ablate.pin import ignored
 from ablate.pin import pins as pins_mod
 from ablate.plan.app_config import APP_NODE, app_params
@@ -28,6 +29,8 @@ from ablate.plan.arms import Plan, describe, make_plan, parse_variable, resolve
 from ablate.plan.hydra_semantics import per_trial_keys, trial_hydra
 from ablate.plan.suite import SuitePlan, describe_suite, suite_record
 from ablate.plan.trial_resolved import plan_dependent
+from ablate.plan.tuning import Tune, expand, parse_tune
+from ablate.plan.tuning import describe as describe_tuning
 from ablate.record.results import misplaced_records, misplaced_warning, trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
@@ -116,9 +119,25 @@ def script_seeds(cfg: Mapping[str, Any], seeds: list[int]) -> list[int]:
 
 
 def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
-                command: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                command: Mapping[str, Any] | None = None, tune: Tune | None = None) -> dict[str, Any]:
     """The content of ``ablation.yaml``; ``command`` is the command line it was planned from
-    (:func:`ablate.plan.overrides.command_record`), to run it again."""
+    (:func:`ablate.plan.overrides.command_record`), to run it again. With ``tune``, every arm at every setting
+    is an arm of the record (:func:`ablate.plan.tuning.expand`), ``seeds`` are the tuning seeds and ``tuning``
+    holds the settings and the evaluation seeds (the ablation's ``seeds``)."""
+    record = _plan_record(plan, opts, pins, cwd=cwd, command=command)
+    if tune is None:
+        return record
+    control_task = plan.control.config.get("task") or {}
+    arms = expand(record["arms"], tune)
+    with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
+        for arm in arms:
+            arm["resolved"] = resolve(arm["config"])
+    return {**record, "seeds": list(tune.seeds), "arms": arms,
+            "tuning": tune.record(plan.seeds, [a.name for a in plan.arms])}
+
+
+def _plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
+                 command: Mapping[str, Any] | None = None) -> dict[str, Any]:
     control_task = plan.control.config.get("task") or {}
     with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
         resolved = [resolve(a.config) for a in plan.arms]
@@ -230,6 +249,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                                      compose=compose, choices=choices, cwd=cwd)
     launcher = get_launcher(opts.launcher)
     data_paths = _data_paths(plan)
+    tune = _tune(cfg, plan, opts)
     if opts.dry_run:
         # Cheap checks only, each shown: the task's function (parsed, not imported), the data paths
         # (present; DVC hashes them when the run starts, so no DVC repo is opened here), the commit.
@@ -240,7 +260,9 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         code = pins_mod.pin_code(cwd, allow_dirty=True)
         _refuse_untracked_task(plan, cwd, code)
         out(_describe(plan))
-
+        if tune is not None:  # what is tuned, and the trial count: tuning + evaluation
+            for line in describe_tuning(tune.record(plan.seeds, [a.name for a in plan.arms]), len(plan.arms)):
+                out(line)
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
             out(line)
         out(f"  launcher: {launcher.describe()}")
@@ -291,12 +313,32 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
     env = pins_mod.capture_environment()
     pins = {"code": code, "data": data, "environment": env,
             "config_files": hash_config_files([*(config_dirs or []), *_app_config_dirs(plan, cwd)])}
-    record = plan_record(plan, opts, pins, cwd=cwd, command=command)
+    record = plan_record(plan, opts, pins, cwd=cwd, command=command, tune=tune)
     write_atomic(sd.plan_file, dump_yaml(record), durable=True)
     sd.finish_creation()
     _log(f"ablate: sweep dir {sd.root}")
     _log(_describe(plan))
     return sd
+
+
+def _tune(cfg: Mapping[str, Any], plan: Plan, opts: Options) -> Tune | None:
+    """The ``tune:`` declaration, validated against the plan (:func:`ablate.plan.tuning.parse_tune`); designs it
+    does not combine with are refused.
+
+    Raises
+    ------
+    ConfigError
+        An invalid declaration, or one combined with ``sequential=group`` or the transfer check.
+    """
+    changed = sorted({k for a in plan.arms for k in a.changes}) or [plan.variable.key]
+    tune = parse_tune(cfg.get("tune"), plan.seeds, plan.control.config, changed)
+    if tune is None:
+        return None
+    if opts.sequential == "group":
+        raise ConfigError("cannot run in looks (sequential=group) while tuning: a look would judge arms whose "
+                          "choice of setting is not made yet", where="tune",
+                          fix="drop `sequential=group` (or `tune`), then run again")
+    return tune
 
 
 def _describe(plan: Plan) -> str:
@@ -654,6 +696,8 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
     stopped at an earlier look are left out of later rounds; a generator that decides each next round
     from the results of the previous one)."""
     opts = plan.get("options", {})
+    if plan.get("tuning"):  # the tuning trials, then each arm's evaluation at its chosen setting
+        return tuning_rounds(sd, plan)
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]
 

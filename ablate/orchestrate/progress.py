@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from ablate.record.errorline import failure_line
-from ablate.record.results import trial_state
+from ablate.record.results import evaluation_rows, trial_state
 from ablate.record.sweepdir import SweepDir
 from ablate.trials.launchers.base import TrialRef
 
@@ -33,15 +33,17 @@ class Progress:
     """
 
     def __init__(self, sd: SweepDir, plan: dict[str, Any], enabled: bool = True) -> None:
-        self.arms = [a["name"] for a in plan["arms"]]
-        self.total = {a: len(plan["seeds"]) for a in self.arms}
+        trials = [(a["name"], s) for a in plan["arms"] for s in plan["seeds"]]
+        if plan.get("tuning"):  # a tuned ablation's evaluation trials (under the arm's own name before its choice)
+            trials += [(str(r["arm"]), int(r["seed"])) for r in evaluation_rows(sd, plan)]
+        self.arms = list(dict.fromkeys(a for a, _ in trials))
+        self.total = dict(Counter(a for a, _ in trials))
         #: latest outcome of each finished trial, "ok" or "failed" (a retried trial moves between them)
         self.outcome: dict[tuple[str, int], str] = {}
-        for a in self.arms:
-            for s in plan["seeds"]:
-                status, _ = trial_state(sd, a, s)
-                if status not in ("pending", "running"):
-                    self.outcome[(a, s)] = "ok" if status == "ok" else "failed"
+        for a, s in trials:
+            status, _ = trial_state(sd, a, s)
+            if status not in ("pending", "running"):
+                self.outcome[(a, s)] = "ok" if status == "ok" else "failed"
         self.running: dict[str, int] = dict.fromkeys(self.arms, 0)
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()

@@ -395,6 +395,7 @@ def select_trial(sd: SweepDir, plan: Mapping[str, Any], spec: str | None) -> tup
     """
     arms = [a["name"] for a in plan["arms"]]
     seeds = [int(s) for s in plan["seeds"]]
+    seeds += [int(s) for s in (plan.get("tuning") or {}).get("eval_seeds") or []]  # a tuned ablation's evaluation
     empty = nothing_finished(sd, plan)
     if empty:  # nothing to re-run yet, whatever the trial asked for
         raise SweepDirError(f"{empty} in {sd.root}, so there is no trial to re-run", where="ablate repro",

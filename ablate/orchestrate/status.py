@@ -7,7 +7,13 @@ from typing import Any
 
 from ablate.errors import SchedulerError
 from ablate.record.errorline import failure_line, log_end
-from ablate.record.results import misplaced_records, misplaced_warning, nothing_finished, trial_state
+from ablate.record.results import (
+    evaluation_rows,
+    misplaced_records,
+    misplaced_warning,
+    nothing_finished,
+    trial_state,
+)
 from ablate.record.sweepdir import PLOTS_LOG, SweepDir
 from ablate.trials.launchers import JobState, get_launcher, launcher_class
 from ablate.trials.launchers.local import tail
@@ -46,9 +52,10 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
     if notes is not None and (misplaced := misplaced_records(sd, plan)):
         notes.append(misplaced_warning(sd, misplaced))
     rows, failures = [], []
-    for arm in plan["arms"]:
+    for name, seeds in _trials_by_arm(sd, plan):
+        arm = {"name": name}
         c: Counter[str] = Counter()
-        for seed in plan["seeds"]:
+        for seed in seeds:
             status, rec = trial_state(sd, arm["name"], seed)
             job = jobs.get((arm["name"], seed)) if rec is None else None
             error = (rec or {}).get("error") or ""
@@ -71,6 +78,18 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
         rows.append({"arm": arm["name"], "pending": c["pending"], "running": c["running"], "done": c["done"],
                      "failed": c["failed"], "interrupted": c["interrupted"]})
     return rows, failures
+
+
+def _trials_by_arm(sd: SweepDir, plan: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    """Each arm's seeds: every seed of the plan; a tuned ablation's chosen arms add their evaluation seeds, and an
+    arm whose choice is not made yet is listed under its own name with its evaluation trials pending."""
+    arms = [(a["name"], list(plan["seeds"])) for a in plan["arms"]]
+    if not plan.get("tuning"):
+        return arms
+    extra: dict[str, list[int]] = {}
+    for r in evaluation_rows(sd, plan):
+        extra.setdefault(str(r["arm"]), []).append(int(r["seed"]))
+    return [(n, s + extra.pop(n, [])) for n, s in arms] + list(extra.items())
 
 
 def _has_jobs(sd: SweepDir) -> bool:

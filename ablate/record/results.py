@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 BASE_COLUMNS = ["arm", "value", "seed", "status", "attempt", "duration_s", "error"]
 #: Columns of results.csv (and of :func:`load`'s frame) that are not metrics: a declared metric may not be
 #: named so (refused at plan time); a returned extra one so named becomes ``metric:<name>`` (never overwrites).
-RESERVED_COLUMNS = (*BASE_COLUMNS, "variable")
+RESERVED_COLUMNS = (*BASE_COLUMNS, "variable", "role", "setting")
 
 
 def metric_column(name: str) -> str:
@@ -97,10 +97,11 @@ def misplaced_warning(sd: SweepDir, lines: list[str]) -> str:
 def without_result(sd: SweepDir, plan: dict[str, Any] | None = None) -> tuple[int, int]:
     """(trials with a result.json, trials without one: pending, running or interrupted) of the plan."""
     plan = plan if plan is not None else sd.plan()
-    total = len(plan["arms"]) * len(plan["seeds"])
-    done = sum(os.path.exists(sd.trial_file(a["name"], seed, "result.json"))
-               for a in plan["arms"] for seed in plan["seeds"])
-    return done, total - done
+    trials = [(a["name"], seed) for a in plan["arms"] for seed in plan["seeds"]]
+    if plan.get("tuning"):  # a tuned ablation's evaluation trials too
+        trials += [(r["arm"], r["seed"]) for r in evaluation_rows(sd, plan)]
+    done = sum(os.path.exists(sd.trial_file(arm, seed, "result.json")) for arm, seed in trials)
+    return done, len(trials) - done
 
 
 def nothing_finished(sd: SweepDir, plan: dict[str, Any] | None = None) -> str | None:
@@ -120,22 +121,50 @@ def collect(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDiges
     bytes (:class:`ablate.record.verdict_key.TrialDigest`: the verdict's reuse key).
     """
     plan = plan if plan is not None else sd.plan()
+    tuned = bool(plan.get("tuning"))
     rows: list[dict[str, Any]] = []
     for arm in plan["arms"]:
         for seed in plan["seeds"]:
-            status, rec = trial_state(sd, arm["name"], seed, digest)
-            row: dict[str, Any] = {"arm": arm["name"], "value": arm.get("value"), "seed": seed,
-                                   "status": status}
-            if plan.get("suite"):  # a suite: which variable the arm ablates (None for the control)
-                row["variable"] = arm.get("variable")
-            if rec is not None:
-                row["attempt"] = rec.get("attempt", 1)
-                row["duration_s"] = rec.get("duration_s")
-                row["error"] = rec.get("error")
-                for k, v in (rec.get("metrics") or {}).items():
-                    row[metric_column(k)] = to_number(v)
-            rows.append(row)
+            rows.append(_row(sd, plan, arm, arm["name"], seed, digest, "tuning" if tuned else None))
+    if tuned:  # then each arm's evaluation trials: its chosen setting's arm at the evaluation seeds
+        rows += evaluation_rows(sd, plan, digest)
     return rows
+
+
+def evaluation_rows(sd: SweepDir, plan: Mapping[str, Any], digest: TrialDigest | None = None
+                    ) -> list[dict[str, Any]]:
+    """A tuned ablation's evaluation rows (role ``evaluation``): per arm of the ablation, its chosen setting's
+    arm (``tuning.json``) at each evaluation seed; before the choice is made, one pending row per arm and seed
+    under the arm's own name (no trial of it has run)."""
+    tuning = plan["tuning"]
+    chosen = (sd.read_tuning() or {}).get("chosen") or {}
+    by_name = {a["name"]: a for a in plan["arms"]}
+    rows = []
+    for base in tuning.get("base_arms") or []:
+        name = chosen.get(base, base)
+        arm = by_name.get(name) or next((a for a in plan["arms"] if a.get("base") == base), {"name": base})
+        for seed in tuning.get("eval_seeds") or []:
+            rows.append(_row(sd, plan, arm, name, int(seed), digest, "evaluation"))
+    return rows
+
+
+def _row(sd: SweepDir, plan: Mapping[str, Any], arm: Mapping[str, Any], name: str, seed: int,
+         digest: TrialDigest | None, role: str | None) -> dict[str, Any]:
+    status, rec = trial_state(sd, name, seed, digest)
+    row: dict[str, Any] = {"arm": name, "value": arm.get("value"), "seed": seed, "status": status}
+    if plan.get("suite"):  # a suite: which variable the arm ablates (None for the control)
+        row["variable"] = arm.get("variable")
+    if role is not None:  # a tuned ablation: the trial's role, and the setting it ran (None: not chosen yet)
+        row["role"] = role
+        row["setting"] = ", ".join(f"{k.rsplit('.', 1)[-1]}={format_value(v)}"
+                                   for k, v in (arm.get("setting") or {}).items()) or None
+    if rec is not None:
+        row["attempt"] = rec.get("attempt", 1)
+        row["duration_s"] = rec.get("duration_s")
+        row["error"] = rec.get("error")
+        for k, v in (rec.get("metrics") or {}).items():
+            row[metric_column(k)] = to_number(v)
+    return row
 
 
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -153,9 +182,12 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _base_columns(rows: list[dict[str, Any]]) -> list[str]:
     """``BASE_COLUMNS``, with ``variable`` after ``arm`` for a suite's rows."""
+    out = list(BASE_COLUMNS)
     if any("variable" in r for r in rows):
-        return [BASE_COLUMNS[0], "variable", *BASE_COLUMNS[1:]]
-    return list(BASE_COLUMNS)
+        out.insert(1, "variable")
+    if any("role" in r for r in rows):  # a tuned ablation: each trial's role and setting, after the arm
+        out[1:1] = ["role", "setting"]
+    return out
 
 
 def write_results(sd: SweepDir, plan: dict[str, Any] | None = None, digest: TrialDigest | None = None

@@ -60,6 +60,8 @@ PER_SEED_FILE = "per_seed.csv"
 SUMMARY_FILE = "summary.json"
 VERDICT_JSON = "verdict.json"
 VERDICT_MD = "verdict.md"
+#: A tuned ablation's choice of setting per arm.
+TUNING_FILE = "tuning.json"
 #: The verdict options ``ablate verdict DIR --...`` last used, kept for the next recomputation.
 VERDICT_OPTIONS = "verdict_options.json"
 #: Plots written beside verdict.md: per-seed values per arm, and paired differences.
@@ -626,6 +628,35 @@ class SweepDir:
     @property
     def verdict_md(self) -> Path:
         return self.root / VERDICT_MD
+
+    @property
+    def tuning_file(self) -> Path:
+        """A tuned ablation's choice of each arm's setting (written once its tuning trials finished, before any
+        evaluation trial runs: :mod:`ablate.orchestrate.tuning`)."""
+        return self.root / TUNING_FILE
+
+    def read_tuning(self) -> dict[str, Any] | None:
+        """The recorded choice (``tuning.json``), or None before one was made.
+
+        Raises
+        ------
+        SweepDirError
+            When the file is not a JSON object of arm -> chosen arm.
+        """
+        try:
+            rec = read_json(self.tuning_file)
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError:
+            rec = None
+        chosen = rec.get("chosen") if isinstance(rec, dict) else None
+        if not isinstance(chosen, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in chosen.items()):
+            raise SweepDirError("is not the record ablate wrote (a JSON object with `chosen`: arm -> tuned arm)",
+                                where=str(self.tuning_file),
+                                fix="delete it and run `ablate resume DIR`: the choice is made again from the "
+                                "tuning trials")
+        return rec
 
     def plot(self, name: str) -> Path:
         """Path of the verdict plot ``name`` (a key of :data:`PLOT_FILES`)."""

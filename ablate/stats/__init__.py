@@ -54,6 +54,7 @@ from ablate.stats.sequential import (
     spending,
 )
 from ablate.stats.summary import ArmSummary, summarize
+from ablate.stats.tuning import ExpectedMax, expected_max
 
 __all__ = [
     "INSUFFICIENT_REASONS",
@@ -64,6 +65,7 @@ __all__ = [
     "Boundaries",
     "Comparison",
     "CurveBand",
+    "ExpectedMax",
     "FailureFinding",
     "Flag",
     "Pairing",
@@ -87,6 +89,7 @@ __all__ = [
     "decide_batch",
     "decision_rule",
     "dunnett_pvalues",
+    "expected_max",
     "failure_finding",
     "fmt_p",
     "group_sequential_batch",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ablate.record.results import to_number
+from ablate.record.results import evaluation_rows, to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
 from ablate.trackers.limits import flat_params
 
@@ -195,24 +195,30 @@ def read_ablation(sd: SweepDir | str | Path) -> AblationRecord:
     verdict = read_json(verdict_path) if verdict_path.is_file() else {}
     labels = {a["name"]: str(a.get("label", a["name"])) for a in plan["arms"]}
     trials: list[TrialRecord] = []
-    for arm in plan["arms"]:
-        for seed in plan["seeds"]:
-            rec = sd.read_result(arm["name"], seed)
-            if rec is None:
-                continue
-            tp = sd.trial(arm["name"], seed)
-            config = load_yaml(tp.config) if tp.config.is_file() else {}
-            status = str(rec.get("status", "failed"))
-            attempt = int(rec.get("attempt", 1))
-            trials.append(TrialRecord(
-                arm=arm["name"], label=labels[arm["name"]], seed=int(seed), attempt=attempt, status=status,
-                metrics={str(k): to_number(v) for k, v in (rec.get("metrics") or {}).items()},
-                config=dict(config or {}), duration_s=rec.get("duration_s"), started_at=rec.get("started_at"),
-                finished_at=rec.get("finished_at"), error=rec.get("error"),
-                tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
-                      "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status,
-                      **({"ablate.arm_variable": str(arm["variable"])} if arm.get("variable") else {})},
-            ))
+    tuned = bool(plan.get("tuning"))
+    planned = [(arm, int(seed), "tuning" if tuned else None) for arm in plan["arms"] for seed in plan["seeds"]]
+    if tuned:  # a tuned ablation's evaluation trials: each arm's chosen setting at the evaluation seeds
+        by_name = {a["name"]: a for a in plan["arms"]}
+        planned += [(by_name[r["arm"]], int(r["seed"]), "evaluation") for r in evaluation_rows(sd, plan)
+                    if r["arm"] in by_name]
+    for arm, seed, role in planned:
+        rec = sd.read_result(arm["name"], seed)
+        if rec is None:
+            continue
+        tp = sd.trial(arm["name"], seed)
+        config = load_yaml(tp.config) if tp.config.is_file() else {}
+        status = str(rec.get("status", "failed"))
+        attempt = int(rec.get("attempt", 1))
+        trials.append(TrialRecord(
+            arm=arm["name"], label=labels[arm["name"]], seed=int(seed), attempt=attempt, status=status,
+            metrics={str(k): to_number(v) for k, v in (rec.get("metrics") or {}).items()},
+            config=dict(config or {}), duration_s=rec.get("duration_s"), started_at=rec.get("started_at"),
+            finished_at=rec.get("finished_at"), error=rec.get("error"),
+            tags={**tags, "ablate.role": "trial", "ablate.arm": arm["name"], "ablate.value": labels[arm["name"]],
+                  "ablate.seed": str(seed), "ablate.attempt": str(attempt), "ablate.status": status,
+                  **({"ablate.arm_variable": str(arm["variable"])} if arm.get("variable") else {}),
+                  **({"ablate.tuning": role} if role else {})},
+        ))
     names = ["verdict.md", "verdict.json", "summary.json", "results.csv", "per_seed.csv", "ablation.yaml",
              "ablation_table.tex", "ablation_table.csv"]
     artifacts = [sd.root / n for n in names if (sd.root / n).is_file()] + sorted(sd.root.glob("*.png"))

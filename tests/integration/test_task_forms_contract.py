@@ -425,3 +425,47 @@ def test_a_single_run_writes_into_its_own_dir_never_the_live_project(projects: C
     assert (out / "work" / "cwd.txt").read_text() == "2"  # its relative write, in its own dir
     assert not (p.root / "cwd.txt").exists()
     assert run(["git", "status", "--porcelain"], p.root).stdout == status
+
+
+@pytest.mark.parametrize(("form", "warm"), [("fn", "true"), ("fn", "false"), ("command", "true"), ("app", "true")])
+def test_tuned_ablation(projects: Callable[[str], Project], form: str, warm: str) -> None:
+    """Tuning (issue 40) on every form, local warm (and, for fn, fresh) trials: each arm runs every setting of ``y`` on
+    the tuning seeds, then its chosen setting on the evaluation seeds; every trial received its arm's ``x`` and its
+    setting's ``y``."""
+    p = projects(form)
+    key = WHERE[form][0] + "y"
+    full = "task.params.y" if form == "app" else key  # an app's own key, as the plan names it
+    sd = p.sweep("variable=vx", "launcher=local", f"launcher.warm={warm}", f"tune.key={key}", "tune.values=[0.0,0.5]",
+                 "tune.seeds=1")
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    assert plan["tuning"]["eval_seeds"] == SEEDS[form] and plan["seeds"] == [SEEDS[form][-1] + 1]
+    chosen = json.loads((sd / "tuning.json").read_text())["chosen"]
+    assert chosen == {"control": "control+y=0.5", "x=3.0": "x=3.0+y=0.5"}  # score grows with y
+    trials = [(a, plan["seeds"][0], a.get("setting")) for a in plan["arms"]]
+    trials += [(a, s, a["setting"]) for a in plan["arms"] if a["name"] in chosen.values() for s in SEEDS[form]]
+    for arm, seed, setting in trials:
+        t = sd / "trials" / arm["name"] / f"seed={seed}"
+        assert json.loads((t / "result.json").read_text())["status"] == "ok"
+        got = json.loads((t / "run" / "seen.json").read_text())
+        assert got["y"] == setting[full] and got["x"] == (3.0 if arm["base"] == "x=3.0" else 1.0), (arm["name"], got)
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert [a["arm"] for a in verdict["arms"]] == ["control+y=0.5", "x=3.0+y=0.5"]
+    assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+    assert [a["setting"] for a in verdict["tuning"]["arms"]] == [{full: 0.5}, {full: 0.5}]
+
+
+def test_tuned_suite_inline(projects: Callable[[str], Project]) -> None:
+    """A suite (a key and a group variable) tuned, fn task, inline: one shared control, each arm at its own choice,
+    each treatment proved to differ in its own variable (and the tuned key) only."""
+    sd = projects("fn").sweep("variable=vx,vopt", "launcher=inline", "tune.key=task.y", "tune.values=[0.0,0.5]",
+                              "tune.seeds=1")
+    chosen = json.loads((sd / "tuning.json").read_text())["chosen"]
+    assert chosen == {"control": "control+y=0.5", "x=3.0": "x=3.0+y=0.5", "opt=b": "opt=b+y=0.5"}
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert [c["arm"] for c in verdict["comparisons"]] == ["x=3.0+y=0.5", "opt=b+y=0.5"]
+    assert [c["variable"] for c in verdict["comparisons"]] == ["vx", "vopt"]
+    assert verdict["confounds"]["findings"] == [] and not verdict["invalid"], verdict["invalid_reasons"]
+    for arm in chosen.values():
+        for seed in SEEDS["fn"]:
+            got = json.loads((sd / "trials" / arm / f"seed={seed}" / "run" / "seen.json").read_text())
+            assert got["y"] == 0.5

@@ -41,3 +41,14 @@ def test_single_ablation_uses_the_plans_variable() -> None:
 def test_a_treatment_naming_no_variable_of_the_suite_is_refused() -> None:
     with pytest.raises(ConfigError, match="names variable 'dropout', which is not one of the suite's"):
         arm_variable(suite(LR, CALLBACKS), {"name": "dropout=0.1", "value": 0.1, "variable": "dropout"})
+
+
+def test_a_tuned_arm_adds_its_setting_and_its_control_only_the_setting() -> None:
+    # issue 40: `control+momentum=0.5` is the control at a setting; `lr=0.01+momentum=0.5` the treatment at it
+    setting = {"task.params.model.optimizer.momentum": 0.5}
+    control = {"name": "control+momentum=0.5", "base": "control", "value": 0.05, "setting": setting}
+    treat = {"name": "lr=0.01+momentum=0.5", "base": "lr=0.01", "value": 0.01, "setting": setting}
+    plan = {"variable": LR}
+    assert arm_override(arm_variable(plan, control), control) == ["model.optimizer.momentum=0.5"]
+    assert arm_override(arm_variable(plan, treat), treat) == ["model.optimizer.lr=0.01",
+                                                              "model.optimizer.momentum=0.5"]

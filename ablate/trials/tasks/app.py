@@ -530,20 +530,23 @@ def arm_variable(plan: Mapping[str, Any], arm: Mapping[str, Any]) -> Mapping[str
 
 
 def arm_override(variable: Mapping[str, Any], arm: Mapping[str, Any]) -> list[str]:
-    """The override that makes an arm of the app: none for control, ``key=value`` or ``group=option``.
+    """The override that makes an arm of the app: none for control, ``key=value`` or ``group=option``; then, for an
+    arm of a tuned ablation, ``key=value`` for each tuned key of its setting.
 
     ``variable`` is the arm's own (:func:`arm_variable`). A string value is passed as written in the
     plan, interpolations included (``${hydra:runtime.output_dir}/alt``): the app resolves it in the trial,
     against its own config, exactly as the plan resolved it to prove the arm's changes.
     """
-    if not variable or arm.get("name") == "control":
-        return []
+    tuned = [format_override(k, v) for k, v in ((to_app_key(str(k)), v) for k, v in (arm.get("setting") or {}).items())
+             if k]  # a tuned ablation's setting (:mod:`ablate.plan.tuning`): the app's own keys
+    if not variable or arm.get("base", arm.get("name")) == "control":
+        return tuned
     key = str(variable.get("key", ""))
     if variable.get("is_group"):
         app_group = to_app_key(key.replace("/", "."))
-        return [f"{app_group.replace('.', '/')}={arm.get('value')}"] if app_group else []
+        return [*([f"{app_group.replace('.', '/')}={arm.get('value')}"] if app_group else []), *tuned]
     app_key = to_app_key(key)
-    return [format_override(app_key, arm.get("value"), interpolate=True)] if app_key else []
+    return [*([format_override(app_key, arm.get("value"), interpolate=True)] if app_key else []), *tuned]
 
 
 def build_argv(task: Mapping[str, Any], arm_overrides: Sequence[str], *, seed: int, run_dir: Path) -> list[str]:
