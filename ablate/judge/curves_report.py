@@ -49,6 +49,7 @@ def curves_section(v: Mapping[str, Any]) -> list[str]:
          f"`{metric}` against `{x}` ({cv['goal']}): treatment − control at every grid point, with a band that holds "
          f"**simultaneously** over every grid point and the summaries of a treatment (level 1 − α/m: α = "
          f"{cv['alpha']:g} over the m treatments). Method: {cv['method']}.", "",
+         *_asked_lines(cv),
          f"| treatment | where (simultaneous band) | {SUMMARY_NAMES['auc']} Δ [CI] | "
          + (f"time to {thr:g} Δ [CI] | " if thr is not None else "")
          + "final value Δ [CI] | points an uncorrected t-test marks | Bonferroni marks |",
@@ -75,6 +76,30 @@ def curves_section(v: Mapping[str, Any]) -> list[str]:
         shown = "; ".join(f"{k}: {e}" for k, e in list(errs.items())[:5])
         L += [f"Trials without a curve ({len(errs)}): {shown}" + (" ..." if len(errs) > 5 else ""), ""]
     return L
+
+
+def _asked_lines(cv: Mapping[str, Any]) -> list[str]:
+    """Where the curves came from, when any came from elsewhere than the trials' curve.json: asked for after the
+    run (``ablate verdict DIR --curve``), each trial's series read again from what it left."""
+    if cv.get("asked") == "by the audit":  # runs ablate did not launch (ablate audit): sources are the sides
+        got = cv.get("sources") or {}
+        return [f"The runs' own logged series against the step (runs with one: A {got.get('A', 0)}, B "
+                f"{got.get('B', 0)}), compared post hoc as a curve verdict compares an ablation's trials; the "
+                "treatment is side B, the control side A.", ""]
+    src = {k: n for k, n in (cv.get("sources") or {}).items() if k != "curve.json"}
+    if cv.get("asked") != "after the run" and not src:
+        return []
+    read = ", ".join(f"{n} from {_SOURCE_NAMES.get(k, k)}" for k, n in (cv.get("sources") or {}).items())
+    return [("Curves asked for after the run (`ablate verdict --curve`), not by the ablation: a post-hoc "
+             "description beside the final verdict. " if cv.get("asked") == "after the run" else "")
+            + f"Each trial's series as it recorded it: {read or 'none'}.", ""]
+
+
+#: How verdict.md names where a trial's curve was read from.
+_SOURCE_NAMES = {"curve.json": "curve.json", "log_step": "ablate.log_step (steps.jsonl)", "csv": "a CSV log",
+                 "tensorboard": "TensorBoard events", "json": "a JSON/JSONL log",
+                 "stdout": "printed lines (stdout.log)", "stderr": "printed lines (stderr.log)",
+                 "file": "the metrics file"}
 
 
 def _comparison_lines(c: Mapping[str, Any], v: Mapping[str, Any], x: str) -> list[str]:

@@ -493,21 +493,24 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if not write:
         verdict = _assemble(sd, plan, opts, rows, plots=False, write=False)
+        verdict.pop("_curve_inputs", None)
         verdict["non_default_options"] = non_default_options(opts, given, saved)
         return verdict
+    plots = (overrides or {}).get("plots", True) is not False
+    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)  # refuses before any file is written
+    curve_inputs = verdict.pop("_curve_inputs", None)
     if reset and saved_file.exists() and not given:
         saved_file.unlink()
     if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
-    plots = (overrides or {}).get("plots", True) is not False
-    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
 
     write_summary(sd)  # summary.json: the main numbers, numbers only, for `dvc metrics show`
     reusable = digest is not None and not opts.against  # --against reads another sweep dir: never reused
-    record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest()) if reusable else None)
+    record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest(), curve_inputs, sd)
+           if reusable else None)
     if plots and not plots_later:
         verdict = draw_plots(sd, verdict)
     return verdict
@@ -644,7 +647,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     verdict = analyse(plan, rows, opts)
-    if (curves := curves_verdict(sd, plan, verdict)) is not None:  # curve.enabled: the curves object
+    if (curves := curves_verdict(sd, plan, verdict, opts.curve)) is not None:  # curve.enabled or --curve
+        verdict["_curve_inputs"] = curves.pop("_inputs")  # for the reuse key (write_verdict), never written
         verdict["curves"] = curves
     planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
     changed = prereg.changes(planned, opts)
