@@ -329,7 +329,8 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any],
     original, repro : mapping
         The two runs' ``manifest.json`` contents; the fields compared are those of the confound
         check (:func:`ablate.judge.confounds.manifest_fields`). An app's config is what the app saw
-        (recorded from its own process).
+        (recorded from its own process). As there, an imported distribution counts only where both runs
+        imported it (a warm fork also holds what its parent imported for ablate's own use).
     dirs : (str, str), optional
         The original trial's dir and the re-run's: a value that differs only by naming its own run's
         dir (``${hydra:runtime.output_dir}``, the working dir) is a path-only difference.
@@ -342,6 +343,9 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any],
     a, b = manifest_fields(original), manifest_fields(repro)
     out, paths = [], []
     for k in sorted(set(a) | set(b)):
+        if k.startswith("environment:imported.") and (a.get(k) is None or b.get(k) is None):
+            continue  # a distribution only one run imported says nothing (a warm fork inherits its parent's), as in
+            # the confound check; only a version both runs imported and that differs is a difference
         if a.get(k) != b.get(k):
             kind, key = k.split(":", 1)
             line = f"{kind} `{key}`: {_short(a.get(k))} (original) -> {_short(b.get(k))} (re-run)"

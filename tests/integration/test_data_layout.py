@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -39,5 +40,7 @@ def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(p
     dvc_md5 = yaml.safe_load((project / "data.dvc").read_text())["outs"][0]["md5"]
     pinned = plan["pins"]["data"]["data/digits.npz"]
     assert pinned["recorded_in"] == "data.dvc" and pinned["output"] == "data"
-    assert pinned["hash"] == f"md5:{dvc_md5}"   # the hash data.dvc records for the ignored dir
+    assert pinned["output_hash"] == f"md5:{dvc_md5}"   # the hash data.dvc records for the ignored dir ...
+    file_md5 = hashlib.md5((project / "data" / "digits.npz").read_bytes(), usedforsecurity=False).hexdigest()
+    assert pinned["hash"] == f"md5:{file_md5}"   # ... and the file inside it, by its own md5 (what md5sum gives)
     assert len(list((project / "outputs" / "layout").glob("trials/*/seed=*/result.json"))) == 9

@@ -40,6 +40,7 @@ ON_RUNS = ("audit",)
 NOT_RUN = {
     "ablate -m variable=lr seeds=10 task=my_task": "the reader's own task (conf/task/my_task.yaml)",
     "ablate repro DIR [--trial ARM/SEED] [--strong]": "a synopsis; `ablate repro DIR --trial control/1` runs",
+    "ablate -m variable=warmup seeds=10 curve.enabled=true": "the reader's own variable (the example has no warmup)",
 }
 #: Exit codes other than 0 that a command must give here, and the message that must explain it.
 EXPECTED_FAIL = {

@@ -153,8 +153,6 @@ def train(cfg):
     if cfg.task.change:
         torch.set_default_dtype(torch.float64)
         torch.set_grad_enabled(False)
-        torch.use_deterministic_algorithms(True)
-        torch.backends.cudnn.benchmark = True
         np.seterr(divide="raise")
         np.set_printoptions(precision=2)
         os.environ["LEAKED_BY_TRIAL"] = "1"
@@ -165,17 +163,16 @@ def train(cfg):
 
 
 def test_inline_trial_changes_to_process_globals_never_reach_later_trials(project: Path) -> None:
-    """A treatment trial under launcher=inline sets torch's default dtype, grad mode, deterministic flags,
-    numpy's error and print settings, an environment variable, the cwd and sys.path: every later trial
-    (control ones included) starts from the state before, and the trial that changed it is flagged."""
+    """A treatment trial under launcher=inline sets torch's default dtype, grad mode, numpy's error and print
+    settings, an environment variable, the cwd and sys.path: every later trial (control ones included) starts
+    from the state before, and the trial that changed it is flagged. (A task that flips torch's determinism flags
+    itself stops the ablation after its first trials: test_own_determinism_switch.py.)"""
     (project / "globals_task.py").write_text(GLOBALS_TASK)
     (project / "conf" / "task" / "globals.yaml").write_text("fn: globals_task:train\nmetric: val_acc\nchange: false\n")
     (project / "conf" / "variable" / "change.yaml").write_text("key: task.change\nvalues: [true]\n")
     commit_all(project, "a task that changes process globals")
     res = ablate_cli(project, "-m", "variable=change", "task=globals", "seeds=3", "launcher=inline", timeout=600)
-    # the treatment's own flip of the determinism flags is a confound of that arm (recorded after each trial)
-    assert res.returncode == 1 and "confound: determinism `flags_after.use_deterministic_algorithms`" in res.stderr, \
-        res.stderr
+    assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
     assert len(recs) == 6 and all(r["status"] == "ok" for r in recs), recs
@@ -189,8 +186,7 @@ def test_inline_trial_changes_to_process_globals_never_reach_later_trials(projec
             assert restored == [] or restored == ["os.environ (TORCHINDUCTOR_CACHE_DIR)"], r  # importing torch sets it
         else:
             text = "; ".join(restored)
-            for what in ("torch default dtype", "torch grad mode", "torch deterministic algorithms",
-                         "cudnn.benchmark", "numpy error settings", "numpy print options",
+            for what in ("torch default dtype", "torch grad mode", "numpy error settings", "numpy print options",
                          "os.environ (LEAKED_BY_TRIAL", "sys.path (added /nonexistent-leak)"):  # cwd: the trial's chdir
                 assert what in text, (what, restored)
             assert any("restored" in n for n in r.get("notes") or []), r

@@ -384,7 +384,7 @@ def test_a_write_into_the_shared_snapshot_stops_the_ablation_naming_it(projects:
     assert res.returncode == 2, res.stderr
     (line,) = [x for x in res.stderr.splitlines() if "shared code snapshot" in x and x.startswith("ablate: ")]
     assert f"wrote into the shared code snapshot, which every trial of the ablation reads: {written}" in line, line
-    assert "Fix: write under the working dir" in line, line
+    assert "Fix: write to a new path under the working dir" in line, line
     results = [json.loads(r.read_text()) for r in sd.glob("trials/*/seed=*/result.json")]
     failed = [r for r in results if r["status"] == "failed"]
     assert failed and all(str(written) in r["error"] for r in failed), results

@@ -50,6 +50,17 @@ def test_repro_lists_differences_of_each_runs_own_dir_apart() -> None:
     assert len(diffs) == 2 and paths == []  # another dir is a real difference, as is another value
 
 
+def test_repro_counts_an_imported_distribution_only_where_both_runs_imported_it() -> None:
+    # a warm fork holds what its parent imported for ablate's own use (xxhash); a fresh re-run may not have it
+    def manifest(imported: dict) -> dict:
+        return {"environment": {"imported": imported}}
+
+    orig = manifest({"numpy": "2.1.0", "xxhash": "3.5.0"})
+    assert manifest_differences(orig, manifest({"numpy": "2.1.0"})) == ([], [])
+    diffs, _ = manifest_differences(orig, manifest({"numpy": "2.2.0"}))
+    assert diffs == ["environment `imported.numpy`: 2.1.0 (original) -> 2.2.0 (re-run)"]
+
+
 def test_metrics_are_read_from_the_run_dir_then_the_files_the_app_wrote_into_its_working_dir(tmp_path: Path) -> None:
     from ablate.metrics import collect
 
