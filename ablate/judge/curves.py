@@ -1,13 +1,15 @@
 """The curve verdict: for each treatment, where along the x-axis it is better, worse or indistinguishable from
 the control, with the error rate held over every grid point (verdict.json ``curves``).
 
-Reads each finished trial's ``curve.json`` (:mod:`ablate.record.curves`), puts both arms' curves on one grid
+Reads each finished trial's ``curve.json`` (:mod:`ablate.record.curves`), or, for curves asked for after the run
+(``ablate verdict DIR --curve``), the series the trial left (:mod:`ablate.judge.curves_recorded`), puts both arms'
+curves on one grid
 (:func:`ablate.stats.align_curves`), and compares them with the max-|t| permutation band
 (:func:`ablate.stats.curve_band`), paired by seed when the final verdict's comparison is, at level ``alpha / m``
 for the m treatments of its family (Bonferroni over treatments, as the final verdict's CIs). The summaries
 (normalised area, time to ``curve.threshold``, final value) are columns of the same family. The final
-value's Δ is the final verdict's own (the trial's metric, per seed); its verdict word stays the final
-verdict's.
+value's Δ is the final verdict's own (the trial's metric, per seed; only for a curve of the verdict's metric); its
+verdict word stays the final verdict's. :func:`compare_each` serves ``ablate audit`` too (:mod:`ablate.audit.curves`).
 """
 
 from __future__ import annotations
