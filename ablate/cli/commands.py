@@ -1,5 +1,5 @@
-"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``repro``,
-``track``."""
+"""Subcommands that act on an existing sweep dir: ``status``, ``verdict``, ``resume``, ``collect``, ``extend``,
+``repro``, ``track``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
 def dispatch(name: str, argv: Sequence[str]) -> int:
     """Run subcommand ``name`` with its arguments; returns the exit code."""
     return {"status": cmd_status, "verdict": cmd_verdict, "resume": cmd_resume, "collect": cmd_resume,
-            "repro": cmd_repro, "track": cmd_track, "audit": cmd_audit}[name](list(argv), name)
+            "repro": cmd_repro, "track": cmd_track, "audit": cmd_audit, "extend": cmd_extend}[name](list(argv), name)
 
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
@@ -224,6 +224,22 @@ def cmd_resume(argv: list[str], name: str = "resume") -> int:
 
     sd = SweepDir.open(args.dir)
     execute(sd, resubmit=args.resubmit)
+    return 0
+
+
+def cmd_extend(argv: list[str], name: str = "extend") -> int:
+    """``ablate extend DIR seeds=K``: run seeds N+1..K of every arm into the same sweep dir, then the verdict of
+    the two stages combined (:mod:`ablate.orchestrate.extend`)."""
+    if argv in (["--help"], ["-h"]):
+        print(f"usage: ablate {name} DIR seeds=K\n\nAdd seeds to a finished ablation: runs seeds N+1..K of every arm "
+              "into DIR (same pins: code, data, environment), then judges it as a two-stage adaptive design (the "
+              "seeds at the look, then the new ones, combined by the inverse-normal test, which keeps α however K "
+              "was chosen). A kill is finished by `ablate resume DIR`.")
+        return 0
+    from ablate.orchestrate.extend import extend, parse_args
+
+    path, k = parse_args(argv)
+    extend(path, k)
     return 0
 
 

@@ -5,7 +5,7 @@
 - ``ablate --help``: usage, config groups and settings, without starting Hydra (fast); with
   overrides (``ablate --help task=x``) Hydra's own app help.
 - ``--cfg job`` / ``--hydra-help`` / ``--info`` / ``--shell-completion``: Hydra's own.
-- ``ablate status|verdict|resume|collect|repro|track DIR``: act on an existing sweep dir; dispatched
+- ``ablate status|verdict|resume|collect|extend|repro|track DIR``: act on an existing sweep dir; dispatched
   before Hydra parses the command line.
 - ``ablate audit SOURCE...``: judge runs ablate did not launch (:mod:`ablate.audit`).
 
@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from ablate.errors import AblateError, UserError
 
-SUBCOMMANDS = ("status", "verdict", "resume", "collect", "repro", "track", "audit")
+SUBCOMMANDS = ("status", "verdict", "resume", "collect", "extend", "repro", "track", "audit")
 
 
 def _fail(exc: AblateError) -> int:

@@ -132,6 +132,9 @@ class TreatmentLine:
     change : str or None
         What changed, when the caller words it (``ablate audit``: ``epochs 4 → 5``); default: ``key control →
         value``.
+    widened : bool
+        The CI is wider than the family's level because the skew guard fired (its level divided by the guard's
+        factor): the sentence says so beside the level, so a 99.5% CI is not read as a typo.
     """
 
     arm: str
@@ -153,6 +156,7 @@ class TreatmentLine:
     confounded: bool = False
     change: str | None = None
     unchanged: str = ""
+    widened: bool = False
 
     @property
     def word(self) -> str:
@@ -189,7 +193,8 @@ class TreatmentLine:
         ci = ""
         if self.ci is not None:
             lvl = f"{level_text(self.ci_level)} " if isinstance(self.ci_level, int | float) else ""
-            ci = f" ({lvl}CI {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)})"
+            wide = ", widened: skewed values, see Flags" if self.widened else ""
+            ci = f" ({lvl}CI {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)}{wide})"
         return f"{head} changed {self.metric} by {signed(self.delta, self.dec)}{ci}: {word}, {self.status()}."
 
 
@@ -302,7 +307,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
         size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=seeds_next(c),
         invalid=bool(v.get("invalid")), confounded=confounded, change=change,
-        unchanged=unchanged_short(c) if c.get("unchanged") else "")
+        unchanged=unchanged_short(c) if c.get("unchanged") else "",
+        widened=float(c.get("guard_factor") or 1) > 1 and verdict != "equivalent")
 
 
 def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
@@ -331,6 +337,11 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
         n = max(t.seeds_next for t in need if t.seeds_next is not None)
         unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
                                                 "overrides"
+        if v.get("extend_dir") and n > n_now + 1:  # `ablate extend`: only the new seeds, judged in two stages
+            where = shlex.quote(str(v["extend_dir"]))
+            return NextStep(f"ablate extend {where} seeds={n}", f"{n} seeds per arm: runs only the {n - n_now} new "
+                            "ones, in this sweep dir, and a two-stage combination test keeps α; Seed recommendation "
+                            "says why", n)
         return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
     stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.unchanged]
     same = [t.arm for t in lines if t.unchanged]

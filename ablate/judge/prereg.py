@@ -34,8 +34,12 @@ def preregistered(plan: Mapping[str, Any], planned: VerdictOptions) -> dict[str,
     dict
     """
     seeds = list(plan.get("seeds") or [])
+    ext = plan.get("extension")  # `ablate extend`: the plan froze the stage-1 seeds; the extension is recorded apart
+    planned_seeds = list(ext.get("stage1_seeds") or seeds) if isinstance(ext, Mapping) else seeds
     out: dict[str, Any] = {"metric": plan.get("metric"), "goal": plan.get("goal", "maximize"),
-                           "seeds_per_arm": len(seeds), "created_at": plan.get("created_at")}
+                           "seeds_per_arm": len(planned_seeds), "created_at": plan.get("created_at")}
+    if isinstance(ext, Mapping):
+        out["extended_to"] = len(seeds)
     out.update({k: getattr(planned, k) for k in FROZEN})
     return out
 

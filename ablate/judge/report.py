@@ -132,6 +132,8 @@ def _heading(page: Page) -> list[str]:
         L += [f"> **Post hoc**: this verdict changes the analysis the plan froze before any trial ran "
               f"({prereg_text(v['post_hoc']['changed'])}); read it as exploratory. The pre-registered verdict: "
               f"{pre or '–'} (`ablate verdict DIR --reset` brings it back).", ""]
+    if (v.get("extension") or {}).get("line"):  # `ablate extend`: the design the verdicts use, in one line
+        L += [f"> **Extended**: {v['extension']['line']}", ""]
     if v.get("dirty"):
         L += ["> **Dirty**: the trials ran uncommitted changes to tracked files (the diff is in `dirty.patch`).", ""]
     return L
@@ -207,7 +209,7 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
         how = LABELS.get(c["multiplicity"], c["multiplicity"]).split(" (")[0]
         p = f"p_adj {_p_is(c.get('pvalue_adjusted'))} ({how} over {m} treatments)"
     if c.get("guard_factor", 1) > 1:
-        p += f" (of p × {c['guard_factor']:g}: skew guard)"
+        p += f" (from p × {c['guard_factor']:g}: the skew guard, Flags)"
     paired = " pairs" if c.get("paired") else " seeds per arm"
     firm = "" if t.verdict not in ("better", "worse") else ", firm" if t.firm is not False else ", not yet firm"
     word = t.verdict + (f" ({t.size})" if t.size else "")

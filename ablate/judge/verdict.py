@@ -21,6 +21,7 @@ from ablate.judge.against import compare_sweeps
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.curves import curves_verdict
 from ablate.judge.curves_report import curve_plots
+from ablate.judge.extension import combine_stages, extension_of, summary_line
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
 from ablate.judge.seedcheck import ignored_seed, short_why
@@ -319,8 +320,12 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                              margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
                              p_threshold=thr))
+    extended = {}
+    if extension_of(plan) is not None and not seq:  # `ablate extend`: two stages combined (judge/extension.py)
+        comps, extended = combine_stages(plan, {n: data[n].values for n in names}, treatments, names[0], comps,
+                                         pairings, fams, opts.multiplicity)
     fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
-    for fam in fams if not seq else []:
+    for fam in fams if not seq and not extended else []:
         if len(fam) < 2:
             continue
         idx = [treatments.index(n) for n in fam]
@@ -350,6 +355,8 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
                           "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
                           "seeds": list(pr.seeds)}
+        if name in extended:
+            rec["extension"] = extended[name]
         if seq:
             st = seq[name]
             rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
@@ -375,10 +382,14 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
         **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
         **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
-        "options": _jsonable(asdict(opts)), "multiplicity": "group sequential" if seq else opts.multiplicity,
+        "options": _jsonable(asdict(opts)),
+        "multiplicity": "group sequential" if seq else ("holm" if extended and opts.multiplicity == "dunnett"
+                                                        else opts.multiplicity),
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
         **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+        **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
+            extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
     }
 
 
@@ -702,6 +713,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
         verdict["resume_dir"] = _from_project(sd, plan)
+    elif opts.sequential != "group" and extension_of(plan) is None:  # `ablate extend` may add seeds (the Next line)
+        verdict["extend_dir"] = _from_project(sd, plan)
     verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict
 

@@ -455,6 +455,19 @@ def _check_code_snapshot(sd: SweepDir, plan: Mapping[str, Any]) -> None:
                        f"{code['commit'][:12]}`); finished trials are kept")
 
 
+def check_pins(sd: SweepDir, plan: Mapping[str, Any]) -> None:
+    """The checks a resume makes before launching more trials: the code snapshot and the data still as pinned
+    (``ablate extend`` makes them before it records anything).
+
+    Raises
+    ------
+    PinError
+        Naming what differs and how to recover.
+    """
+    _check_code_snapshot(sd, plan)
+    _check_pins_still_hold(sd, plan)
+
+
 def _attempts_so_far(sd: SweepDir, arm: str, seed: int) -> int:
     d = sd.trial(arm, seed).attempts
     n = len([p for p in d.iterdir() if p.is_dir()]) if d.is_dir() else 0

@@ -504,7 +504,8 @@ def finish(comp: Comparison) -> Comparison:
                                               f"(smallest possible p = {comp.robust_min_pvalue:.3g})"))
         elif (primary_adj < comp.decision_level) != (robust_adj < comp.decision_level):
             flags.append(Flag("tests_disagree", f"{comp.test} and {comp.robust_test} disagree at the decision level "
-                                                f"(p {p_is(primary_adj)} vs {p_is(robust_adj)}, adjusted alike): "
+                                                f"({comp.test} p {p_is(primary_adj)}, {comp.robust_test} p "
+                                                f"{p_is(robust_adj)}, adjusted alike): "
                                                 "look at the raw values for outlier seeds, which move the mean but "
                                                 "not the ranks"))
     if comp.guard_factor > 1 and comp.skew_z is not None:

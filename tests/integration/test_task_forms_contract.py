@@ -259,6 +259,28 @@ def test_suite_of_a_key_and_a_group(projects: Callable[[str], Project], form: st
                                                                       ("opt=b", "vopt")]
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_extend_a_suite_local_warm(projects: Callable[[str], Project], form: str) -> None:
+    """`ablate extend` (issue 39) runs only the new seeds of every arm of a suite, each with its own arm's config."""
+    p = projects(form)
+    sd = p.sweep("variable=vx,vopt", *LAUNCHERS["local-warm"])
+    res = p.ablate("extend", str(sd), "seeds=5")
+    ran = [x for x in res.stderr.splitlines() if x.startswith("[")]
+    assert len(ran) == 6 and all(" ok in " in x for x in ran), res.stderr  # 3 arms x 2 new seeds, nothing else
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    new = [SEEDS[form][-1] + 1, SEEDS[form][-1] + 2]
+    assert plan["seeds"] == SEEDS[form] + new and plan["extension"]["stage2_seeds"] == new
+    for seed in new:
+        seen = {a["name"]: flat(json.loads((sd / "trials" / a["name"] / f"seed={seed}" / "run" / "seen.json")
+                                           .read_text())) for a in plan["arms"]}
+        for arm in plan["arms"][1:]:
+            got = seen[arm["name"]]
+            assert {k: got[k] for k in got if got[k] != seen["control"][k]} == VARIABLES[arm["variable"]][3]
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert all(c["extension"]["stage2"]["seeds"] == new for c in verdict["comparisons"])
+    assert verdict["confounds"]["findings"] == [], verdict["confounds"]
+
+
 # The two local modes each run a path of their own (inline runs the others): every launcher, every form.
 @pytest.mark.parametrize("form", FORMS)
 def test_group_variable_local_fresh(projects: Callable[[str], Project], form: str) -> None:

@@ -235,9 +235,18 @@ def test_next_command_runs_as_printed_and_plans_the_same_arms(sweeps: dict[str, 
         if cmd is None:
             assert not any(c.get("firm") is False or c["verdict"] == "inconclusive" for c in v["comparisons"]), name
             continue
-        assert cmd[:2] == ["ablate", "-m"], cmd
         seeds = int(next(a for a in cmd if a.startswith("seeds=")).split("=")[1])
         plan = yaml.safe_load((page.parent / "ablation.yaml").read_text())
+        if cmd[:2] == ["ablate", "extend"]:  # this sweep dir, more seeds: every check before a trial passes
+            from ablate.orchestrate.extend import check_extension, parse_args
+            from ablate.record.sweepdir import SweepDir
+
+            where, k = parse_args(cmd[2:])
+            assert (project / where).resolve() == page.parent.resolve() and k == seeds > len(plan["seeds"]), cmd
+            assert check_extension(SweepDir.open(project / where), plan, k) is None, name
+            ran += 1
+            continue
+        assert cmd[:2] == ["ablate", "-m"], cmd
         new = _plan_of(cmd[2:], project)
         assert [a.name for a in new.arms] == [a["name"] for a in plan["arms"]], name
         for arm, old in zip(new.arms, plan["arms"], strict=True):  # a scale's rerun is a plain ablation at that scale
@@ -261,7 +270,7 @@ def test_next_seeds_are_the_ones_seed_recommendation_names(sweeps: dict[str, Pat
     c = {x["arm"]: x for x in v["comparisons"]}
     need = max(max(20, c["lr=0.1"]["seed_advice"]["n_needed"]), c["lr=0.06"]["seed_advice"]["n_needed"] or 0)
     cmd = _next_command(md)
-    assert cmd == ["ablate", "-m", "variable=toy", f"seeds={need}", "launcher=inline", "task=toy"]
+    assert cmd is not None and cmd[:2] == ["ablate", "extend"] and cmd[3:] == [f"seeds={need}"], cmd
     line = next(x for x in _section(md, "Seed recommendation").splitlines() if x.startswith("- **lr=0.1**"))
     n = c["lr=0.1"]["seed_advice"]["n_needed"]
     assert line.endswith(f"The two numbers answer two questions: 20 seeds per arm is where ablate's rule calls this "

@@ -109,10 +109,12 @@ def test_sequential_group_runs_in_looks(project: Path) -> None:
 
 
 def test_the_command_the_bottom_line_names_runs(project: Path, tmp_path: Path) -> None:
-    """An indicative verdict names `ablate -m variable=lr seeds=20`: that command, run as written (plus the
+    """An indicative verdict names `ablate extend DIR seeds=20`, and where no sweep dir can be extended `ablate -m
+    variable=lr seeds=20`: that command, run as written (plus the
     overrides of the first run and dry_run=true), plans the ablation with 20 seeds per arm."""
     import re
 
+    from ablate.judge.report import render_markdown
     from ablate.judge.verdict import write_verdict
     from ablate.record.sweepdir import SweepDir
     from tests.helpers import make_sweep
@@ -122,7 +124,10 @@ def test_the_command_the_bottom_line_names_runs(project: Path, tmp_path: Path) -
     root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.2": t})
     write_verdict(SweepDir.open(root), {"plots": False})
     md = (root / "verdict.md").read_text()
-    (cmd,) = re.findall(r"Next: `ablate (-m variable=lr seeds=\d+)`", md)
+    assert f"Next: `ablate extend {root} seeds=20`" in md  # this sweep dir, extended (tests/integration/test_extend.py)
+    v = json.loads((root / "verdict.json").read_text())
+    v.pop("extend_dir")  # where no sweep dir can be extended (`ablate audit`): the ablation again, with 20 seeds
+    (cmd,) = re.findall(r"Next: `ablate (-m variable=lr seeds=\d+)`", render_markdown(v))
     args = cmd.split()
     assert args == ["-m", "variable=lr", "seeds=20"]
     res = ablate_in(project, *args, "variable.values=[0.2]", "dry_run=true", *FAST)

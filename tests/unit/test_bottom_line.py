@@ -81,6 +81,10 @@ def test_a_treatment_in_the_metrics_own_sign(minimized: dict) -> None:
     bl = bottom_line(minimized)
     assert bl.direction == "lower is better" and bl.next.seeds == 20
     assert bl.lines(markdown=False)[-1] == bl.next.line(markdown=False) == (
+        f"Next: ablate extend {minimized['extend_dir']} seeds=20 (20 seeds per arm: runs only the 15 new ones, in "
+        "this sweep dir, and a two-stage combination test keeps α; Seed recommendation says why).")
+    without = bottom_line({k: v for k, v in minimized.items() if k != "extend_dir"})  # `ablate audit`: no sweep dir
+    assert without.next.line(markdown=False) == (
         "Next: ablate -m variable=lr seeds=20 (20 seeds per arm, a new sweep dir; Seed recommendation says why; this "
         "plan did not record its command line: add the run's other overrides).")
 

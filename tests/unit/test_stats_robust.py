@@ -302,14 +302,15 @@ def test_skew_guard_in_verdict_md(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", {"control": SKEW_C, "lr=0.1": SKEW_T}, options={"pairing": "unpaired"})
     write_verdict(SweepDir.open(root))
     md = (root / "verdict.md").read_text()
-    assert ("changed val_acc by -0.0255 (99.5% CI -0.0578 to +0.0068): **inconclusive**") in md
-    assert "Welch's t-test, p = 0.208 (of p × 10: skew guard)" in md
+    assert ("changed val_acc by -0.0255 (99.5% CI -0.0578 to +0.0068, widened: skewed values, see Flags): "
+            "**inconclusive**") in md
+    assert "Welch's t-test, p = 0.208 (from p × 10: the skew guard, Flags)" in md
     assert "D'Agostino z = 2.89 ≥ 1.96" in md and "(`skew_guard`)" in md
     c = json.loads((root / "verdict.json").read_text())["comparisons"][0]
     assert c["guard_factor"] == 10 and c["skew_z"] == pytest.approx(2.885, abs=1e-3) and c["ci_level"] == 0.995
     mwu = stats.mannwhitneyu(SKEW_T, SKEW_C).pvalue
     assert c["robust_pvalue"] == pytest.approx(mwu, rel=1e-9)
-    assert f"p = 0.208 vs {p_is(mwu)}" in md  # MWU at its own p (0.0046), not x 10
+    assert f"Welch t p = 0.208, Mann-Whitney U p {p_is(mwu)}" in md  # MWU at its own p (0.0046), not x 10
 
 
 # -- 5. P(T>C) interval ------------------------------------------------------------------------------------

@@ -141,7 +141,8 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     assert adv["power"] == pytest.approx(power, abs=1e-9)
     md = (root / "verdict.md").read_text()
     assert "): **inconclusive**, the data cannot tell yet." in md
-    assert f"Next: `ablate -m variable=lr seeds={need}` ({need} seeds per arm, a new sweep dir;" in md
+    assert (f"Next: `ablate extend {root} seeds={need}` ({need} seeds per arm: runs only the {need - 4} new ones, in "
+            "this sweep dir, and a two-stage combination test keeps α;") in md
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
     assert f"needs {need} seeds per arm (+{need - 4};" in seeds and f"it buys power {power:.2f}" in seeds
 
@@ -158,7 +159,8 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
     assert "): **better (indicative)**, not yet firm (a lead to confirm)." in bottom
-    assert "Next: `ablate -m variable=lr seeds=20` (20 seeds per arm, a new sweep dir;" in bottom
+    assert f"Next: `ablate extend {root} seeds=20` (20 seeds per arm: runs only the 15 new ones, in this sweep dir" \
+        in bottom
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
     assert ("Not yet firm: with 5 seeds per arm no test of the mean holds α for every metric shape" in seeds
             and "At 20 seeds per arm it is firm if its p then stays below α (more seeds can also show no effect)."

@@ -70,7 +70,7 @@ def test_firm_from_and_power_seeds_say_which_question(sweep: tuple[Path, dict, s
     assert c["firm_from"] == 20 and need != 20
     bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
     run = max(20, need)
-    assert f"seeds={run}" in bottom and f"({run} seeds per arm, a new sweep dir" in bottom
+    assert f"seeds={run}" in bottom and f"({run} seeds per arm: runs only the" in bottom
     assert "20 seeds" not in bottom or run == 20
     line = next(x for x in md[md.index("## Seed recommendation"):].splitlines() if x.startswith("- **lr=0.1**"))
     assert "At 20 seeds per arm it is firm if its p_adj then stays below α (more seeds can also show no effect)." \
