@@ -22,7 +22,7 @@ from typing import Any
 from ablate.judge.rerun import recorded, rerun_command
 from ablate.judge.unchanged import short as unchanged_short
 from ablate.record.names import value_label
-from ablate.stats.compare import level_text
+from ablate.stats.compare import ci_name
 from ablate.stats.core import verdict_label
 
 #: The metric's direction, as the heading of every report says it once.
@@ -192,9 +192,10 @@ class TreatmentLine:
             return f"{head}: {word}: {self.status()}."
         ci = ""
         if self.ci is not None:
-            lvl = f"{level_text(self.ci_level)} " if isinstance(self.ci_level, int | float) else ""
+            # beside an indicative verdict its CI is indicative too (coverage not assured there, docs/verdict.md)
+            name = ci_name(self.ci_level, self.firm is False)
             wide = ", widened: skewed values, see Flags" if self.widened else ""
-            ci = f" ({lvl}CI {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)}{wide})"
+            ci = f" ({name} {signed(self.ci[0], self.dec)} to {signed(self.ci[1], self.dec)}{wide})"
         return f"{head} changed {self.metric} by {signed(self.delta, self.dec)}{ci}: {word}, {self.status()}."
 
 
@@ -249,6 +250,15 @@ class BottomLine:
                 "next": {**asdict(self.next), "line": self.next.line(markdown=False)}}
 
 
+def firm_seeds(c: Mapping[str, Any]) -> int:
+    """Seeds per arm from which an indicative better/worse would be firm: verdict.json's ``firm_from`` (20 for a
+    continuous metric; for a 0/1 metric, where Fisher's exact test rejects at the same success rates), or, for a 0/1
+    metric whose rates would not be firm within the seed cap, the cap (the most the advice plans for)."""
+    if c.get("binary") and not c.get("firm_from"):
+        return int((c.get("seed_advice") or {}).get("cap") or DEFAULT_CAP)
+    return int(c.get("firm_from") or 20)
+
+
 def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
     firm and those that give 80% power for its effect; the advised seeds of an inconclusive one; None when nothing is
@@ -259,7 +269,7 @@ def seeds_next(c: Mapping[str, Any]) -> int | None:
     need = adv.get("n_needed")
     n = adv.get("n") or min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
-        return max(int(c.get("firm_from") or 20), int(need or 0))
+        return max(firm_seeds(c), int(need or 0))
     if c.get("verdict") == "inconclusive" and need is not None and need > n:
         return int(need)
     return None

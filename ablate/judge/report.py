@@ -23,6 +23,7 @@ from ablate.judge.bottom_line import (
     bottom_line,
     control_value,
     direction,
+    firm_seeds,
     raw_interval,
     raw_sign,
     signed,
@@ -37,7 +38,7 @@ from ablate.judge.table import markdown as table_markdown
 from ablate.judge.terms import terms_section
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
-from ablate.stats.compare import firm_shortfall, level_text
+from ablate.stats.compare import ci_name, firm_shortfall, level_text
 from ablate.stats.core import verdict_label
 from ablate.stats.multiplicity import LABELS
 
@@ -94,6 +95,11 @@ def _value(v: Any) -> str:
 
 def _level(level: Any) -> str:
     return level_text(level) if isinstance(level, int | float) else "95%"
+
+
+def _level_num(level: Any) -> float:
+    """A CI's level, 0.95 where the record has none (as :func:`_level` prints it)."""
+    return float(level) if isinstance(level, int | float) else 0.95
 
 
 def render_markdown(v: Mapping[str, Any]) -> str:
@@ -199,7 +205,8 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
     head = f"{t.arm} vs control ({t.key} {t.control} → {t.value})"
     if t.delta is None:
         return f"{head}: {t.word}: {t.why}; N = {n} completed seeds per arm ({span})."
-    ci = f"{_level(t.ci_level)} CI {signed(t.ci[0], dec)} to {signed(t.ci[1], dec)}; " if t.ci else ""
+    ci = f"{ci_name(_level_num(t.ci_level), t.firm is False)} {signed(t.ci[0], dec)} to {signed(t.ci[1], dec)}; " \
+        if t.ci else ""
     delta = f"Δ {t.metric} = {signed(t.delta, dec)} ({ci}{direction(v.get('goal'))})"
     test = TEST_NAMES.get(str(c.get("test")), str(c.get("test")))
     m = c.get("n_comparisons") or 1
@@ -227,6 +234,9 @@ def _paper(page: Page) -> list[str]:
 def indicative_text(c: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
     recommendation)."""
+    if c.get("binary"):  # a 0/1 metric: the exact test decides firmness (its reason is the flag's)
+        why = next((f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"), "indicative")
+        return f"Not yet firm: {why.removeprefix('indicative: ')}."
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     lim = c.get("firm_from") or 20
     pname = "p" if c.get("multiplicity") in ("none", "group sequential") else "p_adj"
@@ -247,14 +257,16 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
     if c.get("seed_advice_sequential"):
         msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
-        lim = int(c.get("firm_from") or 20)
+        lim = firm_seeds(c)
         need = (adv or {}).get("n_needed")
         target = "the margin δ" if (adv or {}).get("target_kind") == "margin" else "the effect seen so far"
         power = f"{need} seeds per arm give 80% power for {target}" if need is not None else \
             f"80% power for {target} needs more seeds than the cap"
+        rule = ("ablate's rule calls this verdict firm" if not c.get("binary") else
+                "Fisher's exact test would reject at these success rates" if c.get("firm_from") else
+                "the cap (Fisher's exact test would not reject within it at these success rates)")
         msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
-               f"ablate's rule calls this verdict firm, {power}; the Next line runs the larger, "
-               f"{max(lim, int(need or 0))}.")
+               f"{rule}, {power}; the Next line runs the larger, {max(lim, int(need or 0))}.")
     return msg
 
 
@@ -264,7 +276,8 @@ def _seed_section(page: Page) -> list[str]:
         L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
     L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
-          "the pilots). ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
+          "the pilots); where that exceeds the cap and the point SD does not, the range is given and the cap advised. "
+          "ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     return L
 
 
@@ -299,7 +312,8 @@ def _comparisons_table(page: Page) -> list[str]:
         eff = c.get("effect_size")
         eff_s = f"{c['effect_size_name']} = {signed(s * eff, 2)}" if eff is not None else "–"
         ci = raw_interval(c.get("ci"), v.get("goal"))
-        ci_s = f"[{signed(ci[0], dec)}, {signed(ci[1], dec)}] ({_level(c['ci_level'])})" if ci else "–"
+        ind = ", indicative" if c.get("ci_indicative") else ""  # beside an indicative verdict
+        ci_s = f"[{signed(ci[0], dec)}, {signed(ci[1], dec)}] ({_level(c['ci_level'])}{ind})" if ci else "–"
         diff, pct = c.get("diff"), c.get("diff_pct")
         L.append(f"| {c['arm']} | {c['test']} | {c['n_treatment']}/{c['n_control']} | "
                  f"{signed(None if diff is None else s * diff, dec)} | "

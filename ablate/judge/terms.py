@@ -39,6 +39,9 @@ TERMS: tuple[Term, ...] = (
          "Benjamini-Hochberg's 1 − Rα/m; Dunnett's simultaneous level; 1 − a sequential look's boundary p; the level "
          "divided by 10 where the skew guard fired), so it excludes 0 exactly when the verdict is better or worse. "
          "An arm's CI of the mean is 95% (Wilson's interval for a 0/1 metric)"),
+    Term("indicative CI", r"indicative \d|\d%, indicative\)", "a CI of Δ beside an indicative verdict: the same "
+         "t-interval, whose coverage is not assured there either (95% CIs covered 0.87-0.93 on skewed arms of unequal "
+         "spread below 10 seeds, docs/verdict.md); read it as a lead, like the verdict"),
     Term("α", r"α", "the accepted chance of calling a treatment better or worse when it changes nothing, for the "
          "whole family of treatments"),
     Term("p", r"(?<![\w(])p(?= [=<≥]| \(|\b \|| ×)|\| p \|", "how surprising the data would be if the treatment "

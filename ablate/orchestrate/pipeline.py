@@ -19,7 +19,6 @@ from typing import Any
 from ablate import __version__
 from ablate.errors import AblationFailed, ConfigError, PinError
 from ablate.judge.confounds import MODE_KEY, hash_config_files
-from ablate.judge.verdict import draw_plots_in_background, preimport, sequential_rounds, write_verdict
 from ablate.orchestrate.options import Options, parse_options
 from ablate.orchestrate.progress import Progress
 from ablate.pin import ignored
@@ -121,6 +120,8 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
     """The content of ``ablation.yaml``; ``command`` is the command line it was planned from
     (:func:`ablate.plan.overrides.command_record`), to run it again."""
     control_task = plan.control.config.get("task") or {}
+    with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
+        resolved = [resolve(a.config) for a in plan.arms]
     return {**suite_record(plan),
         "ablate_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -142,16 +143,10 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
             {"name": a.name, "label": a.label, "value": a.value, **({"variable": a.variable} if a.variable else {}),
              "changes": {k: list(v) for k, v in a.changes.items()}, "derived": a.derived,
              **({"presence": a.presence} if a.presence else {}), "config": a.config,
-             "resolved": _resolve_at_plan(resolve, trial_hydra, a.config, control_task)}
-            for a in plan.arms
+             "resolved": r}
+            for a, r in zip(plan.arms, resolved, strict=True)
         ],
     }
-
-
-def _resolve_at_plan(resolve: Callable[..., Any], trial_hydra: Callable[..., Any], config: dict[str, Any],
-                     task: Mapping[str, Any]) -> dict[str, Any]:
-    with trial_hydra(PLAN_RUN_DIR, task):
-        return resolve(config)
 
 
 def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
@@ -507,6 +502,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     AblationFailed
         When ``on_failure=abort`` stopped the ablation, or the verdict is invalid (confounded).
     """
+    # lazy: the verdict's numpy and ablate.stats, kept off the path from `ablate -m`'s start to the early warm
+    # parent (issue 42); imported here, while it imports the task
+    from ablate.judge.verdict import draw_plots_in_background, preimport, write_verdict
+
     global CURRENT_SWEEP_DIR
     CURRENT_SWEEP_DIR = str(sd.root)
     with sd.locked():
@@ -657,6 +656,8 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
     opts = plan.get("options", {})
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]
+
+    from ablate.judge.verdict import sequential_rounds  # lazy: as in execute
 
     return sequential_rounds(sd, plan)
 

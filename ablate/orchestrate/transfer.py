@@ -24,8 +24,6 @@ from typing import Any
 from ablate.errors import AblationFailed, ConfigError, close_matches
 from ablate.judge.curves_transfer import transfer_curves, transfer_curves_md
 from ablate.judge.rerun import SCALE_KEYS, without_keys
-from ablate.judge.table import MARKERS
-from ablate.judge.verdict import write_verdict
 from ablate.orchestrate.pipeline import prepare, start
 from ablate.plan.app_config import APP_NODE, to_app_key
 from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
@@ -34,7 +32,6 @@ from ablate.plan.overrides import format_override
 from ablate.record.names import arm_name
 from ablate.record.results import write_results
 from ablate.record.sweepdir import SweepDir, create_unique_dir, dump_yaml, read_json, write_atomic, write_json
-from ablate.stats.core import verdict_label
 from ablate.trials.tasks.interface import attach, with_cli_overrides
 
 TRANSFER_RECORD = "transfer.yaml"
@@ -237,6 +234,8 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
     """
     import yaml
 
+    from ablate.judge.verdict import write_verdict  # lazy: numpy and scipy, kept off the command line's start
+
     root = Path(parent)
     rec = yaml.safe_load((root / TRANSFER_RECORD).read_text())
     key, values, children = rec["scale"]["key"], rec["scale"]["values"], rec["children"]
@@ -331,6 +330,7 @@ def transfer_bottom_line(report: Mapping[str, Any]) -> list[str]:
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
     from ablate.judge.bottom_line import NextStep, signed
     from ablate.judge.rerun import rerun_command
+    from ablate.stats.core import verdict_label
 
     key, metric = report["scale"]["key"], report["metric"]
     L = ["## Bottom line", ""]
@@ -358,6 +358,8 @@ def render_transfer(report: Mapping[str, Any]) -> str:
     scale; Δ = treatment − control in the metric's own sign throughout, the direction said once in the heading."""
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
     from ablate.judge.bottom_line import direction
+    from ablate.judge.table import MARKERS
+    from ablate.stats.core import verdict_label
 
     key = report["scale"]["key"]
     var = (report.get("variable") or {}).get("key", "?")

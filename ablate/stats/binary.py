@@ -130,3 +130,58 @@ def pvalue(b: BinaryCounts) -> float:
         if hi_a - lo_a <= 1e-12 * hi_a:
             break
     return hi_a
+
+
+def firm_pvalue(b: BinaryCounts) -> float:
+    """The exact p a 0/1 better/worse must also clear to be firm (not indicative).
+
+    Unpaired: Fisher's (1935) exact test, two-sided (``scipy.stats.fisher_exact``): conditional on the total of
+    successes it is exact, so its false-positive rate is at most its level at every N and success rate. Newcombe's
+    score test (:func:`pvalue`, the verdict's word) is not: enumerated exactly, it rejects up to 0.077 of A/A
+    ablations at α = 0.05 (N = 8, p = 0.5; above 0.056 in 21 of 144 cells N = 3-50, p = 0.1, 0.3, 0.5;
+    docs/verdict.md). Paired: McNemar's exact test, which is
+    :func:`pvalue` itself (exact conditional on the discordant pairs).
+
+    Parameters
+    ----------
+    b : BinaryCounts
+
+    Returns
+    -------
+    float
+        Two-sided p in [0, 1].
+    """
+    from scipy.stats import fisher_exact
+
+    if b.paired:
+        return pvalue(b)
+    table = [[b.k_treatment, b.k_control], [b.n_treatment - b.k_treatment, b.n_control - b.k_control]]
+    return float(fisher_exact(table).pvalue)
+
+
+def firm_from(b: BinaryCounts, level: float, cap: int) -> int | None:
+    """Seeds per arm from which the same success rates would give a firm verdict: Fisher's exact p below ``level``.
+
+    Parameters
+    ----------
+    b : BinaryCounts
+        Unpaired counts (paired 0/1 verdicts are always firm: None).
+    level : float
+        The level Fisher's p must clear (the decision's level divided by the family's adjustment factor).
+    cap : int
+        The most seeds per arm considered.
+
+    Returns
+    -------
+    int or None
+        The smallest N in (current N, cap] whose rounded counts at the observed rates give ``firm_pvalue`` <
+        ``level``; None when no N up to ``cap`` does (or the arms' rates are equal).
+    """
+    if b.paired or b.diff == 0:
+        return None
+    rt, rc = b.k_treatment / b.n_treatment, b.k_control / b.n_control
+    for n in range(max(b.n_treatment, b.n_control) + 1, cap + 1):
+        scaled = BinaryCounts(False, round(rt * n), n, round(rc * n), n)
+        if scaled.diff != 0 and firm_pvalue(scaled) < level:
+            return n
+    return None

@@ -106,9 +106,18 @@ class Comparison:
         For a better/worse verdict: whether it is firm (:func:`ablate.stats.core.is_firm`: from
         :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level) or indicative
         (``False``: no test of the mean holds α there for every metric shape; flag ``indicative_verdict``).
-        None for the other verdicts. A 0/1 metric's exact/score tests do not depend on a shape: always firm.
+        None for the other verdicts. A 0/1 metric's better/worse is firm when Fisher's exact test (``pvalue_exact``,
+        adjusted for the family like ``pvalue``) also clears the level; paired, McNemar's exact test decides: firm.
     firm_from : int or None
-        With ``firm`` False: the seeds per arm from which the same result would be firm.
+        With ``firm`` False: the seeds per arm from which the same result would be firm (0/1 metric: from which
+        Fisher's test would reject at the same success rates, None beyond the seed cap).
+    pvalue_exact : float or None
+        0/1 metric only: the exact test a firm verdict needs (:func:`ablate.stats.binary.firm_pvalue`: Fisher's
+        exact test unpaired, McNemar's exact test paired), raw two-sided p.
+    ci_indicative : bool
+        True beside an indicative verdict (``firm`` False): its CI of Δ is the t-interval at the decision's level,
+        but its coverage is not assured there either (95% CIs covered 0.87-0.93 on skewed arms of unequal spread
+        below 10 seeds, docs/verdict.md), so every place that prints it says ``indicative`` (:func:`ci_name`).
     """
 
     verdict: str
@@ -162,6 +171,8 @@ class Comparison:
     guard_factor: float = 1.0
     firm: bool | None = None
     firm_from: int | None = None
+    ci_indicative: bool = False
+    pvalue_exact: float | None = None
 
 
 def _f(x: Any) -> float | None:
@@ -200,6 +211,29 @@ def level_text(level: float) -> str:
         if float(s) < 100 and abs(float(s) - pct) <= 0.01 * (100 - pct) + 1e-12:
             return s.rstrip("0").rstrip(".") + "%" if "." in s else s + "%"
     return f"{pct:.6g}%"
+
+
+#: The word before a CI of Δ printed beside an indicative verdict (verdict.md, verdict.json's ``reason``).
+INDICATIVE_CI = "indicative"
+
+
+def ci_name(level: float | None, indicative: bool | None = False) -> str:
+    """The name of a CI of Δ as printed: ``97.5% CI``, or ``indicative 97.5% CI`` beside an indicative verdict.
+
+    Parameters
+    ----------
+    level : float or None
+        The CI's confidence level (``ci_level``); None prints ``CI`` alone.
+    indicative : bool or None
+        verdict.json's ``ci_indicative`` (True where ``firm`` is False): the interval's coverage is not assured
+        below :data:`ablate.stats.core.FIRM_FROM` seeds per arm on every metric shape (docs/verdict.md).
+
+    Returns
+    -------
+    str
+    """
+    lvl = f"{level_text(level)} " if isinstance(level, int | float) else ""
+    return f"{INDICATIVE_CI + ' ' if indicative else ''}{lvl}CI"
 
 
 def p_is(p: float | None) -> str:
@@ -359,7 +393,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     level = p_threshold if p_threshold is not None else a / m
     test = "paired t" if used_paired else "Welch t"
     stat, df, pval, p_dec, se = _f(r.statistic[0]), _f(r.df[0]), _f(r.pvalue[0]), _f(r.p_decision[0]), _f(r.se[0])
-    counts = None
+    counts = p_exact = None
     guard = float(r.guard_factor[0])
     if ins in (0, 4, 5) and min(nt, nc) >= MIN_SEEDS and is_binary(tv, cv):
         # a 0/1 metric: Newcombe's interval (McNemar's when paired) and the p-value it implies; a constant arm
@@ -367,6 +401,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         counts = binary.counts(tv, cv, paired=used_paired)
         test = "exact McNemar (0/1 metric)" if used_paired else "Newcombe score (0/1 metric)"
         pval, stat, df, se, ins = binary.pvalue(counts), None, None, None, 0
+        p_exact = binary.firm_pvalue(counts)
         guard = 1.0
         p_dec = pval if p_threshold is not None else (
             _f(pvalue_adjusted) if pvalue_adjusted is not None else min(1.0, m * pval))
@@ -387,7 +422,7 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         g_av=_f(gav), rho=_f(rho), prob_improvement=_f(pi), prob_improvement_ci=pi_ci, robust_test=robust or "",
         robust_pvalue=_f(rob_p), robust_min_pvalue=_f(rob_min), seeds=advice, failures=fail,
         insufficient_reason=INSUFFICIENT_REASONS[ins] or None, flags=(), data_flags=tuple(data_flags),
-        insufficient_code=ins)
+        insufficient_code=ins, pvalue_exact=p_exact)
     return finish(comp)
 
 
@@ -518,18 +553,53 @@ def finish(comp: Comparison) -> Comparison:
         flags.append(Flag("indicative", f"the 95% P(T>C) interval may under-cover below {MIN_N_COVERED} seeds "
                                         "per arm (0.90 at N = 3): indicative only"))
     firm = firm_from = None
-    if code in (BETTER, WORSE):
+    if code in (BETTER, WORSE) and comp.binary is not None:
+        firm, firm_from, flag = _binary_firm(comp)
+        flags += [flag] if flag else []
+    elif code in (BETTER, WORSE):
         n = min(comp.n_treatment, comp.n_control)
-        firm = comp.binary is not None or bool(is_firm(code, comp.pvalue_adjusted, comp.decision_level,
-                                                       comp.guard_factor, n, comp.paired))
+        firm = bool(is_firm(code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired))
         if not firm:
             firm_from = FIRM_FROM[comp.paired]
             pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
             flags.append(Flag("indicative_verdict", indicative_reason(
                 n, comp.paired, shortfall=firm_shortfall(comp.pvalue_adjusted, comp.decision_level,
                                                          comp.decision_label, pname, firm_from))))
-    comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from)
+    comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from,
+                               ci_indicative=firm is False)
     return dataclasses.replace(comp, reason=_reason(comp, code))
+
+
+def _binary_firm(comp: Comparison) -> tuple[bool, int | None, Flag | None]:
+    """A 0/1 better/worse: firm when the exact test (:func:`ablate.stats.binary.firm_pvalue`), adjusted for the
+    family by the same factor as the score test's p (Holm's p_adj / p; 1 at a sequential look), clears the level.
+
+    Returns
+    -------
+    (firm, firm_from, flag)
+        ``firm_from``: seeds per arm from which Fisher's test rejects at the same rates (None: not within the cap);
+        ``flag``: ``indicative_verdict`` with the reason, None when firm.
+    """
+    assert comp.binary is not None and comp.pvalue is not None and comp.pvalue_adjusted is not None
+    p_exact = comp.pvalue_exact if comp.pvalue_exact is not None else binary.firm_pvalue(comp.binary)
+    factor = comp.pvalue_adjusted / comp.pvalue if comp.pvalue > 0 else 1.0
+    if min(1.0, p_exact * factor) < comp.decision_level:
+        return True, None, None
+    cap = comp.seeds.cap if comp.seeds is not None else SEED_CAP
+    lim = binary.firm_from(comp.binary, comp.decision_level / factor, cap)
+    adj = "" if factor == 1 else f" × {factor:.3g} (the family's adjustment)"
+    then = (f"at these success rates it would from {lim} seeds per arm" if lim is not None else
+            f"at these success rates it would not within {cap} seeds per arm")
+    return False, lim, Flag("indicative_verdict", (
+        f"indicative: the score test rejects but Fisher's exact test does not (p{adj} = "
+        f"{min(1.0, p_exact * factor):.2g}, not below {comp.decision_label} = {comp.decision_level:.3g}); the score "
+        f"test alone rejects up to {BINARY_SCORE_AA:g} of A/A ablations at some N (exact enumeration, "
+        f"docs/verdict.md), Fisher's at most its level, and {then}"))
+
+
+#: The score test's worst exact A/A rate at α = 0.05 (N = 3-50, p = 0.1, 0.3, 0.5; docs/verdict.md,
+#: ``benchmarks/stats37_tables.py --only binary``).
+BINARY_SCORE_AA = 0.077
 
 
 def firm_shortfall(p: float | None, level: float | None, label: str = "α", pname: str = "p_adj",
@@ -605,7 +675,7 @@ def _reason(c: Comparison, code: int) -> str:
     delta = f"Δ = {flip * c.diff:+.{dec}f}"
     if c.ci is not None:
         lo, hi = sorted((flip * c.ci[0], flip * c.ci[1]))
-        delta += f", {level_text(c.ci_level)} CI [{lo:.{dec}f}, {hi:.{dec}f}]"
+        delta += f", {ci_name(c.ci_level, c.ci_indicative)} [{lo:.{dec}f}, {hi:.{dec}f}]"
     if c.diff_pct is not None:
         delta += f" ({flip * c.diff_pct:+.1f}%)"
     if flip < 0:

@@ -4,7 +4,9 @@ Never post-hoc "observed power": only the MDE at the current N and the N needed 
 advised N is one number, planned on the 90% upper confidence limit of the pilot's SD (Browne 1995; Kieser &
 Wassmer 1996), so that it reaches the target power in about 3 of 4 pilots or more (0.73-0.91 from 5-seed pilots
 where the number is well below the cap, measured in docs/verdict.md; the 80% limit gave 0.63-0.84); the power it
-buys at the SD seen so far is given beside it.
+has at that planning SD is given beside it. Where the planning SD needs more seeds than the cap but the point SD
+does not, the answer is the range between the two and the cap is advised (issue 37): "> cap" only when even the
+point SD needs more.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ MIN_SEEDS = 3
 POWER = 0.8
 #: Confidence level of the SD's upper limit the advised N is planned on.
 PLAN_SD_LEVEL = 0.9
+#: The most seeds per arm a range answer names as its upper end (beyond: "more than 1000").
+RANGE_CAP = 1000
 
 
 def _power_iv(alpha: Any, power: Any) -> tuple[float, float]:
@@ -274,11 +278,20 @@ class SeedAdvice:
     target_kind : {"margin", "observed"} or None
     n_needed : int or None
         The advised seeds per arm: 80% power for ``target`` with ``sd_upper`` (the SD's 90% upper confidence
-        limit); None above ``cap``.
+        limit, the planning SD); where that exceeds ``cap`` but the point ``sd``'s number does not, ``cap`` (the
+        answer is then the range ``n_needed_point``-``n_needed_upper``, and ``cap`` reaches 80% power unless the
+        point SD is optimistic by more than ``sd_optimism``); None only when even the point SD needs more than
+        ``cap`` ("not resolvable within budget").
     n_needed_point : int or None
         The same with the point ``sd`` (reaches the power in only about half the pilots: information).
+    n_needed_upper : int or None
+        80% power at the planning SD, even above ``cap`` (up to :data:`RANGE_CAP`; None beyond it).
+    sd_optimism : float or None
+        With a range answer: how much larger than the point ``sd`` the true SD may be (a fraction, 0.12 = 12%)
+        for ``cap`` seeds per arm to still reach 80% power.
     power : float or None
-        The power ``n_needed`` seeds per arm buy for ``target`` at the point ``sd`` (the test's power function).
+        The power ``n_needed`` seeds per arm have for ``target`` at the planning SD (``sd_upper``), not at the
+        pilot's point SD: at least 0.8 where ``n_needed`` is planned on it, less for a range answer.
     cap : int
     """
 
@@ -295,6 +308,14 @@ class SeedAdvice:
     n_needed_point: int | None
     power: float | None
     cap: int
+    n_needed_upper: int | None = None
+    sd_optimism: float | None = None
+
+    @property
+    def is_range(self) -> bool:
+        """Whether the answer is a range: the planning SD needs more than ``cap`` seeds per arm, the point SD
+        does not, and ``cap`` is advised."""
+        return self.sd_optimism is not None
 
     @property
     def resolvable(self) -> bool:
@@ -326,15 +347,23 @@ class SeedAdvice:
         what = f"δ = {fmt(self.target)}" if self.target_kind == "margin" else \
             f"the observed |Δ| = {fmt(self.target)} (optimistic: winner's curse)"
         if self.n_needed is None:
-            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm (> cap: the advice's "
-                    f"cap, the most seeds per arm it plans for, is {self.cap}): not resolvable within budget"
+            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm even at the SD seen so "
+                    f"far (> cap: the advice's cap, the most seeds per arm it plans for, is {self.cap}): not "
+                    "resolvable within budget"
                     + ("" if self.target_kind == "margin" else "; set a margin and test equivalence") + ".")
+        if self.is_range and self.sd_optimism is not None:
+            upper = str(self.n_needed_upper) if self.n_needed_upper is not None else f"more than {RANGE_CAP}"
+            pw = f"; at the planning SD {self.cap} seeds have power {self.power:.2f}" if self.power is not None else ""
+            return (f"{mde}; 80% power for {what} needs between {self.n_needed_point} and {upper} seeds per arm (at "
+                    f"the SD seen so far and at its {100 * PLAN_SD_LEVEL:g}% upper confidence limit, the planning "
+                    f"SD): the cap, {self.cap} (+{self.cap - self.n}), reaches it unless the SD seen so far is "
+                    f"optimistic by more than {100 * self.sd_optimism:.0f}%{pw}.")
         # the share measured in docs/verdict.md (0.73-0.91 of 5-seed pilots) and held >= 0.75 by
         # tests/unit/test_stats_seed_advice.py; not the limit's own level (9 of 10), which the measured pilots do not
         # reach
         plan = (f"planned on the SD's {100 * PLAN_SD_LEVEL:g}% upper confidence limit, so it reaches 80% power in "
                 "about 3 of 4 pilots or more")
-        buys = f"; at the SD seen so far it buys power {self.power:.2f}" if self.power is not None else ""
+        buys = f"; at the planning SD it has power {self.power:.2f}" if self.power is not None else ""
         if self.n_needed <= self.n:
             return f"{mde}; N = {self.n} already gives 80% power for {what} ({plan}){buys}."
         return (f"{mde}; 80% power for {what} needs {self.n_needed} seeds per arm (+{self.n_needed - self.n}; {plan})"
@@ -389,11 +418,18 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
         return None
     md = _mde_d(n, a, pw, bool(paired), 1.0)
     up = sd_upper_limit(sd, df, level=PLAN_SD_LEVEL)
-    nn = nu = bought = None
+    nn = nu = bought = upper = optimism = None
     if target is not None and target > 0:
         nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap)
+        upper = nu
+        if nu is None and nn is not None:  # the planning SD needs more than the cap, the point SD does not: a range
+            upper = _smallest_n(target / up, a, pw, bool(paired), RANGE_CAP) if target / up >= _mde_d(
+                RANGE_CAP, a, pw, bool(paired), 1.0) else None
+            # the largest SD at which the cap still has the power: target / (the cap's MDE in SD units)
+            optimism = target / _mde_d(cap, a, pw, bool(paired), 1.0) / sd - 1.0
+            nu = cap
         if nu is not None:
-            bought = float(_power_grid(target / sd, [nu], a, bool(paired))[0, 0])
+            bought = float(_power_grid(target / up, [nu], a, bool(paired))[0, 0])
     return SeedAdvice(n=n, paired=paired, alpha=a, sd=float(sd), sd_upper=up, mde=md * sd, mde_d=md,
                       target=target, target_kind=target_kind if target else None, n_needed=nu, n_needed_point=nn,
-                      power=bought, cap=cap)
+                      power=bought, cap=cap, n_needed_upper=upper, sd_optimism=optimism)

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 
 from ablate.record.results import to_number
 from ablate.record.sweepdir import VERDICT_JSON, SweepDir, load_yaml, read_json
-from ablate.stats.core import verdict_label
 from ablate.trackers.limits import flat_params
 
 
@@ -110,6 +109,8 @@ class AblationRecord:
     def verdict_words(self) -> dict[str, str]:
         """Treatment arm -> verdict word as verdict.md's bottom line says it (``better (indicative)`` for an
         indicative better, :func:`ablate.stats.core.verdict_label`), from verdict.json's ``verdict`` and ``firm``."""
+        from ablate.stats.core import verdict_label  # lazy: numpy and ablate.stats, off `ablate -m`'s start (issue 42)
+
         return {str(c.get("arm")): verdict_label(c.get("verdict"), c.get("firm"))
                 for c in self.verdict.get("comparisons") or []}
 

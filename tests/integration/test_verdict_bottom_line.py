@@ -348,7 +348,8 @@ def test_for_the_paper_lines_carry_scipys_numbers(sweeps: dict[str, Path]) -> No
         delta = sum(vals[arm]) / 6 - sum(vals["control"]) / 6
         pct = f"{100 * level:.2f}".rstrip("0").rstrip(".")
         value = arm.split("=")[1]
-        assert (f"- {arm} vs control (task.lr 0.05 → {value}): Δ val_acc = {delta:+.{dec}f} ({pct}% CI "
+        ind = "indicative " if "not yet" in words[arm] else ""  # the CI beside an indicative verdict says so
+        assert (f"- {arm} vs control (task.lr 0.05 → {value}): Δ val_acc = {delta:+.{dec}f} ({ind}{pct}% CI "
                 f"{ci.low:+.{dec}f} to {ci.high:+.{dec}f}; higher is better), paired t-test (by seed), p_adj "
                 f"{_p(adj[arm])} (Holm over 4 treatments), N = 6 pairs (seeds 0-5): {words[arm]}.") in lines, arm
 

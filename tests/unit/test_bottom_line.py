@@ -74,7 +74,7 @@ def test_a_treatment_in_the_metrics_own_sign(minimized: dict) -> None:
     ci = stats.ttest_ind(C, T, equal_var=False).confidence_interval(0.95)
     t = treatment_line(c, minimized)
     assert (t.delta, t.ci) == (pytest.approx(sum(C) / 5 - sum(T) / 5), (pytest.approx(ci.low), pytest.approx(ci.high)))
-    assert t.sentence() == (f"**lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_loss by -0.0192 (95% CI "
+    assert t.sentence() == (f"**lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_loss by -0.0192 (indicative 95% CI "
                             f"{ci.low:+.4f} to {ci.high:+.4f}): **better (indicative)**, not yet firm (a lead to "
                             "confirm).")
     assert len(t.sentence(markdown=False).split()) <= 30

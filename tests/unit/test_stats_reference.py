@@ -88,8 +88,9 @@ class TestDatasetU:
 
     def test_reason_sentence(self) -> None:
         r = compare(T, C, n_resamples=0)
-        assert r.reason == ("Welch p = 0.0387 < α = 0.05; Δ = +0.0192, 95% CI [0.0013, 0.0371] (+2.7%); g = 1.44; "
-                            "P(T>C) = 0.88.")
+        assert r.firm is False  # 5 seeds per arm, p x 10 > 0.05: its CI says indicative (issue 37, item 6)
+        assert r.reason == ("Welch p = 0.0387 < α = 0.05; Δ = +0.0192, indicative 95% CI [0.0013, 0.0371] (+2.7%); "
+                            "g = 1.44; P(T>C) = 0.88.")
 
 
 class TestDatasetP:
@@ -199,18 +200,26 @@ class TestPower:
         assert a.sd_upper == pytest.approx(up, rel=1e-12)
         want = [math.ceil(TTestIndPower().solve_power(effect_size=d / up, alpha=0.05, power=0.8)) for d in (0.01, 0.02)]
         assert want == [54, 15]
-        assert a.n_needed_point == 24 and a.n_needed is None  # 54 > the cap of 50
-        assert ("needs more than 50 seeds per arm (> cap: the advice's cap, the most seeds per arm it plans for, is "
-                "50): not resolvable within budget") in a.message()
+        # 54 > the cap of 50 but the point N (24) fits it: a range, the cap advised (issue 37, item 3), with how much
+        # the SD may be optimistic for 50 to keep 80% power (statsmodels' MDE at 50) and 50's power at the 90% limit
+        assert a.n_needed_point == 24 and a.n_needed == 50 and a.n_needed_upper == 54 and a.is_range
+        d50 = TTestIndPower().solve_power(nobs1=50, alpha=0.05, power=0.8)
+        assert a.sd_optimism == pytest.approx(0.01 / d50 / s - 1, rel=1e-4)  # statsmodels: d to ~1e-5
+        assert a.power == pytest.approx(TTestIndPower().power(0.01 / up, 50, 0.05), abs=1e-9) and a.power < 0.8
+        assert (f"needs between 24 and 54 seeds per arm (at the SD seen so far and at its 90% upper confidence limit, "
+                f"the planning SD): the cap, 50 (+45), reaches it unless the SD seen so far is optimistic by more than "
+                f"{100 * a.sd_optimism:.0f}%; at the planning SD 50 seeds have power {a.power:.2f}.") in a.message()
+        assert "not resolvable" not in a.message()
         wide = recommend_seeds(5, s, 8, target=0.01, target_kind="margin", cap=100)
         assert wide is not None and wide.n_needed == 54
-        c = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=10)
+        c = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=6)  # the point N (7) > the cap
         assert c is not None and c.n_needed is None and "(> cap: the advice's cap, the most seeds per arm it plans " \
-            "for, is 10)" in c.message()  # the cap named is the one in force
+            "for, is 6)" in c.message()  # the cap named is the one in force
         b = recommend_seeds(5, s, 8, target=0.02, target_kind="margin")
         assert b is not None and (b.n_needed_point, b.n_needed) == (7, 15)
-        assert b.power == pytest.approx(TTestIndPower().power(0.02 / s, 15, 0.05), abs=1e-9)
-        assert "needs 15 seeds per arm (+10;" in b.message() and f"buys power {b.power:.2f}" in b.message()
+        assert b.power == pytest.approx(TTestIndPower().power(0.02 / up, 15, 0.05), abs=1e-9) and b.power >= 0.8
+        assert "needs 15 seeds per arm (+10;" in b.message() and f"at the planning SD it has power {b.power:.2f}" in \
+            b.message()
         assert mde_d(10) * s == pytest.approx(0.0160, abs=5e-5)
         assert mde_d(20) * s == pytest.approx(0.0110, abs=5e-5)
 

@@ -70,23 +70,65 @@ def test_advised_number_reaches_the_power_in_three_of_four_pilots(paired: bool, 
     assert len(shares) == 3 and min(shares.values()) >= 0.75, shares
 
 
-def test_above_the_cap_is_said_so() -> None:
-    """An unpaired 0.5 SD margin needs 64 seeds per arm (statsmodels), above the cap of 50: the advice says
-    "> cap" (None) in at least 75% of pilots, and where it names a number that number is <= 50."""
+def test_above_the_cap_only_when_the_point_estimate_is() -> None:
+    """Issue 37, item 3: "> cap" (not resolvable within budget) only where even the point SD needs more than the cap;
+    where only the planning SD (its 90% upper limit) does, the answer is a range whose advised N is the cap. An
+    unpaired 0.5 SD margin needs 64 seeds per arm (statsmodels), above the cap of 50: "> cap" in the pilots whose point
+    N exceeds 50 (0.60 of them, docs/verdict.md), the cap (a range) in the others, never a number above 50."""
     assert math.ceil(TTestIndPower().solve_power(0.5, alpha=0.05, power=0.8)) == 64
-    ns, _ = pilot_advice(0.5, False, "margin", seed=5, cap=50)
-    assert len(ns) == PILOTS
-    assert sum(n is None for n in ns) / PILOTS >= 0.75
-    assert all(n <= 50 for n in ns if n is not None)
-    # and not by refusing everything: a 1 SD margin (17 seeds) gets a number in at least 3 of 4 pilots (measured
-    # 0.80: planning on the SD's 90% upper limit from 8 df puts a fifth of the pilots above 50)
-    ns1, _ = pilot_advice(1.0, False, "margin", seed=6, cap=50)
-    assert sum(n is not None for n in ns1) / PILOTS >= 0.75
+    rng = np.random.default_rng(5)
+    kinds = {"number": 0, "range": 0, "> cap": 0}
+    for ti, ci in zip(rng.normal(0.5, 1, (PILOTS, N_PILOT)), rng.normal(0, 1, (PILOTS, N_PILOT)), strict=True):
+        sd = math.sqrt((np.var(ti, ddof=1) + np.var(ci, ddof=1)) / 2)
+        a = recommend_seeds(N_PILOT, sd, 8, target=0.5, target_kind="margin", cap=50)
+        assert a is not None
+        point = math.ceil(TTestIndPower().solve_power(0.5 / sd, alpha=0.05, power=0.8))
+        assert (a.n_needed is None) == (point > 50) == ("not resolvable within budget" in a.message())
+        if a.is_range:
+            assert a.n_needed == 50 and a.n_needed_point is not None and a.n_needed_upper is not None
+            assert a.n_needed_point <= 50 < a.n_needed_upper and f"between {a.n_needed_point} and " in a.message()
+        kinds["> cap" if a.n_needed is None else "range" if a.is_range else "number"] += 1
+        assert a.n_needed is None or a.n_needed <= 50
+    assert kinds["> cap"] >= 0.45 * PILOTS and kinds["range"] >= 0.2 * PILOTS  # measured 0.60 and 0.35 (1000 pilots)
 
 
-def test_the_power_it_buys_is_printed() -> None:
-    """The power beside the advised N is statsmodels' power of that N at the pilot's SD."""
+def _correct_share(d: float, paired: bool, seed: int, pilots: int = 200, cap: int = 50) -> float:
+    """Of all 5-seed pilots, the share whose advice is correct: a number (the cap for a range) whose true power at
+    the true SD is >= 0.8 (statsmodels), or "> cap" where statsmodels' N exceeds the cap."""
+    rng = np.random.default_rng(seed)
+    t, c = rng.normal(d, 1.0, (pilots, N_PILOT)), rng.normal(0.0, 1.0, (pilots, N_PILOT))
+    sigma = math.sqrt(2.0) if paired else 1.0
+    true_n = math.ceil((TTestPower() if paired else TTestIndPower()).solve_power(d, alpha=0.05, power=0.8))
+    advised = []
+    for ti, ci in zip(t, c, strict=True):
+        sd = float(np.std(ti - ci, ddof=1)) if paired else math.sqrt((np.var(ti, ddof=1) + np.var(ci, ddof=1)) / 2)
+        a = recommend_seeds(N_PILOT, sd, N_PILOT - 1 if paired else 2 * N_PILOT - 2, paired=paired, target=d * sigma,
+                            target_kind="margin", cap=cap)
+        assert a is not None
+        advised.append(0 if a.n_needed is None else a.n_needed)
+    n = np.asarray(advised)
+    reach = true_power(np.full(n.shape, d), np.where(n > 0, n, cap), paired) >= 0.8
+    return float(np.mean(np.where(n > 0, reach, true_n > cap)))
+
+
+def test_pilots_get_a_correct_answer_where_the_issue_found_few() -> None:
+    """The issue's rows: an unpaired 0.75 SD margin (true N 29) got a correct answer from 29% of 5-seed pilots, 62%
+    being told "> 50"; now >= 75% (measured 0.824 with 1000 pilots). The paired d_z = 0.5 row (true N 34) rose from
+    9% to 0.720 (1000 pilots): short of 0.75, because a 4-df SD puts the point N above the cap in 18% of the pilots
+    (docs/verdict.md says so); held at >= 0.65 here (200 pilots, MC SE 0.032)."""
+    assert _correct_share(0.75, False, seed=75) >= 0.75
+    assert _correct_share(0.5, True, seed=57) >= 0.65
+
+
+def test_the_power_at_the_planning_sd_is_printed() -> None:
+    """The power beside the advised N is statsmodels' power of that N at the planning SD (the SD's 90% upper limit,
+    scipy's chi-square quantile), not at the pilot's SD (which printed 1.00 where the truth was 0.60-0.93)."""
+    from scipy.stats import chi2
+
     a = recommend_seeds(5, 1.0, 8, target=1.0, target_kind="margin")
     assert a is not None and a.n_needed is not None
-    assert a.power == pytest.approx(TTestIndPower().power(1.0, nobs1=a.n_needed, alpha=0.05), abs=1e-9)
-    assert f"buys power {a.power:.2f}" in a.message() and f"needs {a.n_needed} seeds per arm" in a.message()
+    up = math.sqrt(8 / chi2.ppf(0.1, 8))
+    assert a.power == pytest.approx(TTestIndPower().power(1.0 / up, nobs1=a.n_needed, alpha=0.05), abs=1e-9)
+    assert 0.8 <= a.power < TTestIndPower().power(1.0, nobs1=a.n_needed, alpha=0.05)
+    assert f"at the planning SD it has power {a.power:.2f}" in a.message()
+    assert f"needs {a.n_needed} seeds per arm" in a.message()

@@ -57,7 +57,7 @@ def test_verdict_repr_words_and_firm(sweep: tuple[Path, dict]) -> None:
     assert lines[1].startswith("  lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +") and \
         lines[1].endswith(": better, firm.")
     assert lines[2].endswith(": better (indicative), not yet firm (a lead to confirm).")
-    assert lines[3].startswith("  Next: ablate -m variable=lr seeds=") and lines[3].endswith(").)")
+    assert lines[3].startswith(f"  Next: ablate extend {root} seeds=") and lines[3].endswith(").)")  # issue 39
     assert [f"  {x}" for x in v.bottom_line()] == [*lines[1:-1], lines[-1].removesuffix(")")] and lines[1:-1] == [
         f"  {t['sentence']}" for t in v["bottom_line"]["treatments"]]
     assert [c["verdict"] for c in v["comparisons"]] == ["better", "better"]  # the plain words stay in the dict
@@ -98,3 +98,33 @@ def test_verdict_label_follows_compare() -> None:
     strong = compare(STRONG, C)
     assert (strong.verdict, strong.firm) == ("better", True) and verdict_label(strong.verdict, strong.firm) == "better"
     assert verdict_label("inconclusive", None) == "inconclusive"
+
+
+def test_the_ci_beside_an_indicative_verdict_is_labelled(sweep: tuple[Path, dict]) -> None:
+    """Issue 37, item 6: the CI printed beside an indicative verdict says so, in verdict.md (bottom line, the line for
+    the paper, the Comparisons table, Terms) and verdict.json (``ci_indicative``, the reason); a firm one does not.
+    The interval itself is scipy's Welch interval at Holm's step level (95% for lr=0.1 at the second of two steps)."""
+    root, v = sweep
+    md = (root / "verdict.md").read_text()
+    c = {x["arm"]: x for x in v["comparisons"]}
+    assert (c["lr=0.1"]["ci_indicative"], c["lr=0.2"]["ci_indicative"]) == (True, False)
+    ci = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)
+    lo, hi = f"{ci.low:+.4f}", f"{ci.high:+.4f}"
+    assert c["lr=0.1"]["ci"] == [pytest.approx(ci.low), pytest.approx(ci.high)]
+    assert f"changed val_acc by +0.0192 (indicative 95% CI {lo} to {hi}): **better (indicative)**" in md
+    assert f"Δ val_acc = +0.0192 (indicative 95% CI {lo} to {hi}; higher is better)" in md
+    assert f"| [{lo}, {hi}] (95%, indicative) |" in md
+    assert f"indicative 95% CI [{ci.low:.4f}, {ci.high:.4f}]" in c["lr=0.1"]["reason"]
+    strong = next(t for t in v["bottom_line"]["treatments"] if t["arm"] == "lr=0.2")
+    assert "indicative" not in strong["sentence"] and "% CI" in strong["sentence"]
+    assert "indicative" not in c["lr=0.2"]["reason"]
+    assert "- **indicative CI**: a CI of Δ beside an indicative verdict" in md  # defined in Terms
+
+
+def test_no_indicative_ci_term_without_one() -> None:
+    """Terms defines the indicative CI only on a page that prints one."""
+    from ablate.judge.terms import used_terms
+
+    assert "indicative CI" not in [t.name for t in used_terms("changed x by +1 (95% CI +0.1 to +2): better, firm.")]
+    assert "indicative CI" in [t.name for t in used_terms("(indicative 95% CI +0.1 to +2)")]
+    assert "indicative CI" in [t.name for t in used_terms("| [+0.1, +2] (97.5%, indicative) |")]

@@ -95,8 +95,8 @@ def test_two_treatments_decision_and_interval_agree(tmp_path: Path) -> None:
     ref = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)
     assert c["ci"] == pytest.approx([ref.low, ref.high], rel=1e-9) and c["ci"][0] > 0
     md = (root / "verdict.md").read_text()
-    assert "(95% CI +0.0013 to +0.0371): **better (indicative)**" in md  # the bottom line
-    assert "| [+0.0013, +0.0371] (95%) |" in md  # the comparisons table, same level
+    assert "(indicative 95% CI +0.0013 to +0.0371): **better (indicative)**" in md  # the bottom line
+    assert "| [+0.0013, +0.0371] (95%, indicative) |" in md  # the comparisons table, same level
     assert md.count("(97.5%) |") == 1  # the strong arm, rejected at Holm's first step (α/2)
     assert "holm_ci" not in md
 
@@ -123,7 +123,7 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
 
 def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     """An undecided treatment gets one number of seeds to add, planned on the SD's 90% upper confidence limit
-    (statsmodels' N for the observed |Δ| at that SD), the power it buys at the SD seen so far, and the command."""
+    (statsmodels' N for the observed |Δ| at that SD), the power it has at that planning SD, and the command."""
     import math
 
     from statsmodels.stats.power import TTestIndPower
@@ -137,14 +137,15 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
     up = sd * math.sqrt(6 / stats.chi2.ppf(0.1, 6))
     need = math.ceil(TTestIndPower().solve_power(effect_size=abs(c["diff"]) / up, alpha=0.05, power=0.8))
     assert adv["sd_upper"] == pytest.approx(up, rel=1e-9) and adv["n_needed"] == need
-    power = TTestIndPower().power(abs(c["diff"]) / sd, need, 0.05)
+    power = TTestIndPower().power(abs(c["diff"]) / up, need, 0.05)  # at the planning SD (issue 37, item 3)
     assert adv["power"] == pytest.approx(power, abs=1e-9)
     md = (root / "verdict.md").read_text()
     assert "): **inconclusive**, the data cannot tell yet." in md
     assert (f"Next: `ablate extend {root} seeds={need}` ({need} seeds per arm: runs only the {need - 4} new ones, in "
             "this sweep dir, and a two-stage combination test keeps α;") in md
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
-    assert f"needs {need} seeds per arm (+{need - 4};" in seeds and f"it buys power {power:.2f}" in seeds
+    assert f"needs {need} seeds per arm (+{need - 4};" in seeds
+    assert f"at the planning SD it has power {power:.2f}" in seeds
 
 
 def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:

@@ -78,10 +78,12 @@ def test_minimize_delta_has_one_sign_everywhere(tmp_path: Path) -> None:
     assert (ref.statistic, ref.pvalue) == (pytest.approx(-2.516748, rel=1e-6), pytest.approx(0.0386886, rel=1e-6))
     assert (round(ci.low, 4), round(ci.high, 4)) == (-0.0371, -0.0013)
     assert md.startswith("# Ablation of `task.optim.lr`: val_loss, lower is better\n")
-    assert ("changed val_loss by -0.0192 (95% CI -0.0371 to -0.0013): **better (indicative)**, not yet firm (a lead "
-            "to confirm).") in md
-    assert "Δ val_loss = -0.0192 (95% CI -0.0371 to -0.0013; lower is better), Welch's t-test, p = 0.0387" in md
-    assert "| lr=0.1 | Welch t | 5/5 | -0.0192 | -2.6 | [-0.0371, -0.0013] (95%) | -2.52 (7.3) | 0.0387 |" in md
+    assert ("changed val_loss by -0.0192 (indicative 95% CI -0.0371 to -0.0013): **better (indicative)**, not yet "
+            "firm (a lead to confirm).") in md
+    assert ("Δ val_loss = -0.0192 (indicative 95% CI -0.0371 to -0.0013; lower is better), Welch's t-test, "
+            "p = 0.0387") in md
+    assert ("| lr=0.1 | Welch t | 5/5 | -0.0192 | -2.6 | [-0.0371, -0.0013] (95%, indicative) | -2.52 (7.3) | "
+            "0.0387 |") in md
     assert "| Hedges' g = -1.44 |" in md  # the effect size in the same sign as Δ
     assert "| **-0.019 [-0.037, -0.001]** | **↑ better (indicative)** |" in md  # one label in every place
     assert "+0.0192" not in md and "+2.52" not in md and "+1.44" not in md
