@@ -5,7 +5,8 @@ derived, confounds), what is missing, the verdict's statistics post hoc, and the
 comparison (written when the runs are confounded, too few, or give an indicative better/worse: then with the seeds
 that make it firm).
 
-Writes ``audit.json``, ``audit.md`` and its plots (``curves.png``, ``values.png``) into the output dir (each
+Writes ``audit.json``, ``audit.md`` and its plots (``curves.png``, ``values.png``, and ``curve_verdict.png`` where
+the runs logged step series: their curves compared as a curve verdict compares trials) into the output dir (each
 written whole, or not at all) and, for a comparison ablate can vary, ``ablation/conf/{task,variable}/audit.yaml``.
 Every check runs before any file is written, so bad input leaves nothing behind; no source is written to.
 """
@@ -75,8 +76,11 @@ def run_audit(sources: Sequence[str], *, out: str | Path = "audit", variable: st
 
 
 def _plots(out: Path, a: Any, b: Any, report: Mapping[str, Any]) -> list[str]:
-    """curves.png (the two sides' metric curves) and values.png (the per-run values), written into ``out``."""
+    """curves.png (the two sides' metric curves), values.png (the per-run values) and, where the runs logged step
+    series, curve_verdict.png (the curve comparison: the curve verdict's figure), written into ``out``."""
     from ablate.audit.plots import curves_plot, values_plot  # lazy: matplotlib only when plots are drawn
+    from ablate.audit.report import CURVE_PLOT
+    from ablate.judge.curves_report import curve_plots
     from ablate.record.sweepdir import write_atomic
 
     ms = report["metrics"]
@@ -89,6 +93,11 @@ def _plots(out: Path, a: Any, b: Any, report: Mapping[str, Any]) -> list[str]:
         if png:
             write_atomic(out / name, png)
             made.append(name)
+    cv = report["statistics"].get("curves")
+    png = curve_plots({"curves": cv}).get("treatment") if cv else None
+    if png:
+        write_atomic(out / CURVE_PLOT, png)
+        made.append(CURVE_PLOT)
     return made
 
 

@@ -190,8 +190,10 @@ def indicative(stats: dict[str, Any]) -> bool:
 def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: str,
                seed_key: str | Mapping[str, str], variable: str | None) -> dict[str, Any]:
     """The verdict's statistics on the two arms' values (B against A as control), via
-    :func:`ablate.judge.verdict.analyse`: ``{"values", "verdict", "notes"}``; ``verdict`` is None with fewer than
-    :data:`MIN_REPLICATES` runs in an arm (then ``sample_size`` says what is needed). ``metric`` and ``seed_key``
+    :func:`ablate.judge.verdict.analyse`: ``{"values", "verdict", "notes", "curves"}``; ``verdict`` is None with
+    fewer than :data:`MIN_REPLICATES` runs in an arm (then ``sample_size`` says what is needed); ``curves`` compares
+    the runs' logged step series with the curve verdict's statistics (:func:`ablate.audit.curves.audit_curves`;
+    None when no run logged one). ``metric`` and ``seed_key``
     may name each side's own."""
     from ablate.judge.options import resolve_options  # lazy: the verdict's machinery, after the checks
     from ablate.judge.verdict import analyse
@@ -201,13 +203,15 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
     values: dict[str, dict[int, float]] = {}
     shown: dict[str, dict[str, float]] = {}
     notes: list[str] = []
+    label = {a.name: "control", b.name: "treatment"}
+    sides = []
     for arm in (a, b):
         labels, ints, more = seed_labels(arm, keys[arm.name])
         vals = [_reduce(r, metrics[arm.name], rule) for r in arm.runs]
         values[arm.name] = dict(zip(ints, vals, strict=True))
         shown[arm.name] = dict(zip(labels, vals, strict=True))
         notes += more
-    label = {a.name: "control", b.name: "treatment"}
+        sides.append((label[arm.name], metrics[arm.name], arm.runs, ints, labels))
     out: dict[str, Any] = {"values": {label[k]: d for k, d in shown.items()}, "notes": notes}
     n = min(len(a.runs), len(b.runs))
     if n < MIN_REPLICATES:
@@ -221,6 +225,10 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
                      {"name": "treatment", "label": "B", "value": None}]}
     rows = [{"arm": label[k], "seed": s, "status": "ok", name: v} for k, d in values.items() for s, v in d.items()]
     out["verdict"] = analyse(plan, rows, resolve_options(plan))
+    # lazy: the curve statistics (numpy, scipy), as the verdict's
+    from ablate.audit.curves import audit_curves
+
+    out["curves"] = audit_curves(sides, out["verdict"])  # where the runs logged step series
     return out
 
 

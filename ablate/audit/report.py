@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+from ablate.judge.curves_report import curves_section
 from ablate.judge.report import bottom_line_words, seed_advice_text
+
+#: The curve comparison's plot in the audit's output dir (the curve verdict's figure for side B against A).
+CURVE_PLOT = "curve_verdict.png"
 
 
 def _f(x: Any) -> str:
@@ -75,6 +79,9 @@ def _bottom(a: Mapping[str, Any]) -> list[str]:
         L.append(_verdict_line(a, c, v))
         if c.get("seed_advice"):
             L.append(f"- Seeds: {seed_advice_text(c)}")
+        for cc in (st.get("curves") or {}).get("comparisons") or []:  # the runs' logged series, where they exist
+            L.append("- Curves (post hoc, B against A, simultaneous band): "
+                     + (f"insufficient data: {cc['insufficient']}." if "insufficient" in cc else f"{cc['sentence']}."))
     m = a.get("minimal")
     if m and m.get("command"):
         L.append(f"- **The run that settles it** isolates `{m['isolates']}` at {m['pinned_to']}, "
@@ -127,8 +134,13 @@ def render(a: Mapping[str, Any]) -> str:
         L.append(f"- test: {c.get('test')}, p = {_f(c.get('pvalue'))}, effect size {_f(c.get('effect_size'))} "
                  f"({c.get('effect_size_name') or ''})")
     L += ["", "Per-run values:", "", *_values(a), ""]
+    if a["statistics"].get("curves"):  # the curve verdict's section, from the same code as verdict.md's
+        shown = {"curves": a["statistics"]["curves"],
+                 "plots": {"curves": {"treatment": CURVE_PLOT} if CURVE_PLOT in a.get("plots", []) else {}}}
+        L += [x.replace("## Curves", "## Curves (post hoc)", 1) if x == "## Curves" else x
+              for x in curves_section(shown)]
     titles = {"curves.png": "Metric curves of the two sides", "values.png": "Per-run values"}
-    L += [f"![{titles.get(p, p)}]({p})" for p in a.get("plots", [])]
+    L += [f"![{titles.get(p, p)}]({p})" for p in a.get("plots", []) if p != CURVE_PLOT]  # that one is in Curves
     m = a.get("minimal")
     if m and m.get("command"):
         L += ["", "## The minimal ablation", "", f"Written to `{m['config_dir']}` (task and variable `audit`). Run, "

@@ -26,8 +26,9 @@ def dispatch(name: str, argv: Sequence[str]) -> int:
 
 def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     """``ablate verdict DIR [--alpha A] [--margin M|none] [--multiplicity holm|dunnett|bh|none] [--pairing P]
-    [--family suite|variable] [--against OTHER_DIR] [--no-plots | --wait-plots] [--recompute] [--reset]``: recompute
-    verdict.json and verdict.md from the trial records (trials are never touched).
+    [--family suite|variable] [--against OTHER_DIR] [--curve [KEY=VALUE ...] | --curve off] [--no-plots |
+    --wait-plots] [--recompute] [--reset]``: recompute verdict.json and verdict.md from the trial records (trials
+    are never touched; ``--curve`` compares curves after the run, :mod:`ablate.judge.curves_recorded`).
 
     The command returns once the text is written; the PNG plots are drawn after it by a detached process
     holding the sweep dir's lock (:func:`ablate.judge.verdict.draw_plots_in_background`), or before returning
@@ -51,6 +52,11 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="a suite's multiplicity family: suite (all treatments, default) or variable (one per variable)")
     p.add_argument("--against", metavar="OTHER_DIR",
                    help="a target run's sweep dir: say in the verdict what differs from it (data, code, config)")
+    p.add_argument("--curve", nargs="*", metavar="KEY=VALUE",
+                   help="compare curves too (curve verdicts), after the run: each trial's series read from its "
+                   "curve.json, else from what it left (ablate.log_step values, its metric's CSV/TensorBoard/JSONL "
+                   "log or printed lines); settings as in the config (x=epoch summary=auc threshold=0.9 ...); "
+                   "`--curve off` turns it off")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None,
                    help="skip the PNG plots (saves the matplotlib import and rendering)")
     p.add_argument("--wait-plots", action="store_true",
@@ -64,6 +70,8 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
                    help="forget the options remembered from earlier `ablate verdict` calls (back to the "
                    "ablation's own); `--margin none` clears only the margin")
     args = p.parse_args(argv)
+    if args.curve is not None:
+        args.curve = curve_settings(args.curve)
     from ablate.judge.verdict import write_verdict
     from ablate.orchestrate.transfer import TRANSFER_MD, is_transfer_dir, write_transfer
     from ablate.record.results import write_results
@@ -130,6 +138,33 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
               + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
     print(sd.verdict_md)
     return 0
+
+
+def curve_settings(words: Sequence[str]) -> dict[str, object] | bool:
+    """``--curve`` as a verdict override: the ``KEY=VALUE`` settings (values read as YAML scalars, as Hydra reads
+    an override's), ``{}`` for the defaults, or False for ``off``.
+
+    Raises
+    ------
+    ConfigError
+        A word that is not ``KEY=VALUE`` (or ``off`` alone).
+    """
+    import yaml
+
+    if [w.strip().lower() for w in words] in (["off"], ["none"], ["false"]):
+        return False
+    out: dict[str, object] = {}
+    for w in words:
+        key, eq, value = w.partition("=")
+        key = key.strip().removeprefix("curve.")
+        if not eq or not key:
+            raise ConfigError(f"{w!r} is not a curve setting KEY=VALUE", where="--curve",
+                              fix="e.g. `--curve x=epoch summary=auc`, `--curve` for the defaults, or `--curve off`")
+        try:
+            out[key] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            out[key] = value
+    return out
 
 
 def _require_a_result(sd: SweepDir, name: str) -> None:

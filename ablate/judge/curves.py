@@ -1,23 +1,27 @@
 """The curve verdict: for each treatment, where along the x-axis it is better, worse or indistinguishable from
 the control, with the error rate held over every grid point (verdict.json ``curves``).
 
-Reads each finished trial's ``curve.json`` (:mod:`ablate.record.curves`), puts both arms' curves on one grid
+Reads each finished trial's ``curve.json`` (:mod:`ablate.record.curves`), or, for curves asked for after the run
+(``ablate verdict DIR --curve``), the series the trial left (:mod:`ablate.judge.curves_recorded`), puts both arms'
+curves on one grid
 (:func:`ablate.stats.align_curves`), and compares them with the max-|t| permutation band
 (:func:`ablate.stats.curve_band`), paired by seed when the final verdict's comparison is, at level ``alpha / m``
 for the m treatments of its family (Bonferroni over treatments, as the final verdict's CIs). The summaries
 (normalised area, time to ``curve.threshold``, final value) are columns of the same family. The final
-value's Δ is the final verdict's own (the trial's metric, per seed); its verdict word stays the final
-verdict's.
+value's Δ is the final verdict's own (the trial's metric, per seed; only for a curve of the verdict's metric); its
+verdict word stays the final verdict's. :func:`compare_each` serves ``ablate audit`` too (:mod:`ablate.audit.curves`).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ablate.errors import ConfigError
 from ablate.judge.curve_options import CURVE_DEFAULTS
-from ablate.record.curves import read_curve
+from ablate.judge.curves_recorded import trial_curve
 from ablate.record.sweepdir import SweepDir
 
 #: Random permutations when there are more (the observed labelling is counted too): the test is exact for any
@@ -30,18 +34,19 @@ MIN_SEEDS = 3
 CURVE_RNG_SEED = 20260117
 
 
-def _trial_curves(sd: SweepDir, arm: str, seeds: Sequence[int]) -> tuple[dict[int, tuple[Any, Any]], dict[str, str]]:
-    """seed -> (xs, ys) of the arm's trials that recorded a curve, and ``arm/seed=k`` -> why not for the others."""
-    got, why = {}, {}
+def _trial_curves(sd: SweepDir, plan: Mapping[str, Any], arm: str, seeds: Sequence[int], cfg: Mapping[str, Any]
+                  ) -> tuple[dict[int, tuple[Any, Any]], dict[str, str], dict[str, str], list[str]]:
+    """seed -> (xs, ys) of the arm's trials with a curve, ``arm/seed=k`` -> why not for the others, ``arm/seed=k``
+    -> where each curve came from, and the files read (:func:`ablate.judge.curves_recorded.trial_curve`)."""
+    got, why, source, inputs = {}, {}, {}, []
     for seed in seeds:
-        rec = read_curve(sd.trial(arm, seed).curve)
-        if rec is None:
-            why[f"{arm}/seed={seed}"] = "no curve.json (the trial ran before curves were asked for, or failed first)"
-        elif "error" in rec:
-            why[f"{arm}/seed={seed}"] = str(rec["error"])
+        res = trial_curve(sd, plan, arm, seed, cfg)
+        inputs += res[-1]
+        if len(res) == 2:
+            why[f"{arm}/seed={seed}"] = str(res[0])
         else:
-            got[seed] = (rec["xs"], rec["ys"])
-    return got, why
+            got[seed], source[f"{arm}/seed={seed}"] = res[0], str(res[1])
+    return got, why, source, inputs
 
 
 def _values_by_seed(arm: Mapping[str, Any]) -> dict[int, float]:
@@ -53,52 +58,90 @@ def _values_by_seed(arm: Mapping[str, Any]) -> dict[int, float]:
     return out
 
 
-def curves_verdict(sd: SweepDir, plan: Mapping[str, Any], verdict: Mapping[str, Any]) -> dict[str, Any] | None:
-    """verdict.json's ``curves`` object, or None when the ablation did not ask for curves.
+def curves_verdict(sd: SweepDir, plan: Mapping[str, Any], verdict: Mapping[str, Any],
+                   cfg: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """verdict.json's ``curves`` object, or None when neither the ablation nor the verdict asks for curves.
 
     Parameters
     ----------
     sd : SweepDir
-        Its trials' ``curve.json`` files are read.
+        Its trials' ``curve.json`` files are read (or, for curves asked for after the run, what the trials left:
+        :mod:`ablate.judge.curves_recorded`).
     plan : mapping
-        The plan (``options.curve``).
+        The plan (``options.curve``: the curve settings the ablation asked for).
     verdict : mapping
         The final verdict (:func:`ablate.judge.verdict.analyse`): arms with values by seed, comparisons with
         their pairing and family size.
+    cfg : mapping, optional
+        The curve settings this verdict uses (``ablate verdict DIR --curve ...``: the verdict options' ``curve``);
+        default: the plan's.
 
     Returns
     -------
     dict or None
         ``metric``, ``x``, ``goal``, ``alpha``, ``summary``, ``threshold``, ``method``, ``rules`` and
-        ``comparisons`` (one per treatment, :func:`compare_curves`), plus ``trial_errors``.
+        ``comparisons`` (one per treatment, :func:`compare_curves`), plus ``trial_errors``, ``asked`` (``with the
+        ablation`` or ``after the run``), ``sources`` (how many trials' curves came from each source) and
+        ``_inputs`` (the files read, relative to the sweep dir: for the reuse key, not written).
+
+    Raises
+    ------
+    ConfigError
+        Curves asked for after the run, and not one trial recorded the metric's series: the fix says how to
+        record it.
     """
-    cfg = (plan.get("options") or {}).get("curve")
+    planned = (plan.get("options") or {}).get("curve")
+    cfg = planned if cfg is None else cfg
     if not cfg:
         return None
-    import numpy as np  # lazy: numpy (with ablate.stats) is kept off verdict reuse and `ablate status`
-
     arms = {a["arm"]: a for a in verdict["arms"]}
     names = [a["name"] for a in plan["arms"]]
     ok = {name: sorted(_values_by_seed(arms[name])) for name in names}
-    curves, errors = {}, {}
+    curves, errors, sources, inputs = {}, {}, {}, []
     for name in names:
-        curves[name], why = _trial_curves(sd, name, ok[name])
+        curves[name], why, src, read = _trial_curves(sd, plan, name, ok[name], cfg)
         errors.update(why)
+        sources.update(src)
+        inputs += read
+    after = dict(cfg) != dict(planned or {})
+    if after and not sources and errors:
+        first, why = next(iter(errors.items()))
+        raise ConfigError(f"no trial of {sd.root} kept a series of {cfg['metric']!r} against {cfg.get('x')!r} to "
+                          f"compare curves with ({len(errors)} finished; e.g. {first}: {why})", where="--curve",
+                          fix=f"log {cfg['metric']!r} at every step (`ablate.log_step(step, {cfg['metric']}=value)` "
+                          "in a fn task; a metrics.csv, TensorBoard or JSONL log in the run dir; or printed lines "
+                          "read by a `task.metric_pattern` with a `step` group), then run the ablation again with "
+                          "`curve.enabled=true`")
+    return {**compare_each(curves, verdict, cfg), "trial_errors": errors,
+            "asked": "after the run" if after else "with the ablation",
+            "sources": dict(sorted(Counter(sources.values()).items())), "_inputs": inputs}
+
+
+def compare_each(curves: Mapping[str, Mapping[int, tuple[Any, Any]]], verdict: Mapping[str, Any],
+                 cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The curves object's settings and ``comparisons``: each of the final verdict's comparisons
+    (:func:`compare_curves`) on the arms' curves (arm -> seed -> (xs, ys); the verdict's first arm is the control),
+    with permutations seeded by :data:`CURVE_RNG_SEED`, so a recomputed verdict is identical. Also the audit's
+    (:mod:`ablate.audit.curves`)."""
+    import numpy as np  # lazy: numpy (with ablate.stats) is kept off verdict reuse and `ablate status`
+
     # lazy: threadpoolctl (a dependency) only here. One BLAS thread: the permutations' products are small, and a
     # multi-threaded BLAS on a busy machine spins (measured 20x slower at load 9 on 2 cores)
     from threadpoolctl import threadpool_limits  # lazy: one BLAS thread for the permutations (see above)
 
-    ss = np.random.SeedSequence(CURVE_RNG_SEED).spawn(max(1, len(names) - 1))
+    arms = {a["arm"]: a for a in verdict["arms"]}
+    control = verdict["arms"][0]["arm"]
+    ss = np.random.SeedSequence(CURVE_RNG_SEED).spawn(max(1, len(arms) - 1))
     comps = []
     with threadpool_limits(limits=1, user_api="blas"):
         for i, c in enumerate(verdict.get("comparisons") or []):
-            comps.append(compare_curves(c, curves[c["arm"]], curves[names[0]], _values_by_seed(arms[c["arm"]]),
-                                        _values_by_seed(arms[names[0]]), cfg, verdict,
+            comps.append(compare_curves(c, curves[c["arm"]], curves[control], _values_by_seed(arms[c["arm"]]),
+                                        _values_by_seed(arms[control]), cfg, verdict,
                                         rng=np.random.default_rng(ss[i])))
     return {"metric": str(cfg.get("metric") or verdict["metric"]), "x": str(cfg.get("x") or "step"),
             "goal": verdict.get("goal", "maximize"), "alpha": verdict["alpha"],
             "summary": cfg.get("summary", "final"), "threshold": cfg.get("threshold"), "method": METHOD,
-            "rules": RULES, "comparisons": comps, "trial_errors": errors}
+            "rules": RULES, "comparisons": comps}
 
 
 #: How the band is computed, as verdict.md says it.
@@ -190,7 +233,8 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
     spec: dict[str, tuple[Any, Any, str]] = {"auc": (s_t["auc"], s_c["auc"], goal)}
     if thr is not None and (s_t["reached"].any() or s_c["reached"].any()):
         spec["time_to"] = (s_t["time_to"], s_c["time_to"], "minimize")
-    if np.isfinite(t_final).all() and np.isfinite(c_final).all():
+    same = str(cfg.get("metric") or verdict["metric"]) == str(verdict["metric"])  # a curve of another metric: no
+    if same and np.isfinite(t_final).all() and np.isfinite(c_final).all():  # final value of the verdict's in it
         spec["final"] = (np.asarray(t_final), np.asarray(c_final), goal)
     band = curve_band(t_y, c_y, x=al.x, paired=paired, alpha=level, goal=goal, summaries=spec,
                       n_resamples=N_PERMUTATIONS, rng=rng)

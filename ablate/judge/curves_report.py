@@ -1,7 +1,7 @@
 """verdict.md's "Curves" section and the curve plots (one PNG per treatment), from verdict.json's ``curves``.
 
-:func:`curves_section` is the whole section (``report.py`` calls it once); :func:`curve_figure` draws one
-treatment: both arms' mean curves with their pointwise 95% bands above, the difference with its simultaneous
+:func:`curves_section` is the whole section (``report.py`` calls it once); :class:`CurveFigure` draws one
+treatment at a time: both arms' mean curves with their pointwise 95% bands above, the difference with its simultaneous
 band below, the regions where the band excludes 0 shaded. matplotlib is imported here only, on the Agg canvas
 without pyplot.
 """
@@ -9,11 +9,9 @@ without pyplot.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from typing import Any
 
 #: Shading per region word.
 REGION_COLORS = {"better": "#1a7f37", "worse": "#cf222e"}
@@ -49,6 +47,7 @@ def curves_section(v: Mapping[str, Any]) -> list[str]:
          f"`{metric}` against `{x}` ({cv['goal']}): treatment − control at every grid point, with a band that holds "
          f"**simultaneously** over every grid point and the summaries of a treatment (level 1 − α/m: α = "
          f"{cv['alpha']:g} over the m treatments). Method: {cv['method']}.", "",
+         *_asked_lines(cv),
          f"| treatment | where (simultaneous band) | {SUMMARY_NAMES['auc']} Δ [CI] | "
          + (f"time to {thr:g} Δ [CI] | " if thr is not None else "")
          + "final value Δ [CI] | points an uncorrected t-test marks | Bonferroni marks |",
@@ -75,6 +74,30 @@ def curves_section(v: Mapping[str, Any]) -> list[str]:
         shown = "; ".join(f"{k}: {e}" for k, e in list(errs.items())[:5])
         L += [f"Trials without a curve ({len(errs)}): {shown}" + (" ..." if len(errs) > 5 else ""), ""]
     return L
+
+
+def _asked_lines(cv: Mapping[str, Any]) -> list[str]:
+    """Where the curves came from, when any came from elsewhere than the trials' curve.json: asked for after the
+    run (``ablate verdict DIR --curve``), each trial's series read again from what it left."""
+    if cv.get("asked") == "by the audit":  # runs ablate did not launch (ablate audit): sources are the sides
+        got = cv.get("sources") or {}
+        return [f"The runs' own logged series against the step (runs with one: A {got.get('A', 0)}, B "
+                f"{got.get('B', 0)}), compared post hoc as a curve verdict compares an ablation's trials; the "
+                "treatment is side B, the control side A.", ""]
+    src = {k: n for k, n in (cv.get("sources") or {}).items() if k != "curve.json"}
+    if cv.get("asked") != "after the run" and not src:
+        return []
+    read = ", ".join(f"{n} from {_SOURCE_NAMES.get(k, k)}" for k, n in (cv.get("sources") or {}).items())
+    return [("Curves asked for after the run (`ablate verdict --curve`), not by the ablation: a post-hoc "
+             "description beside the final verdict. " if cv.get("asked") == "after the run" else "")
+            + f"Each trial's series as it recorded it: {read or 'none'}.", ""]
+
+
+#: How verdict.md names where a trial's curve was read from.
+_SOURCE_NAMES = {"curve.json": "curve.json", "log_step": "ablate.log_step (steps.jsonl)", "csv": "a CSV log",
+                 "tensorboard": "TensorBoard events", "json": "a JSON/JSONL log",
+                 "stdout": "printed lines (stdout.log)", "stderr": "printed lines (stderr.log)",
+                 "file": "the metrics file"}
 
 
 def _comparison_lines(c: Mapping[str, Any], v: Mapping[str, Any], x: str) -> list[str]:
@@ -105,59 +128,109 @@ def _comparison_lines(c: Mapping[str, Any], v: Mapping[str, Any], x: str) -> lis
     return L
 
 
-def curve_figure(c: Mapping[str, Any], cv: Mapping[str, Any]) -> Figure:
-    """One treatment's curve plot (see the module docstring)."""
-    # lazy: matplotlib (about 0.5 s to import) only where a plot is drawn, on the Agg canvas without pyplot
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+class CurveFigure:
+    """The curve plot's figure, drawn once per treatment (see the module docstring): built once, then each
+    treatment's data put into the same artists (lines' data, the bands and shading replaced, the limits, the
+    legend's and title's text) before its PNG is written.
 
-    fig = Figure(figsize=(7.0, 5.6), dpi=90)
-    FigureCanvasAgg(fig)
-    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    x = c["x"]
-    for key, ci, label, color in (("mean_control", "ci_control", "control", "#57606a"),
-                                  ("mean_treatment", "ci_treatment", str(c["arm"]), "#0969da")):
-        top.plot(x, c[key], color=color, linewidth=1.6, label=f"{label} (mean, N = "
-                 f"{c['n'][0] if key == 'mean_treatment' else c['n'][1]})")
-        top.fill_between(x, c[ci][0], c[ci][1], color=color, alpha=0.2, linewidth=0)
-    top.set_ylabel(f"{cv['metric']} (pointwise 95% CI)")
-    top.legend(loc="best", fontsize=8, frameon=False)
-    _shade(top, c["regions"])
-    _shade(bottom, c["regions"])
-    bottom.fill_between(x, c["low"], c["high"], color="#8250df", alpha=0.25, linewidth=0)
-    bottom.plot(x, c["diff"], color="#8250df", linewidth=1.6)
-    bottom.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
-    bottom.set_ylabel(f"Δ, simultaneous {c['level']:.1%} band", fontsize=9)
-    bottom.set_xlabel(cv["x"])
-    direction = "higher is better" if cv["goal"] == "maximize" else "lower is better"
-    # the title stays short (its glyphs are most of a plot's drawing time); the sentence is in verdict.md
-    top.set_title(f"{c['arm']} vs control ({direction}); shaded: where the band excludes 0", fontsize=9)
-    fig.subplots_adjust(left=0.13, right=0.97, top=0.94, bottom=0.09, hspace=0.08)
-    return fig
+    Reusing the figure keeps its axes and their tick objects, which a new figure creates again; the title's
+    position and the legend's place are set, not searched for (matplotlib measures every tick label for an
+    automatic title position, and every line point for ``loc="best"``): together most of a plot's drawing time
+    besides the glyphs and the PNG's compression (benchmarks/curve_speed.py).
+    """
+
+    def __init__(self, cv: Mapping[str, Any]) -> None:
+        # lazy: matplotlib (about 0.5 s to import) only where a plot is drawn, on the Agg canvas without pyplot
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.fig = fig = Figure(figsize=(7.0, 5.6), dpi=90)
+        FigureCanvasAgg(fig)
+        self.top, self.bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+        self.lines = {key: self.top.plot([], [], color=color, linewidth=1.6)[0]
+                      for key, color in (("mean_control", CONTROL_COLOR), ("mean_treatment", TREATMENT_COLOR))}
+        self.diff = self.bottom.plot([], [], color=DIFF_COLOR, linewidth=1.6)[0]
+        self.bottom.axhline(0.0, color="black", linewidth=0.8, linestyle="--")
+        self.top.set_ylabel(f"{cv['metric']} (pointwise 95% CI)")
+        self.bottom.set_xlabel(cv["x"])
+        # rising curves (accuracy) leave the lower right empty, falling ones (loss) the upper right
+        self.legend = self.top.legend(list(self.lines.values()), ["control", "treatment"], fontsize=8,
+                                      frameon=False, loc="lower right" if cv["goal"] == "maximize" else "upper right")
+        self.direction = "higher is better" if cv["goal"] == "maximize" else "lower is better"
+        self.title = self.top.set_title("", fontsize=9, y=1.0)  # y given: no search for a free position
+        self.ylabel = self.bottom.set_ylabel("", fontsize=9)
+        self.filled: list[Any] = []
+        fig.subplots_adjust(left=0.13, right=0.97, top=0.94, bottom=0.09, hspace=0.08)
+
+    def draw(self, c: Mapping[str, Any]) -> bytes:
+        """One treatment's plot as PNG bytes."""
+        for art in self.filled:  # the previous treatment's bands and shading
+            art.remove()
+        x = c["x"]
+        top, bottom = self.top, self.bottom
+        self.filled = []
+        for key, ci, color in (("mean_control", "ci_control", CONTROL_COLOR),
+                               ("mean_treatment", "ci_treatment", TREATMENT_COLOR)):
+            self.lines[key].set_data(x, c[key])
+            self.filled.append(top.fill_between(x, c[ci][0], c[ci][1], color=color, alpha=0.2, linewidth=0))
+        self.diff.set_data(x, c["diff"])
+        self.filled.append(bottom.fill_between(x, c["low"], c["high"], color=DIFF_COLOR, alpha=0.25, linewidth=0))
+        self.filled += _shade(top, c["regions"]) + _shade(bottom, c["regions"])
+        top.set_xlim(*_padded([x[0], x[-1]]))
+        top.set_ylim(*_padded([*c["mean_control"], *c["mean_treatment"], *c["ci_control"][0], *c["ci_control"][1],
+                               *c["ci_treatment"][0], *c["ci_treatment"][1]]))
+        bottom.set_ylim(*_padded([0.0, *c["low"], *c["high"], *c["diff"]]))
+        texts = self.legend.get_texts()
+        texts[0].set_text(f"control (mean, N = {c['n'][1]})")
+        texts[1].set_text(f"{c['arm']} (mean, N = {c['n'][0]})")
+        self.ylabel.set_text(f"Δ, simultaneous {c['level']:.1%} band")
+        # the title stays short (its glyphs are most of a plot's drawing time); the sentence is in verdict.md
+        self.title.set_text(f"{c['arm']} vs control ({self.direction}); shaded: where the band excludes 0")
+        buf = io.BytesIO()
+        # zlib level 1: a quarter of the drawing time went to PNG compression at the default level 6; 8% larger
+        self.fig.savefig(buf, format="png", pil_kwargs={"compress_level": 1})
+        return buf.getvalue()
 
 
-def _shade(ax: Any, regions: Sequence[Mapping[str, Any]]) -> None:
-    """Shade the better (worse) regions, one collection per word (many patches were most of the drawing time)."""
+#: The plot's colours: the control's mean, the treatment's, the difference.
+CONTROL_COLOR, TREATMENT_COLOR, DIFF_COLOR = "#57606a", "#0969da", "#8250df"
+
+
+def _padded(values: Sequence[float]) -> tuple[float, float]:
+    """The axis limits matplotlib's autoscaling gives ``values`` (5% margins; a flat range widened), non-finite
+    values left out."""
+    finite = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    pad = 0.05 * (hi - lo) if hi > lo else (0.05 * abs(lo) or 0.05)
+    return lo - pad, hi + pad
+
+
+def _shade(ax: Any, regions: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Shade the better (worse) regions, one collection per word (many patches were most of the drawing time);
+    returns the collections."""
+    out = []
     for word, color in REGION_COLORS.items():
         spans = [(r["from"], r["to"]) for r in regions if r["word"] == word]
         if not spans:
             continue
         xs = [v for a, b in spans for v in (a, b, b)]
         inside = [v for _ in spans for v in (True, True, False)]
-        ax.fill_between(xs, 0, 1, where=inside, color=color, alpha=0.12, linewidth=0, step="post",
-                        transform=ax.get_xaxis_transform())
+        out.append(ax.fill_between(xs, 0, 1, where=inside, color=color, alpha=0.12, linewidth=0, step="post",
+                                   transform=ax.get_xaxis_transform()))
+    return out
 
 
 def curve_plots(verdict: Mapping[str, Any]) -> dict[str, bytes]:
-    """Treatment arm -> its curve plot as PNG bytes (none without curves, or for a treatment without a band)."""
+    """Treatment arm -> its curve plot as PNG bytes (none without curves, or for a treatment without a band), all
+    drawn on one :class:`CurveFigure`."""
     cv = verdict.get("curves")
     out: dict[str, bytes] = {}
+    fig = None
     for c in (cv or {}).get("comparisons") or []:
         if "insufficient" in c:
             continue
-        buf = io.BytesIO()
-        curve_figure(c, cv).savefig(buf, format="png")  # type: ignore[arg-type]
-        out[str(c["arm"])] = buf.getvalue()
+        fig = fig or CurveFigure(cv)  # type: ignore[arg-type]
+        out[str(c["arm"])] = fig.draw(c)
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.errors import ConfigError
+from ablate.judge.curve_options import parse_curve
 from ablate.plan.checks import choice, number
 
 PAIRING = ("auto", "paired", "unpaired")
@@ -51,8 +52,9 @@ def parse_margin(value: Any) -> float | str | None:
                       where="margin", fix="e.g. `margin=0.01`, `margin='2%'` or `--margin none` to clear it")
 
 
-#: Plan options that ``ablate verdict DIR --...`` may override.
-VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against")
+#: Plan options that ``ablate verdict DIR --...`` may override (``curve``: curve verdicts, asked for after the run:
+#: ``--curve [KEY=VALUE ...]``, merged over the plan's ``curve`` settings, or ``off``).
+VERDICT_OVERRIDES = ("alpha", "margin", "pairing", "multiplicity", "family", "against", "curve")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class VerdictOptions:
     looks: list[int] = field(default_factory=lambda: [5, 10, 15, 20])  # seeds per arm at each look
     family: str = "suite"
     against: str | None = None
+    curve: dict[str, Any] | None = None  # curve verdicts (ablate.judge.curve_options); None: off
 
 
 def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
@@ -80,7 +83,7 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
     o = dict(plan.get("options") or {})
     for k, v in (overrides or {}).items():
         if v is not None and k in VERDICT_OVERRIDES:
-            o[k] = v
+            o[k] = resolve_curve(o.get("curve"), v) if k == "curve" else v
     d = DEFAULTS
     looks = o.get("looks") or d.looks
     return VerdictOptions(
@@ -92,7 +95,27 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         looks=[int(x) for x in looks],
         family=choice(o.get("family", d.family), FAMILIES, "family"),
         against=None if o.get("against") is None else str(o["against"]),
+        curve=parse_curve(o.get("curve"), str(plan.get("metric") or "")),
     )
+
+
+def resolve_curve(planned: Any, given: Any) -> dict[str, Any] | None:
+    """The curve settings ``ablate verdict DIR --curve ...`` asks for: ``given`` (a mapping of curve settings, as
+    :func:`ablate.judge.curve_options.parse_curve` takes them) over the plan's own (``planned``), enabled; or None
+    when ``given`` is false (``--curve off``: no curve verdict).
+
+    Raises
+    ------
+    ConfigError
+        When ``given`` is neither a mapping nor false.
+    """
+    if given is False:
+        return None
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"must be a mapping of curve settings or false, got {given!r}", where="--curve",
+                          fix="e.g. `ablate verdict DIR --curve` (the defaults), `--curve x=epoch summary=auc`, or "
+                          "`--curve off`")
+    return {**(planned if isinstance(planned, Mapping) else {}), **given, "enabled": True}
 
 
 #: The verdict's defaults.

@@ -504,14 +504,16 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     opts = resolve_options(plan, {**saved, **(overrides or {})})  # validates before anything is written
     if not write:
         verdict = _assemble(sd, plan, opts, rows, plots=False, write=False)
+        verdict.pop("_curve_inputs", None)
         verdict["non_default_options"] = non_default_options(opts, given, saved)
         return verdict
+    plots = (overrides or {}).get("plots", True) is not False
+    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)  # refuses before any file is written
+    curve_inputs = verdict.pop("_curve_inputs", None)
     if reset and saved_file.exists() and not given:
         saved_file.unlink()
     if (given or reset) and {**saved, **given}:
         write_json(saved_file, {**saved, **given})
-    plots = (overrides or {}).get("plots", True) is not False
-    verdict = _assemble(sd, plan, opts, rows, plots=plots, digest=digest)
     verdict["non_default_options"] = non_default_options(opts, given, saved)
     write_json(sd.verdict_json, verdict)
     write_atomic(sd.verdict_md, render_markdown(verdict))
@@ -519,7 +521,8 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     write_summary(sd)  # summary.json: the main numbers, numbers only, for `dvc metrics show`
     # --against reads another sweep dir, a tuned one reads its evaluation trials beside the plan's: never reused
     reusable = digest is not None and not opts.against and not plan.get("tuning")
-    record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest()) if reusable else None)
+    record(sd, combine(context(sd, plan, reuse_call(plan, overrides)), digest.hexdigest(), curve_inputs, sd)
+           if reusable else None)
     if plots and not plots_later:
         verdict = draw_plots(sd, verdict)
     return verdict
@@ -663,7 +666,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     if tuned is not None:
         verdict["tuning"] = tuning.section(tuned, all_rows, tuning.select(tuned, all_rows), chosen,
                                            verdict["comparisons"])
-    if (curves := curves_verdict(sd, plan, verdict)) is not None:  # curve.enabled: the curves object
+    if (curves := curves_verdict(sd, plan, verdict, opts.curve)) is not None:  # curve.enabled or --curve
+        verdict["_curve_inputs"] = curves.pop("_inputs")  # for the reuse key (write_verdict), never written
         verdict["curves"] = curves
     planned = resolve_options(plan, None)  # the analysis the plan froze before any trial ran
     changed = prereg.changes(planned, opts)

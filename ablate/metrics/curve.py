@@ -12,6 +12,10 @@ Where the series comes from, in this order (:func:`curve_from`):
 The x-axis is ``step`` (the logged step; for printed lines without a ``step`` group, the line number), or any
 column logged beside the metric at the same step: ``epoch`` or ``tokens`` in the same CSV, JSONL row, pattern
 group or ``log_step`` call; ``wall_time`` for TensorBoard events (seconds since the first event of the tag).
+
+After the run (``ablate verdict DIR --curve``, on an ablation that did not ask for curves), the same series are
+read again from what the trial left (:func:`recorded_source_series`, :func:`steps_series`,
+:func:`run_file_series`); a returned history is the one series that is not kept.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ablate.errors import ConfigError
+from ablate.metrics.files import read_csv, read_csv_file, read_json, read_json_file, read_tensorboard
+from ablate.metrics.lines import read_lines
 from ablate.metrics.series import Series, flat_numbers, number
 
 #: The key of an ``fn`` task's return value that holds its history (see the module docstring).
@@ -144,3 +152,37 @@ def curve_from(series: Mapping[str, Series], metric: str, x: str = DEFAULT_X, *,
         logged = ", ".join(sorted(k for k in series if k != metric)[:12]) or "nothing else"
         return f"no column {x!r} was logged beside {metric!r} (logged: {logged})"
     return [at.get(int(s), math.nan) if s is not None else math.nan for s, _ in points], [v for _, v in points]
+
+
+def run_file_series(roots: Sequence[Path], metric: str) -> Iterator[tuple[str, dict[str, Series], dict[str, Any]]]:
+    """The series a run's files hold, one source kind at a time (a Lightning ``metrics.csv``, TensorBoard events,
+    JSONL): ``(kind, series, {"kind", "path"})``, each read only when the caller asks for the next. TensorBoard is
+    skipped when its package is not installed (it has nothing to give then)."""
+    if not roots:
+        return
+    for kind, read in (("csv", read_csv), ("tensorboard", lambda r, _m: read_tensorboard(r)), ("json", read_json)):
+        try:
+            found, path = read(list(roots), metric)
+        except ConfigError:  # tensorboard not installed: that source has nothing to give
+            continue
+        yield kind, found, {"kind": kind, "path": str(path) if path else None}
+
+
+def recorded_source_series(kind: str, path: Path, patterns: Sequence[re.Pattern[str]] = ()) -> dict[str, Series]:
+    """The series of the source a trial's metric was read from (``result.json``'s ``metric_source``), read again
+    from its file after the run: a CSV, a JSON/JSONL file, a TensorBoard log dir, or a log of printed lines
+    (``stdout``/``stderr``, with the task's ``metric_pattern``; without a ``step`` group the step is the line number
+    in the whole log). {} for a source with no series to give (a returned value, a metrics file of one object) or a
+    file that is gone."""
+    try:
+        if kind == "csv" and path.is_file():
+            return read_csv_file(path)
+        if kind in ("json", "file") and path.is_file():
+            return read_json_file(path)
+        if kind == "tensorboard" and path.is_dir():
+            return read_tensorboard(path)[0]
+        if kind in ("stdout", "stderr") and path.is_file():
+            return read_lines(path.read_text(encoding="utf-8", errors="replace").splitlines(), patterns)[0]
+    except (ConfigError, OSError):  # tensorboard not installed, or the file went away: nothing to give
+        return {}
+    return {}

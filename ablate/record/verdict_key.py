@@ -8,13 +8,18 @@ The key is a digest of everything the verdict is computed from, by content, neve
 - the call, as the judge gives it (:func:`ablate.judge.verdict.reuse_call`): the options given, ``--reset``,
   whether plots are drawn, the config drift (the pinned config files' content now) and the versions of
   ablate, Python, numpy and scipy;
-- the bytes of ablate's own source files (an edited checkout keeps its version number).
+- the bytes of ablate's own source files (an edited checkout keeps its version number);
+- with curve verdicts, the bytes (or absence) of every file the curves were read from: each finished trial's
+  ``curve.json``, and the series a trial left that were read in its place (``steps.jsonl``, a ``metrics.csv``,
+  ``stdout.log``... for curves asked for after the run); the names are recorded with the key (``inputs``) and
+  hashed again to check it. The curve settings themselves are in ``ablation.yaml``, ``verdict_options.json``
+  or the call.
 
 This module is the record layer: it hashes what it is given and knows nothing of how a verdict is judged.
 
 ``write_verdict`` records it in ``.verdict_key.json`` with the digests of the files it wrote (verdict.json,
-verdict.md, the CSVs, the tables, the plots named in verdict.json). ``ablate verdict`` reuses the verdict
-only when both match: an input changed, or an output was edited or deleted, means a recomputation.
+verdict.md, the CSVs, the tables, the plots named in verdict.json, curve plots included). ``ablate verdict``
+reuses the verdict only when both match: an input changed, or an output was edited or deleted, means a recomputation.
 ``--against`` always recomputes (it reads another sweep dir), and so does a verdict whose plots are still
 marked pending. The trial records are read to check the key, so reuse costs their reading and hashing.
 """
@@ -112,7 +117,30 @@ def _outputs(sd: SweepDir) -> dict[str, str | None]:
     for k, v in plots.items():
         if k in ("values", "paired", "forest") and isinstance(v, str):
             out[v] = _file_digest(sd.root / v)
+        if k == "curves" and isinstance(v, dict):  # one curve plot per treatment
+            for name in v.values():
+                if isinstance(name, str) and _inside(sd, name):
+                    out[name] = _file_digest(sd.root / name)
     return out
+
+
+def _inside(sd: SweepDir, name: str) -> bool:
+    """Whether ``name`` (read from a record: data) names a path under the sweep dir: relative, without ``..``."""
+    return bool(name) and not os.path.isabs(name) and ".." not in name.replace("\\", "/").split("/")
+
+
+def inputs_digest(sd: SweepDir, names: list[str]) -> str | None:
+    """BLAKE2b of the files ``names`` (relative to the sweep dir), in order: each name, and its bytes or its
+    absence; None when a name points outside the sweep dir (a key file edited by hand: never reused)."""
+    h = hashlib.blake2b(digest_size=32)
+    for name in names:
+        if not isinstance(name, str) or not _inside(sd, name):
+            return None
+        data = _maybe(sd.root / name)
+        h.update(name.encode() + (b"\0-\0" if data is None else b"\0+%d\0" % len(data)))
+        if data is not None:
+            h.update(data)
+    return h.hexdigest()
 
 
 def _file_digest(path: str | os.PathLike[str]) -> str | None:
@@ -120,7 +148,7 @@ def _file_digest(path: str | os.PathLike[str]) -> str | None:
     return None if data is None else hashlib.blake2b(data, digest_size=32).hexdigest()
 
 
-def record(sd: SweepDir, key: Mapping[str, str] | None) -> None:
+def record(sd: SweepDir, key: Mapping[str, Any] | None) -> None:
     """Write ``.verdict_key.json`` for the verdict just written (``key``: :func:`combine`), with its
     outputs' digests; ``key`` None removes it (that verdict is not reusable)."""
     path = sd.root / KEY_FILE
@@ -140,10 +168,14 @@ def outputs_recorded(sd: SweepDir) -> None:
         record(sd, key)
 
 
-def combine(ctx: str, trials: str) -> dict[str, str]:
-    """The verdict's key: :func:`context` and the trial digest (checked in that order: the context is
-    cheap, the trial digest reads every record)."""
-    return {"context": ctx, "trials": trials}
+def combine(ctx: str, trials: str, inputs: list[str] | None = None, sd: SweepDir | None = None) -> dict[str, Any]:
+    """The verdict's key: :func:`context`, the trial digest (checked in that order: the context is cheap, the
+    trial digest reads every record) and, with curve verdicts, the files they were read from (``inputs``,
+    relative to ``sd``) with their digest (:func:`inputs_digest`)."""
+    key: dict[str, Any] = {"context": ctx, "trials": trials}
+    if inputs is not None and sd is not None:
+        key.update(inputs=list(inputs), inputs_digest=inputs_digest(sd, list(inputs)))
+    return key
 
 
 def reusable(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> bool:
@@ -161,5 +193,8 @@ def reusable(sd: SweepDir, plan: Mapping[str, Any], call: Mapping[str, Any]) -> 
         return False
     if plots.get("pending"):
         return False
-    return (rec["key"].get("context") == context(sd, plan, call)
-            and rec["key"].get("trials") == trial_digest(sd, plan))
+    key = rec["key"]
+    if "inputs" in key and (not isinstance(key["inputs"], list) or key.get("inputs_digest") is None
+                            or key["inputs_digest"] != inputs_digest(sd, key["inputs"])):
+        return False  # a file a curve was read from changed, appeared or went (curve.json, steps.jsonl ...)
+    return key.get("context") == context(sd, plan, call) and key.get("trials") == trial_digest(sd, plan)

@@ -13,9 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ablate.errors import ConfigError
-from ablate.metrics import read_csv, read_json, read_tensorboard
-from ablate.metrics.curve import DEFAULT_X, HISTORY_KEY, curve_from, history_series, steps_series
+from ablate.metrics.curve import DEFAULT_X, HISTORY_KEY, curve_from, history_series, run_file_series, steps_series
 from ablate.record.curves import write_curve
 from ablate.record.sweepdir import TrialPaths
 from ablate.trials.tasks.contract import TaskOutput
@@ -43,15 +41,7 @@ def _candidates(tp: TrialPaths, out: Any, history: Any, metric: str
     if history is not None:
         yield "history", history_series(history), {}
     yield "log_step", steps_series(tp.steps), {"path": str(tp.steps)}
-    roots = [d for d in (tp.dir / "run", tp.dir / WORK_DIR_NAME) if d.is_dir()]
-    if not roots:
-        return
-    for kind, read in (("csv", read_csv), ("tensorboard", lambda r, _m: read_tensorboard(r)), ("json", read_json)):
-        try:
-            found, path = read(roots, metric)
-        except ConfigError:  # tensorboard not installed: that source has nothing to give
-            continue
-        yield kind, found, {"kind": kind, "path": str(path) if path else None}
+    yield from run_file_series([d for d in (tp.dir / "run", tp.dir / WORK_DIR_NAME) if d.is_dir()], metric)
 
 
 def record_curve(tp: TrialPaths, plan: Mapping[str, Any], out: Any) -> Any:

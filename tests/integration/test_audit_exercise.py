@@ -122,7 +122,7 @@ def test_each_source_and_all_at_once_count_five_and_five_and_name_the_same_confo
         md = (where / "audit.md").read_text()
         assert "10 runs were each seen through 3 records (hydra, mlflow, wandb): counted once" in md
         # the two sides' curves and the per-run values, drawn and shown (a row per run: the app's own values)
-        assert a["plots"] == ["curves.png", "values.png"]
+        assert a["plots"] == ["curves.png", "values.png", "curve_verdict.png"]
         assert all((where / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({p})" in md for p in a["plots"])
         rows = [x for x in md[md.index("Per-run values:"):].splitlines() if x.startswith(("| A | ", "| B | "))]
         assert [float(x.split(" | ")[-1].rstrip(" |")) for x in rows] == pytest.approx(
@@ -130,6 +130,41 @@ def test_each_source_and_all_at_once_count_five_and_five_and_name_the_same_confo
     # a confounded comparison is never worded as one to act on
     md = (where / "audit.md").read_text()
     assert "adopt it" not in md and "cannot be credited to the variable" in md
+
+
+def _own_curves(repo: Path, side: str) -> dict[int, list[float]]:
+    """The app's own metrics.jsonl in each Hydra run dir of a side: seed -> val_acc at every epoch."""
+    out = {}
+    for d in sorted((repo / "multirun" / side).glob("[0-9]*")):
+        seed = yaml.safe_load((d / ".hydra" / "config.yaml").read_text())["seed"]
+        out[seed] = [json.loads(x)["val_acc"] for x in (d / "metrics.jsonl").read_text().splitlines()]
+    return out
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_each_source_compares_the_runs_curves_as_a_curve_verdict(projects: dict[str, Path], audits: dict, form: str,
+                                                                 name: str) -> None:
+    """The runs' logged epochs, from whichever record, compared with the curve verdict's band: the per-epoch means
+    are the app's own logs, the final value is the post-hoc verdict's, and audit.md has the section and plot."""
+    where, a = audits[form, name]
+    cv = a["statistics"]["curves"]
+    assert cv["asked"] == "by the audit" and cv["sources"] == {"A": 5, "B": 5} and cv["trial_errors"] == {}
+    (cc,) = cv["comparisons"]
+    old, new = _own_curves(projects[form], "a"), _own_curves(projects[form], "b")
+    epochs = len(next(iter(old.values())))
+    assert cc["x"] == [float(e) for e in range(epochs)] and not cc["paired"] and cc["n"] == [5, 5]
+    for key, own in (("mean_control", old), ("mean_treatment", new)):
+        assert cc[key] == pytest.approx([sum(c) / 5 for c in zip(*own.values(), strict=True)], rel=1e-9)
+    final = cc["summaries"]["final"]
+    assert final["agrees"] and final["diff"] == pytest.approx(a["statistics"]["verdict"]["comparisons"][0]["diff_raw"])
+    md = (where / "audit.md").read_text()
+    assert "## Curves (post hoc)" in md
+    assert f"- Curves (post hoc, B against A, simultaneous band): {cc['sentence']}." in md
+    if name == "all":
+        assert "](curve_verdict.png)" in md and (where / "curve_verdict.png").read_bytes()[:4] == b"\x89PNG"
+        same = [audits[form, n][1]["statistics"]["curves"]["comparisons"][0] for n in SOURCES]
+        assert all(c["regions"] == cc["regions"] and c["critical"] == cc["critical"] for c in same)
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ablate.record.sweepdir import SweepDir
-from tests.helpers import REPO, ablate_cli, commit_all, results
+from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, results
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -132,3 +132,50 @@ def test_command_curve_is_its_printed_lines(cmd_sweep: Path) -> None:
     assert cc["regions"][1]["word"] == "better"
     md = (cmd_sweep / "verdict.md").read_text()
     assert "## Curves" in md and "](verdict_curve_lr=0.05.png)" in md
+
+
+def _copy(sd: Path, tmp_path: Path) -> Path:
+    """The sweep dir copied elsewhere (the module's own stays as it ran; a moved sweep dir is read as well)."""
+    dest = tmp_path / "moved" / sd.name
+    shutil.copytree(sd, dest, symlinks=True)
+    return dest
+
+
+def test_command_curve_after_the_run_is_read_from_its_printed_lines(cmd_sweep: Path, tmp_path: Path) -> None:
+    """`ablate verdict DIR --curve metric=train_loss`: no trial recorded that curve, its stdout.log has it."""
+    sd = _copy(cmd_sweep, tmp_path)
+    res = ablate_in(tmp_path, "verdict", str(sd), "--curve", "metric=train_loss", "--no-plots")
+    assert res.returncode == 0, res.stderr
+    cv = json.loads((sd / "verdict.json").read_text())["curves"]
+    assert cv["metric"] == "train_loss" and cv["asked"] == "after the run" and cv["sources"] == {"stdout": 8}
+    (cc,) = cv["comparisons"]
+    assert cc["x"] == [float(s) for s in range(0, 210, 10)]
+    own: dict[str, list[list[float]]] = {"control": [], "lr=0.05": []}
+    for arm in own:
+        for seed in range(1, 5):
+            printed = (sd / "trials" / arm / f"seed={seed}" / "stdout.log").read_text().splitlines()
+            own[arm].append([float(m["train_loss"]) for m in map(re.compile(PATTERN).search, printed) if m])
+    for arm, key in (("control", "mean_control"), ("lr=0.05", "mean_treatment")):
+        assert cc[key] == pytest.approx([sum(c) / 4 for c in zip(*own[arm], strict=True)], rel=1e-12)
+    assert "final" not in cc["summaries"]  # the final verdict's metric is val_loss: no final value of this curve
+    assert cc["regions"][1]["word"] == "better"
+
+
+def test_app_curve_after_the_run_against_another_x_is_read_from_its_csv(app_sweep: Path, tmp_path: Path) -> None:
+    """`--curve x=step` on an ablation whose curve.json holds epochs: the Lightning CSV is read again."""
+    sd = _copy(app_sweep, tmp_path)
+    res = ablate_in(tmp_path, "verdict", str(sd), "--curve", "x=step", "--no-plots")
+    assert res.returncode == 0, res.stderr
+    cv = json.loads((sd / "verdict.json").read_text())["curves"]
+    assert cv["x"] == "step" and cv["sources"] == {"csv": 8}
+    (cc,) = cv["comparisons"]
+    own: dict[str, list[list[float]]] = {"control": [], "lr=0.5": []}
+    for arm in own:
+        for seed in (1, 2, 3, 4):
+            (metrics_csv,) = (sd / "trials" / arm / f"seed={seed}" / "run").glob("csv/version_0/metrics.csv")
+            rows = _csv_rows(metrics_csv, "val/acc")
+            assert cc["x"] == [float(r["step"]) for r in rows]
+            own[arm].append([float(r["val/acc"]) for r in rows])
+    for arm, key in (("control", "mean_control"), ("lr=0.5", "mean_treatment")):
+        assert cc[key] == pytest.approx([sum(c) / 4 for c in zip(*own[arm], strict=True)], rel=1e-12)
+    assert cc["summaries"]["final"]["agrees"]

@@ -6,7 +6,8 @@ checkpoint is written), and returns ``score = x * (1 + seed / 100) + y + opt.k``
 writes next to its own source file, into the shared code snapshot, which must stop the ablation naming the
 path. The matrix runs every form through every path (single ablation, resume, a suite of a key and a group
 variable, a group variable, a transfer run, an interpolated treatment value, a dry run, repro, ``--against``,
-a single run without ``-m``; launcher=inline, and local with fresh and with warm trials), each with real
+``ablate verdict --curve`` on tasks that report one value (refused), a single run without ``-m``;
+launcher=inline, and local with fresh and with warm trials), each with real
 processes, and checks that every trial's relative write is in its own trial dir (``<trial dir>/work``) with
 its own seed while the snapshot every trial shares is unchanged, and, for every treatment trial, that what
 the task *received* differs from what the control trial of the same seed received in exactly the
@@ -31,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, run
+from tests.helpers import ablate_cli, ablate_in, commit_all, run
 
 pytestmark = pytest.mark.slow
 
@@ -254,9 +255,17 @@ def test_single_ablation_then_resume(projects: Callable[[str], Project], form: s
 
 @pytest.mark.parametrize("form", FORMS)
 def test_suite_of_a_key_and_a_group(projects: Callable[[str], Project], form: str) -> None:
-    plan = check_sweep(projects(form).suite, form)
+    p = projects(form)
+    plan = check_sweep(p.suite, form)
     assert [(a["name"], a.get("variable")) for a in plan["arms"]] == [("control", None), ("x=3.0", "vx"),
                                                                       ("opt=b", "vopt")]
+    # curves asked for after the run: these tasks report one value, so no trial kept a series: one line, nothing
+    # written (the verdict on disk stays the one the suite wrote)
+    before = (p.suite / "verdict.json").read_bytes()
+    res = ablate_in(p.root, "verdict", str(p.suite), "--curve")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "kept a series of 'score' against 'step'" in res.stderr and "curve.enabled=true" in res.stderr
+    assert (p.suite / "verdict.json").read_bytes() == before and not (p.suite / "verdict_options.json").exists()
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -1,6 +1,7 @@
 """Curve verdicts under launcher=slurm (issue 38): a command task whose printed ``step N: ... val loss X`` lines give
 the curve (tests/integration/test_curves_scripts.py), one trial per job and packed (warm): each trial's curve.json is
-its own printed lines, and the verdict has its curves."""
+its own printed lines, and the verdict has its curves; a curve asked for after the run (``ablate verdict DIR --curve
+metric=train_loss``) is read from each trial's own stdout.log."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, results
+from tests.helpers import ablate_cli, ablate_in, commit_all, results
 from tests.integration.test_curves_scripts import CMD_TASK, PATTERN, SCRIPT
 from tests.slurm.helpers import sweep_dir
 
@@ -39,3 +40,15 @@ def test_printed_curve_on_slurm(project: Path, launcher: tuple[str, ...]) -> Non
         assert rec["ys"] == [float(m["val_loss"]) for m in printed] and rec["ys"][-1] == r["metrics"]["val_loss"]
     (cc,) = json.loads((sd / "verdict.json").read_text())["curves"]["comparisons"]
     assert cc["n"] == [3, 3] and cc["x"] == [float(s) for s in range(0, 210, 10)]
+    # asked for after the run: another metric of the same printed lines, read from each trial's own stdout.log
+    after = ablate_in(project, "verdict", str(sd), "--curve", "metric=train_loss", "--no-plots")
+    assert after.returncode == 0, after.stderr
+    cv = json.loads((sd / "verdict.json").read_text())["curves"]
+    assert cv["sources"] == {"stdout": 6}
+    (tc,) = cv["comparisons"]
+    for arm, key in (("control", "mean_control"), ("lr=0.05", "mean_treatment")):
+        own = []
+        for seed in range(1, 4):
+            lines = (sd / "trials" / arm / f"seed={seed}" / "stdout.log").read_text().splitlines()
+            own.append([float(m["train_loss"]) for m in map(re.compile(PATTERN).search, lines) if m])
+        assert tc[key] == pytest.approx([sum(c) / 3 for c in zip(*own, strict=True)], rel=1e-12)

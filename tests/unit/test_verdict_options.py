@@ -271,7 +271,10 @@ def test_verdict_defaults_are_stated_once_and_match_the_shipped_config() -> None
 
     base = yaml.safe_load((Path(__file__).parents[2] / "ablate" / "conf" / "ablate_base.yaml").read_text())
     shipped = {k: base[k] for k in ("alpha", "margin", "pairing", "multiplicity", "sequential", "looks", "family")}
-    assert shipped == {k: v for k, v in asdict(DEFAULTS).items() if k != "against"}
+    assert shipped == {k: v for k, v in asdict(DEFAULTS).items() if k not in ("against", "curve")}
+    from ablate.judge.curve_options import parse_curve
+
+    assert DEFAULTS.curve is None and parse_curve(base["curve"], "val_acc") is None  # curves: off unless asked
     plan_time = asdict(Options(seeds=[0, 1, 2], metric="val_acc"))
     assert {k: plan_time[k] for k in shipped} == shipped
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO, make_sweep, wait_for_plots
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
@@ -106,3 +108,81 @@ def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
     assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
     assert not (root / ".verdict_key.json").exists()
     assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
+
+
+def _steps(t: Path, ys: list[float]) -> None:
+    """A trial's steps.jsonl as ``ablate.log_step(step, val_acc=y)`` writes it (float.hex)."""
+    (t / "steps.jsonl").write_text("".join(json.dumps({"step": 10 * i, "val_acc": y.hex()}) + "\n"
+                                           for i, y in enumerate(ys)))
+
+
+def test_the_files_curves_are_read_from_are_in_the_key(tmp_path: Path) -> None:
+    from ablate.judge.curve_options import CURVE_DEFAULTS
+    from ablate.judge.verdict import reuse_call, write_verdict
+    from ablate.record.curves import write_curve
+    from ablate.record.results import write_results
+    from ablate.record.sweepdir import SweepDir
+    from ablate.record.verdict_key import TrialDigest, reusable
+
+    def verdict(sd: SweepDir, overrides: dict) -> dict:
+        digest = TrialDigest()
+        return write_verdict(sd, overrides, rows=write_results(sd, digest=digest), digest=digest)
+
+    def kept(sd: SweepDir, overrides: dict) -> bool:
+        return reusable(sd, sd.plan(), reuse_call(sd.plan(), overrides))
+
+    def curve(final: float, i: int) -> list[float]:
+        return [final - 0.1 + 0.02 * k + 0.001 * i for k in range(5)] + [final]
+
+    # an ablation that asked for curves: each trial's curve.json is read, and is in the key
+    cfg = {**CURVE_DEFAULTS, "enabled": True, "metric": "val_acc"}
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T}, options={"curve": cfg})
+    for arm, vals in (("control", C), ("lr=0.1", T)):
+        for s, v in enumerate(vals):
+            ys = curve(v, s)
+            write_curve(root / "trials" / arm / f"seed={s}" / "curve.json",
+                        {"metric": "val_acc", "x": "step", "source": "log_step", "path": None},
+                        [10.0 * k for k in range(len(ys))], ys)
+    sd = SweepDir.open(root)
+    off = {"plots": False}
+    first = verdict(sd, off)["curves"]["comparisons"][0]["mean_control"]
+    assert kept(sd, off)
+    one = root / "trials" / "control" / "seed=2" / "curve.json"
+    rec = json.loads(one.read_text())
+    rec["ys"][0] += 0.05  # one logged point edited: the verdict is stale
+    one.write_text(json.dumps(rec))
+    assert not kept(sd, off)
+    again = verdict(sd, off)["curves"]["comparisons"][0]["mean_control"]
+    assert again[0] == pytest.approx(first[0] + 0.05 / len(C), rel=1e-12) and again[1:] == first[1:]
+    assert kept(sd, off)
+    one.unlink()  # a curve gone
+    assert not kept(sd, off)
+    verdict(sd, off)
+    assert kept(sd, {"plots": False, "curve": {"summary": "auc"}}) is False  # other curve settings: another verdict
+
+    # with its plots: each treatment's curve PNG is an output of the key
+    v = verdict(sd, {})
+    png = root / v["plots"]["curves"]["lr=0.1"]
+    assert png.read_bytes()[:4] == b"\x89PNG" and kept(sd, {})
+    png.write_bytes(b"not a png")
+    assert not kept(sd, {})
+
+    # curves asked for after the run: the series read in curve.json's place (steps.jsonl) are in the key, and a
+    # curve.json appearing makes it stale too (it is read first)
+    root2 = make_sweep(tmp_path / "posthoc", {"control": C, "lr=0.1": T})
+    for arm, vals in (("control", C), ("lr=0.1", T)):
+        for s, v in enumerate(vals):
+            _steps(root2 / "trials" / arm / f"seed={s}", curve(v, s))
+    sd2 = SweepDir.open(root2)
+    asked = {"plots": False, "curve": {}}
+    assert verdict(sd2, asked)["curves"]["sources"] == {"log_step": 2 * len(C)}
+    assert kept(sd2, asked)
+    t = root2 / "trials" / "lr=0.1" / "seed=1"
+    _steps(t, [*curve(T[1], 1)[:-1], T[1] + 0.0])  # the same values, rewritten: still the same bytes
+    assert kept(sd2, asked)
+    _steps(t, [y + 0.01 for y in curve(T[1], 1)])
+    assert not kept(sd2, asked)
+    verdict(sd2, asked)
+    assert kept(sd2, asked)
+    (t / "curve.json").write_text((root / "trials" / "lr=0.1" / "seed=1" / "curve.json").read_text())
+    assert not kept(sd2, asked)
