@@ -14,6 +14,7 @@ finished trial. The verdict then combines the stages (:mod:`ablate.judge.extensi
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,9 @@ from ablate.judge.extension import EXTENSION_KEY
 from ablate.pin import pins as pins_mod
 from ablate.record.results import without_result
 from ablate.record.sweepdir import PLAN_FILE, TRIALS_DIR, SweepDir, dump_yaml, write_atomic
+
+#: A git commit id as a pin records it (hex); anything else read from a sweep dir is never shown as a command.
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")
 
 
 def _log(msg: str) -> None:
@@ -158,12 +162,15 @@ def _check_code_moved(sd: SweepDir, plan: Mapping[str, Any]) -> None:
     if not pin.get("commit") or cwd is None:
         return
     now = pins_mod.pin_code(cwd, allow_dirty=True)
-    pinned = pin["commit"][:12]
+    pinned = str(pin["commit"])[:12]
     if now["commit"] != pin["commit"]:
-        raise PinError(f"the project's code is at commit {now['commit'][:12]}, the ablation pinned {pinned}: the new "
-                       "seeds would run the old snapshot while your tree has moved on, so stage 2 would not test the "
-                       "code you have", where="code pin",
-                       fix=f"`git checkout {pinned}` in {cwd} and extend, or start a new ablation on the new code")
+        # the pinned id is read from the sweep dir (a record): named as a command only when it is a commit id
+        checkout = (f"`git checkout {pinned}` in {shlex.quote(cwd)}" if _COMMIT.fullmatch(str(pin["commit"]))
+                    else "check out the pinned commit")
+        raise PinError(f"the project's code is at commit {now['commit'][:12]}, the ablation pinned {pinned}: the "
+                       "new seeds would run the old snapshot while your tree has moved on, so stage 2 would not test "
+                       "the code you have", where="code pin",
+                       fix=f"{checkout} and extend, or start a new ablation on the new code")
     if sorted(now.get("dirty_files") or []) != sorted(pin.get("dirty_files") or []):
         changed = sorted(set(now.get("dirty_files") or []) ^ set(pin.get("dirty_files") or []))
         raise PinError(f"the project's uncommitted changes differ from those pinned ({', '.join(changed[:5])}): the "

@@ -171,6 +171,18 @@ def test_extend_unfinished_is_refused_until_resumed(copy: Path) -> None:
     assert f"`ablate resume {sd}`" in res.stderr
 
 
+def test_a_pinned_commit_that_is_not_a_commit_id_is_never_shown_as_a_command(copy: Path) -> None:
+    # the sweep dir is a record: a pin edited to a git option is refused, and no `git checkout --...` is printed
+    sd = only_sweep(copy)
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    for bad in ("--output=/tmp/owned", "HEAD; rm -rf ~"):
+        plan["pins"]["code"]["commit"] = bad
+        (sd / "ablation.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+        res = ablate_in(copy, "extend", str(sd), "seeds=5")
+        assert res.returncode == 2, res.stderr
+        assert "git checkout" not in res.stderr and "check out the pinned commit" in res.stderr, res.stderr
+
+
 def test_extend_after_a_code_change_is_refused_and_the_fix_works(copy: Path) -> None:
     sd = only_sweep(copy)
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["code"]["commit"]
