@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ablate.errors import SweepDirError
 from ablate.judge.tuning import select
 from ablate.record.results import collect
 from ablate.record.sweepdir import SweepDir, write_json
@@ -42,8 +43,23 @@ def tuning_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[
         _log("ablate: tuning chose " + ", ".join(f"{b}: {a}" for b, a in chosen.items())
              + f"; evaluating each on seeds {_seeds(tuning['eval_seeds'])}")
     else:
-        chosen = dict(recorded["chosen"])
+        chosen = _recorded_choice(sd, plan, recorded)
     yield list(tuning["eval_seeds"]), [chosen[b] for b in tuning["base_arms"] if b in chosen]
+
+
+def _recorded_choice(sd: SweepDir, plan: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, str]:
+    """The choice ``tuning.json`` records (its shape checked by :meth:`SweepDir.read_tuning`), each a tuned arm of
+    its own base arm in the plan: the file is a record (data), so a name the plan does not hold is refused in one
+    line, never launched."""
+    chosen = dict(recorded["chosen"])
+    tuned = {b: {str(a["name"]) for a in plan["arms"] if a.get("base") == b} for b in plan["tuning"]["base_arms"]}
+    bad = [f"{b}: {c!r}" for b, c in chosen.items() if c not in tuned.get(b, set())]
+    if bad:
+        raise SweepDirError(f"records a choice the plan's tuned arms do not hold ({'; '.join(bad)})",
+                            where=str(sd.tuning_file),
+                            fix=f"delete it and run `ablate resume {sd.root}`: the choice is made again from the "
+                                "tuning trials")
+    return chosen
 
 
 def _seeds(seeds: list[int]) -> str:

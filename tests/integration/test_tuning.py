@@ -311,3 +311,21 @@ def test_extend_refuses_a_tuned_ablation(tuned: Path, proj: Path) -> None:
     assert res.returncode == 2, res.stdout + res.stderr
     assert "this ablation is tuned" in res.stderr and "Traceback" not in res.stderr
     assert (tuned / "ablation.yaml").read_text() == plan  # nothing recorded
+
+
+def test_a_recorded_choice_the_plan_does_not_hold_is_refused_on_resume(tuned: Path, proj: Path) -> None:
+    # tuning.json is a record: a chosen name edited to something the plan has no tuned arm for is one line, not run
+    path = tuned / "tuning.json"
+    original = path.read_text()
+    try:
+        for chosen in ({"control": "control+lr=9", "arch=b": "arch=b+lr=0.1"},  # no such setting
+                       {"control": "arch=b+lr=0.1", "arch=b": "arch=b+lr=0.1"}):  # another arm's tuned arm
+            path.write_text(json.dumps({**json.loads(original), "chosen": chosen}))
+            res = ablate_in(proj, "resume", str(tuned))
+            assert res.returncode == 2, res.stderr
+            (line,) = res.stderr.strip().splitlines()[-1:]
+            assert "records a choice the plan's tuned arms do not hold (control: " in line, line
+            assert f"`ablate resume {tuned}`" in line, line
+    finally:
+        path.write_text(original)
+    assert len(list(tuned.glob("trials/*/seed=*/result.json"))) == 8 * 2 + 2 * SEEDS  # nothing new ran
