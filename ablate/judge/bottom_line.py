@@ -253,7 +253,10 @@ class BottomLine:
 def firm_seeds(c: Mapping[str, Any]) -> int:
     """Seeds per arm from which an indicative better/worse would be firm: verdict.json's ``firm_from`` (20 for a
     continuous metric; for a 0/1 metric, where Fisher's exact test rejects at the same success rates), or, for a 0/1
-    metric whose rates would not be firm within the seed cap, the cap (the most the advice plans for)."""
+    metric whose rates would not be firm within the seed cap, the cap (the most the advice plans for); on evidently
+    skewed values (``skew_evident``), which no number of seeds makes firm, 20, the floor of a run ablate advises."""
+    if c.get("skew_evident"):
+        return 20
     if c.get("binary") and not c.get("firm_from"):
         return int((c.get("seed_advice") or {}).get("cap") or DEFAULT_CAP)
     return int(c.get("firm_from") or 20)

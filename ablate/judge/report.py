@@ -235,7 +235,7 @@ def _paper(page: Page) -> list[str]:
 def indicative_text(c: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
     recommendation)."""
-    if c.get("binary"):  # a 0/1 metric: the exact test decides firmness (its reason is the flag's)
+    if c.get("binary") or c.get("skew_evident"):  # a 0/1 metric's exact test, or skewed values: the flag's reason
         why = next((f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"), "indicative")
         return f"Not yet firm: {why.removeprefix('indicative: ')}."
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
@@ -263,7 +263,9 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
         target = "the margin δ" if (adv or {}).get("target_kind") == "margin" else "the effect seen so far"
         power = f"{need} seeds per arm give 80% power for {target}" if need is not None else \
             f"80% power for {target} needs more seeds than the cap"
-        rule = ("ablate's rule calls this verdict firm" if not c.get("binary") else
+        rule = ("ablate's rule calls this verdict firm" if not c.get("binary") and not c.get("skew_evident") else
+                "the Next line's floor (more seeds do not make a verdict on skewed values firm)"
+                if c.get("skew_evident") else
                 "Fisher's exact test would reject at these success rates" if c.get("firm_from") else
                 "the cap (Fisher's exact test would not reject within it at these success rates)")
         msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
