@@ -15,6 +15,7 @@ from ablate.stats.binary import BinaryCounts, is_binary
 from ablate.stats.core import (
     BETTER,
     EQUIVALENT,
+    FAMILY_FIRM_M,
     FIRM_FACTOR,
     FIRM_FROM,
     INCONCLUSIVE,
@@ -573,7 +574,7 @@ def finish(comp: Comparison) -> Comparison:
         elif not firm:
             firm_from = FIRM_FROM[comp.paired]
             pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
-            short = (family_shortfall(comp.n_comparisons, firm_from) if comp.n_comparisons > 1 else
+            short = (family_shortfall(comp.n_comparisons, firm_from) if comp.n_comparisons >= FAMILY_FIRM_M else
                      firm_shortfall(comp.pvalue_adjusted, comp.decision_level, comp.decision_label, pname, firm_from))
             flags.append(Flag("indicative_verdict", indicative_reason(n, comp.paired, shortfall=short)))
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from,

@@ -49,6 +49,10 @@ FIRM_FACTOR = 10.0
 #: N = 20-50 for families of 5-10 treatments, and skew that grows with spread 0.068-0.117 for one treatment at
 #: N = 20-50 (issue 37; docs/verdict.md "Firm verdicts on skewed values and in families").
 SKEW_FIRM_Z = 1.96
+#: Families of this many treatments or more have no firm verdict below :data:`FIRM_FROM` (the p x 10 route is for
+#: one or two treatments): at Holm's first-step level α/m the t-test's skew excess outgrows the factor (lognormal
+#: 1:3, N = 5-10: a firm family-wise error of 0.055-0.057 at m = 5 and 0.063-0.085 at m = 10 with it; 0.037 at m = 2).
+FAMILY_FIRM_M = 3
 
 
 #: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
@@ -112,14 +116,14 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     skewed : array_like of bool
         The values are evidently skewed (:func:`skew_evident`): never firm.
     family : array_like of int
-        m, the treatments compared with the control: in a family (m >= 2) no verdict below :data:`FIRM_FROM` is
-        firm (the p x 10 route is for one treatment only).
+        m, the treatments compared with the control: in a family of :data:`FAMILY_FIRM_M` or more no verdict below
+        :data:`FIRM_FROM` is firm (the p x 10 route is for one or two treatments).
 
     Returns
     -------
     numpy.ndarray of bool
         ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse,
-        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family.
+        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 3 or more.
 
     Notes
     -----
@@ -134,7 +138,7 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
         np.asarray(paired, bool))
     g = np.where(g > 0, g, 1.0)
     extra = np.maximum(g, firm_factor(nn, pr)) / g
-    small_family = (fam >= 2) & (firm_factor(nn, pr) > 1)
+    small_family = (fam >= FAMILY_FIRM_M) & (firm_factor(nn, pr) > 1)
     with np.errstate(invalid="ignore"):
         return np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family
 
@@ -204,7 +208,7 @@ class BatchResult:
         the decision then used ``p x 10`` (so needed p < alpha/10) and the CI is at the matching level.
     firm : bool array
         Better/worse verdicts that are firm (:func:`is_firm`): from :data:`FIRM_FROM` seeds per arm, or where
-        p x 10 clears the level (one treatment only), and never on evidently skewed values; the other better/worse
+        p x 10 clears the level (one or two treatments), and never on evidently skewed values; the other better/worse
         verdicts are indicative.
     skewed : bool array
         The values are evidently skewed (:func:`skew_evident`): a better/worse verdict is then indicative.

@@ -1,0 +1,140 @@
+"""Issue 37, items 1-2: the firm family-wise error of the decision rule ``ablate verdict`` runs (a better/worse on
+evidently skewed values is indicative; no verdict of a family is firm below 20 seeds), and what it costs in power.
+Usage: ``python benchmarks/stats37_firm.py [--reps 2000] [--power-reps 1000] [--only aa|power]``.
+
+Each replication: m treatments and one control, ``N`` seeds per arm. Shapes (every draw standardised to mean 0,
+SD 1, then the treatment times the SD ratio r):
+
+- ``normal``; ``lognormal`` (σ_log = 1 in both arms: fixed skew); ``grows`` (the treatment lognormal with the σ_log
+  whose SD is r times that of σ_log = 1: skew grows with spread, the lognormal of Colas, Sigaud & Oudeyer 2019);
+- ``corr`` (paired only): a lognormal seed effect s (σ_log = 1) shared by both arms and amplified by the treatment,
+  control s + 0.3 e, treatment r s + 0.3 r e (ρ ≈ 0.96).
+
+Paired rows pair column j of every arm (ρ = 0 except ``corr``). Per treatment :func:`ablate.stats.decide_batch` with
+``n_comparisons = m`` (what ``compare()`` runs), the guarded p (p x the skew guard's factor) into Holm
+(:func:`ablate.stats.multiplicity.holm`, as ``adjust_comparisons`` does), then :func:`ablate.stats.core.is_firm` on
+the adjusted p: the rule ``compare()`` + ``adjust_comparisons`` apply (checked on the first 10 replications of each
+cell, which must give equal firm verdicts); "before" is the rule without its two issue-37 conditions (``skewed``
+False, ``family`` 1). Printed: the share of replications with at least one firm better/worse (family-wise error, A/A)
+or, with every treatment 1 SD (of the control) better, at least one firm better (power).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from ablate.stats import adjust_comparisons, compare, decide_batch
+from ablate.stats.core import BETTER, WORSE, is_firm
+from ablate.stats.multiplicity import holm
+
+SHAPES = ("normal", "lognormal", "grows", "corr")
+MS = (1, 2, 5, 10)
+NS = (5, 10, 20, 30, 50)
+
+
+def _lognormal(rng: np.random.Generator, sigma_log: float, size: tuple[int, ...]) -> np.ndarray:
+    """Lognormal draws standardised to mean 0, SD 1 (skewness grows with ``sigma_log``)."""
+    var = (math.exp(sigma_log**2) - 1) * math.exp(sigma_log**2)
+    return (rng.lognormal(0.0, sigma_log, size) - math.exp(sigma_log**2 / 2)) / math.sqrt(var)
+
+
+def colas_sigma(ratio: float) -> float:
+    """The σ_log of a lognormal (μ_log = 0) whose SD is ``ratio`` times that of σ_log = 1."""
+    v = ratio**2 * (math.e - 1) * math.e  # (e^{s²} - 1) e^{s²} = v
+    return math.sqrt(math.log((1 + math.sqrt(1 + 4 * v)) / 2))
+
+
+def arms(rng: np.random.Generator, shape: str, m: int, n: int, reps: int, ratio: float, d: float = 0.0
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(treatments (m, reps, n), control (reps, n)); the treatments ``d`` control SDs better."""
+    if shape == "normal":
+        c, t = rng.standard_normal((reps, n)), ratio * rng.standard_normal((m, reps, n))
+    elif shape == "lognormal":
+        c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, 1.0, (m, reps, n))
+    elif shape == "grows":
+        c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, colas_sigma(ratio), (m, reps, n))
+    elif shape == "corr":
+        s = _lognormal(rng, 1.0, (reps, n))
+        c = s + 0.3 * rng.standard_normal((reps, n))
+        t = ratio * (s[None] + 0.3 * rng.standard_normal((m, reps, n)))
+        sd = math.sqrt(1 + 0.09)
+        c, t = c / sd, t / sd
+    else:
+        raise ValueError(shape)
+    return t + d, c
+
+
+def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, seed: int, d: float = 0.0,
+           check: int = 10) -> tuple[float, float]:
+    """(after, before): the share of replications with at least one firm better/worse (better only when d > 0)."""
+    rng = np.random.default_rng(seed)
+    treat, control = arms(rng, shape, m, n, reps, ratio, d)
+    res = [decide_batch(treat[j], control, paired=paired, n_comparisons=m) for j in range(m)]
+    p = np.stack([np.minimum(1.0, r.pvalue * r.guard_factor) for r in res])
+    adj = np.apply_along_axis(holm, 0, p) if m > 1 else p
+    after, before = np.zeros(reps, bool), np.zeros(reps, bool)
+    for j, r in enumerate(res):
+        verdict = np.where(adj[j] < 0.05, np.where(r.diff > 0, BETTER, WORSE), 0)
+        if d > 0:
+            verdict = np.where(verdict == BETTER, BETTER, 0)
+        n_ = np.minimum(r.n_treatment, r.n_control)
+        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m)
+        before |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired)
+    for i in range(min(check, reps)):  # the same rule through compare() + adjust_comparisons
+        comps = [compare(treat[j, i], control[i], paired=paired, n_comparisons=m, pi_interval=False)
+                 for j in range(m)]
+        comps = adjust_comparisons(comps, "holm") if m > 1 else comps
+        got = any(bool(c.firm) and (d == 0 or c.verdict == "better") for c in comps)
+        assert got == bool(after[i]), (shape, m, n, i)
+    return float(after.mean()), float(before.mean())
+
+
+def table(reps: int, d: float) -> None:
+    what = "A/A family-wise error of firm verdicts" if d == 0 else f"power (a firm better), every treatment {d:g} SD"
+    se = math.sqrt(0.05 * 0.95 / reps)
+    print(f"### {what}: after / before ({reps} replications per cell" +
+          (f", MC SE {se:.4f} at 0.05" if d == 0 else "") + ")\n")
+    print("| design | shape | SD ratio | m | " + " | ".join(f"N={n}" for n in NS) + " |")
+    print("|---|---|---|---|" + "---|" * len(NS))
+    worst = (0.0, "")
+    for paired in (False, True):
+        for shape in SHAPES:
+            if shape == "corr" and not paired:
+                continue
+            for ratio in ((1.0, 3.0) if shape == "normal" else (2.0, 3.0)):
+                for m in MS:
+                    cells = []
+                    for n in NS:
+                        seed = 100_000 * paired + 1000 * SHAPES.index(shape) + 100 * m + n + int(10 * ratio)
+                        a, b = family(shape, m, n, reps, ratio, paired, seed, d)
+                        cells.append(f"{a:.3f} / {b:.3f}")
+                        if d == 0 and a > worst[0]:
+                            worst = (a, f"{'paired' if paired else 'unpaired'} {shape} 1:{ratio:g} m={m} N={n}")
+                    print(f"| {'paired' if paired else 'unpaired'} | {shape} | 1:{ratio:g} | {m} | "
+                          + " | ".join(cells) + " |", flush=True)
+    if d == 0:
+        print(f"\nworst firm cell after: {worst[0]:.3f} ({worst[1]})")
+    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--power-reps", type=int, default=1000)
+    ap.add_argument("--only", choices=("aa", "power"))
+    args = ap.parse_args()
+    if args.only in (None, "aa"):
+        table(args.reps, 0.0)
+    if args.only in (None, "power"):
+        table(args.power_reps, 1.0)
+
+
+if __name__ == "__main__":
+    main()
