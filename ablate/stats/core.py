@@ -49,10 +49,11 @@ FIRM_FACTOR = 10.0
 #: N = 20-50 for families of 5-10 treatments, and skew that grows with spread 0.068-0.117 for one treatment at
 #: N = 20-50 (issue 37; docs/verdict.md "Firm verdicts on skewed values and in families").
 SKEW_FIRM_Z = 1.96
-#: Families of this many treatments or more have no firm verdict below :data:`FIRM_FROM` (the p x 10 route is for
-#: one or two treatments): at Holm's first-step level α/m the t-test's skew excess outgrows the factor (lognormal
-#: 1:3, N = 5-10: a firm family-wise error of 0.055-0.057 at m = 5 and 0.063-0.085 at m = 10 with it; 0.037 at m = 2).
-FAMILY_FIRM_M = 3
+#: Families of this many treatments or more have no firm verdict below :data:`FIRM_FROM` (the p x 10 route is for up
+#: to four): at Holm's first-step level α/m the t-test's skew excess outgrows the factor (lognormal 1:3, N = 5-10,
+#: values not evidently skewed: a firm family-wise error of 0.054-0.058 at m = 5 and 0.063-0.085 at m = 10 with it;
+#: <= 0.050 at m = 2-4, 1500 replications; docs/verdict.md).
+FAMILY_FIRM_M = 5
 
 
 #: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
@@ -117,13 +118,13 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
         The values are evidently skewed (:func:`skew_evident`): never firm.
     family : array_like of int
         m, the treatments compared with the control: in a family of :data:`FAMILY_FIRM_M` or more no verdict below
-        :data:`FIRM_FROM` is firm (the p x 10 route is for one or two treatments).
+        :data:`FIRM_FROM` is firm (the p x 10 route is for up to four treatments).
 
     Returns
     -------
     numpy.ndarray of bool
         ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse,
-        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 3 or more.
+        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 5 or more.
 
     Notes
     -----
@@ -208,7 +209,7 @@ class BatchResult:
         the decision then used ``p x 10`` (so needed p < alpha/10) and the CI is at the matching level.
     firm : bool array
         Better/worse verdicts that are firm (:func:`is_firm`): from :data:`FIRM_FROM` seeds per arm, or where
-        p x 10 clears the level (one or two treatments), and never on evidently skewed values; the other better/worse
+        p x 10 clears the level (up to four treatments), and never on evidently skewed values; the other better/worse
         verdicts are indicative.
     skewed : bool array
         The values are evidently skewed (:func:`skew_evident`): a better/worse verdict is then indicative.
