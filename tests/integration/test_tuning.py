@@ -152,8 +152,10 @@ def test_plan_records_settings_and_disjoint_seeds_before_any_trial(tuned: Path) 
     assert not set(plan["tuning"]["seeds"]) & set(plan["tuning"]["eval_seeds"])
     assert [a["name"] for a in plan["arms"]][:4] == ["control+lr=0.01", "control+lr=0.03", "control+lr=0.1",
                                                      "control+lr=0.3"]
-    chosen = json.loads((tuned / "tuning.json").read_text())["chosen"]
-    assert chosen == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    rec = json.loads((tuned / "tuning.json").read_text())
+    assert rec["chosen"] == rec["own"] == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    # each arm prefers its own lr by far more than 2 SE of a difference (0.0546 against 2·√2·0.002/√2): apart
+    assert "common" not in rec
 
 
 def test_results_csv_has_every_trial_with_its_role(tuned: Path) -> None:
@@ -185,6 +187,11 @@ def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
     assert c["diff"] == pytest.approx(0.05, abs=0.01)
     chosen = {a["arm"]: a["setting"] for a in v["tuning"]["arms"]}
     assert chosen == {"control": {"task.lr": 0.03}, "arch=b": {"task.lr": 0.03}}
+    # both chose lr=0.03 on their own: one common setting, the same one, said in verdict.md with its reason
+    assert v["tuning"]["common"]["arms"] == ["control", "arch=b"]
+    md = (true_win / "verdict.md").read_text()
+    assert ("**One common setting**: control, arch=b are judged at lr=0.03 (control's own best was lr=0.03; "
+            "arch=b's own best was lr=0.03)") in md
     (n,) = v["tuning"]["naive"]
     assert n["flips"] == []  # the treatment leads at every budget
     assert all(d > 0 for d in n["lead"])
@@ -255,7 +262,13 @@ def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: 
     rows = list(csv.DictReader((sd / "results.csv").read_text().splitlines()))
     assert len(rows) == 4 + 2 * 3 and all(r["status"] == "ok" for r in rows), rows
     ev = {(r["arm"], r["seed"]) for r in rows if r["role"] == "evaluation"}
-    assert ev == {(a, str(s)) for a in ("control+lr=0.03", "arch=b+lr=0.1") for s in range(3)}
+    # one tuning seed per setting: the noise of the choice cannot be estimated, so both arms are judged at one
+    # common setting (stats.choose), recorded before the kill and kept by the resume
+    rec = json.loads(chosen)
+    assert rec["common"]["arms"] == ["control", "arch=b"] and "one tuning seed" in rec["common"]["reason"]
+    assert rec["own"] == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    assert len({a.split("+", 1)[1] for a in rec["chosen"].values()}) == 1
+    assert ev == {(a, str(s)) for a in rec["chosen"].values() for s in range(3)}
     v = json.loads((sd / "verdict.json").read_text())
     assert [a["n"] for a in v["arms"]] == [3, 3]
 
