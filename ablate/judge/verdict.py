@@ -721,7 +721,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
         verdict["resume_dir"] = _from_project(sd, plan)
-    elif opts.sequential != "group" and extension_of(plan) is None:  # `ablate extend` may add seeds (the Next line)
+    elif opts.sequential != "group" and extension_of(plan) is None and not verdict.get("tuning"):
+        # `ablate extend` may add seeds (the Next line); it refuses a tuned ablation, whose Next line reruns it
         verdict["extend_dir"] = _from_project(sd, plan)
     verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict

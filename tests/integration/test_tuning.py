@@ -178,6 +178,12 @@ def test_verdict_md_tuning_section(tuned: Path) -> None:
     assert "**biased**" in md and "Dodge et al. 2019" in md
     assert "Cost: 16 tuning trials (2 arms x 4 settings x 2 seeds) and 10 evaluation trials" in md
     assert "Edge of the range" not in md
+    # the seed advice counts the tuning a new run repeats; `ablate extend` refuses a tuned dir, so it is never advised
+    (c,) = json.loads((tuned / "verdict.json").read_text())["comparisons"]
+    n = int((c.get("seed_advice") or {}).get("n_needed") or 0) or SEEDS
+    assert (f"a new run tunes every arm again first: {n} evaluation seeds per arm = {n} x 2 arms + 16 tuning trials "
+            f"= {2 * n + 16} trials.") in md
+    assert "ablate extend" not in md
 
 
 def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
