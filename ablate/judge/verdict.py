@@ -659,6 +659,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     tuned = plan if plan.get("tuning") else None
+    if tuned is not None and opts.curve is not None:  # `ablate verdict DIR --curve` (planning refuses the rest)
+        raise ConfigError("cannot compare curves of a tuned ablation yet: a curve verdict of each arm's chosen "
+                          "setting is not built", where="--curve",
+                          fix=f"run `ablate verdict {sd.root}` without --curve (it judges the chosen settings)")
     if tuned is not None:  # a tuned ablation: judge each arm at its chosen setting, on the evaluation seeds
         all_rows, chosen = rows, (sd.read_tuning() or {}).get("chosen")
         plan, rows = tuning.evaluation_view(tuned, all_rows, chosen)

@@ -222,6 +222,9 @@ def test_dry_run_prints_the_trial_count(proj: Path) -> None:
     (("tune.key=task.lrr", "tune.values=[0.1,0.2]"), "tune", "not a key of the control config"),
     (("tune.key=task.arch", "tune.values=[a,b]"), "tune", "is the variable under test"),
     (("tune.key=task.lr", "tune.values=[0.1,0.2]", "sequential=group"), "tune", "sequential=group"),
+    (("tune.key=task.lr", "tune.values=[0.1,0.2]", "curve.enabled=true"), "tune", "curve.enabled=true"),
+    (("tune.key=task.lr", "tune.values=[0.1,0.2]", "scale.key=task.slow_s", "scale.values=[0.0,0.001]"), "tune",
+     "cannot tune the arms of a transfer check yet"),
 ])
 def test_refusals_are_one_line(proj: Path, args: tuple[str, ...], where: str, what: str) -> None:
     before = set(proj.glob("outputs/ablate/*/*"))
@@ -229,6 +232,26 @@ def test_refusals_are_one_line(proj: Path, args: tuple[str, ...], where: str, wh
     assert res.returncode == 2
     assert f"`{where}`" in res.stderr and what in res.stderr and "Traceback" not in res.stderr
     assert set(proj.glob("outputs/ablate/*/*")) == before  # nothing created
+
+
+def test_the_transfer_refusal_s_fix_runs(proj: Path) -> None:
+    """The fix of tune + scale.key: one tuned ablation per scale, the scale's value an ordinary override."""
+    res = ablate_in(proj, "-m", "variable=arch", "task=spurious", "seeds=5", "tune.key=task.lr",
+                    "tune.values=[0.1,0.2]", "scale.key=task.slow_s", "scale.values=[0.0,0.001]")
+    assert "drop `scale.key` and `scale.values` and run one tuned ablation per scale, e.g. with `task.slow_s=0.0`" \
+        in res.stderr, res.stderr
+    ok = ablate_in(proj, "-m", "variable=arch", "task=spurious", "seeds=5", "tune.key=task.lr",
+                   "tune.values=[0.1,0.2]", "task.slow_s=0.0", "dry_run=true")
+    assert ok.returncode == 0, ok.stderr
+    assert "trials: 18 = 8 tuning (2 arms x 2 settings x 2 seeds) + 10 evaluation" in ok.stdout, ok.stdout
+
+
+def test_verdict_with_curves_of_a_tuned_dir_is_refused_and_its_fix_runs(tuned: Path, proj: Path) -> None:
+    res = ablate_in(proj, "verdict", str(tuned), "--curve")
+    assert res.returncode == 2 and "`--curve`" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert f"run `ablate verdict {tuned}` without --curve" in res.stderr
+    ok = ablate_in(proj, "verdict", str(tuned))
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: Path) -> None:
