@@ -16,10 +16,10 @@ from tests.slurm.helpers import jobs, sweep_dir
 pytestmark = pytest.mark.slurm
 
 
-@pytest.mark.parametrize("form", ["fn", "command"])
+@pytest.mark.parametrize("form", ["fn", "command", "app"])
 def test_packed_tuning_then_collect_runs_the_evaluation(project: Path, form: str) -> None:
     setup(project, form)
-    key = {"fn": "task.y", "command": "task.params.y"}[form]
+    key = {"fn": "task.y", "command": "task.params.y", "app": "y"}[form]  # an app names its own keys
     res = ablate_cli(project, "-m", "task=contract", "seeds=3", "variable=vx", "launcher=slurm", "wait=false",
                      "launcher.trials_per_job=2", f"tune.key={key}", "tune.values=[0.0,0.5]", "tune.seeds=1",
                      timeout=120)
@@ -32,9 +32,11 @@ def test_packed_tuning_then_collect_runs_the_evaluation(project: Path, form: str
     assert not (sd / "tuning.json").exists()
     col = ablate_cli(project, "collect", str(sd), timeout=400)
     assert col.returncode == 0, col.stderr
-    chosen = json.loads((sd / "tuning.json").read_text())["chosen"]
-    assert chosen == {"control": "control+y=0.5", "x=3.0": "x=3.0+y=0.5"}
-    seeds = [1, 2, 3]  # a script task's evaluation seeds; fn: 0..2
+    rec = json.loads((sd / "tuning.json").read_text())
+    chosen = rec["chosen"]
+    assert chosen == rec["own"] == {"control": "control+y=0.5", "x=3.0": "x=3.0+y=0.5"}
+    assert rec["common"]["arms"] == ["control", "x=3.0"]  # one tuning seed: one common setting, here both's own
+    seeds = [1, 2, 3]  # a script task's (command, app) evaluation seeds; fn: 0..2
     if form == "fn":
         seeds = [0, 1, 2]
     for arm in chosen.values():
