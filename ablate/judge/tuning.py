@@ -19,6 +19,8 @@ from ablate.record.names import format_value
 
 #: Statuses of a trial that has not ended.
 _UNFINISHED = ("pending", "running", "interrupted")
+#: Statuses of a trial stopped from outside (infrastructure, re-run by ``--resubmit``): no choice until it re-ran.
+_STOPPED = ("killed", "timeout")
 
 
 def _finite(v: Any) -> bool:
@@ -31,7 +33,8 @@ def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[s
     An arm's own choice is the setting with the best mean metric over the tuning seeds (the max for ``goal:
     maximize``), among the settings whose every tuning trial gave a finite metric (a setting that failed on a seed
     is not chosen: it may fail again); a tie goes to the setting declared first. No choice is made while a tuning
-    trial of the arm has not ended, or when no setting ran cleanly. Once every arm has one,
+    trial of the arm has not ended or was stopped from outside (killed, timeout: ``--resubmit`` re-runs it), or
+    when no setting ran cleanly. Once every arm has one,
     :func:`ablate.stats.choose` says where each is judged: at its own choice only when the arms' tuning data show
     them preferring different settings, otherwise at one common setting, the best of their pooled tuning data (the
     rule that holds the A/A rate at alpha on shallow surfaces, benchmarks/results/tuning_aa.md).
@@ -63,19 +66,22 @@ def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[s
         arms = sorted((a for a in plan["arms"] if a.get("base") == base), key=lambda a: a["setting_index"])
         means: list[float | None] = [None] * k
         values: list[list[float | None]] = [[] for _ in range(k)]
-        complete = True
+        complete, stopped = True, False
         for a in arms:
             i = int(a["setting_index"])
             rs = by_arm.get(a["name"], [])
             vals = [float(r[metric]) if r.get("status") == "ok" and _finite(r.get(metric)) else None for r in rs]
             values[i] = vals
             complete &= not any(r.get("status") in _UNFINISHED for r in rs) and len(rs) == len(tuning["seeds"])
+            stopped |= any(r.get("status") in _STOPPED for r in rs)
             if vals and all(v is not None for v in vals):
                 means[i] = sum(vals) / len(vals)  # type: ignore[arg-type]
         clean = [i for i in range(k) if means[i] is not None]
         rec: dict[str, Any] = {"arm": None, "index": None, "setting": None, "means": means, "values": values,
                                "complete": complete, "why": None}
-        if not complete:
+        if stopped:  # not a failure of its setting: choosing without it would drop a result
+            rec.update(complete=False, why="a tuning trial was stopped (killed or timed out) before it gave a metric")
+        elif not complete:
             rec["why"] = "its tuning trials have not all ended"
         elif not clean:
             rec["why"] = "no setting gave a finite metric on every tuning seed"

@@ -166,6 +166,18 @@ def test_no_choice_while_a_tuning_trial_has_not_ended() -> None:
     assert sel["hidden=32"]["arm"] == "hidden=32+lr=0.2"
 
 
+@pytest.mark.parametrize("status", ["killed", "timeout"])
+def test_no_choice_while_a_tuning_trial_was_stopped_from_outside(status: str) -> None:
+    """A killed or timed-out tuning trial says nothing of its setting: choosing without it would drop a result, so
+    no choice is made until ``--resubmit`` re-ran it (a failed trial's setting is left out instead)."""
+    plan = _tuned_plan()
+    rows = _rows(plan, {"control": [0.8, 0.9, 0.85], "hidden=32": [0.7, 0.88, 0.95]})
+    rows[2].update(status=status, acc=None)
+    sel = select(plan, rows)
+    assert sel["control"]["arm"] is None and "stopped (killed or timed out)" in sel["control"]["why"]
+    assert sel["hidden=32"]["arm"] == "hidden=32+lr=0.2"
+
+
 def test_the_verdict_view_judges_each_chosen_arm_on_the_evaluation_seeds() -> None:
     plan = _tuned_plan()
     rows = [*_rows(plan, {"control": [0.8, 0.9, 0.85], "hidden=32": [0.7, 0.88, 0.95]}),
