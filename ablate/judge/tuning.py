@@ -260,9 +260,11 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
             entry["verdict"] = comp.get("verdict")
             entry["diff"] = comp.get("diff")
         if base in curves and control in curves:
-            lead = [sign * (a - b) for a, b in zip(curves[base].mean, curves[control].mean, strict=True)]
+            # the budgets both curves have: an arm with a setting that failed has fewer clean settings
+            n = min(len(curves[base].mean), len(curves[control].mean))
+            lead = [sign * (a - b) for a, b in zip(curves[base].mean[:n], curves[control].mean[:n], strict=True)]
             final = math.copysign(1.0, lead[-1]) if lead[-1] != 0 else 0.0
-            entry["flips"] = [k for k, d in zip(curves[base].budgets, lead, strict=True)
+            entry["flips"] = [k for k, d in zip(curves[base].budgets[:n], lead, strict=True)
                               if (math.copysign(1.0, d) if d != 0 else 0.0) != final]
             entry["lead"] = lead
         naive.append(entry)

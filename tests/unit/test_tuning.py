@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from ablate.errors import ConfigError
-from ablate.judge.tuning import edges, evaluation_view, select
+from ablate.judge.tuning import edges, evaluation_view, section, select
 from ablate.plan.tuning import draw_settings, expand, parse_tune, trial_count
 from ablate.stats import StatsInputError, choose, expected_max
 
@@ -176,6 +176,10 @@ def test_no_choice_while_a_tuning_trial_was_stopped_from_outside(status: str) ->
     sel = select(plan, rows)
     assert sel["control"]["arm"] is None and "stopped (killed or timed out)" in sel["control"]["why"]
     assert sel["hidden=32"]["arm"] == "hidden=32+lr=0.2"
+    # the Tuning section of such a state (two clean settings against three): the curves compared where both are
+    t = section(plan, rows, sel, None, [])
+    (n,) = t["naive"]
+    assert len(n["lead"]) == 2 and n["lead"][0] == pytest.approx((0.70 + 0.88 + 0.95) / 3 - (0.80 + 0.85) / 2)
 
 
 def test_the_verdict_view_judges_each_chosen_arm_on_the_evaluation_seeds() -> None:
