@@ -148,8 +148,9 @@ def close_settings(s: Mapping[str, Any], goal: str) -> list[int] | None:
     difference (2·√2·s/√n, s the pooled SD within settings over n tuning seeds) from the chosen mean; None when the
     noise cannot be estimated (one tuning seed per setting).
 
-    Two identical arms can choose settings this far apart, and a verdict then measures the choice, not the arm
-    (benchmarks/results/tuning_aa.md: the A/A rate exceeds alpha on such shallow surfaces).
+    Two identical arms can choose settings this far apart, and a verdict judging each at its own choice then
+    measures the choice, not the arm (benchmarks/results/tuning_aa.md): :func:`ablate.stats.choose` judges such arms
+    at one common setting.
     """
     if s["index"] is None:
         return []
@@ -316,9 +317,9 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
                      "since).")
         if a.get("close"):
             L.append(f"- **Choice within noise**: for {a['label']}, {', '.join(a['close'])} lie within the tuning "
-                     f"noise of {a['setting_label']} (less than 2 standard errors of a difference below it), so "
-                     "identical arms could choose settings this far apart and a better/worse verdict may reflect the "
-                     "choice, not the arm; more tuning seeds (`tune.seeds`) make the choice clear.")
+                     f"noise of {a['setting_label']} (less than 2 standard errors of a difference from it): its "
+                     "best is not clear, which is why arms are judged at one common setting unless both arms' tuning "
+                     "data prefer their own choices; more tuning seeds (`tune.seeds`) make the choice clear.")
         elif "close" in a and a["close"] is None and a["index"] is not None:
             L.append(f"- {a['label']}: one tuning seed per setting, so how clear its choice is cannot be said "
                      "(`tune.seeds=2` or more says it).")
