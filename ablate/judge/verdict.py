@@ -101,11 +101,14 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     -------
     dict
         treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
-        "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
+        "fractions": [...], "z": boundary z, "passed": [...]}``. ``look`` is the last complete look (None before
+        the first); ``passed`` the looks whose crossing was indicative, so the treatment ran on
+        (:func:`ablate.stats.sequential.stops`: only a firm better/worse, or equivalence, stops it).
     """
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
-    from ablate.stats.core import BETTER, EQUIVALENT, WORSE
+    from ablate.stats.core import BETTER, WORSE
+    from ablate.stats.sequential import stops
 
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
@@ -117,7 +120,9 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
-        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None}
+        passed: list[int] = []
+        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None,
+                              "passed": passed}
         fractions: list[float] = []
         for k, n_k in enumerate(looks):
             sk = seeds[:n_k]
@@ -141,10 +146,12 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                                margin=opts.margin, n_comparisons=m, p_threshold=thr)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
-                  "z": b.z[-1]}
-            if int(res.verdict[0]) in (BETTER, WORSE, EQUIVALENT):
+                  "z": b.z[-1], "passed": passed}
+            if bool(stops(res.verdict, res.firm)[0]):
                 st["stopped"] = True
                 break
+            if int(res.verdict[0]) in (BETTER, WORSE):  # crossed with an indicative verdict: runs to the next look
+                passed.append(k)
         out[name] = st
     return out
 
@@ -364,7 +371,9 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                                                    and st["look"] < len(opts.looks) - 1),
                                  "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
                                  "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
-                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
+                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
+                                 "passed_looks": [k + 1 for k in st.get("passed") or []],
+                                 "stop_rule": "firm better/worse, or equivalent"}
             rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
         if seed_msg and (name in flagged or names[0] in flagged):
             rec["verdict"] = "insufficient data"
@@ -399,7 +408,9 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:
-        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm)"
+        why = (f": it crossed the boundary at look {st['look'] + 1} with an indicative verdict, and only a firm one "
+               "stops an arm" if st["look"] in (st.get("passed") or []) else "")
+        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm){why}"
     return (f"reached the last look (N = {st['n']}) without crossing the boundary"
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 

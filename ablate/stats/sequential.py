@@ -243,6 +243,28 @@ def information_fraction(n_treatment: int, n_control: int, n_max: int, *, paired
     return min(1.0, (nt * nc / (nt + nc)) / (nm / 2))
 
 
+def stops(verdict: Any, firm: Any) -> np.ndarray:
+    """Whether a look's verdict stops its treatment: a firm better/worse, or equivalent (with a margin).
+
+    Parameters
+    ----------
+    verdict : array_like of int
+        Codes into :data:`ablate.stats.core.VERDICTS` at the look (decided at the look's boundary).
+    firm : array_like of bool
+        :func:`ablate.stats.core.is_firm` of those verdicts (``BatchResult.firm``).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True for a firm better/worse or an equivalent verdict. An indicative better/worse (below
+        :data:`ablate.stats.core.FIRM_FROM` seeds per arm, p x 10 not under the boundary) does not stop: stopping
+        there left 57% of 1 SD effects with an indicative answer and no more seeds (issue 37 item 4), so the arm
+        runs to the next look. Passing over a crossing only shrinks the rejection region, so α holds.
+    """
+    v, f = np.broadcast_arrays(np.asarray(verdict), np.asarray(firm, bool))
+    return (np.isin(v, (BETTER, WORSE)) & f) | (v == EQUIVALENT)
+
+
 @dataclass(frozen=True)
 class SequentialBatch:
     """Outcome of :func:`group_sequential_batch`, arrays of shape (batch,).
@@ -255,11 +277,15 @@ class SequentialBatch:
         Index of the look where each row stopped (the last look when it never crossed).
     n_used : int array
         Seeds per arm at that look.
+    firm : bool array
+        Whether the verdict there is a firm better/worse (:func:`ablate.stats.core.is_firm`, the flag
+        ``compare()`` writes); False for every other verdict.
     """
 
     verdict: np.ndarray
     stopped_at: np.ndarray
     n_used: np.ndarray
+    firm: np.ndarray
 
 
 def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *,
@@ -300,6 +326,11 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
     early looks and the paired t later test the same mean difference, with the same information at ρ = 0;
     with ρ > 0 Welch's standard error is the larger, so its early looks spend less α than planned (A/A rate
     0.046-0.049 at ρ = 0.5, looks 10, 20, 30, 40; docs/verdict.md, Pairing) and the family stays valid.
+
+    Firm-aware stopping (issue 37): a row stops for efficacy only when its better/worse verdict at the look
+    is firm (:func:`stops`); an indicative crossing runs on to the next look, where it is tested again at that
+    look's boundary. Each rejection region is a subset of the O'Brien-Fleming design's, so the family keeps α
+    (Jennison & Turnbull 2000, sec. 2.3: passing over a crossing never raises the error).
     """
     t = _iv.values_2d(treatment, "treatment")
     c = _iv.values_2d(control, "control")
@@ -313,6 +344,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         raise _iv.fail("paired", f"must be True, False or one of them per look ({len(lk)})", paired)
     b = t.shape[0]
     verdict = np.full(b, INCONCLUSIVE)
+    firm = np.zeros(b, bool)
     stopped = np.full(b, len(lk) - 1)
     active = np.ones(b, bool)
     fractions: list[np.ndarray] = []
@@ -337,13 +369,14 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         res = decide_batch(tk, ck, paired=paired, alpha=alpha, goal=goal, margin=margin, n_comparisons=m,
                            p_threshold=thr)
         last = k == len(lk) - 1
-        hit = active & np.isin(res.verdict, (BETTER, WORSE, EQUIVALENT))
+        hit = active & stops(res.verdict, res.firm)
         if last:
             hit = active.copy()
         verdict[hit] = res.verdict[hit]
+        firm[hit] = res.firm[hit]
         stopped[hit] = k
         active &= ~hit
         if not active.any():
             break
     n_used = np.asarray(lk)[stopped]
-    return SequentialBatch(verdict, stopped, n_used)
+    return SequentialBatch(verdict, stopped, n_used, firm)
