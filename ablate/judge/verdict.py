@@ -108,13 +108,14 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
     from ablate.stats.core import BETTER, WORSE
-    from ablate.stats.sequential import stops
+    from ablate.stats.sequential import stop_factors, stops
 
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
     control, treatments = data[names[0]], names[1:]
     m = max(1, len(treatments))
     planned = planned_look_levels(looks, opts.alpha / m)
+    factors = stop_factors(looks)  # only a firm verdict stops an arm below FIRM_FROM seeds: α carried on
     goal = plan.get("goal", "maximize")
     shared, design = shared_randomness(plan)
     out: dict[str, dict[str, Any]] = {}
@@ -141,7 +142,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             last = k == len(looks) - 1
             fractions.append(1.0 if last else max(1e-6, information_fraction(n_t, n_c, looks[-1], paired=pr.paired)))
             fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
-            b = boundaries(fixed, alpha=opts.alpha / m)
+            b = boundaries(fixed, alpha=opts.alpha / m, stop_factor=factors[:k + 1])
             thr = max(b.nominal_p[-1], 1e-300)
             res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                                margin=opts.margin, n_comparisons=m, p_threshold=thr)
@@ -188,12 +189,15 @@ def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
 
 
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
-    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
-    data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``, the firm-aware
+    boundaries of :func:`ablate.stats.sequential.stop_factors`): fixed before the data, so ``pairing=auto`` may
+    decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries
+    from ablate.stats.sequential import stop_factors
 
-    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
+    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha,
+                                              stop_factor=stop_factors(looks)).nominal_p]
 
 
 def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
@@ -201,8 +205,9 @@ def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[l
 
     Yields ``(seeds, arms)`` for each look: the first ``looks[k]`` seeds of the seed list, for the control
     and every treatment still running. When the orchestrator resumes it (those trials have run), the
-    looks are replayed from the trial records (:func:`sequential_state`) and every treatment that crossed
-    its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
+    looks are replayed from the trial records (:func:`sequential_state`) and every treatment whose verdict at
+    its O'Brien-Fleming boundary is a firm better/worse, or equivalence within the margin, is stopped (an
+    indicative crossing runs on: :func:`ablate.stats.sequential.stops`). The control runs
     while any treatment does. Never re-tests after every seed: only at the planned looks.
     """
     opts = resolve_options(plan)

@@ -54,23 +54,24 @@ def test_no_stop_with_an_indicative_verdict() -> None:
 
 
 def test_firm_power_at_1sd_against_fixed_n() -> None:
-    """At a 1 SD effect the default looks give a firm `better` about as often as a fixed 20 seeds (0.86 vs 0.87 at
-    20,000 reps; the issue measured 0.397 for the old rule, which stopped at an indicative crossing), at E[N] 18.2
-    seeds per arm, and far more often than the fixed design of the same E[N] (19 seeds: 0.55, firm only when
-    p x 10 clears α below FIRM_FROM). A design whose looks go past 20 beats fixed N outright at lower E[N]."""
+    """At a 1 SD effect the default looks give a firm `better` as often as a fixed 20 seeds (0.863 vs 0.862 at
+    20,000 reps; the issue measured 0.397 for the old rule, which stopped at an indicative crossing) at E[N] 18.3
+    seeds per arm, and far more often than the fixed design of about the same E[N] (19 seeds: 0.54, firm only when
+    p x 10 clears α below FIRM_FROM). Looks past 20 beat fixed N outright at lower E[N] (0.958 at E[N] 21.0 vs
+    0.895 for 22 fixed)."""
     assert FIRM_FROM[False] == 20  # the figures below assume the firm-from-20 rule
     r = simulate(LOOKS, 1.0, False, 1500, seed=3702, fixed=(19, 20))
-    assert 0.82 <= r["firm_better"] <= 0.90, r
-    assert 17.6 <= r["en"] <= 18.8, r
-    assert r["en"] <= 19 and r["firm_better"] > r["fixed19"] + 0.2, r
-    assert r["fixed20"] - r["firm_better"] < 0.04, r
+    assert 0.83 <= r["firm_better"] <= 0.90, r
+    assert 17.7 <= r["en"] <= 18.8, r
+    assert r["firm_better"] > r["fixed19"] + 0.2, r
+    assert r["firm_better"] >= r["fixed20"] - 0.012, r  # same data: the two differ on few rows
     w = simulate([5, 10, 15, 20, 25, 30], 1.0, False, 1500, seed=3703, fixed=(22,))
-    assert w["en"] <= 22 and w["firm_better"] > w["fixed22"] + 0.02, w
+    assert w["en"] <= 22 and w["firm_better"] > w["fixed22"] + 0.03, w
 
 
 def test_firm_aa_rate_within_alpha() -> None:
-    """A/A: the firm better/worse rate stays within α + 2 MC SE (0.040 unpaired, 0.036 paired at 20,000 reps):
-    each rejection region is a subset of the O'Brien-Fleming design's."""
+    """A/A: the firm better/worse rate stays within α + 2 MC SE (0.048 unpaired, 0.051 paired at 20,000 reps; the
+    boundaries spend α only on the stops made, :func:`ablate.stats.sequential.stop_factors`)."""
     tol = 2 * math.sqrt(ALPHA * (1 - ALPHA) / 1500)
     for paired in (False, True):
         r = simulate(LOOKS, 0.0, paired, 1500, seed=3704 + paired)

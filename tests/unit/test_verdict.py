@@ -179,7 +179,7 @@ def test_sequential_rounds_stop_a_clear_winner(tmp_path: Path) -> None:
     assert win["verdict"] == "better" and win["sequential"]["crossed"] and win["sequential"]["stopped_early"]
     assert win["sequential"]["look"] == stop and win["sequential"]["n"] == 5 * stop
     b = boundaries([x / 20 for x in (5, 10, 15)][:stop - 1] + [x / 20 for x in (5, 10, 15)][stop - 1:stop],
-                   alpha=0.025)
+                   alpha=0.025, stop_factor=(10.0, 10.0, 10.0)[:stop])  # below 20 seeds only a firm verdict stops
     assert win["sequential"]["boundary_p"] == pytest.approx(b.nominal_p[-1], rel=1e-6)
     assert win["multiplicity"] == "group sequential" and "< boundary" in win["reason"]
     assert null["sequential"]["look"] == 4 and null["sequential"]["n"] == 20
