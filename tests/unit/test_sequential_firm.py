@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from ablate.stats import decide_batch, group_sequential_batch
 from ablate.stats.core import BETTER, FIRM_FROM, WORSE
@@ -76,3 +77,21 @@ def test_firm_aa_rate_within_alpha() -> None:
     for paired in (False, True):
         r = simulate(LOOKS, 0.0, paired, 1500, seed=3704 + paired)
         assert r["firm_any"] <= ALPHA + tol, (paired, r)
+
+
+def test_expected_trials_matches_the_replay() -> None:
+    """The planning simulation (:func:`ablate.stats.sequential.expected_trials`, what ``dry_run=true`` prints) stops
+    treatments where :func:`ablate.stats.group_sequential_batch` does: E[N] 18.26 at 1 SD and 19.98 at no effect for
+    looks 5, 10, 15, 20 (benchmarks/sequential_firm.py, 20,000 reps); trials count the control, which runs while any
+    treatment does (one treatment: 2 E[N]); fixed N = (m + 1) x 20."""
+    from ablate.stats.sequential import expected_trials
+
+    none, half, one = expected_trials(LOOKS, (0.0, 0.5, 1.0), paths=4000)
+    assert one.seeds_per_treatment == pytest.approx(18.26, abs=0.25) and one.trials == 2 * one.seeds_per_treatment
+    assert none.seeds_per_treatment == pytest.approx(19.98, abs=0.05) and none.fixed_trials == 40
+    assert none.p_stop == pytest.approx(0.05, abs=0.012) and one.p_stop == pytest.approx(0.863, abs=0.02)
+    assert none.seeds_per_treatment > half.seeds_per_treatment > one.seeds_per_treatment
+    five = expected_trials(LOOKS, (1.0,), n_treatments=5, paths=2000)[0]
+    assert five.fixed_trials == 120 and five.trials <= 120
+    # the control runs to the last treatment's stop: more than the mean treatment's seeds
+    assert five.trials > 6 * five.seeds_per_treatment
