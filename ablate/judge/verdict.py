@@ -151,7 +151,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if bool(stops(res.verdict, res.firm)[0]):
                 st["stopped"] = True
                 break
-            if int(res.verdict[0]) in (BETTER, WORSE):  # crossed with an indicative verdict: runs to the next look
+            if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
                 passed.append(k)
         out[name] = st
     return out
@@ -378,6 +378,7 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                  "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
                                  "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
                                  "passed_looks": [k + 1 for k in st.get("passed") or []],
+                                 "stop_reason": stop_reason(c.verdict, st, opts),
                                  "stop_rule": "firm better/worse, or equivalent"}
             rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
         if seed_msg and (name in flagged or names[0] in flagged):
@@ -407,6 +408,17 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     }
 
 
+def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
+    """Why a sequential treatment stopped: ``efficacy`` (a firm better/worse at the look's boundary),
+    ``equivalence`` (the TOST interval inside the margin at that level), ``budget`` (the last look reached without
+    either), or None while it still runs. Futility stops are not built (issue 39 item 2)."""
+    if st["look"] is None:
+        return None
+    if st["stopped"]:
+        return "equivalence" if verdict == "equivalent" else "efficacy"
+    return "budget" if st["look"] == len(opts.looks) - 1 else None
+
+
 def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
     if st["look"] is None:
         return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
@@ -416,6 +428,8 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
         why = (f": it crossed the boundary at look {st['look'] + 1} with an indicative verdict, and only a firm one "
                "stops an arm" if st["look"] in (st.get("passed") or []) else "")
         return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm){why}"
+    if verdict in ("better", "worse"):  # crossed at the last look, indicative (the skew guard, or failed seeds)
+        return f"reached the last look (N = {st['n']}): its {verdict} verdict there is indicative, not firm"
     return (f"reached the last look (N = {st['n']}) without crossing the boundary"
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 
