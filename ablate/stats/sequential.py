@@ -461,7 +461,7 @@ PLAN_PATHS = 20_000
 
 
 def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatments: int = 1, alpha: float = 0.05,
-                    paired: bool = False, kind: str = "obf", paths: int = PLAN_PATHS) -> list[SequentialPlan]:
+                    kind: str = "obf", paths: int = PLAN_PATHS) -> list[SequentialPlan]:
     """Expected trials of a ``sequential=group`` design beside fixed N, for planning (``dry_run=true``).
 
     Parameters
@@ -474,11 +474,10 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
         m: every treatment has the same effect and is tested at α/m, the control shared.
     alpha : float
         Family-wise level.
-    paired : bool
-        Paired seeds at ρ = 0 give the same information as Welch; kept for the statistic's scale (Δ/σ√(2/n)).
     kind : {"obf", "pocock"}
     paths : int
-        Simulated paths per effect.
+        Simulated paths per effect. Unpaired seeds (Welch): paired seeds that share variation need fewer; this plans
+        for the worst case.
 
     Returns
     -------
