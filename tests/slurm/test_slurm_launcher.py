@@ -21,6 +21,8 @@ pytestmark = pytest.mark.slurm
 #: The pure-Python task (tests.helpers.PURE_TASK): these tests are about the job array, detach and collect, not
 #: training (12 digits trials would each import torch in their job).
 PURE = ["-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=slurm"]
+#: The digits ablation, for the refusals (checked in-process; nothing runs).
+DIGITS = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=slurm", "task.epochs=2"]
 
 
 def _clean_env() -> dict[str, str]:
@@ -195,7 +197,7 @@ def test_fake_gpu_trials_get_distinct_cuda_visible_devices(probe_project: Path) 
 
 
 def test_missing_partition_is_refused_before_anything_is_created(project: Path) -> None:
-    res = ablate_in(project, *PURE, "launcher.partition=nosuchpartition")
+    res = ablate_in(project, *DIGITS, "launcher.partition=nosuchpartition")
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("ablate: error: `launcher`: SLURM refuses the job request:"), line
@@ -208,7 +210,7 @@ def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monke
     bad = tmp_path / "slurm.conf"
     bad.write_text(conf.replace("SlurmctldPort=6817", "SlurmctldPort=6899"))
     monkeypatch.setenv("SLURM_CONF", str(bad))
-    res = ablate_in(project, *PURE)
+    res = ablate_in(project, *DIGITS)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert "SLURM does not answer" in line and "scontrol ping" in line, line
