@@ -29,6 +29,7 @@ from ablate.judge.bottom_line import (
     signed,
     suite_variables,
     treatment_line,
+    tuned_cost,
     verdict_decimals,
 )
 from ablate.judge.curves_report import curves_section
@@ -70,6 +71,13 @@ def _num(v: Any, dec: int | None = None) -> str:
     if dec is not None:
         return f"{v:.{dec}f}"
     return f"{v:.4g}"
+
+
+def _passed(looks: list[int] | None) -> str:
+    """`` (ran on after an indicative crossing at look 2)`` for verdict.md's sequential row; empty when none."""
+    if not looks:
+        return ""
+    return f" (ran on after an indicative crossing at look {', '.join(str(k) for k in looks)})"
 
 
 def _p(v: Any) -> str:
@@ -277,6 +285,11 @@ def _seed_section(page: Page) -> list[str]:
     L = ["## Seed recommendation", ""]
     for c in page.v["comparisons"]:
         L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
+    if page.v.get("tuning"):
+        n = max((int((c.get("seed_advice") or {}).get("n_needed") or 0) for c in page.v["comparisons"]), default=0)
+        n = n or len(page.v.get("seeds") or [])
+        L += ["", "The seeds above count evaluation seeds per arm; a new run tunes every arm again first: "
+              f"{tuned_cost(page.v['tuning'], n)}."]
     L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
           "the pilots); where that exceeds the cap and the point SD does not, the range is given and the cap advised. "
@@ -406,9 +419,11 @@ def _setup(page: Page) -> list[str]:
     seq = o.get("sequential", "off")
     if seq == "group":
         seq_s = f"group: looks at N = {', '.join(str(x) for x in o.get('looks', []))} seeds per arm, O'Brien-Fleming " \
-                "(Lan-DeMets) spending"
+                "(Lan-DeMets) spending, an arm stopped only by a firm verdict"
         looks = [f"{c['label']}: look {c['sequential']['look']} (N = {c['sequential']['n']}), boundary p = "
-                 f"{_p(c['sequential']['boundary_p'])}" for c in comps if c.get("sequential", {}).get("look")]
+                 f"{_p(c['sequential']['boundary_p'])}" + _passed(c['sequential'].get("passed_looks"))
+                 + (f", stopped for {c['sequential']['stop_reason']}" if c['sequential'].get("stop_reason") else "")
+                 for c in comps if c.get("sequential", {}).get("look")]
         if looks:
             seq_s += "; " + "; ".join(looks)
     else:

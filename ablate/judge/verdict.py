@@ -101,23 +101,29 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     -------
     dict
         treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
-        "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
+        "fractions": [...], "z": boundary z, "passed": [...]}``. ``look`` is the last complete look (None before
+        the first); ``passed`` the looks whose crossing was indicative, so the treatment ran on
+        (:func:`ablate.stats.sequential.stops`: only a firm better/worse, or equivalence, stops it).
     """
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
-    from ablate.stats.core import BETTER, EQUIVALENT, WORSE
+    from ablate.stats.core import BETTER, WORSE
+    from ablate.stats.sequential import stop_factors, stops
 
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
     control, treatments = data[names[0]], names[1:]
     m = max(1, len(treatments))
     planned = planned_look_levels(looks, opts.alpha / m)
+    factors = stop_factors(looks)  # only a firm verdict stops an arm below FIRM_FROM seeds: α carried on
     goal = plan.get("goal", "maximize")
     shared, design = shared_randomness(plan)
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
-        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None}
+        passed: list[int] = []
+        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None,
+                              "passed": passed}
         fractions: list[float] = []
         for k, n_k in enumerate(looks):
             sk = seeds[:n_k]
@@ -136,15 +142,17 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             last = k == len(looks) - 1
             fractions.append(1.0 if last else max(1e-6, information_fraction(n_t, n_c, looks[-1], paired=pr.paired)))
             fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
-            b = boundaries(fixed, alpha=opts.alpha / m)
+            b = boundaries(fixed, alpha=opts.alpha / m, stop_factor=factors[:k + 1])
             thr = max(b.nominal_p[-1], 1e-300)
             res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                                margin=opts.margin, n_comparisons=m, p_threshold=thr)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
-                  "z": b.z[-1]}
-            if int(res.verdict[0]) in (BETTER, WORSE, EQUIVALENT):
+                  "z": b.z[-1], "passed": passed}
+            if bool(stops(res.verdict, res.firm)[0]):
                 st["stopped"] = True
                 break
+            if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
+                passed.append(k)
         out[name] = st
     return out
 
@@ -181,12 +189,15 @@ def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
 
 
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
-    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
-    data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``, the firm-aware
+    boundaries of :func:`ablate.stats.sequential.stop_factors`): fixed before the data, so ``pairing=auto`` may
+    decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
     from ablate.stats import boundaries
+    from ablate.stats.sequential import stop_factors
 
-    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
+    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha,
+                                              stop_factor=stop_factors(looks)).nominal_p]
 
 
 def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
@@ -194,8 +205,9 @@ def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[l
 
     Yields ``(seeds, arms)`` for each look: the first ``looks[k]`` seeds of the seed list, for the control
     and every treatment still running. When the orchestrator resumes it (those trials have run), the
-    looks are replayed from the trial records (:func:`sequential_state`) and every treatment that crossed
-    its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
+    looks are replayed from the trial records (:func:`sequential_state`) and every treatment whose verdict at
+    its O'Brien-Fleming boundary is a firm better/worse, or equivalence within the margin, is stopped (an
+    indicative crossing runs on: :func:`ablate.stats.sequential.stops`). The control runs
     while any treatment does. Never re-tests after every seed: only at the planned looks.
     """
     opts = resolve_options(plan)
@@ -364,7 +376,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                                                    and st["look"] < len(opts.looks) - 1),
                                  "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
                                  "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
-                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
+                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
+                                 "passed_looks": [k + 1 for k in st.get("passed") or []],
+                                 "stop_reason": stop_reason(c.verdict, st, opts),
+                                 "stop_rule": "firm better/worse, or equivalent"}
             rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
         if seed_msg and (name in flagged or names[0] in flagged):
             rec["verdict"] = "insufficient data"
@@ -393,13 +408,28 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     }
 
 
+def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
+    """Why a sequential treatment stopped: ``efficacy`` (a firm better/worse at the look's boundary),
+    ``equivalence`` (the TOST interval inside the margin at that level), ``budget`` (the last look reached without
+    either), or None while it still runs. Futility stops are not built (issue 39 item 2)."""
+    if st["look"] is None:
+        return None
+    if st["stopped"]:
+        return "equivalence" if verdict == "equivalent" else "efficacy"
+    return "budget" if st["look"] == len(opts.looks) - 1 else None
+
+
 def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
     if st["look"] is None:
         return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:
-        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm)"
+        why = (f": it crossed the boundary at look {st['look'] + 1} with an indicative verdict, and only a firm one "
+               "stops an arm" if st["look"] in (st.get("passed") or []) else "")
+        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm){why}"
+    if verdict in ("better", "worse"):  # crossed at the last look, indicative (the skew guard, or failed seeds)
+        return f"reached the last look (N = {st['n']}): its {verdict} verdict there is indicative, not firm"
     return (f"reached the last look (N = {st['n']}) without crossing the boundary"
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 
@@ -659,6 +689,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     tuned = plan if plan.get("tuning") else None
+    if tuned is not None and opts.curve is not None:  # `ablate verdict DIR --curve` (planning refuses the rest)
+        raise ConfigError("cannot compare curves of a tuned ablation yet: a curve verdict of each arm's chosen "
+                          "setting is not built", where="--curve",
+                          fix=f"run `ablate verdict {sd.root}` without --curve (it judges the chosen settings)")
     if tuned is not None:  # a tuned ablation: judge each arm at its chosen setting, on the evaluation seeds
         all_rows, chosen = rows, (sd.read_tuning() or {}).get("chosen")
         plan, rows = tuning.evaluation_view(tuned, all_rows, chosen)
@@ -721,7 +755,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
         verdict["resume_dir"] = _from_project(sd, plan)
-    elif opts.sequential != "group" and extension_of(plan) is None:  # `ablate extend` may add seeds (the Next line)
+    elif opts.sequential != "group" and extension_of(plan) is None and not verdict.get("tuning"):
+        # `ablate extend` may add seeds (the Next line); it refuses a tuned ablation, whose Next line reruns it
         verdict["extend_dir"] = _from_project(sd, plan)
     verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict
