@@ -51,7 +51,9 @@ def test_no_stop_with_an_indicative_verdict() -> None:
     """Every stop before the last look is a firm better/worse (or equivalent): an indicative crossing runs on."""
     r = simulate(LOOKS, 1.0, False, 1500, seed=3701, fixed=(19, 20))
     assert r["early_indicative"] == 0.0
-    assert r["any"] == r["firm_any"] or r["any"] - r["firm_any"] < 0.01  # at N = 20 only the skew guard says indicative
+    # at N = 20 only evidently skewed values are indicative (issue 37 items 1-2: the skew test fires on about 5% of
+    # normal samples; benchmarks/stats37_firm.py measured 0.850 firm of 0.870 at N = 20, 1 SD, unpaired)
+    assert 0 <= r["any"] - r["firm_any"] < 0.04
 
 
 def test_firm_power_at_1sd_against_fixed_n() -> None:

@@ -113,5 +113,10 @@ def test_sequential_power_close_to_fixed() -> None:
     p_seq, p_fixed = float((seq.verdict == BETTER).mean()), float((fixed == BETTER).mean())
     assert p_fixed == pytest.approx(0.866, abs=0.03)
     assert p_seq == pytest.approx(0.866, abs=0.03)
-    assert bool(seq.firm[seq.verdict == BETTER].all())
+    # every `better` is firm except on values that look evidently skewed (issue 37: indicative at every N; the skew
+    # test fires on about 5% of normal samples; those at the last look are the ones decide_batch calls skewed)
+    better = seq.verdict == BETTER
+    last = better & (seq.stopped_at == 3)
+    assert np.array_equal(seq.firm[last], ~decide_batch(t, c, alpha=ALPHA).skewed[last])
+    assert 0.9 < float(seq.firm[better].mean()) < 1
     assert seq.n_used.mean() == pytest.approx(18.2, abs=0.6)

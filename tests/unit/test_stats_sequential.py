@@ -116,8 +116,9 @@ def test_group_sequential_stops_early_on_a_large_effect() -> None:
     r = group_sequential_batch(t, c, [5, 10, 15, 20])
     assert (r.verdict == 1).mean() > 0.99
     # the nominal p 9e-5 at look 1 needs t ≈ 7 on Welch's ~8 df: d = 3 (t ≈ 4.7) rarely crosses there, but the
-    # second look (p < 0.0055, t ≈ 6.7 expected) almost always
-    assert (r.stopped_at <= 1).mean() > 0.95
+    # second look (p < 0.0055, t ≈ 6.7 expected) almost always, except where the 20 normal values happen to look
+    # skewed (|D'Agostino z| >= 1.96, about 5%): a stop needs a firm verdict, and those are indicative (issue 37)
+    assert (r.stopped_at <= 1).mean() > 0.9
     assert r.n_used.mean() < 11
 
 
