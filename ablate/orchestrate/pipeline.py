@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -367,8 +368,6 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, plots_l
 def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
     """Warn when the sweep dir is inside the git tree and not ignored: the next ablation would find
     the tree dirty (untracked files) and refuse to start."""
-    import subprocess
-
     root = Path(code["root"]).resolve()
     try:
         sd.root.resolve().relative_to(root)
@@ -546,7 +545,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     """
     # lazy: the verdict's numpy and ablate.stats, kept off the path from `ablate -m`'s start to the early warm
     # parent (issue 42); imported here, while it imports the task
-    from ablate.judge.verdict import draw_plots_in_background, preimport, write_verdict
+    from ablate.judge.verdict import draw_plots_in_background, preimport, write_verdict  # noqa: PLC0415  # lazy: numpy off this module's import
 
     global CURRENT_SWEEP_DIR
     CURRENT_SWEEP_DIR = str(sd.root)
@@ -701,7 +700,7 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]
 
-    from ablate.judge.verdict import sequential_rounds  # lazy: as in execute
+    from ablate.judge.verdict import sequential_rounds  # noqa: PLC0415  # lazy: as in execute
 
     return sequential_rounds(sd, plan)
 

@@ -27,10 +27,14 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import importlib.util
+import io
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -60,8 +64,6 @@ PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydr
 
 # -- git ---------------------------------------------------------------------------------------------
 def _git(args: Sequence[str], cwd: str | os.PathLike[str], *, binary: bool = False) -> Any:
-    import subprocess
-
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
     except FileNotFoundError as exc:
@@ -183,8 +185,6 @@ def stat_hidden_edits(root: str | os.PathLike[str], listed: Collection[str] = ()
     list of str
         Paths relative to ``root`` whose content is not the index's.
     """
-    import subprocess
-
     skip = set(listed)
     entries: list[tuple[str, str]] = []
     for rec in _git(["ls-files", "-s", "-z"], root).split("\0"):
@@ -416,13 +416,11 @@ def dvc_params_change(root: Path, stage: str, dirty: list[str]) -> dict[str, str
     dirty : list of str
         ``git status --porcelain`` lines (:func:`dirty_files`).
     """
-    import hashlib
-
     if any(line[:2] not in (" M", "M ", "MM") for line in dirty):
         return {}
     changed = {line[3:] for line in dirty}
     try:
-        from dvc.repo import Repo
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
         repo = Repo(str(_dvc_root(root)))
         try:
@@ -459,9 +457,6 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
     PinError
         When the pinned commit cannot be read.
     """
-    import hashlib
-    import shutil
-
     pin = dict(pin)
     root = Path(pin["root"])
     commit = pin["commit"]
@@ -506,8 +501,7 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
 
 
 def _extract_commit(repo: Path, commit: str, dest: Path) -> None:
-    import io
-    import tarfile
+    import tarfile  # noqa: PLC0415  # lazy: tarfile (with grp, pwd) kept off `ablate -m`'s start path
 
     try:
         data = _git(["archive", "--format=tar", commit], repo, binary=True)
@@ -557,8 +551,8 @@ def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> 
 # -- data --------------------------------------------------------------------------------------------
 def _open_dvc(cwd: Path) -> Any:
     try:
-        from dvc.exceptions import NotDvcRepoError
-        from dvc.repo import Repo
+        from dvc.exceptions import NotDvcRepoError  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
     except ImportError as exc:  # pragma: no cover - dvc is a dependency
         raise PinError("dvc is not installed", where="task.data", fix="pip install dvc") from exc
     try:
@@ -573,8 +567,6 @@ def _open_dvc(cwd: Path) -> Any:
 
 def _ignored_dir(cwd: Path, rel: str) -> str | None:
     """The outermost directory above ``rel`` that git ignores (relative to ``cwd``), or None."""
-    import subprocess
-
     parts = Path(rel).parts[:-1]
     for i in range(1, len(parts) + 1):
         d = str(Path(*parts[:i]))
@@ -595,7 +587,7 @@ def _find_output(repo: Any, abspath: Path) -> Any:
 def _hash_without_state(out: Any) -> Any:
     """DVC's hash of an output computed from the bytes on disk, never from DVC's state database (which
     is keyed on inode, mtime and size, so an edit that keeps them would return the old hash)."""
-    from dvc_data.hashfile.state import StateNoop
+    from dvc_data.hashfile.state import StateNoop  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
     odbs = [o for o in (getattr(out, "cache", None), getattr(out, "local_cache", None)) if o is not None]
     saved = [o.state for o in odbs]
@@ -713,7 +705,7 @@ def _path_hash(path: Path, output: Path, output_hash: str, output_rel: str) -> s
     if path == output:
         return output_hash
     if path.is_file():
-        import hashlib  # lazy: only for a file inside a tracked dir
+        import hashlib  # noqa: PLC0415  # lazy: only for a file inside a tracked dir
 
         h = hashlib.md5(usedforsecurity=False)
         with open(path, "rb") as fh:
@@ -831,9 +823,6 @@ def _cpu_model() -> str:
 
 
 def _gpus() -> dict[str, Any]:
-    import shutil
-    import subprocess
-
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"gpus": [], "driver": None}

@@ -48,7 +48,7 @@ def spending(t: Any, alpha: float, kind: Literal["obf", "pocock"] = "obf") -> np
     -----
     Lan & DeMets (1983), Biometrika 70(3), 659-663; Jennison & Turnbull (2000), ch. 7.
     """
-    from scipy.stats import norm
+    from scipy.stats import norm  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     a = _iv.alpha(alpha)
     k = _iv.choice(kind, "kind", SPENDING)
@@ -131,8 +131,8 @@ def boundaries(fractions: Sequence[float], *, alpha: float = 0.05, kind: str = "
 
 @functools.lru_cache(maxsize=4096)
 def _boundaries_cached(f: tuple[float, ...], a: float, kind: str) -> Boundaries:
-    from scipy.optimize import brentq
-    from scipy.stats import multivariate_normal, norm
+    from scipy.optimize import brentq  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+    from scipy.stats import multivariate_normal, norm  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     spent = spending(np.array(f), a, kind)  # type: ignore[arg-type]
     z: list[float] = []
