@@ -72,6 +72,13 @@ def _num(v: Any, dec: int | None = None) -> str:
     return f"{v:.4g}"
 
 
+def _passed(looks: list[int] | None) -> str:
+    """`` (ran on after an indicative crossing at look 2)`` for verdict.md's sequential row; empty when none."""
+    if not looks:
+        return ""
+    return f" (ran on after an indicative crossing at look {', '.join(str(k) for k in looks)})"
+
+
 def _p(v: Any) -> str:
     if v is None:
         return "–"
@@ -404,9 +411,11 @@ def _setup(page: Page) -> list[str]:
     seq = o.get("sequential", "off")
     if seq == "group":
         seq_s = f"group: looks at N = {', '.join(str(x) for x in o.get('looks', []))} seeds per arm, O'Brien-Fleming " \
-                "(Lan-DeMets) spending"
+                "(Lan-DeMets) spending, an arm stopped only by a firm verdict"
         looks = [f"{c['label']}: look {c['sequential']['look']} (N = {c['sequential']['n']}), boundary p = "
-                 f"{_p(c['sequential']['boundary_p'])}" for c in comps if c.get("sequential", {}).get("look")]
+                 f"{_p(c['sequential']['boundary_p'])}" + _passed(c['sequential'].get("passed_looks"))
+                 + (f", stopped for {c['sequential']['stop_reason']}" if c['sequential'].get("stop_reason") else "")
+                 for c in comps if c.get("sequential", {}).get("look")]
         if looks:
             seq_s += "; " + "; ".join(looks)
     else:

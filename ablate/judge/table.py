@@ -111,8 +111,6 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     ``scipy.stats.ttest_rel(...).confidence_interval`` when the primary comparison is paired, else
     ``scipy.stats.ttest_ind(..., equal_var=False).confidence_interval`` (Welch).
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-
     primary, goal = verdict["metric"], verdict.get("goal", "maximize")
     cols = list(dict.fromkeys([primary, *(metrics or [])]))
     comps = {c["arm"]: c for c in verdict.get("comparisons") or []}
@@ -203,8 +201,6 @@ def _delta_text(cell: Mapping[str, Any], dec: int) -> str:
 
 def _level_text(table: Mapping[str, Any]) -> str:
     """The CI levels of the Δ column as verdict.md's other lines write them (``97.5%``, ``98.33%``)."""
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-
     levels = table.get("delta_ci_levels") or []
     if len(levels) == 1:
         return level_text(levels[0])

@@ -67,7 +67,8 @@ from ablate.stats import (
     pair_by_seed,
     summarize,
 )
-from ablate.stats.core import BETTER, EQUIVALENT, WORSE
+from ablate.stats.core import BETTER, WORSE
+from ablate.stats.sequential import stop_factors, stops
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -121,21 +122,24 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     -------
     dict
         treatment -> ``{"look": index or None, "n": seeds per arm, "stopped": bool, "threshold": nominal p,
-        "fractions": [...], "z": boundary z}``. ``look`` is the last complete look (None before the first).
+        "fractions": [...], "z": boundary z, "passed": [...]}``. ``look`` is the last complete look (None before
+        the first); ``passed`` the looks whose crossing was indicative, so the treatment ran on
+        (:func:`ablate.stats.sequential.stops`: only a firm better/worse, or equivalence, stops it).
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
     control, treatments = data[names[0]], names[1:]
     m = max(1, len(treatments))
     planned = planned_look_levels(looks, opts.alpha / m)
+    factors = stop_factors(looks)  # only a firm verdict stops an arm below FIRM_FROM seeds: α carried on
     goal = plan.get("goal", "maximize")
     shared, design = shared_randomness(plan)
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
-        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None}
+        passed: list[int] = []
+        st: dict[str, Any] = {"look": None, "n": 0, "stopped": False, "threshold": None, "fractions": [], "z": None,
+                              "passed": passed}
         fractions: list[float] = []
         for k, n_k in enumerate(looks):
             sk = seeds[:n_k]
@@ -154,15 +158,17 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             last = k == len(looks) - 1
             fractions.append(1.0 if last else max(1e-6, information_fraction(n_t, n_c, looks[-1], paired=pr.paired)))
             fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
-            b = boundaries(fixed, alpha=opts.alpha / m)
+            b = boundaries(fixed, alpha=opts.alpha / m, stop_factor=factors[:k + 1])
             thr = max(b.nominal_p[-1], 1e-300)
             res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                                margin=opts.margin, n_comparisons=m, p_threshold=thr)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
-                  "z": b.z[-1]}
-            if int(res.verdict[0]) in (BETTER, WORSE, EQUIVALENT):
+                  "z": b.z[-1], "passed": passed}
+            if bool(stops(res.verdict, res.firm)[0]):
                 st["stopped"] = True
                 break
+            if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
+                passed.append(k)
         out[name] = st
     return out
 
@@ -199,11 +205,11 @@ def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
 
 
 def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
-    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``): fixed before the
-    data, so ``pairing=auto`` may decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-
-    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha).nominal_p]
+    """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``, the firm-aware
+    boundaries of :func:`ablate.stats.sequential.stop_factors`): fixed before the data, so ``pairing=auto`` may
+    decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
+    return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha,
+                                              stop_factor=stop_factors(looks)).nominal_p]
 
 
 def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[int], list[str] | None]]:
@@ -211,8 +217,9 @@ def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[l
 
     Yields ``(seeds, arms)`` for each look: the first ``looks[k]`` seeds of the seed list, for the control
     and every treatment still running. When the orchestrator resumes it (those trials have run), the
-    looks are replayed from the trial records (:func:`sequential_state`) and every treatment that crossed
-    its O'Brien-Fleming boundary, or showed equivalence within the margin, is stopped. The control runs
+    looks are replayed from the trial records (:func:`sequential_state`) and every treatment whose verdict at
+    its O'Brien-Fleming boundary is a firm better/worse, or equivalence within the margin, is stopped (an
+    indicative crossing runs on: :func:`ablate.stats.sequential.stops`). The control runs
     while any treatment does. Never re-tests after every seed: only at the planned looks.
     """
     opts = resolve_options(plan)
@@ -285,8 +292,6 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         ``comparisons`` (one per treatment: verdict, reason, every number of :class:`ablate.stats.Comparison`,
         seed advice, failures, flags, pairing and sequential details), ``invalid`` and ``invalid_reasons``.
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-
     metric, goal = plan["metric"], plan.get("goal", "maximize")
     data = arm_data(plan, rows, metric)
     names = [a["name"] for a in plan["arms"]]
@@ -377,7 +382,10 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                                                    and st["look"] < len(opts.looks) - 1),
                                  "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
                                  "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
-                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)"}
+                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
+                                 "passed_looks": [k + 1 for k in st.get("passed") or []],
+                                 "stop_reason": stop_reason(c.verdict, st, opts),
+                                 "stop_rule": "firm better/worse, or equivalent"}
             rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
         if seed_msg and (name in flagged or names[0] in flagged):
             rec["verdict"] = "insufficient data"
@@ -406,13 +414,28 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     }
 
 
+def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
+    """Why a sequential treatment stopped: ``efficacy`` (a firm better/worse at the look's boundary),
+    ``equivalence`` (the TOST interval inside the margin at that level), ``budget`` (the last look reached without
+    either), or None while it still runs. Futility stops are not built (issue 39 item 2)."""
+    if st["look"] is None:
+        return None
+    if st["stopped"]:
+        return "equivalence" if verdict == "equivalent" else "efficacy"
+    return "budget" if st["look"] == len(opts.looks) - 1 else None
+
+
 def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
     if st["look"] is None:
         return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:
-        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm)"
+        why = (f": it crossed the boundary at look {st['look'] + 1} with an indicative verdict, and only a firm one "
+               "stops an arm" if st["look"] in (st.get("passed") or []) else "")
+        return f"continue to look {st['look'] + 2} (N = {opts.looks[st['look'] + 1]} seeds per arm){why}"
+    if verdict in ("better", "worse"):  # crossed at the last look, indicative (the skew guard, or failed seeds)
+        return f"reached the last look (N = {st['n']}): its {verdict} verdict there is indicative, not firm"
     return (f"reached the last look (N = {st['n']}) without crossing the boundary"
             + ("" if opts.margin is not None else "; set a margin to allow an equivalence stop"))
 
@@ -503,8 +526,6 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     SweepDirError
         When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
     """
-    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
-
     plan = sd.plan()
     saved_file = sd.root / VERDICT_OPTIONS
     reset = bool((overrides or {}).get("reset"))
@@ -554,8 +575,6 @@ def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str,
     dict
         The verdict with ``plots`` filled in, as now on disk.
     """
-    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
-
     verdict = read_json(sd.verdict_json) if verdict is None else verdict
     verdict["plots"] = _write_plots(sd, verdict)
     write_forest(sd, verdict)
@@ -719,7 +738,6 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
-    # lazy: the bottom line words numbers with ablate.stats (numpy), kept off verdict reuse
 
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)

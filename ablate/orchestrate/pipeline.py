@@ -266,6 +266,8 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
                 out(line)
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
             out(line)
+        if opts.sequential == "group":
+            out(sequential_plan_line(opts.looks, len(plan.treatments), opts.alpha))
         out(f"  launcher: {launcher.describe()}")
         dirty = ""
         if code["dirty"]:
@@ -340,6 +342,38 @@ def _tune(cfg: Mapping[str, Any], plan: Plan, opts: Options) -> Tune | None:
                           "choice of setting is not made yet", where="tune",
                           fix="drop `sequential=group` (or `tune`), then run again")
     return tune
+
+
+#: Effects, in SDs of one seed's metric, the dry run of ``sequential=group`` prints the expected trials for.
+PLAN_EFFECTS = (0.0, 0.5, 1.0)
+
+
+def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float) -> str:
+    """The dry run's planning line for ``sequential=group`` (issue 39 item 3): expected trials under no effect and
+    under 0.5 and 1 SD effects (every treatment alike), beside the fixed-N design at the last look.
+
+    Parameters
+    ----------
+    looks : list of int
+        Seeds per arm at each look.
+    n_treatments : int
+        Treatments compared with the control (α/m each).
+    alpha : float
+        Family-wise level.
+
+    Returns
+    -------
+    str
+        ``  sequential: looks at N = 5, 10, 15, 20; expected trials ... (simulation: ...)``.
+    """
+    from ablate.stats.sequential import expected_trials  # noqa: PLC0415  # lazy: numpy and scipy off the plain dry run
+
+    res = expected_trials(looks, PLAN_EFFECTS, n_treatments=n_treatments, alpha=alpha, paths=4000)
+    cells = ", ".join(f"{'no effect' if r.effect == 0 else f'{r.effect:g} SD'} {r.trials:.0f} "
+                      f"({r.seeds_per_treatment:.1f} seeds per treatment)" for r in res)
+    return (f"  sequential: looks at N = {', '.join(map(str, looks))}; expected trials {cells}; fixed N = "
+            f"{looks[-1]}: {res[0].fixed_trials} (a simulation of Welch's test on normal seeds, 4,000 seeded paths, "
+            "every treatment with the same effect in SDs of one seed's metric; docs/verdict.md, Sequential seeds)")
 
 
 def _describe(plan: Plan) -> str:

@@ -264,10 +264,11 @@ import os
 import time
 
 # A task module slow to import (torch, at scale): here it waits, up to 60 s, until the trials' working dirs of the
-# running ablation exist (WAIT_FOR_WORKDIRS of them), so the test does not depend on how fast the machine is
+# running ablation exist (WAIT_FOR_WORKDIRS of them), so the test does not depend on how fast the machine is. The
+# warm parent imports it in the sweep dir's code snapshot (SWEEP/code): the trials' dirs are beside it.
 want = int(os.environ.get("WAIT_FOR_WORKDIRS", "0"))
 deadline = time.time() + 60
-while want and len(glob.glob("outputs/ablate/*/*/trials/*/seed=*/work")) < want and time.time() < deadline:
+while want and len(glob.glob("../trials/*/seed=*/work")) < want and time.time() < deadline:
     time.sleep(0.05)
 
 

@@ -1,7 +1,8 @@
 """The group-sequential simulations hold the code the verdict runs (issue 27, item 6): on the same data,
 :func:`ablate.stats.group_sequential_batch` (what tests/unit/test_stats_aa.py simulates) stops every row at the
 look where :func:`ablate.judge.verdict.sequential_state` (what ``ablate verdict`` replays) stops it, with the same
-boundary and, through ``compare()`` at that boundary, the same verdict."""
+boundary and, through ``compare()`` at that boundary, the same verdict and the same firm flag; a look the verdict
+passed over (issue 37 item 4) is one where ``compare()`` says better/worse, indicative."""
 
 from __future__ import annotations
 
@@ -41,7 +42,20 @@ def test_batch_twin_equals_sequential_state(paired: bool) -> None:
         comp = compare(t[i, :n], c[i, :n], paired=paired, p_threshold=st["threshold"], pi_interval=False)
         assert comp.verdict == ("insufficient data", "better", "worse", "equivalent", "inconclusive")[
             int(batch.verdict[i])]
-        assert st["stopped"] == (comp.verdict in ("better", "worse", "equivalent"))
+        assert bool(comp.firm) == bool(batch.firm[i])  # the firm flag compare() writes is the one the looks stop on
+        # issue 37: only a firm better/worse (or equivalence) stops an arm; an indicative crossing runs on
+        assert st["stopped"] == ((comp.verdict in ("better", "worse") and bool(comp.firm))
+                                 or comp.verdict == "equivalent")
+        for k in st["passed"]:  # a passed look crossed its boundary, indicatively, and the arm ran on
+            cut = {a: ArmData(d.name, d.label, d.value, {s: v for s, v in d.values.items() if s < LOOKS[k]},
+                              Counter(), 0, {}) for a, d in data.items()}
+            early = sequential_state(plan, cut, opts)["lr=0.1"]
+            assert early["look"] == k and not early["stopped"]
+            ce = compare(t[i, :LOOKS[k]], c[i, :LOOKS[k]], paired=paired, p_threshold=early["threshold"],
+                         pi_interval=False)
+            assert ce.verdict in ("better", "worse") and ce.firm is False, (i, k, ce.verdict, ce.firm)
+            seen["passed"] += 1
         seen[comp.verdict] += 1
         assert math.isfinite(st["threshold"])
-    assert sum(seen.values()) == rows and seen["better"] > 0 and seen["inconclusive"] > 0, seen
+    assert seen["better"] + seen["inconclusive"] + seen["worse"] == rows and seen["better"] > 0, seen
+    assert seen["inconclusive"] > 0 and seen["passed"] > 0, seen

@@ -179,7 +179,7 @@ def test_sequential_rounds_stop_a_clear_winner(tmp_path: Path) -> None:
     assert win["verdict"] == "better" and win["sequential"]["crossed"] and win["sequential"]["stopped_early"]
     assert win["sequential"]["look"] == stop and win["sequential"]["n"] == 5 * stop
     b = boundaries([x / 20 for x in (5, 10, 15)][:stop - 1] + [x / 20 for x in (5, 10, 15)][stop - 1:stop],
-                   alpha=0.025)
+                   alpha=0.025, stop_factor=(10.0, 10.0, 10.0)[:stop])  # below 20 seeds only a firm verdict stops
     assert win["sequential"]["boundary_p"] == pytest.approx(b.nominal_p[-1], rel=1e-6)
     assert win["multiplicity"] == "group sequential" and "< boundary" in win["reason"]
     assert null["sequential"]["look"] == 4 and null["sequential"]["n"] == 20
@@ -187,6 +187,14 @@ def test_sequential_rounds_stop_a_clear_winner(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     assert "group: looks at N = 5, 10, 15, 20 seeds per arm" in md
     assert f"lr=0.1: look {stop} (N = {5 * stop})" in md
+    passed = win["sequential"]["passed_looks"]  # looks it crossed with an indicative verdict, and ran on
+    assert all(k < stop for k in passed) and null["sequential"]["passed_looks"] == []
+    assert ("ran on after an indicative crossing at look 1" in md) == (passed == [1])
+    assert win["sequential"]["stop_reason"] == "efficacy" and null["sequential"]["stop_reason"] in ("budget",
+                                                                                                    "efficacy")
+    assert f"lr=0.1: look {stop} (N = {5 * stop}), boundary p = " in md and "stopped for efficacy" in md
+    if null["verdict"] == "inconclusive":
+        assert null["sequential"]["stop_reason"] == "budget" and "stopped for budget" in md
     if null["verdict"] == "inconclusive":
         assert "reached the last look (N = 20) without crossing the boundary" in md
 
@@ -201,3 +209,19 @@ def test_sequential_replay_ignores_unfinished_looks(tmp_path: Path) -> None:
     assert not math.isnan(v["comparisons"][0]["pvalue"])
     assert v["comparisons"][0]["verdict"] == "inconclusive"
     assert "continue to look 2 (N = 10 seeds per arm)" in (root / "verdict.md").read_text()
+    assert seq["stop_reason"] is None and seq["passed_looks"] == []
+
+
+def test_sequential_last_look_indicative_is_named(tmp_path: Path) -> None:
+    """Looks 3, 5 on T vs C: Welch p = 0.291 at look 1 (no crossing) and 0.0387 at look 2 (scipy), under the last
+    look's firm-aware boundary 0.0499 (boundaries([0.6, 1], stop_factor=(10, 1))) but not 10 times under it: a better
+    verdict that is indicative, reached at the last look (stop reason `budget`), never called "without crossing"."""
+    root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T}, options={"sequential": "group", "looks": [3, 5]})
+    v = write_verdict(SweepDir.open(root))
+    (c,) = v["comparisons"]
+    assert c["verdict"] == "better" and c["firm"] is False
+    assert c["sequential"]["boundary_p"] == pytest.approx(boundaries([0.6, 1.0], stop_factor=(10, 1)).nominal_p[1])
+    assert c["sequential"]["stop_reason"] == "budget" and c["sequential"]["passed_looks"] == []
+    assert c["seed_advice_sequential"] == "reached the last look (N = 5): its better verdict there is indicative, " \
+                                          "not firm"
+    assert "stopped for budget" in (root / "verdict.md").read_text()
