@@ -145,7 +145,7 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
     ax.set_ylabel(f"Δ {verdict['metric']} ({'lower' if sign < 0 else 'higher'} is better)")
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats.compare import level_text  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.stats.compare import level_text  # noqa: PLC0415  # lazy: as said above
 
     levels = sorted({level_text(c["ci_level"]) for c in comps if c.get("ci_level")})
     ax.set_title(f"paired differences by seed; black: Δ with its CI ({', '.join(levels) or '95%'}, the level "

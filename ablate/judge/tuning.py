@@ -169,7 +169,7 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
         The verdict's comparisons (on the evaluation seeds), by base arm order (treatments).
     """
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import expected_max  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.stats import expected_max  # noqa: PLC0415  # lazy: as said above
 
     tuning = plan["tuning"]
     goal = plan.get("goal", "maximize")

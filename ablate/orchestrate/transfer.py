@@ -266,7 +266,7 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
         seeds_next}], test, pvalue, pvalue_adjusted, flag, message}`` (``change``: ``task.wd 0.0 → 0.1``).
     """
     # lazy: the transfer statistics load numpy, kept off the command line's start
-    from ablate.judge.bottom_line import seeds_next, treatment_line  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.judge.bottom_line import seeds_next, treatment_line  # noqa: PLC0415  # lazy: as said above
     from ablate.judge.transfer import ScaleEffect, check_transfer, finish  # noqa: PLC0415  # lazy: numpy off this module's import
 
     first = verdicts[0]
@@ -325,7 +325,7 @@ def transfer_bottom_line(report: Mapping[str, Any]) -> list[str]:
     scale, in the metric's own sign), then the one command to run next (the transfer again, with the seeds the
     scales need)."""
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
-    from ablate.judge.bottom_line import NextStep, signed  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.judge.bottom_line import NextStep, signed  # noqa: PLC0415  # lazy: as said above
     from ablate.stats.core import verdict_label  # noqa: PLC0415  # lazy: numpy off this module's import
 
     key, metric = report["scale"]["key"], report["metric"]
@@ -353,7 +353,7 @@ def render_transfer(report: Mapping[str, Any]) -> str:
     """transfer.md: the bottom line, the effect per scale, the interaction test and flag per treatment, seeds per
     scale; Δ = treatment − control in the metric's own sign throughout, the direction said once in the heading."""
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
-    from ablate.judge.bottom_line import direction  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.judge.bottom_line import direction  # noqa: PLC0415  # lazy: as said above
     from ablate.judge.table import MARKERS  # noqa: PLC0415  # lazy: numpy off this module's import
     from ablate.stats.core import verdict_label  # noqa: PLC0415  # lazy: numpy off this module's import
 

@@ -543,7 +543,7 @@ class SlurmLauncher(Launcher):
         import submitit  # noqa: PLC0415  # lazy: submitit only for SLURM
 
         # lazy: submitit loads only when SLURM jobs are submitted
-        from ablate.trials.launchers.slurm.job import SlurmTrial  # noqa: PLC0415  # lazy: submitit only for SLURM
+        from ablate.trials.launchers.slurm.job import SlurmTrial  # noqa: PLC0415  # lazy: as said above
 
         if not trials:
             return []

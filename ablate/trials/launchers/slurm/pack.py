@@ -137,7 +137,7 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
     import submitit  # noqa: PLC0415  # lazy: submitit only for SLURM
 
     # lazy: submitit loads only when SLURM jobs are submitted
-    from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial  # noqa: PLC0415  # lazy: submitit only for SLURM
+    from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial  # noqa: PLC0415  # lazy: as said above
 
     plan = load_plan(sd)
     opts = plan.get("options", {})
