@@ -321,6 +321,22 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         widened=float(c.get("guard_factor") or 1) > 1 and verdict != "equivalent")
 
 
+def tuned_cost(tuning: Mapping[str, Any], n: int) -> str:
+    """The trials a tuned ablation with ``n`` evaluation seeds per arm costs, its tuning included, in words:
+    ``10 evaluation seeds per arm = 10 x 2 arms + 16 tuning trials = 36 trials``.
+
+    Parameters
+    ----------
+    tuning : mapping
+        verdict.json's ``tuning`` (:func:`ablate.judge.tuning.section`): its arms, settings and tuning seeds.
+    n : int
+        Evaluation seeds per arm.
+    """
+    arms = len(tuning["arms"])
+    t = arms * len(tuning["settings"]) * len(tuning["seeds"])
+    return f"{n} evaluation seeds per arm = {n} x {arms} arms + {t} tuning trials = {n * arms + t} trials"
+
+
 def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
     """The one thing to run next for the whole ablation (every arm runs again: one command)."""
     opts = v.get("options") or {}
@@ -347,11 +363,14 @@ def next_step(v: Mapping[str, Any], lines: Sequence[TreatmentLine]) -> NextStep:
         n = max(t.seeds_next for t in need if t.seeds_next is not None)
         unknown = "" if recorded(command) else "; this plan did not record its command line: add the run's other " \
                                                 "overrides"
-        if v.get("extend_dir") and n > n_now + 1:  # `ablate extend`: only the new seeds, judged in two stages
+        if v.get("extend_dir") and not v.get("tuning") and n > n_now + 1:  # `ablate extend`: only the new seeds
             where = shlex.quote(str(v["extend_dir"]))
             return NextStep(f"ablate extend {where} seeds={n}", f"{n} seeds per arm: runs only the {n - n_now} new "
                             "ones, in this sweep dir, and a two-stage combination test keeps α; Seed recommendation "
                             "says why", n)
+        if v.get("tuning"):  # a new run tunes every arm again: its tuning trials are part of the cost
+            return NextStep(rerun(n), f"{tuned_cost(v['tuning'], n)}, a new sweep dir that tunes again; Seed "
+                            f"recommendation says why{unknown}", n)
         return NextStep(rerun(n), f"{n} seeds per arm, a new sweep dir; Seed recommendation says why{unknown}", n)
     stuck = [t.arm for t in lines if t.verdict == "inconclusive" and not t.unchanged]
     same = [t.arm for t in lines if t.unchanged]

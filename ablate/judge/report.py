@@ -29,6 +29,7 @@ from ablate.judge.bottom_line import (
     signed,
     suite_variables,
     treatment_line,
+    tuned_cost,
     verdict_decimals,
 )
 from ablate.judge.curves_report import curves_section
@@ -282,6 +283,11 @@ def _seed_section(page: Page) -> list[str]:
     L = ["## Seed recommendation", ""]
     for c in page.v["comparisons"]:
         L.append(f"- **{c['arm']}**: {seed_advice_text(c)}")
+    if page.v.get("tuning"):
+        n = max((int((c.get("seed_advice") or {}).get("n_needed") or 0) for c in page.v["comparisons"]), default=0)
+        n = n or len(page.v.get("seeds") or [])
+        L += ["", "The seeds above count evaluation seeds per arm; a new run tunes every arm again first: "
+              f"{tuned_cost(page.v['tuning'], n)}."]
     L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
           "the pilots); where that exceeds the cap and the point SD does not, the range is given and the cap advised. "

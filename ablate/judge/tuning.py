@@ -19,6 +19,8 @@ from ablate.record.names import format_value
 
 #: Statuses of a trial that has not ended.
 _UNFINISHED = ("pending", "running", "interrupted")
+#: Statuses of a trial stopped from outside (infrastructure, re-run by ``--resubmit``): no choice until it re-ran.
+_STOPPED = ("killed", "timeout")
 
 
 def _finite(v: Any) -> bool:
@@ -28,10 +30,14 @@ def _finite(v: Any) -> bool:
 def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each arm's tuning results and chosen setting, from the tuning trials' rows.
 
-    The choice is the setting with the best mean metric over the tuning seeds (the max for ``goal: maximize``),
-    among the settings whose every tuning trial gave a finite metric (a setting that failed on a seed is not
-    chosen: it may fail again); a tie goes to the setting declared first. No choice is made while a tuning trial
-    of the arm has not ended, or when no setting ran cleanly.
+    An arm's own choice is the setting with the best mean metric over the tuning seeds (the max for ``goal:
+    maximize``), among the settings whose every tuning trial gave a finite metric (a setting that failed on a seed
+    is not chosen: it may fail again); a tie goes to the setting declared first. No choice is made while a tuning
+    trial of the arm has not ended or was stopped from outside (killed, timeout: ``--resubmit`` re-runs it), or
+    when no setting ran cleanly. Once every arm has one,
+    :func:`ablate.stats.choose` says where each is judged: at its own choice only when the arms' tuning data show
+    them preferring different settings, otherwise at one common setting, the best of their pooled tuning data (the
+    rule that holds the A/A rate at alpha on shallow surfaces, benchmarks/results/tuning_aa.md).
 
     Parameters
     ----------
@@ -43,8 +49,10 @@ def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[s
     Returns
     -------
     dict
-        base arm -> ``{"arm": chosen tuned arm or None, "index", "setting", "means": [per setting, None when
-        not clean], "values": [[per tuning seed]], "complete": bool, "why": reason when no choice}``.
+        base arm -> ``{"arm": the tuned arm to judge it at, or None, "index", "setting", "own_arm" and
+        "own_index": its own best, "common": bool (judged at the common setting, :func:`ablate.stats.choose`),
+        "means": [per setting, None when not clean], "values": [[per tuning seed]], "complete": bool, "why":
+        reason when no choice}``.
     """
     tuning = plan["tuning"]
     metric, goal = plan["metric"], plan.get("goal", "maximize")
@@ -58,19 +66,22 @@ def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[s
         arms = sorted((a for a in plan["arms"] if a.get("base") == base), key=lambda a: a["setting_index"])
         means: list[float | None] = [None] * k
         values: list[list[float | None]] = [[] for _ in range(k)]
-        complete = True
+        complete, stopped = True, False
         for a in arms:
             i = int(a["setting_index"])
             rs = by_arm.get(a["name"], [])
             vals = [float(r[metric]) if r.get("status") == "ok" and _finite(r.get(metric)) else None for r in rs]
             values[i] = vals
             complete &= not any(r.get("status") in _UNFINISHED for r in rs) and len(rs) == len(tuning["seeds"])
+            stopped |= any(r.get("status") in _STOPPED for r in rs)
             if vals and all(v is not None for v in vals):
                 means[i] = sum(vals) / len(vals)  # type: ignore[arg-type]
         clean = [i for i in range(k) if means[i] is not None]
         rec: dict[str, Any] = {"arm": None, "index": None, "setting": None, "means": means, "values": values,
                                "complete": complete, "why": None}
-        if not complete:
+        if stopped:  # not a failure of its setting: choosing without it would drop a result
+            rec.update(complete=False, why="a tuning trial was stopped (killed or timed out) before it gave a metric")
+        elif not complete:
             rec["why"] = "its tuning trials have not all ended"
         elif not clean:
             rec["why"] = "no setting gave a finite metric on every tuning seed"
@@ -78,8 +89,45 @@ def select(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> dict[s
             sign = 1.0 if goal == "maximize" else -1.0
             best = max(clean, key=lambda i: (sign * means[i], -i))  # type: ignore[operator]
             rec.update(arm=arms[best]["name"], index=best, setting=dict(tuning["settings"][best]))
+        rec.update(own_arm=rec["arm"], own_index=rec["index"], common=False)
         out[base] = rec
+    if all(r["index"] is not None for r in out.values()) and len(out) > 1:
+        _judge_at(plan, out)
     return out
+
+
+def common_reason(n_seeds: int) -> str:
+    """Why arms are judged at one common setting, in words (``tuning.json`` and verdict.md)."""
+    if n_seeds < 2:
+        return ("one tuning seed per setting: the noise of the choice cannot be estimated, so the arms are judged at "
+                "the best setting of their pooled tuning data")
+    return ("a treatment is judged at its own choice only when its tuning data and the control's each prefer their "
+            "own choice by at least 2 standard errors of a difference; these do not, so they are judged at the best "
+            "setting of their pooled tuning data (identical arms would otherwise often choose settings whose true "
+            "values differ, and the verdict would measure the choice")
+
+
+def _judge_at(plan: Mapping[str, Any], out: dict[str, dict[str, Any]]) -> None:
+    """Set each arm's setting to judge it at by :func:`ablate.stats.choose` (its own, or the common one)."""
+    # lazy: ablate.stats loads numpy and scipy, kept off `ablate status` and the orchestrator's imports
+    import numpy as np
+
+    from ablate.stats import choose
+
+    tuning = plan["tuning"]
+    bases = list(tuning["base_arms"])
+    k, n = len(tuning["settings"]), len(tuning["seeds"])
+    values = np.full((1, len(bases), k, n), np.nan)
+    for a, base in enumerate(bases):
+        for i, vals in enumerate(out[base]["values"]):
+            for j, v in enumerate(vals[:n]):
+                values[0, a, i, j] = np.nan if v is None else v
+    c = choose(values, goal=plan.get("goal", "maximize"))
+    names = {(a["base"], int(a["setting_index"])): a["name"] for a in plan["arms"] if a.get("base") in out}
+    for a, base in enumerate(bases):
+        i = int(c.index[0, a])
+        out[base].update(arm=names[(base, i)], index=i, setting=dict(tuning["settings"][i]),
+                         common=bool(c.common[0, a]))
 
 
 def edges(tuning: Mapping[str, Any], setting: Mapping[str, Any]) -> list[str]:
@@ -100,8 +148,9 @@ def close_settings(s: Mapping[str, Any], goal: str) -> list[int] | None:
     difference (2·√2·s/√n, s the pooled SD within settings over n tuning seeds) from the chosen mean; None when the
     noise cannot be estimated (one tuning seed per setting).
 
-    Two identical arms can choose settings this far apart, and a verdict then measures the choice, not the arm
-    (benchmarks/results/tuning_aa.md: the A/A rate exceeds alpha on such shallow surfaces).
+    Two identical arms can choose settings this far apart, and a verdict judging each at its own choice then
+    measures the choice, not the arm (benchmarks/results/tuning_aa.md): :func:`ablate.stats.choose` judges such arms
+    at one common setting.
     """
     if s["index"] is None:
         return []
@@ -192,6 +241,8 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
             "edge": edges(tuning, s["setting"]) if s["setting"] else [],
             "close": None if (close := close_settings(s, goal)) is None else [
                 setting_label(tuning["settings"][i]) for i in close],
+            "own_arm": s.get("own_arm"), "own_setting_label": None if s.get("own_index") is None else
+            setting_label(tuning["settings"][s["own_index"]]), "common": bool(s.get("common")),
             "recorded": recorded, "recorded_differs": bool(recorded and s["arm"] and recorded != s["arm"]),
             "expected_max": None if curve is None else {"budgets": curve.budgets, "mean": curve.mean,
                                                          "low": curve.low, "high": curve.high}})
@@ -210,14 +261,18 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
             entry["verdict"] = comp.get("verdict")
             entry["diff"] = comp.get("diff")
         if base in curves and control in curves:
-            lead = [sign * (a - b) for a, b in zip(curves[base].mean, curves[control].mean, strict=True)]
+            # the budgets both curves have: an arm with a setting that failed has fewer clean settings
+            n = min(len(curves[base].mean), len(curves[control].mean))
+            lead = [sign * (a - b) for a, b in zip(curves[base].mean[:n], curves[control].mean[:n], strict=True)]
             final = math.copysign(1.0, lead[-1]) if lead[-1] != 0 else 0.0
-            entry["flips"] = [k for k, d in zip(curves[base].budgets, lead, strict=True)
+            entry["flips"] = [k for k, d in zip(curves[base].budgets[:n], lead, strict=True)
                               if (math.copysign(1.0, d) if d != 0 else 0.0) != final]
             entry["lead"] = lead
         naive.append(entry)
+    common = [a["arm"] for a in arms_out if a["common"]]
     return {"keys": list(tuning["keys"]), "how": tuning["how"], "settings": tuning["settings"],
-            "seeds": tuning["seeds"], "eval_seeds": tuning["eval_seeds"], "arms": arms_out, "naive": naive}
+            "seeds": tuning["seeds"], "eval_seeds": tuning["eval_seeds"], "arms": arms_out, "naive": naive,
+            "common": {"arms": common, "reason": common_reason(len(tuning["seeds"]))} if common else None}
 
 
 def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
@@ -233,9 +288,9 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
     L = ["## Tuning", "",
          f"Every arm, the control included, ran the same {k} settings of {', '.join(f'`{x}`' for x in t['keys'])} "
          f"({t['how']}) on the same tuning seeds ({', '.join(map(str, t['seeds']))}); each arm's setting with the "
-         f"best mean {metric} over them was chosen, and the verdict above compares the arms at their chosen "
-         f"settings on the evaluation seeds ({len(t['eval_seeds'])}, disjoint from the tuning seeds), so the "
-         "choice's upward bias does not enter the test.", "",
+         f"best mean {metric} over them was chosen (or one common setting, below), and the verdict above compares "
+         f"the arms at their chosen settings on the evaluation seeds ({len(t['eval_seeds'])}, disjoint from the "
+         "tuning seeds), so the choice's upward bias does not enter the test.", "",
          "| arm | chosen setting | its tuning mean | " + " | ".join(setting_label(s) for s in t["settings"]) + " |",
          "|---|---|---|" + "---|" * k]
     for a in t["arms"]:
@@ -244,6 +299,13 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
         cells = [("**" + num(m) + "**" if i == a["index"] else num(m)) for i, m in enumerate(a["means"])]
         L.append(f"| {a['label']} | {chosen} | {num(best)} | " + " | ".join(cells) + " |")
     L.append("")
+    if t.get("common"):
+        own = "; ".join(f"{a['label']}'s own best was {a['own_setting_label']}" for a in t["arms"]
+                        if a["common"] and a.get("own_setting_label"))
+        at = next(a["setting_label"] for a in t["arms"] if a["common"])
+        L += [f"**One common setting**: {', '.join(t['common']['arms'])} are judged at {at} ({own}): "
+              f"{t['common']['reason']}. It was fixed from the tuning data before any evaluation trial ran "
+              "(`tuning.json`).", ""]
     for a in t["arms"]:
         if a["edge"]:
             L.append(f"- **Edge of the range**: {a['label']}'s choice {'; '.join(a['edge'])}: its best may lie "
@@ -255,9 +317,9 @@ def markdown(t: Mapping[str, Any], metric: str, dec: int = 4) -> list[str]:
                      "since).")
         if a.get("close"):
             L.append(f"- **Choice within noise**: for {a['label']}, {', '.join(a['close'])} lie within the tuning "
-                     f"noise of {a['setting_label']} (less than 2 standard errors of a difference below it), so "
-                     "identical arms could choose settings this far apart and a better/worse verdict may reflect the "
-                     "choice, not the arm; more tuning seeds (`tune.seeds`) make the choice clear.")
+                     f"noise of {a['setting_label']} (less than 2 standard errors of a difference from it): its "
+                     "best is not clear, which is why arms are judged at one common setting unless both arms' tuning "
+                     "data prefer their own choices; more tuning seeds (`tune.seeds`) make the choice clear.")
         elif "close" in a and a["close"] is None and a["index"] is not None:
             L.append(f"- {a['label']}: one tuning seed per setting, so how clear its choice is cannot be said "
                      "(`tune.seeds=2` or more says it).")

@@ -682,6 +682,10 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     ``write``, the table files are written too (the caller holds the lock) and the plots marked pending."""
     rows = collect(sd, plan, digest) if rows is None else rows
     tuned = plan if plan.get("tuning") else None
+    if tuned is not None and opts.curve is not None:  # `ablate verdict DIR --curve` (planning refuses the rest)
+        raise ConfigError("cannot compare curves of a tuned ablation yet: a curve verdict of each arm's chosen "
+                          "setting is not built", where="--curve",
+                          fix=f"run `ablate verdict {sd.root}` without --curve (it judges the chosen settings)")
     if tuned is not None:  # a tuned ablation: judge each arm at its chosen setting, on the evaluation seeds
         all_rows, chosen = rows, (sd.read_tuning() or {}).get("chosen")
         plan, rows = tuning.evaluation_view(tuned, all_rows, chosen)
@@ -742,7 +746,8 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
         verdict["resume_dir"] = _from_project(sd, plan)
-    elif opts.sequential != "group" and extension_of(plan) is None:  # `ablate extend` may add seeds (the Next line)
+    elif opts.sequential != "group" and extension_of(plan) is None and not verdict.get("tuning"):
+        # `ablate extend` may add seeds (the Next line); it refuses a tuned ablation, whose Next line reruns it
         verdict["extend_dir"] = _from_project(sd, plan)
     verdict["bottom_line"] = bottom_line(verdict).to_json()
     return verdict

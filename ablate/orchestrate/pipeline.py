@@ -331,7 +331,8 @@ def _tune(cfg: Mapping[str, Any], plan: Plan, opts: Options) -> Tune | None:
     Raises
     ------
     ConfigError
-        An invalid declaration, or one combined with ``sequential=group`` or the transfer check.
+        An invalid declaration, or one combined with ``sequential=group`` or curve verdicts (the transfer check
+        refuses ``tune`` in :func:`ablate.orchestrate.transfer.parse_scale`).
     """
     changed = sorted({k for a in plan.arms for k in a.changes}) or [plan.variable.key]
     tune = parse_tune(cfg.get("tune"), plan.seeds, plan.control.config, changed)
@@ -341,6 +342,11 @@ def _tune(cfg: Mapping[str, Any], plan: Plan, opts: Options) -> Tune | None:
         raise ConfigError("cannot run in looks (sequential=group) while tuning: a look would judge arms whose "
                           "choice of setting is not made yet", where="tune",
                           fix="drop `sequential=group` (or `tune`), then run again")
+    if opts.curve is not None:
+        raise ConfigError("cannot compare curves (curve.enabled=true) of a tuned ablation yet: a curve verdict of "
+                          "each arm's chosen setting is not built", where="tune",
+                          fix="drop `curve.enabled=true` (the verdict judges the chosen settings' final values), "
+                              "or drop `tune`, then run again")
     return tune
 
 

@@ -97,6 +97,12 @@ def parse_scale(cfg: Mapping[str, Any], cwd: str | os.PathLike[str] | None = Non
     out = [check_value_type(key, control_value, v, i) for i, v in enumerate(values)]
     if len({repr(v) for v in out}) != len(out):
         raise ConfigError(f"repeats a value: {list(values)}", where="scale.values", fix="list each value once")
+    tune = cfg.get("tune") or {}
+    if tune.get("key") is not None or tune.get("params") is not None:
+        raise ConfigError("cannot tune the arms of a transfer check yet: its statistics read every scale's trials "
+                          "as evaluation trials", where="tune",
+                          fix="drop `scale.key` and `scale.values` and run one tuned ablation per scale, e.g. with "
+                              f"`{format_override(key, out[0])}`")
     return key, out
 
 

@@ -1,5 +1,6 @@
 """A tuned ablation's two launch rounds: the tuning trials, then, once they ended, each arm's evaluation trials at
-the setting its tuning chose (recorded in ``tuning.json`` before any evaluation trial runs).
+the setting its tuning chose (recorded in ``tuning.json`` before any evaluation trial runs, with each arm's own
+choice and, where the arms are judged at one common setting, which arms and why: :func:`ablate.stats.choose`).
 
 The sweep dir is the only state: a resume launches what is left of the tuning round, makes the choice when it
 ended, and keeps a choice already recorded (the evaluation trials that ran used it).
@@ -13,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ablate.errors import SweepDirError
-from ablate.judge.tuning import select
+from ablate.judge.tuning import common_reason, select
 from ablate.record.results import collect
 from ablate.record.sweepdir import SweepDir, write_json
 
@@ -38,9 +39,17 @@ def tuning_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[list[
                  "stopped ones)")
             return
         chosen = {b: str(s["arm"]) for b, s in selection.items()}
-        write_json(sd.tuning_file, {"chosen": chosen, "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                    "means": {b: s["means"] for b, s in selection.items()}})
+        common = [b for b, s in selection.items() if s["common"]]
+        rec: dict[str, Any] = {"chosen": chosen, "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                               "own": {b: s["own_arm"] for b, s in selection.items()},
+                               "means": {b: s["means"] for b, s in selection.items()}}
+        if common:
+            rec["common"] = {"arms": common, "setting_index": selection[common[0]]["index"],
+                             "reason": common_reason(len(tuning["seeds"]))}
+        write_json(sd.tuning_file, rec)
         _log("ablate: tuning chose " + ", ".join(f"{b}: {a}" for b, a in chosen.items())
+             + (f" ({', '.join(common)} at one common setting: their tuning data do not show them preferring "
+                "different settings)" if common else "")
              + f"; evaluating each on seeds {_seeds(tuning['eval_seeds'])}")
     else:
         chosen = _recorded_choice(sd, plan, recorded)

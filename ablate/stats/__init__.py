@@ -54,7 +54,7 @@ from ablate.stats.sequential import (
     spending,
 )
 from ablate.stats.summary import ArmSummary, summarize
-from ablate.stats.tuning import ExpectedMax, expected_max
+from ablate.stats.tuning import Choice, ExpectedMax, choose, expected_max
 
 __all__ = [
     "INSUFFICIENT_REASONS",
@@ -63,6 +63,7 @@ __all__ = [
     "ArmSummary",
     "BatchResult",
     "Boundaries",
+    "Choice",
     "Comparison",
     "CurveBand",
     "ExpectedMax",
@@ -82,6 +83,7 @@ __all__ = [
     "auto_pair_from",
     "auto_pairs",
     "boundaries",
+    "choose",
     "compare",
     "curve_band",
     "curve_regions",

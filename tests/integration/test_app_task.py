@@ -7,7 +7,9 @@ project byte for byte; every test checks they were not edited and that no shim f
   logger/ paths/) that logs CSV and TensorBoard files the way Lightning does and seeds only
   ``if cfg.get("seed")``;
 - tests/fixtures/plain_app: a plain @hydra.main app returning a dict, using ``${hydra:runtime.output_dir}``,
-  ``${now:}`` and a resolver it registers itself.
+  ``${now:}`` and a resolver it registers itself (tests/integration/test_warm_app.py); here its torch-free twin
+  tests/fixtures/light_app, the same shape and config keys with pure-Python training: what is checked is how the
+  app's config is composed and recorded, not what it trains.
 
 Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs, repro and
 the single run the console script.
@@ -58,7 +60,7 @@ def lit_project(project: Path) -> Path:
 
 @pytest.fixture
 def plain_project(project: Path) -> Path:
-    shutil.copytree(FIXTURES / "plain_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(FIXTURES / "light_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
     write(project, "plain", PLAIN_TASK, {"plain_lr": {"key": "lr", "values": [0.2]}})
     return project
 
@@ -140,7 +142,7 @@ def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
 def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_project: Path) -> None:
     res = ablate_cli(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
-    untouched(plain_project, "plain_app", (("", "plain"),))
+    untouched(plain_project, "light_app", (("", "plain"),))
     assert not (plain_project / "None").exists() and not (plain_project / "outputs" / "None").exists()
     sd = only_sweep(plain_project)
     verdict = json.loads((sd / "verdict.json").read_text())
@@ -161,7 +163,7 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
             assert cfg["hidden"] == 32  # ${times:${width},2}: the app's own resolver, available to ablate
             assert cfg["out_dir"] == str(t / "run")
     # ${now:} resolved once for the ablation and frozen into every arm: one run_id, no confound
-    assert len(run_ids) == 1 and next(iter(run_ids)).startswith("digits_"), run_ids
+    assert len(run_ids) == 1 and next(iter(run_ids)).startswith("light_"), run_ids
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
     rep = ablate_cli(plain_project, "repro", str(sd), "--trial", "lr=0.2/1")
     assert rep.returncode == 0 and "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout

@@ -20,7 +20,8 @@ from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 LIT = REPO / "tests" / "fixtures" / "lit_app"
-PLAIN = REPO / "tests" / "fixtures" / "plain_app"
+#: plain_app's shape without torch: the failing trial's error is the app's own whatever the app trains
+LIGHT = REPO / "tests" / "fixtures" / "light_app"
 TASK = {"app": "src/train.py", "overrides": ["trainer=cpu", "trainer.max_epochs=1", "+trainer.limit_train_batches=3"],
         "metric": "val/acc", "goal": "maximize", "data": ["data/digits.npz"]}
 
@@ -74,7 +75,7 @@ def test_the_fix_adding_the_seed_key_to_the_apps_config_runs(project: Path) -> N
 @pytest.mark.parametrize("launch", [("launcher=inline",), ("launcher=local", "launcher.max_parallel=2",
                                                              "launcher.warm=true")], ids=["spawned", "warm_fork"])
 def test_a_failing_app_trial_records_the_apps_own_error(project: Path, launch: tuple[str, ...]) -> None:
-    shutil.copytree(PLAIN, project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(LIGHT, project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
     task = {"app": "plain/app.py", "metric": "val_acc", "goal": "maximize", "data": ["data/digits.npz"],
             "overrides": ["epochs=1"]}
     (project / "conf" / "task" / "plain.yaml").write_text(yaml.safe_dump(task, sort_keys=False))

@@ -152,8 +152,10 @@ def test_plan_records_settings_and_disjoint_seeds_before_any_trial(tuned: Path) 
     assert not set(plan["tuning"]["seeds"]) & set(plan["tuning"]["eval_seeds"])
     assert [a["name"] for a in plan["arms"]][:4] == ["control+lr=0.01", "control+lr=0.03", "control+lr=0.1",
                                                      "control+lr=0.3"]
-    chosen = json.loads((tuned / "tuning.json").read_text())["chosen"]
-    assert chosen == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    rec = json.loads((tuned / "tuning.json").read_text())
+    assert rec["chosen"] == rec["own"] == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    # each arm prefers its own lr by far more than 2 SE of a difference (0.0546 against 2·√2·0.002/√2): apart
+    assert "common" not in rec
 
 
 def test_results_csv_has_every_trial_with_its_role(tuned: Path) -> None:
@@ -176,6 +178,12 @@ def test_verdict_md_tuning_section(tuned: Path) -> None:
     assert "**biased**" in md and "Dodge et al. 2019" in md
     assert "Cost: 16 tuning trials (2 arms x 4 settings x 2 seeds) and 10 evaluation trials" in md
     assert "Edge of the range" not in md
+    # the seed advice counts the tuning a new run repeats; `ablate extend` refuses a tuned dir, so it is never advised
+    (c,) = json.loads((tuned / "verdict.json").read_text())["comparisons"]
+    n = int((c.get("seed_advice") or {}).get("n_needed") or 0) or SEEDS
+    assert (f"a new run tunes every arm again first: {n} evaluation seeds per arm = {n} x 2 arms + 16 tuning trials "
+            f"= {2 * n + 16} trials.") in md
+    assert "ablate extend" not in md
 
 
 def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
@@ -185,6 +193,11 @@ def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
     assert c["diff"] == pytest.approx(0.05, abs=0.01)
     chosen = {a["arm"]: a["setting"] for a in v["tuning"]["arms"]}
     assert chosen == {"control": {"task.lr": 0.03}, "arch=b": {"task.lr": 0.03}}
+    # both chose lr=0.03 on their own: one common setting, the same one, said in verdict.md with its reason
+    assert v["tuning"]["common"]["arms"] == ["control", "arch=b"]
+    md = (true_win / "verdict.md").read_text()
+    assert ("**One common setting**: control, arch=b are judged at lr=0.03 (control's own best was lr=0.03; "
+            "arch=b's own best was lr=0.03)") in md
     (n,) = v["tuning"]["naive"]
     assert n["flips"] == []  # the treatment leads at every budget
     assert all(d > 0 for d in n["lead"])
@@ -209,6 +222,9 @@ def test_dry_run_prints_the_trial_count(proj: Path) -> None:
     (("tune.key=task.lrr", "tune.values=[0.1,0.2]"), "tune", "not a key of the control config"),
     (("tune.key=task.arch", "tune.values=[a,b]"), "tune", "is the variable under test"),
     (("tune.key=task.lr", "tune.values=[0.1,0.2]", "sequential=group"), "tune", "sequential=group"),
+    (("tune.key=task.lr", "tune.values=[0.1,0.2]", "curve.enabled=true"), "tune", "curve.enabled=true"),
+    (("tune.key=task.lr", "tune.values=[0.1,0.2]", "scale.key=task.slow_s", "scale.values=[0.0,0.001]"), "tune",
+     "cannot tune the arms of a transfer check yet"),
 ])
 def test_refusals_are_one_line(proj: Path, args: tuple[str, ...], where: str, what: str) -> None:
     before = set(proj.glob("outputs/ablate/*/*"))
@@ -216,6 +232,26 @@ def test_refusals_are_one_line(proj: Path, args: tuple[str, ...], where: str, wh
     assert res.returncode == 2
     assert f"`{where}`" in res.stderr and what in res.stderr and "Traceback" not in res.stderr
     assert set(proj.glob("outputs/ablate/*/*")) == before  # nothing created
+
+
+def test_the_transfer_refusal_s_fix_runs(proj: Path) -> None:
+    """The fix of tune + scale.key: one tuned ablation per scale, the scale's value an ordinary override."""
+    res = ablate_in(proj, "-m", "variable=arch", "task=spurious", "seeds=5", "tune.key=task.lr",
+                    "tune.values=[0.1,0.2]", "scale.key=task.slow_s", "scale.values=[0.0,0.001]")
+    assert "drop `scale.key` and `scale.values` and run one tuned ablation per scale, e.g. with `task.slow_s=0.0`" \
+        in res.stderr, res.stderr
+    ok = ablate_in(proj, "-m", "variable=arch", "task=spurious", "seeds=5", "tune.key=task.lr",
+                   "tune.values=[0.1,0.2]", "task.slow_s=0.0", "dry_run=true")
+    assert ok.returncode == 0, ok.stderr
+    assert "trials: 18 = 8 tuning (2 arms x 2 settings x 2 seeds) + 10 evaluation" in ok.stdout, ok.stdout
+
+
+def test_verdict_with_curves_of_a_tuned_dir_is_refused_and_its_fix_runs(tuned: Path, proj: Path) -> None:
+    res = ablate_in(proj, "verdict", str(tuned), "--curve")
+    assert res.returncode == 2 and "`--curve`" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert f"run `ablate verdict {tuned}` without --curve" in res.stderr
+    ok = ablate_in(proj, "verdict", str(tuned))
+    assert ok.returncode == 0, ok.stderr
 
 
 def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: Path) -> None:
@@ -255,7 +291,13 @@ def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: 
     rows = list(csv.DictReader((sd / "results.csv").read_text().splitlines()))
     assert len(rows) == 4 + 2 * 3 and all(r["status"] == "ok" for r in rows), rows
     ev = {(r["arm"], r["seed"]) for r in rows if r["role"] == "evaluation"}
-    assert ev == {(a, str(s)) for a in ("control+lr=0.03", "arch=b+lr=0.1") for s in range(3)}
+    # one tuning seed per setting: the noise of the choice cannot be estimated, so both arms are judged at one
+    # common setting (stats.choose), recorded before the kill and kept by the resume
+    rec = json.loads(chosen)
+    assert rec["common"]["arms"] == ["control", "arch=b"] and "one tuning seed" in rec["common"]["reason"]
+    assert rec["own"] == {"control": "control+lr=0.03", "arch=b": "arch=b+lr=0.1"}
+    assert len({a.split("+", 1)[1] for a in rec["chosen"].values()}) == 1
+    assert ev == {(a, str(s)) for a in rec["chosen"].values() for s in range(3)}
     v = json.loads((sd / "verdict.json").read_text())
     assert [a["n"] for a in v["arms"]] == [3, 3]
 

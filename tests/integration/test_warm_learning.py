@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,9 @@ def test_a_preload_that_cannot_be_imported_is_refused_in_one_line(lazy_project: 
     lines = [line for line in res.stderr.splitlines() if line.startswith("ablate: error:")]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     assert "`launcher.preload`" in lines[0] and "lazyprobe.nothere" in lines[0] and "ModuleNotFoundError" in lines[0]
-    bad = _run(project, "launcher.preload=lazyprobe")
+    # not a list: refused while composing the plan, before any process starts (in this process, as the CLI)
+    bad = ablate_in(project, "-m", "variable=mode", "task=lazy", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=1", "launcher.preload=lazyprobe")
     assert bad.returncode == 2 and "launcher.preload" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 

@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, git
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, clean_env, commit_all, git
 from tests.slurm.helpers import jobs, preempt, result, slurm, status_counts, sweep_dir, wait_for
 
 pytestmark = pytest.mark.slurm
+#: The pure-Python task (tests.helpers.PURE_TASK): these tests are about the job array, detach and collect, not
+#: training (12 digits trials would each import torch in their job).
+PURE = ["-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=slurm"]
+#: The digits ablation, for the refusals (checked in-process; nothing runs).
 DIGITS = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=slurm", "task.epochs=2"]
 
 
@@ -30,17 +34,20 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def digits_waited(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+def pure_waited(project_template: Path, tmp_path_factory: pytest.TempPathFactory
                   ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """The 2-arm x 3-seed digits ablation through launcher=slurm with wait=true (run once per module)."""
+    """The 2-arm x 3-seed pure-task ablation through launcher=slurm with wait=true (run once per module)."""
     from tests.slurm.conftest import no_cluster_reason
 
     if why := no_cluster_reason():
         pytest.skip(why)
     proj = tmp_path_factory.mktemp("waited") / "proj"
     shutil.copytree(project_template, proj, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:  # commit_all's git identity
+        clean_env(mp)
+        add_pure_task(proj)
     exe = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
-    res = subprocess.run([exe, *DIGITS], cwd=proj, env=_clean_env(), capture_output=True, text=True, timeout=600,
+    res = subprocess.run([exe, *PURE], cwd=proj, env=_clean_env(), capture_output=True, text=True, timeout=600,
                          check=False)
     return res, proj
 
@@ -49,8 +56,8 @@ def _comparisons(sd: Path) -> list[dict]:
     return json.loads((sd / "verdict.json").read_text())["comparisons"]
 
 
-def test_ablation_through_slurm_gives_a_verdict(digits_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
-    res, proj = digits_waited
+def test_ablation_through_slurm_gives_a_verdict(pure_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    res, proj = pure_waited
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     assert res.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
@@ -74,9 +81,10 @@ def test_ablation_through_slurm_gives_a_verdict(digits_waited: tuple[subprocess.
 
 
 def test_detach_then_status_then_collect_gives_the_same_verdict(
-        project: Path, digits_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+        project: Path, pure_waited: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    add_pure_task(project)
     t0 = time.monotonic()
-    res = ablate_cli(project, *DIGITS, "wait=false", timeout=120)
+    res = ablate_cli(project, *PURE, "wait=false", timeout=120)
     submit_s = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(project)
@@ -99,7 +107,7 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
     st = ablate_in(project, "status", str(sd))
     assert status_counts(st.stdout) == {"control": [0, 0, 3, 0], "lr=0.2": [0, 0, 3, 0]}, st.stdout
 
-    _, waited_proj = digits_waited
+    _, waited_proj = pure_waited
     waited = _comparisons(sweep_dir(waited_proj))
     assert _comparisons(sd) == waited
 

@@ -1,4 +1,7 @@
-"""A suite through launcher=slurm: one job array for every arm of every variable, detach, then collect."""
+"""A suite through launcher=slurm: one job array for every arm of every variable, detach, then collect.
+
+The pure-Python task (tests.helpers.PURE_TASK): the test is about the job array, not training (9 digits trials
+would each import torch in their job)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in, commit_all
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all
 from tests.slurm.helpers import jobs, status_counts, sweep_dir
 
 pytestmark = pytest.mark.slurm
@@ -22,10 +25,11 @@ def _need_cluster() -> None:
 
 
 def test_suite_is_one_job_array(project: Path) -> None:
+    add_pure_task(project)
     (project / "conf" / "variable" / "momentum.yaml").write_text("key: task.optim.momentum\nvalues: [0.5]\n")
     commit_all(project, "second variable")
-    res = ablate_cli(project, "-m", "variable=lr,momentum", "variable.values=[0.2]", "seeds=3", "launcher=slurm",
-                     "task.epochs=2", "wait=false", timeout=120)
+    res = ablate_cli(project, "-m", "task=pure", "variable=lr,momentum", "variable.values=[0.2]", "seeds=3",
+                     "launcher=slurm", "wait=false", timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(project)
     submitted = jobs(sd)

@@ -89,6 +89,19 @@ def test_a_treatment_in_the_metrics_own_sign(minimized: dict) -> None:
         "plan did not record its command line: add the run's other overrides).")
 
 
+def test_a_tuned_ablation_s_next_line_counts_its_tuning_trials(minimized: dict) -> None:
+    """A new run of a tuned ablation tunes every arm again: 20 evaluation seeds per arm over 2 arms, plus 2 arms x 4
+    settings x 2 tuning seeds = 16 tuning trials, is 56 trials; `ablate extend` (which refuses a tuned sweep dir)
+    is never the Next line."""
+    tuned = {**minimized, "tuning": {"arms": [{"arm": "control"}, {"arm": "lr=0.1"}],
+                                     "settings": [{"task.optim.lr": x} for x in (0.01, 0.03, 0.1, 0.3)],
+                                     "seeds": [5, 6]}}
+    assert bottom_line(tuned).next.line(markdown=False) == (
+        "Next: ablate -m variable=lr seeds=20 (20 evaluation seeds per arm = 20 x 2 arms + 16 tuning trials = 56 "
+        "trials, a new sweep dir that tunes again; Seed recommendation says why; this plan did not record its "
+        "command line: add the run's other overrides).")
+
+
 def test_a_confounded_comparison_is_never_credited_to_the_variable(minimized: dict) -> None:
     """``ablate audit``'s words for a comparison whose runs differ in more than the variable."""
     (c,) = minimized["comparisons"]

@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from ablate.errors import ConfigError
-from ablate.judge.tuning import edges, evaluation_view, select
+from ablate.judge.tuning import edges, evaluation_view, section, select
 from ablate.plan.tuning import draw_settings, expand, parse_tune, trial_count
-from ablate.stats import StatsInputError, expected_max
+from ablate.stats import StatsInputError, choose, expected_max
 
 CONTROL = {"task": {"optim": {"lr": 0.05, "momentum": 0.9}, "hidden": 64}, "seed": 0}
 
@@ -166,6 +166,22 @@ def test_no_choice_while_a_tuning_trial_has_not_ended() -> None:
     assert sel["hidden=32"]["arm"] == "hidden=32+lr=0.2"
 
 
+@pytest.mark.parametrize("status", ["killed", "timeout"])
+def test_no_choice_while_a_tuning_trial_was_stopped_from_outside(status: str) -> None:
+    """A killed or timed-out tuning trial says nothing of its setting: choosing without it would drop a result, so
+    no choice is made until ``--resubmit`` re-ran it (a failed trial's setting is left out instead)."""
+    plan = _tuned_plan()
+    rows = _rows(plan, {"control": [0.8, 0.9, 0.85], "hidden=32": [0.7, 0.88, 0.95]})
+    rows[2].update(status=status, acc=None)
+    sel = select(plan, rows)
+    assert sel["control"]["arm"] is None and "stopped (killed or timed out)" in sel["control"]["why"]
+    assert sel["hidden=32"]["arm"] == "hidden=32+lr=0.2"
+    # the Tuning section of such a state (two clean settings against three): the curves compared where both are
+    t = section(plan, rows, sel, None, [])
+    (n,) = t["naive"]
+    assert len(n["lead"]) == 2 and n["lead"][0] == pytest.approx((0.70 + 0.88 + 0.95) / 3 - (0.80 + 0.85) / 2)
+
+
 def test_the_verdict_view_judges_each_chosen_arm_on_the_evaluation_seeds() -> None:
     plan = _tuned_plan()
     rows = [*_rows(plan, {"control": [0.8, 0.9, 0.85], "hidden=32": [0.7, 0.88, 0.95]}),
@@ -176,3 +192,63 @@ def test_the_verdict_view_judges_each_chosen_arm_on_the_evaluation_seeds() -> No
     assert [a["label"] for a in view["arms"]] == ["control", "hidden=32"]
     assert view["seeds"] == [0, 1, 2] and "tuning" not in view
     assert len(eval_rows) == 6 and {r["seed"] for r in eval_rows} == {0, 1, 2}
+
+
+# -- where each arm is judged: its own choice or one common setting (stats.choose) ------------------------------------
+def _values(means: list[list[float]], spread: float = 0.01) -> np.ndarray:
+    """(1, arms, settings, 2 seeds): each setting's mean -/+ ``spread``, so the SD within settings is spread·√2."""
+    m = np.asarray(means, dtype=float)[None, :, :, None]
+    return m + np.array([-spread, spread])
+
+
+def test_choose_keeps_own_choices_only_when_both_arms_prefer_them() -> None:
+    # deviations ±0.01 on 2 seeds: s² = 4·0.0001/2 (df = 2 settings x 1), s = 0.01·√2; bar = 2·√2·s/√2 = 0.0283
+    both = choose(_values([[0.90, 0.85], [0.85, 0.90]]))  # each prefers its own by 0.05 >= 0.0283
+    assert both.own.tolist() == both.index.tolist() == [[0, 1]] and not both.common.any()
+    # the control's preference, 0.02, is under the bar: one common setting, the best pooled mean
+    # (0.85 + 0.80 = 1.65 at setting 0, 0.83 + 0.90 = 1.73 at setting 1)
+    one = choose(_values([[0.85, 0.83], [0.80, 0.90]]))
+    assert one.own.tolist() == [[0, 1]] and one.index.tolist() == [[1, 1]] and one.common.all()
+    # minimize: the same rule on the other end
+    low = choose(_values([[0.85, 0.83], [0.80, 0.90]]), goal="minimize")
+    assert low.own.tolist() == [[1, 0]] and low.index.tolist() == [[0, 0]] and low.common.all()
+    # one tuning seed: the noise cannot be estimated, the arms are judged at the common setting
+    single = choose(np.asarray([[[0.90, 0.85], [0.85, 0.91]]])[..., None])
+    assert single.index.tolist() == [[1, 1]] and single.common.all()
+    with pytest.raises(StatsInputError, match="values: need shape"):
+        choose(np.zeros((2, 3, 4)))
+    with pytest.raises(StatsInputError, match="goal"):
+        choose(_values([[0.9, 0.8]]), goal="best")
+
+
+def test_choose_with_two_treatments_and_a_failed_setting() -> None:
+    # bar 0.0283 (as above). Treatment 1 and the control each prefer their own choice (by 0.15 and 0.10): apart.
+    # Treatment 2's choice is 0.02 below the control's on the control's data: with the control at the best of
+    # their pooled means (0.90 + 0.86 = 1.76, 0.88 + 0.90 = 1.78, 1.50), setting 1, off the control's own best
+    v = _values([[0.90, 0.88, 0.80], [0.80, 0.85, 0.95], [0.86, 0.90, 0.70]])
+    c = choose(v)
+    assert c.own.tolist() == [[0, 2, 1]]
+    assert c.common.tolist() == [[True, False, True]]
+    assert c.index.tolist() == [[1, 2, 1]]
+    v[0, 0, 0, 1] = np.nan  # the control's best setting failed on a seed: never chosen
+    assert choose(v).own[0, 0] == 1
+
+
+def test_select_judges_where_choose_says_on_random_tuning_data() -> None:
+    """The verdict's choice (select, on results rows) equals :func:`choose` on the same values, the function the
+    A/A simulation (tests/unit/test_tuning_aa.py) runs: both cases, common and apart, occur among the draws."""
+    plan = _tuned_plan()
+    rng = np.random.default_rng(40)
+    seen = set()
+    for _ in range(60):
+        v = rng.normal(0.0, 1.0, (1, 2, 3, 2)) + rng.choice([0.0, 3.0], size=(1, 2, 3, 1))
+        rows = [{"arm": a["name"], "seed": seed, "status": "ok", "role": "tuning",
+                 "acc": float(v[0, ["control", "hidden=32"].index(a["base"]), a["setting_index"], j])}
+                for a in plan["arms"] for j, seed in enumerate(plan["seeds"])]
+        sel = select(plan, rows)
+        c = choose(v)
+        assert [sel[b]["index"] for b in ("control", "hidden=32")] == c.index[0].tolist()
+        assert [sel[b]["own_index"] for b in ("control", "hidden=32")] == c.own[0].tolist()
+        assert [sel[b]["common"] for b in ("control", "hidden=32")] == c.common[0].tolist()
+        seen.add(bool(c.common[0, 0]))
+    assert seen == {True, False}
