@@ -110,9 +110,9 @@ def common_reason(n_seeds: int) -> str:
 def _judge_at(plan: Mapping[str, Any], out: dict[str, dict[str, Any]]) -> None:
     """Set each arm's setting to judge it at by :func:`ablate.stats.choose` (its own, or the common one)."""
     # lazy: ablate.stats loads numpy and scipy, kept off `ablate status` and the orchestrator's imports
-    import numpy as np
+    import numpy as np  # noqa: PLC0415  # lazy: as said above
 
-    from ablate.stats import choose
+    from ablate.stats import choose  # noqa: PLC0415  # lazy: as said above
 
     tuning = plan["tuning"]
     bases = list(tuning["base_arms"])
