@@ -98,7 +98,7 @@ def close_matches(word: str, candidates: Iterable[str], n: int = 5) -> list[str]
     Candidates that contain ``word`` (or its last dotted part) as a substring are included too, so
     ``lr`` finds ``task.optim.lr``.
     """
-    import difflib
+    import difflib  # noqa: PLC0415  # lazy: difflib only for a did-you-mean, kept off `ablate --help`'s import
 
     cands = list(dict.fromkeys(candidates))
     found = difflib.get_close_matches(word, cands, n=n, cutoff=0.5)

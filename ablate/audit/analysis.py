@@ -153,7 +153,7 @@ def choose_goal(runs: Sequence[Run], metric: str | Sequence[str], goal: str | No
 
 
 def _reduce(run: Run, metric: str, rule: str) -> float:
-    from ablate.metrics import reduce_series  # lazy: keeps pandas-free imports of the audit light
+    from ablate.metrics import reduce_series  # noqa: PLC0415  # lazy: keeps pandas-free imports of the audit light
 
     return float(reduce_series(run.metrics[metric], rule)[0])
 
@@ -195,8 +195,8 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
     the runs' logged step series with the curve verdict's statistics (:func:`ablate.audit.curves.audit_curves`;
     None when no run logged one). ``metric`` and ``seed_key``
     may name each side's own."""
-    from ablate.judge.options import resolve_options  # lazy: the verdict's machinery, after the checks
-    from ablate.judge.verdict import analyse
+    from ablate.judge.options import resolve_options  # noqa: PLC0415  # lazy: the verdict's machinery, after the checks
+    from ablate.judge.verdict import analyse  # noqa: PLC0415  # lazy: the verdict's machinery (53 modules), after the checks
 
     metrics = dict(zip((a.name, b.name), (metric, metric) if isinstance(metric, str) else metric, strict=True))
     keys = {arm.name: seed_key if isinstance(seed_key, str) else seed_key[arm.name] for arm in (a, b)}
@@ -226,7 +226,7 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
     rows = [{"arm": label[k], "seed": s, "status": "ok", name: v} for k, d in values.items() for s, v in d.items()]
     out["verdict"] = analyse(plan, rows, resolve_options(plan))
     # lazy: the curve statistics (numpy, scipy), as the verdict's
-    from ablate.audit.curves import audit_curves
+    from ablate.audit.curves import audit_curves  # noqa: PLC0415  # lazy: the curve audit's 16 modules, only when the audit has curves
 
     out["curves"] = audit_curves(sides, out["verdict"])  # where the runs logged step series
     return out
@@ -235,7 +235,7 @@ def statistics(a: Arm, b: Arm, metric: str | tuple[str, str], goal: str, rule: s
 def _sample_size(va: dict[int, float], vb: dict[int, float], n: int) -> dict[str, Any]:
     """What fewer than 3 replicates allow: no spread, no test; the seeds per arm to run (at least those from which
     ablate calls a better/worse firm: the runs are to settle the comparison)."""
-    from ablate.stats.power import recommend_seeds  # lazy: scipy's power search, only for too few runs
+    from ablate.stats.power import recommend_seeds  # noqa: PLC0415  # lazy: scipy's power search, only for too few runs
 
     needed = DEFAULT_SEEDS
     how = f"ablate's default ({DEFAULT_SEEDS}): with one run per arm there is no spread to plan with"

@@ -25,6 +25,7 @@ from typing import Any
 from ablate.audit.arms import CHOICE, Arm
 from ablate.audit.runs import commit_id
 from ablate.audit.versions import dvc_outputs
+from ablate.record.sweepdir import write_atomic
 
 
 def _value(v: Any) -> str:
@@ -146,7 +147,7 @@ def _steps(repo: str | None, commit: str | None, out: Path, data: list[str], fet
 def _cache_dir(repo: str) -> str | None:
     """The project's DVC cache dir (its config may put it elsewhere), through DVC."""
     try:
-        from dvc.repo import Repo  # lazy: DVC is heavy, and only a DVC project needs it
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
         with Repo(repo) as r:
             return str(r.cache.local_cache_dir)
@@ -156,9 +157,7 @@ def _cache_dir(repo: str) -> str | None:
 
 def write(minimal: dict[str, Any]) -> list[Path]:
     """Write the task and variable configs (atomically); returns their paths (none for runs to make by hand)."""
-    import yaml  # lazy: only when there is an ablation to write
-
-    from ablate.record.sweepdir import write_atomic
+    import yaml  # noqa: PLC0415  # lazy: only when there is an ablation to write
 
     if not minimal.get("config_dir"):
         return []

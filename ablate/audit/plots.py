@@ -15,8 +15,8 @@ MAX_CURVES = 200
 
 
 def _figure(width: float = 6.4) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: matplotlib only when plots are drawn
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
+    from matplotlib.figure import Figure  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
 
     fig = Figure(figsize=(width, 3.6), dpi=100)
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.16, top=0.88)

@@ -39,7 +39,7 @@ def dvc_outputs(root: str, commits: Sequence[str]) -> dict[str, dict[str, str]]:
     if not commits or not (Path(root) / ".dvc").is_dir():
         return {}
     try:
-        from dvc.repo import Repo  # lazy: DVC is heavy, and only a DVC project needs it
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
     except ImportError:
         return {}
     out: dict[str, dict[str, str]] = {}

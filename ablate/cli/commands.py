@@ -35,6 +35,39 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     with ``--wait-plots``. When nothing the verdict depends on changed since it was written (trial
     records, plan, options, config files, ablate; :mod:`ablate.record.verdict_key`), it is kept as it is
     and its path printed, without recomputing (``--recompute`` forces it)."""
+    args = _verdict_parser(name).parse_args(argv)
+    if args.curve is not None:
+        args.curve = curve_settings(args.curve)
+    from ablate.orchestrate.transfer import is_transfer_dir
+
+    if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
+        return _verdict_of_transfer(args, name)
+    sd = SweepDir.open(args.dir)
+    _require_a_result(sd, name)
+    if args.against is not None:
+        try:  # checked before anything is written; the error names the option, not this command's DIR
+            args.against = str(SweepDir.open(args.against).root.absolute())
+        except SweepDirError as exc:
+            raise SweepDirError(exc.what, where="--against", fix=exc.fix) from None
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ("dir", "wait_plots", "recompute") and v is not None}
+    if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
+        return _verdict_while_running(sd, overrides, name)
+    try:
+        verdict = _verdict_written_or_reused(sd, overrides, args)
+    finally:
+        sd.release()
+    kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
+    if kept:
+        print("note: options remembered from an earlier `ablate verdict` still apply: "
+              + ", ".join(f"{o['option']}={o['value']}" for o in kept)
+              + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
+    print(sd.verdict_md)
+    return 0
+
+
+def _verdict_parser(name: str) -> _Parser:
+    """The argument parser of ``ablate verdict`` (its options: :func:`cmd_verdict`)."""
     p = _Parser(prog=f"ablate {name}",
                 description="Recompute verdict.json and verdict.md from a sweep dir's trial records (no trial is "
                 "run). Options given here replace the ablation's own and are remembered in "
@@ -69,75 +102,59 @@ def cmd_verdict(argv: list[str], name: str = "verdict") -> int:
     p.add_argument("--reset", action="store_true", default=None,
                    help="forget the options remembered from earlier `ablate verdict` calls (back to the "
                    "ablation's own); `--margin none` clears only the margin")
-    args = p.parse_args(argv)
-    if args.curve is not None:
-        args.curve = curve_settings(args.curve)
-    from ablate.judge.verdict import write_verdict
-    from ablate.orchestrate.transfer import TRANSFER_MD, is_transfer_dir, write_transfer
-    from ablate.record.results import write_results
+    return p
 
-    if is_transfer_dir(args.dir):  # a transfer check: every scale's verdict, then the transfer report
-        from pathlib import Path
 
-        from ablate.orchestrate.transfer import scale_dirs
+def _verdict_of_transfer(args: argparse.Namespace, name: str) -> int:
+    """``ablate verdict`` on a transfer check's dir: every scale's verdict, then the transfer report; returns 0.
 
-        scales = [SweepDir.open(child) for child in scale_dirs(args.dir)]
-        if all(nothing_finished(child) for child in scales):
-            left = sum(without_result(child)[1] for child in scales)
-            raise SweepDirError(f"no trial has finished yet: {left} pending in the {len(scales)} scales of "
-                                f"{args.dir}, so there is no verdict to compute", where=f"ablate {name}",
-                                fix=f"run them with `ablate resume` on each scale's sweep dir "
-                                f"(`ablate status {args.dir}` lists them)")
+    Raises :class:`SweepDirError` when no scale has a finished trial, :class:`ConfigError` for ``--against``."""
+    from pathlib import Path
 
-        if args.against is not None:
-            raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
-                              fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
-        write_transfer(args.dir, {k: v for k, v in vars(args).items()  # plots drawn in-process, never reused
-                                  if k not in ("dir", "wait_plots", "recompute") and v is not None})
-        print(Path(args.dir) / TRANSFER_MD)
-        return 0
-    sd = SweepDir.open(args.dir)
-    _require_a_result(sd, name)
+    from ablate.orchestrate.transfer import TRANSFER_MD, scale_dirs, write_transfer
+
+    scales = [SweepDir.open(child) for child in scale_dirs(args.dir)]
+    if all(nothing_finished(child) for child in scales):
+        left = sum(without_result(child)[1] for child in scales)
+        raise SweepDirError(f"no trial has finished yet: {left} pending in the {len(scales)} scales of "
+                            f"{args.dir}, so there is no verdict to compute", where=f"ablate {name}",
+                            fix=f"run them with `ablate resume` on each scale's sweep dir "
+                            f"(`ablate status {args.dir}` lists them)")
+
     if args.against is not None:
-        try:  # checked before anything is written; the error names the option, not this command's DIR
-            args.against = str(SweepDir.open(args.against).root.absolute())
-        except SweepDirError as exc:
-            raise SweepDirError(exc.what, where="--against", fix=exc.fix) from None
-    wait_plots, recompute = args.wait_plots, args.recompute
-    overrides = {k: v for k, v in vars(args).items()
-                 if k not in ("dir", "wait_plots", "recompute") and v is not None}
-    if not sd.try_acquire(clean=False):  # an ablation is running here: its final verdict must not be overwritten
-        return _verdict_while_running(sd, overrides, name)
-    try:
-        from ablate.judge.verdict import reuse_call
-        from ablate.record.verdict_key import TrialDigest, reusable
-
-        later = False
-        plan = sd.plan()
-        if not recompute and args.against is None and reusable(sd, plan, reuse_call(plan, overrides)):
-            from ablate.record.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
-
-            verdict = read_json(sd.verdict_json)
-        else:
-            later = overrides.get("plots") is not False and not wait_plots
-            digest = TrialDigest()
-            verdict = write_verdict(sd, overrides, rows=write_results(sd, digest=digest), plots_later=later,
-                                    digest=digest)
-        if later:
-            from ablate.judge.verdict import draw_plots_in_background
-
-            draw_plots_in_background(sd)  # the child holds the lock from here, and cleans the debris
-        else:
-            sd.clean_debris()  # temp files of writers that died (what try_acquire does by default)
-    finally:
-        sd.release()
-    kept = [o for o in verdict.get("non_default_options") or [] if o["source"] == "remembered"]
-    if kept:
-        print("note: options remembered from an earlier `ablate verdict` still apply: "
-              + ", ".join(f"{o['option']}={o['value']}" for o in kept)
-              + f" (clear them with `ablate verdict {args.dir} --reset`)", file=sys.stderr)
-    print(sd.verdict_md)
+        raise ConfigError("--against compares one sweep dir, not a transfer check", where="--against",
+                          fix=f"give one scale's sweep dir, e.g. `ablate verdict {args.dir}/<scale> --against ...`")
+    write_transfer(args.dir, {k: v for k, v in vars(args).items()  # plots drawn in-process, never reused
+                              if k not in ("dir", "wait_plots", "recompute") and v is not None})
+    print(Path(args.dir) / TRANSFER_MD)
     return 0
+
+
+def _verdict_written_or_reused(sd: SweepDir, overrides: dict, args: argparse.Namespace) -> dict:
+    """The verdict of ``sd`` (lock held by the caller): the one on disk when nothing it depends on changed, else
+    written again; the plots drawn now or handed to a detached process. Returns the verdict's JSON dict."""
+    from ablate.judge.verdict import reuse_call, write_verdict
+    from ablate.record.results import write_results
+    from ablate.record.verdict_key import TrialDigest, reusable
+
+    later = False
+    plan = sd.plan()
+    if not args.recompute and args.against is None and reusable(sd, plan, reuse_call(plan, overrides)):
+        from ablate.record.sweepdir import read_json  # unchanged inputs: the verdict on disk is this one
+
+        verdict = read_json(sd.verdict_json)
+    else:
+        later = overrides.get("plots") is not False and not args.wait_plots
+        digest = TrialDigest()
+        verdict = write_verdict(sd, overrides, rows=write_results(sd, digest=digest), plots_later=later,
+                                digest=digest)
+    if later:
+        from ablate.judge.verdict import draw_plots_in_background
+
+        draw_plots_in_background(sd)  # the child holds the lock from here, and cleans the debris
+    else:
+        sd.clean_debris()  # temp files of writers that died (what try_acquire does by default)
+    return verdict
 
 
 def curve_settings(words: Sequence[str]) -> dict[str, object] | bool:

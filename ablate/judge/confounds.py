@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -83,8 +84,6 @@ def _fingerprint_key(manifest: Mapping[str, Any]) -> bytes:
     per field, so the check's outcome is the same. Pickle is 3x cheaper than canonical JSON here (10,000
     manifests: 0.09 s instead of 0.26 s of CPU).
     """
-    import pickle
-
     config = manifest.get("config")
     if isinstance(config, Mapping):
         config = {k: v for k, v in config.items() if k != "seed"}

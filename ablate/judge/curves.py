@@ -123,11 +123,11 @@ def compare_each(curves: Mapping[str, Mapping[int, tuple[Any, Any]]], verdict: M
     (:func:`compare_curves`) on the arms' curves (arm -> seed -> (xs, ys); the verdict's first arm is the control),
     with permutations seeded by :data:`CURVE_RNG_SEED`, so a recomputed verdict is identical. Also the audit's
     (:mod:`ablate.audit.curves`)."""
-    import numpy as np  # lazy: numpy (with ablate.stats) is kept off verdict reuse and `ablate status`
+    import numpy as np  # noqa: PLC0415  # lazy: numpy (with ablate.stats) is kept off verdict reuse and `ablate status`
 
     # lazy: threadpoolctl (a dependency) only here. One BLAS thread: the permutations' products are small, and a
     # multi-threaded BLAS on a busy machine spins (measured 20x slower at load 9 on 2 cores)
-    from threadpoolctl import threadpool_limits  # lazy: one BLAS thread for the permutations (see above)
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415  # lazy: one BLAS thread for the permutations (see above)
 
     arms = {a["arm"]: a for a in verdict["arms"]}
     control = verdict["arms"][0]["arm"]
@@ -175,7 +175,7 @@ def compare_curves(comp: Mapping[str, Any], t_curves: Mapping[int, tuple[Any, An
         grid, the curves (``x``, per-arm means and pointwise 95% CIs), the raw difference with its simultaneous
         band, adjusted and pointwise p-values, ``regions``, ``sentence``, ``summaries`` and ``seed_advice``.
     """
-    from ablate.stats import align_curves  # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse
+    from ablate.stats import align_curves  # noqa: PLC0415  # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse
 
     paired = bool((comp.get("pairing") or {}).get("paired"))
     m = int(comp.get("n_comparisons") or 1)
@@ -221,9 +221,9 @@ def _grid_record(al: Any, seeds: Sequence[tuple[str, int]], arm: str, verdict: M
 def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str, Any], verdict: Mapping[str, Any],
                  t_final: list[float], c_final: list[float], comp: Mapping[str, Any], rng: Any) -> dict[str, Any]:
     """The band, the regions, the summaries and the seed advice of one comparison, as JSON values."""
-    import numpy as np  # lazy: numpy, with ablate.stats
+    import numpy as np  # noqa: PLC0415  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import curve_band, curve_regions, curve_summaries  # lazy: numpy and scipy, as above
+    from ablate.stats import curve_band, curve_regions, curve_summaries  # noqa: PLC0415  # lazy: numpy and scipy, as above
 
     goal = verdict.get("goal", "maximize")
     t_y, c_y = al.y[:n_t], al.y[n_t:]
@@ -260,8 +260,8 @@ def _band_record(al: Any, n_t: int, paired: bool, level: float, cfg: Mapping[str
 
 def _pointwise_ci(y: Any) -> list[list[float]]:
     """Each grid point's 95% t-interval of the arm's mean (for the plot; pointwise, not simultaneous)."""
-    import numpy as np  # lazy: numpy, with scipy
-    from scipy.stats import t as student_t  # lazy: scipy, only when curves are compared
+    import numpy as np  # noqa: PLC0415  # lazy: numpy, with scipy
+    from scipy.stats import t as student_t  # noqa: PLC0415  # lazy: scipy, only when curves are compared
 
     n = len(y)
     half = student_t.ppf(0.975, n - 1) * y.std(axis=0, ddof=1) / np.sqrt(n)
@@ -289,9 +289,9 @@ def _summary_record(s: Any, comp: Mapping[str, Any], thr: Any, s_t: Mapping[str,
 def _seed_advice(band: Any, cfg: Mapping[str, Any], verdict: Mapping[str, Any]) -> dict[str, Any] | None:
     """The band's half-width now, and the seeds per arm at which it is expected at ``curve.width`` (else the
     margin), from the pointwise spread of these seeds (:func:`ablate.stats.seeds_for_width`)."""
-    import numpy as np  # lazy: numpy, with ablate.stats
+    import numpy as np  # noqa: PLC0415  # lazy: numpy, with ablate.stats
 
-    from ablate.stats import seeds_for_width  # lazy: numpy and scipy, as above
+    from ablate.stats import seeds_for_width  # noqa: PLC0415  # lazy: numpy and scipy, as above
 
     if not math.isfinite(band.critical) or not np.isfinite(band.spread).all() or band.spread.max() <= 0:
         return None

@@ -55,7 +55,7 @@ def trial_curve(sd: SweepDir, plan: Mapping[str, Any], arm: str, seed: int, cfg:
         got = curve_from(series, metric, x, kind=where.get("kind"), path=where.get("path"))
         inputs += [f for f in files if f not in inputs]
         if isinstance(got, tuple) and len(got[0]) >= 2:
-            import numpy as np  # lazy: numpy, only where a verdict reads curves (as ablate.record.curves)
+            import numpy as np  # noqa: PLC0415  # lazy: numpy, only where a verdict reads curves (as ablate.record.curves)
 
             return (np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)), name, inputs
         if series:

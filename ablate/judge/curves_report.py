@@ -141,8 +141,8 @@ class CurveFigure:
 
     def __init__(self, cv: Mapping[str, Any]) -> None:
         # lazy: matplotlib (about 0.5 s to import) only where a plot is drawn, on the Agg canvas without pyplot
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415  # lazy: as said above
+        from matplotlib.figure import Figure  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
 
         self.fig = fig = Figure(figsize=(7.0, 5.6), dpi=90)
         FigureCanvasAgg(fig)

@@ -63,10 +63,10 @@ def combine_stages(plan: Mapping[str, Any], values: Mapping[str, Mapping[int, fl
         record for verdict.json's ``comparisons[].extension``: each stage's seeds, one-sided p and whether it
         was tested, the weights, z, the combined p and the naive pooled p.
     """
-    import numpy as np
+    import numpy as np  # noqa: PLC0415  # lazy: numpy off this module's import
 
-    from ablate.stats import adjust_comparisons
-    from ablate.stats.adaptive import METHOD, two_stage_batch
+    from ablate.stats import adjust_comparisons  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.stats.adaptive import METHOD, two_stage_batch  # noqa: PLC0415  # lazy: numpy off this module's import
 
     ext = extension_of(plan) or {}
     s1 = [int(s) for s in ext.get("stage1_seeds") or []]
@@ -118,7 +118,7 @@ def summary_line(ext: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]
         ``Extended after a look at 3 seeds per arm (2026-12-02T10:55:00+0000) to 10: a two-stage combination test
         (inverse normal, weights 0.39/0.92 fixed from N = 3; Lehmacher & Wassmer 1999) keeps α; ...``.
     """
-    from ablate.stats.compare import p_is
+    from ablate.stats.compare import p_is  # noqa: PLC0415  # lazy: numpy off this module's import
 
     n1, k = len(ext.get("stage1_seeds") or []), len(ext.get("stage1_seeds") or []) + len(ext.get("stage2_seeds")
                                                                                          or [])

@@ -46,8 +46,8 @@ def forest_figure(verdict: Mapping[str, Any]) -> Figure | None:
         indicative better/worse is ``better (indicative)``, drawn as a hollow marker. With curve verdicts
         (``table["curve"]``), a second panel shows each treatment's ``curve.summary`` Δ with its simultaneous CI.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
+    from matplotlib.figure import Figure  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
 
     table = verdict["table"]
     primary = table["primary"]

@@ -15,8 +15,8 @@ _W_PER_ARM, _W_MIN, _W_MAX = 1.1, 4.0, 14.0
 
 
 def _figure(n: int) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
+    from matplotlib.figure import Figure  # noqa: PLC0415  # lazy: matplotlib only when plots are drawn
 
     fig = Figure(figsize=(min(_W_MAX, max(_W_MIN, _W_PER_ARM * n + 1.5)), 3.8), dpi=100)
     fig.subplots_adjust(left=0.14 if n < 4 else 0.09, right=0.98, bottom=0.24, top=0.9)  # fixed: layout engines cost
@@ -145,7 +145,7 @@ def paired_plot(verdict: Mapping[str, Any]) -> bytes | None:
     ax.set_xticks(range(len(comps)), [f"{c['label']}\n- control" for c in comps])
     ax.set_ylabel(f"Δ {verdict['metric']} ({'lower' if sign < 0 else 'higher'} is better)")
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats.compare import level_text
+    from ablate.stats.compare import level_text  # noqa: PLC0415  # lazy: as said above
 
     levels = sorted({level_text(c["ci_level"]) for c in comps if c.get("ci_level")})
     ax.set_title(f"paired differences by seed; black: Δ with its CI ({', '.join(levels) or '95%'}, the level "

@@ -17,6 +17,8 @@ only when it is a treatment whose verdict is ``better``.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,6 +27,8 @@ from ablate.judge.curves_report import curve_cell_text, curve_column
 from ablate.judge.forest import forest_plot
 from ablate.plan.arms import format_value
 from ablate.record.sweepdir import write_atomic
+from ablate.stats import summarize
+from ablate.stats.compare import level_text
 
 TEX_FILE = "ablation_table.tex"
 CSV_FILE = "ablation_table.csv"
@@ -60,7 +64,7 @@ def _metric_values(rows: Sequence[Mapping[str, Any]], metric: str) -> dict[str, 
 def _delta_ci(t: dict[int, float], c: dict[int, float], paired: bool, level: float
               ) -> tuple[float | None, tuple[float, float] | None]:
     """Δ = mean(t) − mean(c) and its CI: paired t over shared seeds, else Welch's t (scipy)."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if paired:
         seeds = sorted(set(t) & set(c))
@@ -107,9 +111,6 @@ def build_table(verdict: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     ``scipy.stats.ttest_rel(...).confidence_interval`` when the primary comparison is paired, else
     ``scipy.stats.ttest_ind(..., equal_var=False).confidence_interval`` (Welch).
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import summarize
-
     primary, goal = verdict["metric"], verdict.get("goal", "maximize")
     cols = list(dict.fromkeys([primary, *(metrics or [])]))
     comps = {c["arm"]: c for c in verdict.get("comparisons") or []}
@@ -200,9 +201,6 @@ def _delta_text(cell: Mapping[str, Any], dec: int) -> str:
 
 def _level_text(table: Mapping[str, Any]) -> str:
     """The CI levels of the Δ column as verdict.md's other lines write them (``97.5%``, ``98.33%``)."""
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats.compare import level_text
-
     levels = table.get("delta_ci_levels") or []
     if len(levels) == 1:
         return level_text(levels[0])
@@ -339,9 +337,6 @@ def to_csv(table: Mapping[str, Any]) -> str:
     ``firm`` is verdict.json's ``firm``: ``true`` / ``false`` (indicative) for a better/worse verdict, empty for the
     other verdicts and the control.
     """
-    import csv
-    import io
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)

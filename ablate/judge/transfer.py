@@ -70,7 +70,7 @@ def interaction_pvalue_paired(diffs: Sequence[Any]) -> Any:
     ``scipy.stats.ttest_ind(a, b, axis=-1, equal_var=False)`` (Welch 1947, Biometrika 34) per pair of
     scales; Bonferroni's inequality for the combination.
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     arrs = [np.asarray(d, dtype=float) for d in diffs]
     if len(arrs) < 2:
@@ -112,7 +112,7 @@ def interaction_pvalue_unpaired(treatment: Sequence[Any], control: Sequence[Any]
     ``statsmodels.api.OLS(y, X).fit(cov_type="HC3").wald_test(R, use_f=True, scalar=True)`` with R selecting
     the interaction coefficients (statsmodels, imported here only).
     """
-    import statsmodels.api as sm  # lazy: statsmodels (with pandas) loads in about 0.4 s
+    import statsmodels.api as sm  # noqa: PLC0415  # lazy: statsmodels (with pandas) loads in about 0.4 s
 
     if len(treatment) != len(control) or len(treatment) < 2:
         raise ValueError("`treatment` and `control` must hold the same number (>= 2) of scales")
@@ -264,7 +264,7 @@ def check_transfer(arm: str, per_scale: Sequence[Mapping[str, Any]], *, paired: 
 
 def finish(results: list[TransferResult], alpha: float, scale_key: str) -> list[TransferResult]:
     """Holm-adjust the interaction p-values over the treatments, then flag and word each result."""
-    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.multitest import multipletests  # noqa: PLC0415  # lazy: statsmodels (with pandas) only for this fit
 
     ps = [r.pvalue for r in results]
     ok = [i for i, p in enumerate(ps) if p is not None]

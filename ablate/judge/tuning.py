@@ -110,9 +110,9 @@ def common_reason(n_seeds: int) -> str:
 def _judge_at(plan: Mapping[str, Any], out: dict[str, dict[str, Any]]) -> None:
     """Set each arm's setting to judge it at by :func:`ablate.stats.choose` (its own, or the common one)."""
     # lazy: ablate.stats loads numpy and scipy, kept off `ablate status` and the orchestrator's imports
-    import numpy as np
+    import numpy as np  # noqa: PLC0415  # lazy: as said above
 
-    from ablate.stats import choose
+    from ablate.stats import choose  # noqa: PLC0415  # lazy: as said above
 
     tuning = plan["tuning"]
     bases = list(tuning["base_arms"])
@@ -218,7 +218,7 @@ def section(plan: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], selectio
         The verdict's comparisons (on the evaluation seeds), by base arm order (treatments).
     """
     # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import expected_max
+    from ablate.stats import expected_max  # noqa: PLC0415  # lazy: as said above
 
     tuning = plan["tuning"]
     goal = plan.get("goal", "maximize")

@@ -7,23 +7,33 @@ new options (alpha, margin, multiplicity, pairing) without touching a trial. The
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import math
+import os
+import platform
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ablate import __version__
 from ablate.errors import ConfigError, SweepDirError
 from ablate.judge import prereg, trial_resolved, tuning
 from ablate.judge.against import compare_sweeps
+from ablate.judge.bottom_line import bottom_line
 from ablate.judge.confounds import check, config_drift
 from ablate.judge.curves import curves_verdict
 from ablate.judge.curves_report import curve_plots
 from ablate.judge.extension import combine_stages, extension_of, summary_line
 from ablate.judge.options import VERDICT_OVERRIDES, VerdictOptions, resolve_options
 from ablate.judge.plots import paired_plot, values_plot
+from ablate.judge.report import render_markdown
 from ablate.judge.seedcheck import ignored_seed, short_why
 from ablate.judge.seedcheck import message as seed_message
 from ablate.judge.suite import suite_confounds, suite_summary
@@ -48,6 +58,17 @@ from ablate.record.sweepdir import (
     write_json,
 )
 from ablate.record.verdict_key import combine, context, outputs_recorded, record
+from ablate.stats import (
+    adjust_comparisons,
+    boundaries,
+    compare,
+    decide_batch,
+    information_fraction,
+    pair_by_seed,
+    summarize,
+)
+from ablate.stats.core import BETTER, WORSE
+from ablate.stats.sequential import stop_factors, stops
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -105,11 +126,6 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
         the first); ``passed`` the looks whose crossing was indicative, so the treatment ran on
         (:func:`ablate.stats.sequential.stops`: only a firm better/worse, or equivalence, stops it).
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import boundaries, decide_batch, information_fraction, pair_by_seed
-    from ablate.stats.core import BETTER, WORSE
-    from ablate.stats.sequential import stop_factors, stops
-
     seeds, looks = list(plan["seeds"]), opts.looks
     names = [a["name"] for a in plan["arms"]]
     control, treatments = data[names[0]], names[1:]
@@ -192,10 +208,6 @@ def planned_look_levels(looks: list[int], alpha: float) -> list[float]:
     """The nominal two-sided level of each planned look (fractions ``looks[k] / looks[-1]``, the firm-aware
     boundaries of :func:`ablate.stats.sequential.stop_factors`): fixed before the data, so ``pairing=auto`` may
     decide a look's pairing with it (:func:`ablate.stats.look_pairing`)."""
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import boundaries
-    from ablate.stats.sequential import stop_factors
-
     return [max(p, 1e-12) for p in boundaries([n / looks[-1] for n in looks], alpha=alpha,
                                               stop_factor=stop_factors(looks)).nominal_p]
 
@@ -251,8 +263,7 @@ VERDICT_LIBRARIES = ("numpy", "scipy")
 def versions() -> dict[str, str]:
     """ablate's, Python's and :data:`VERDICT_LIBRARIES`' versions, read from the installed distributions'
     metadata (``importlib.metadata``): nothing is imported to read them."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415  # lazy: importlib.metadata loads email and zipfile (40 modules), for the versions only
 
     out = {"ablate": __version__, "python": platform.python_version()}
     for p in VERDICT_LIBRARIES:
@@ -281,11 +292,6 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         ``comparisons`` (one per treatment: verdict, reason, every number of :class:`ablate.stats.Comparison`,
         seed advice, failures, flags, pairing and sequential details), ``invalid`` and ``invalid_reasons``.
     """
-    import numpy as np
-
-    # lazy: ablate.stats loads numpy and scipy, kept off verdict reuse and `ablate status`
-    from ablate.stats import adjust_comparisons, compare, pair_by_seed, summarize
-
     metric, goal = plan["metric"], plan.get("goal", "maximize")
     data = arm_data(plan, rows, metric)
     names = [a["name"] for a in plan["arms"]]
@@ -469,9 +475,6 @@ def preimport() -> None:
     report), so that a caller with idle time pays for them then, not after its trials: the orchestrator while
     a warm parent imports the task (:class:`ablate.trials.launchers.base.Monitor`, ``meanwhile``), on the core
     the warm parent leaves free. An import that fails here is left to fail where the verdict needs it."""
-    import contextlib
-    import importlib
-
     for name in ("scipy.stats", "ablate.stats", "ablate.judge.report"):  # lazy: numpy, scipy (about 1 s of CPU)
         with contextlib.suppress(Exception):
             importlib.import_module(name)
@@ -523,9 +526,6 @@ def write_verdict(sd: SweepDir, overrides: Mapping[str, Any] | None = None,
     SweepDirError
         When ``verdict_options.json`` is corrupt (see :func:`read_saved_options`).
     """
-    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
-    from ablate.judge.report import render_markdown
-
     plan = sd.plan()
     saved_file = sd.root / VERDICT_OPTIONS
     reset = bool((overrides or {}).get("reset"))
@@ -575,9 +575,6 @@ def draw_plots(sd: SweepDir, verdict: dict[str, Any] | None = None) -> dict[str,
     dict
         The verdict with ``plots`` filled in, as now on disk.
     """
-    # lazy: the report loads numpy (ablate.stats), kept off verdict reuse
-    from ablate.judge.report import render_markdown
-
     verdict = read_json(sd.verdict_json) if verdict is None else verdict
     verdict["plots"] = _write_plots(sd, verdict)
     write_forest(sd, verdict)
@@ -609,10 +606,6 @@ def draw_plots_in_background(sd: SweepDir) -> int | None:
     int or None
         The child's pid; None when it could not be started, in which case the plots were drawn here.
     """
-    import os
-    import subprocess
-    import sys
-
     fd = sd.hand_over_lock()
     # `sh -c 'python ... &'` detaches the child (new session, reparented to init when sh exits), so no
     # zombie is left in a long-lived caller and the child outlives `ablate verdict`
@@ -749,8 +742,6 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
         verdict["table"] = build_table(verdict, rows, (plan.get("options") or {}).get("metrics") or None)
     if opts.against:
         verdict["against"] = compare_sweeps(sd, opts.against, missing_ok=True)
-    # lazy: the bottom line words numbers with ablate.stats (numpy), kept off verdict reuse
-    from ablate.judge.bottom_line import bottom_line
 
     verdict["command"] = plan.get("command")  # the command line it was planned from: the Next line reruns it
     if any(a.get("pending") for a in verdict["arms"]):  # where `ablate resume` finishes it (the Next line)
@@ -764,8 +755,6 @@ def _assemble(sd: SweepDir, plan: Mapping[str, Any], opts: VerdictOptions, rows:
 
 def _from_project(sd: SweepDir, plan: Mapping[str, Any]) -> str:
     """The sweep dir as a command run from the project's root names it: relative to the root when inside it."""
-    import os
-
     root = sd.root.absolute()
     cwd = (plan.get("project") or {}).get("cwd")
     if isinstance(cwd, str) and cwd and root.is_relative_to(cwd):

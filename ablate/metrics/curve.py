@@ -106,7 +106,7 @@ def _csv_column(path: Path, column: str) -> dict[int, float]:
 
 def _tensorboard_wall(logdir: Path, tag: str) -> dict[int, float]:
     """step -> seconds since the first event of ``tag`` in a TensorBoard log dir."""
-    from tensorboard.backend.event_processing.event_accumulator import (  # lazy: an optional extra, for event times
+    from tensorboard.backend.event_processing.event_accumulator import (  # noqa: PLC0415  # lazy: an optional extra, for event times
         EventAccumulator,
     )
 

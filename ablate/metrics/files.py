@@ -144,7 +144,7 @@ def read_tensorboard(run_dir: Path | list[Path]) -> tuple[dict[str, Series], Pat
     if not files:
         return {}, None
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: PLC0415  # lazy: tensorboard is an optional extra
     except ImportError:
         raise ConfigError(f"the app wrote TensorBoard event files ({files[-1]}), but the `tensorboard` package that "
                           "reads them is not installed", where="task.metric_source",

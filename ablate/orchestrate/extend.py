@@ -80,7 +80,7 @@ def open_extendable(path: str) -> SweepDir:
         raise ConfigError(f"{path} is one arm's (or trial's) dir of the ablation in {parents[0]}; an extension runs "
                           "the new seeds of every arm, never of one", where="DIR",
                           fix=f"extend the whole ablation: `ablate extend {parents[0]} seeds=K`")
-    from ablate.orchestrate.transfer import is_transfer_dir
+    from ablate.orchestrate.transfer import is_transfer_dir  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
     if is_transfer_dir(path):
         raise ConfigError(f"{path} is a transfer check (one ablation per scale); each scale's seeds are planned "
@@ -203,7 +203,7 @@ def _check_environment(plan: Mapping[str, Any]) -> None:
 
 def look_record(sd: SweepDir) -> dict[str, dict[str, Any]]:
     """Each treatment at the look: its verdict, p and adjusted p as the fixed-N verdict gives them now."""
-    from ablate.judge.verdict import write_verdict  # lazy: the verdict loads numpy and scipy
+    from ablate.judge.verdict import write_verdict  # noqa: PLC0415  # lazy: the verdict loads numpy and scipy
 
     v = write_verdict(sd, write=False)
     return {str(c["arm"]): {"verdict": c.get("verdict"), "pvalue": c.get("pvalue"),
@@ -234,8 +234,8 @@ def extend(path: str, k: int, *, out: Callable[[str], None] = print) -> dict[str
     UserError
         See :func:`check_extension`; nothing is written then.
     """
-    from ablate.orchestrate.pipeline import check_pins, execute
-    from ablate.stats.adaptive import METHOD, stage_weights
+    from ablate.orchestrate.pipeline import check_pins, execute  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from ablate.stats.adaptive import METHOD, stage_weights  # noqa: PLC0415  # lazy: numpy off this module's import
 
     sd = open_extendable(path)
     with sd.locked():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,7 +38,7 @@ from ablate.record.verdict_key import TrialDigest
 from ablate.trackers import log_after_ablation
 from ablate.trials.config import load_plan
 from ablate.trials.launchers import TrialRef, get_launcher
-from ablate.trials.launchers.base import MISSING_METRIC_STOP, Monitor
+from ablate.trials.launchers.base import MISSING_METRIC_STOP, Launcher, Monitor
 from ablate.trials.seeding import NAN_FILL
 from ablate.trials.tasks.interface import attach, config_dirs, form_of, get_form, is_script_form, seed_route
 from ablate.trials.warm.early import scope as early_parents
@@ -371,8 +372,7 @@ def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float) -> s
     str
         ``  sequential: looks at N = 5, 10, 15, 20; expected trials ... (simulation: ...)``.
     """
-    # lazy: ablate.stats loads numpy and scipy, kept off the plain dry run
-    from ablate.stats.sequential import expected_trials
+    from ablate.stats.sequential import expected_trials  # noqa: PLC0415  # lazy: numpy and scipy off the plain dry run
 
     res = expected_trials(looks, PLAN_EFFECTS, n_treatments=n_treatments, alpha=alpha, paths=4000)
     cells = ", ".join(f"{'no effect' if r.effect == 0 else f'{r.effect:g} SD'} {r.trials:.0f} "
@@ -408,8 +408,6 @@ def start(cfg: Mapping[str, Any], *, out: Callable[[str], None] = print, plots_l
 def _warn_if_tracked(sd: SweepDir, code: Mapping[str, Any]) -> None:
     """Warn when the sweep dir is inside the git tree and not ignored: the next ablation would find
     the tree dirty (untracked files) and refuse to start."""
-    import subprocess
-
     root = Path(code["root"]).resolve()
     try:
         sd.root.resolve().relative_to(root)
@@ -587,7 +585,7 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
     """
     # lazy: the verdict's numpy and ablate.stats, kept off the path from `ablate -m`'s start to the early warm
     # parent (issue 42); imported here, while it imports the task
-    from ablate.judge.verdict import draw_plots_in_background, preimport, write_verdict
+    from ablate.judge.verdict import draw_plots_in_background, preimport, write_verdict  # noqa: PLC0415  # lazy: as said above
 
     global CURRENT_SWEEP_DIR
     CURRENT_SWEEP_DIR = str(sd.root)
@@ -598,36 +596,18 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         opts = plan.get("options", {})
         launcher = get_launcher(opts.get("launcher", {"name": "local"}))
         on_failure = opts.get("on_failure", "report")
-        aborted = False
-        launched = 0
         with Progress(sd, plan, enabled=opts.get("progress", "auto") != "off") as progress:
             monitor = Monitor(on_event=progress.event, abort_on_failure=on_failure == "abort",
                               watch_flags=MODE_KEY not in _variable_keys(plan),
                               meanwhile=preimport)  # while a warm parent starts: the verdict's scipy & co
             if "ok" in progress.outcome.values():  # a resume: the task has returned the metric before
                 monitor.metric_seen()
-            for seeds, arms in _rounds(sd, plan):
-                launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
-                _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
-                if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
-                    _check_pins_still_hold(sd, plan)  # data changed since launch: refuse, launch nothing
-                todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
-                                      resubmit=resubmit, rerun_pin_mismatch=True)
-                if detach and todo:
-                    jobs = launcher.submit(sd, todo)
-                    _log(f"ablate: {len(todo)} trial(s) submitted as job(s) {', '.join(jobs)}; "
-                         f"`ablate status {sd.root}` shows progress, `ablate collect {sd.root}` the verdict")
-                    out(str(sd.root))
-                    return None
-                while todo and not monitor.should_stop():
-                    launched += len(todo)
-                    launcher.launch(sd, todo, monitor)
-                    if on_failure != "retry" or monitor.should_stop():
-                        break
-                    todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=True)
-                if monitor.should_stop():
-                    aborted = True
-                    break
+            ran = _launch_rounds(sd, plan, launcher, monitor, on_failure=on_failure, resubmit=resubmit,
+                                 detach=detach)
+            if ran is None:  # detached: the trials are the scheduler's now
+                out(str(sd.root))
+                return None
+            launched, aborted = ran
         stopped = _stopped_from_outside(sd, plan) if not resubmit else 0
         rerun = f"`ablate resume {sd.root} --resubmit` re-runs them"
         if not launched and not aborted:
@@ -643,6 +623,51 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             log_after_ablation(sd, opts["tracker"], _log)
         if later:
             draw_plots_in_background(sd)  # the drawer holds the lock from here (released below is a no-op)
+    _raise_what_the_monitor_stopped(sd, plan, monitor)
+    out(str(sd.verdict_md))
+    _raise_unless_complete(sd, monitor, aborted, verdict)
+    return verdict
+
+
+def _launch_rounds(sd: SweepDir, plan: Mapping[str, Any], launcher: Launcher, monitor: Monitor, *, on_failure: str,
+                   resubmit: bool, detach: bool) -> tuple[int, bool] | None:
+    """Launch the pending trials of each round (all of them, or each sequential look's), checking the snapshot and
+    the pins before each; retried under ``on_failure=retry``.
+
+    Returns
+    -------
+    tuple of (int, bool) or None
+        The number of trials launched and whether the monitor stopped the ablation; None when ``detach`` submitted
+        them to the scheduler instead (its job ids logged).
+    """
+    launched, aborted = 0, False
+    for seeds, arms in _rounds(sd, plan):
+        launcher.wait(sd, monitor)  # trials still in the scheduler finish there, never run twice
+        _check_code_snapshot(sd, plan)  # a deleted or edited snapshot: refuse before any trial starts
+        if (sd.root / TRIALS_DIR).exists():  # resuming, or a later look (a fresh run was just pinned)
+            _check_pins_still_hold(sd, plan)  # data changed since launch: refuse, launch nothing
+        todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=on_failure == "retry",
+                              resubmit=resubmit, rerun_pin_mismatch=True)
+        if detach and todo:
+            jobs = launcher.submit(sd, todo)
+            _log(f"ablate: {len(todo)} trial(s) submitted as job(s) {', '.join(jobs)}; "
+                 f"`ablate status {sd.root}` shows progress, `ablate collect {sd.root}` the verdict")
+            return None
+        while todo and not monitor.should_stop():
+            launched += len(todo)
+            launcher.launch(sd, todo, monitor)
+            if on_failure != "retry" or monitor.should_stop():
+                break
+            todo = pending_trials(sd, plan, seeds=seeds, arms=arms, retry_failed=True)
+        if monitor.should_stop():
+            aborted = True
+            break
+    return launched, aborted
+
+
+def _raise_what_the_monitor_stopped(sd: SweepDir, plan: Mapping[str, Any], monitor: Monitor) -> None:
+    """Raise :class:`ConfigError` when the monitor stopped the ablation for the task's own fault (a wrong contract,
+    the first trials failing alike, every arm diverged, the determinism flags split); return otherwise."""
     if monitor.contract_error is not None:
         rec = monitor.contract_error
         if rec.get("metric_missing"):  # several trials, and none returned it: task.metric names the wrong key
@@ -673,7 +698,11 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         _stop_all_diverged(sd, plan, monitor.all_diverged)
     if monitor.flags_split is not None:
         _stop_flags_split(sd, plan, monitor.flags_split)
-    out(str(sd.verdict_md))
+
+
+def _raise_unless_complete(sd: SweepDir, monitor: Monitor, aborted: bool, verdict: Mapping[str, Any]) -> None:
+    """Raise :class:`AblationFailed` when the launcher halted, ``on_failure=abort`` stopped the ablation, or the
+    verdict is invalid (up to three of its reasons named); return otherwise."""
     if monitor.halted is not None:  # the launcher could not go on (its warm parent died): say what is left
         raise AblationFailed(f"{monitor.halted} (the verdict so far: {sd.verdict_md})")
     if aborted:
@@ -686,7 +715,6 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
         reasons = (confounds + reasons)[:3]
         raise AblationFailed("the verdict is invalid: " + ("; ".join(reasons) or "see verdict.md")
                              + f" ({sd.verdict_md})")
-    return verdict
 
 
 def _variable_keys(plan: Mapping[str, Any]) -> set[str]:
@@ -742,7 +770,7 @@ def _rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterable[tuple[list[int], 
     if opts.get("sequential", "off") != "group":
         return [(list(plan["seeds"]), None)]
 
-    from ablate.judge.verdict import sequential_rounds  # lazy: as in execute
+    from ablate.judge.verdict import sequential_rounds  # noqa: PLC0415  # lazy: as in execute
 
     return sequential_rounds(sd, plan)
 

@@ -55,8 +55,8 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.tty:
-            from rich.console import Console
-            from rich.live import Live
+            from rich.console import Console  # noqa: PLC0415  # lazy: rich only when progress is drawn
+            from rich.live import Live  # noqa: PLC0415  # lazy: rich only when progress is drawn
 
             self._live = Live(self._table(), console=Console(stderr=True), refresh_per_second=4, transient=False)
             self._live.__enter__()
@@ -110,7 +110,7 @@ class Progress:
         return text
 
     def _table(self) -> Any:
-        from rich.table import Table
+        from rich.table import Table  # noqa: PLC0415  # lazy: rich only when progress is drawn
 
         t = Table(title=f"ablate: {self._summary()}", title_justify="left")
         for col in ("arm", "done", "running", "failed", "pending"):

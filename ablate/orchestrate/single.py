@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
 from ablate.errors import ConfigError, PinError, UserError
 from ablate.orchestrate.options import parse_options
 from ablate.pin import pins
@@ -46,9 +49,6 @@ def single_trial(cfg: Any) -> dict[str, float]:
 
 
 def _single_trial(cfg: Any) -> dict[str, float]:
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     container = OmegaConf.to_container(cfg, resolve=not cfg.task.get("app"))
     opts = parse_options(container)  # type: ignore[arg-type]
@@ -104,8 +104,6 @@ APP_OVERRIDES: list[str] = []
 
 def _single_app(cfg: Any, out_dir: Path, opts: Any, manifest: dict[str, Any]) -> dict[str, float]:
     """One control run of an ``app`` task: compose its config, run it like a trial, read its metric."""
-    from omegaconf import OmegaConf
-
     seed = int(cfg.seed)
     if seed == 0:
         raise ConfigError("is 0, which scripts that seed only `if cfg.get('seed')` read as no seed", where="seed",

@@ -18,12 +18,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ablate.errors import AblationFailed, ConfigError, close_matches
 from ablate.judge.curves_transfer import transfer_curves, transfer_curves_md
-from ablate.judge.rerun import SCALE_KEYS, without_keys
+from ablate.judge.rerun import SCALE_KEYS, rerun_command, without_keys
 from ablate.orchestrate.pipeline import prepare, start
 from ablate.plan.app_config import APP_NODE, to_app_key
 from ablate.plan.arms import RESERVED_KEYS, check_value_type, flatten, select, task_keys
@@ -217,8 +220,6 @@ def is_transfer_dir(path: str | os.PathLike[str]) -> bool:
 
 def scale_dirs(parent: str | os.PathLike[str]) -> list[Path]:
     """The sweep dirs of a transfer check, in scale order (from its ``transfer.yaml``)."""
-    import yaml
-
     rec = yaml.safe_load((Path(parent) / TRANSFER_RECORD).read_text())
     return [Path(parent) / c for c in rec["children"]]
 
@@ -238,9 +239,7 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
     dict
         The content of transfer.json.
     """
-    import yaml
-
-    from ablate.judge.verdict import write_verdict  # lazy: numpy and scipy, kept off the command line's start
+    from ablate.judge.verdict import write_verdict  # noqa: PLC0415  # lazy: numpy and scipy, kept off the command line's start
 
     root = Path(parent)
     rec = yaml.safe_load((root / TRANSFER_RECORD).read_text())
@@ -272,11 +271,9 @@ def analyse_transfer(key: str, values: Sequence[Any], verdicts: Sequence[Mapping
         ``results``: per treatment ``{arm, change, effects: [{scale, delta, ci, ci_level, verdict, firm, seed_advice,
         seeds_next}], test, pvalue, pvalue_adjusted, flag, message}`` (``change``: ``task.wd 0.0 → 0.1``).
     """
-    from dataclasses import asdict
-
     # lazy: the transfer statistics load numpy, kept off the command line's start
-    from ablate.judge.bottom_line import seeds_next, treatment_line
-    from ablate.judge.transfer import ScaleEffect, check_transfer, finish
+    from ablate.judge.bottom_line import seeds_next, treatment_line  # noqa: PLC0415  # lazy: as said above
+    from ablate.judge.transfer import ScaleEffect, check_transfer, finish  # noqa: PLC0415  # lazy: numpy off this module's import
 
     first = verdicts[0]
     alpha, goal = float(first["alpha"]), first.get("goal", "maximize")
@@ -334,9 +331,8 @@ def transfer_bottom_line(report: Mapping[str, Any]) -> list[str]:
     scale, in the metric's own sign), then the one command to run next (the transfer again, with the seeds the
     scales need)."""
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
-    from ablate.judge.bottom_line import NextStep, signed
-    from ablate.judge.rerun import rerun_command
-    from ablate.stats.core import verdict_label
+    from ablate.judge.bottom_line import NextStep, signed  # noqa: PLC0415  # lazy: as said above
+    from ablate.stats.core import verdict_label  # noqa: PLC0415  # lazy: numpy off this module's import
 
     key, metric = report["scale"]["key"], report["metric"]
     L = ["## Bottom line", ""]
@@ -363,9 +359,9 @@ def render_transfer(report: Mapping[str, Any]) -> str:
     """transfer.md: the bottom line, the effect per scale, the interaction test and flag per treatment, seeds per
     scale; Δ = treatment − control in the metric's own sign throughout, the direction said once in the heading."""
     # lazy: the bottom line's words load ablate.stats (numpy), kept off the command line's start
-    from ablate.judge.bottom_line import direction
-    from ablate.judge.table import MARKERS
-    from ablate.stats.core import verdict_label
+    from ablate.judge.bottom_line import direction  # noqa: PLC0415  # lazy: as said above
+    from ablate.judge.table import MARKERS  # noqa: PLC0415  # lazy: numpy off this module's import
+    from ablate.stats.core import verdict_label  # noqa: PLC0415  # lazy: numpy off this module's import
 
     key = report["scale"]["key"]
     var = (report.get("variable") or {}).get("key", "?")

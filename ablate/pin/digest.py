@@ -79,7 +79,7 @@ def digest(path: str | os.PathLike[str], *, skip: frozenset[str] = frozenset(),
     OSError
         When ``path`` or a file below it cannot be read (missing, permissions).
     """
-    import xxhash
+    import xxhash  # noqa: PLC0415  # lazy: xxhash off this module's import
 
     h = xxhash.xxh3_128()
     buf = bytearray()  # as large as the largest file needs, up to _CHUNK (code files are small: a fork that

@@ -122,7 +122,7 @@ def dvc_outputs(root: str | os.PathLike[str]) -> list[Path]:
     """Absolute paths of every output DVC tracks in the repo at ``root`` (``.dvc`` files and dvc.yaml
     stages); empty when there is no DVC repo."""
     try:
-        from dvc.repo import Repo
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
         repo = Repo(str(root))
     except Exception:  # no DVC repo here: nothing is DVC-tracked

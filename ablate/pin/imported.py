@@ -28,7 +28,7 @@ _ALL: dict[str, list[str]] | None = None
 
 def _version(dist: str) -> str | None:
     if dist not in _VERSIONS:
-        from importlib import metadata  # lazy: only at a trial's end
+        from importlib import metadata  # noqa: PLC0415  # lazy: only at a trial's end
 
         try:
             _VERSIONS[dist] = metadata.version(dist)
@@ -47,7 +47,7 @@ def _providers(top: str) -> list[str] | None:
         _PROVIDERS[top] = [named]
         return _PROVIDERS[top]
     if _ALL is None:
-        from importlib import metadata  # lazy: as above
+        from importlib import metadata  # noqa: PLC0415  # lazy: as above
 
         _ALL = metadata.packages_distributions()
     _PROVIDERS[top] = list(_ALL.get(top) or []) or None

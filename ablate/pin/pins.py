@@ -30,9 +30,12 @@ import difflib
 import functools
 import hashlib
 import importlib.util
+import io
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -64,8 +67,6 @@ PACKAGES = ("ablate", "torch", "numpy", "scipy", "pandas", "scikit-learn", "hydr
 
 # -- git ---------------------------------------------------------------------------------------------
 def _git(args: Sequence[str], cwd: str | os.PathLike[str], *, binary: bool = False) -> Any:
-    import subprocess
-
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
     except FileNotFoundError as exc:
@@ -187,8 +188,6 @@ def stat_hidden_edits(root: str | os.PathLike[str], listed: Collection[str] = ()
     list of str
         Paths relative to ``root`` whose content is not the index's.
     """
-    import subprocess
-
     skip = set(listed)
     entries: list[tuple[str, str]] = []
     for rec in _git(["ls-files", "-s", "-z"], root).split("\0"):
@@ -420,13 +419,11 @@ def dvc_params_change(root: Path, stage: str, dirty: list[str]) -> dict[str, str
     dirty : list of str
         ``git status --porcelain`` lines (:func:`dirty_files`).
     """
-    import hashlib
-
     if any(line[:2] not in (" M", "M ", "MM") for line in dirty):
         return {}
     changed = {line[3:] for line in dirty}
     try:
-        from dvc.repo import Repo
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
         repo = Repo(str(_dvc_root(root)))
         try:
@@ -463,9 +460,6 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
     PinError
         When the pinned commit cannot be read.
     """
-    import hashlib
-    import shutil
-
     pin = dict(pin)
     root = Path(pin["root"])
     commit = pin["commit"]
@@ -510,8 +504,7 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
 
 
 def _extract_commit(repo: Path, commit: str, dest: Path) -> None:
-    import io
-    import tarfile
+    import tarfile  # noqa: PLC0415  # lazy: tarfile (with grp, pwd) kept off `ablate -m`'s start path
 
     try:
         data = _git(["archive", "--format=tar", commit], repo, binary=True)
@@ -561,8 +554,8 @@ def code_seen(sd: SweepDir, plan: Mapping[str, Any], code_root: Path | None) -> 
 # -- data --------------------------------------------------------------------------------------------
 def _open_dvc(cwd: Path) -> Any:
     try:
-        from dvc.exceptions import NotDvcRepoError
-        from dvc.repo import Repo
+        from dvc.exceptions import NotDvcRepoError  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
+        from dvc.repo import Repo  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
     except ImportError as exc:  # pragma: no cover - dvc is a dependency
         raise PinError("dvc is not installed", where="task.data", fix="pip install dvc") from exc
     try:
@@ -577,8 +570,6 @@ def _open_dvc(cwd: Path) -> Any:
 
 def _ignored_dir(cwd: Path, rel: str) -> str | None:
     """The outermost directory above ``rel`` that git ignores (relative to ``cwd``), or None."""
-    import subprocess
-
     parts = Path(rel).parts[:-1]
     for i in range(1, len(parts) + 1):
         d = str(Path(*parts[:i]))
@@ -599,7 +590,7 @@ def _find_output(repo: Any, abspath: Path) -> Any:
 def _hash_without_state(out: Any) -> Any:
     """DVC's hash of an output computed from the bytes on disk, never from DVC's state database (which
     is keyed on inode, mtime and size, so an edit that keeps them would return the old hash)."""
-    from dvc_data.hashfile.state import StateNoop
+    from dvc_data.hashfile.state import StateNoop  # noqa: PLC0415  # lazy: DVC is heavy, and only a DVC project needs it
 
     odbs = [o for o in (getattr(out, "cache", None), getattr(out, "local_cache", None)) if o is not None]
     saved = [o.state for o in odbs]
@@ -915,9 +906,6 @@ def _cpu_model() -> str:
 
 
 def _gpus() -> dict[str, Any]:
-    import shutil
-    import subprocess
-
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"gpus": [], "driver": None}

@@ -38,7 +38,7 @@ def resolve_container(cfg: Mapping[str, Any]) -> dict[str, Any]:
     omegaconf.errors.OmegaConfBaseException
         When an interpolation cannot be resolved (the caller reports it).
     """
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     params = app_params(cfg)
     if params is None:

@@ -136,7 +136,7 @@ def _values_fix(values: Any) -> str:
     """The way out for a ``variable.values`` that is not a list: a quoted list loses its quotes, a scalar
     becomes a one-element list, both written as Hydra overrides that parse back to the intended values."""
     if isinstance(values, str):
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
         try:  # what Hydra reads when the same text comes unquoted
             parsed = OverridesParser.create().parse_override(f"variable.values={values}").value()

@@ -56,8 +56,8 @@ class Composed:
 
 
 def _search_path(config_path: str | None, config_dirs: Sequence[str]) -> Any:
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
+    from hydra._internal.utils import create_config_search_path  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.core.config_search_path import SearchPathQuery  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
     if config_path is not None and not os.path.isdir(config_path):
         raise ConfigError(f"config directory {config_path} does not exist", where="--config-path",
@@ -101,8 +101,8 @@ def reject_sweeps(overrides: Sequence[str]) -> None:
     ConfigError
         For malformed overrides (Hydra's parse message) or sweep overrides.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.errors import HydraException  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
     parser = OverridesParser.create()
     for ov in overrides:
@@ -138,11 +138,11 @@ def compose(overrides: Sequence[str], *, config_path: str | None, config_dirs: S
         For malformed overrides, unknown keys or config options (close matches listed), or a missing
         primary config.
     """
-    from hydra._internal.hydra import Hydra
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf
+    from hydra._internal.hydra import Hydra  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.core.global_hydra import GlobalHydra  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.types import RunMode  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     overrides = list(overrides)
     name = config_name or CONFIG_NAME
@@ -266,8 +266,8 @@ def _groups(hydra: Any) -> list[str]:
 
 
 def _known_keys(hydra: Any, config_name: str = CONFIG_NAME, overrides: Sequence[str] = ()) -> list[str]:
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf
+    from hydra.types import RunMode  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     try:
         cfg = hydra.compose_config(config_name, list(overrides), run_mode=RunMode.RUN, with_log_configuration=False)

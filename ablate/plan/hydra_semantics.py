@@ -104,10 +104,10 @@ def trial_hydra(run_dir: str | os.PathLike[str], task: Mapping[str, Any] | None 
     Sets ``hydra.runtime.output_dir`` and ``hydra.run.dir`` to ``run_dir``, ``hydra.runtime.cwd`` to
     the current directory and ``hydra.job.name`` to the app's script name (``app`` form) or ``ablate``.
     """
-    from hydra.conf import HydraConf
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import setup_globals
-    from omegaconf import OmegaConf
+    from hydra.conf import HydraConf  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.core.hydra_config import HydraConfig  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.core.utils import setup_globals  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     setup_globals()  # registers Hydra's `hydra`, `now` and `python_version` resolvers, as a Hydra run does
     node = OmegaConf.structured(HydraConf)

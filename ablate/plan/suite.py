@@ -62,8 +62,8 @@ def split_suite(overrides: Sequence[str]) -> tuple[list[str] | None, list[str]]:
         For a ``variable`` sweep that is not a list of choices (``range``, ``glob``), repeats a
         name, or names one variable only.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
+    from hydra.errors import HydraException  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
     parser = OverridesParser.create()
     names: list[str] | None = None

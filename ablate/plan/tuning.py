@@ -199,8 +199,8 @@ def draw_settings(space: Mapping[str, Mapping[str, list[Any]]], budget: int, sam
     A ``log_uniform`` key is drawn from :data:`scipy.stats.loguniform` (rounded to 6 significant digits, so
     the value is written and read back exactly); a listed key by a uniform choice of its values.
     """
-    import numpy as np
-    from scipy import stats
+    import numpy as np  # noqa: PLC0415  # lazy: numpy off this module's import
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     rng = np.random.default_rng(sampler_seed)
     out = []

@@ -63,7 +63,7 @@ def read_curve(path: Path) -> dict[str, Any] | None:
     xs, ys = rec.get("xs"), rec.get("ys")
     if not isinstance(xs, list) or not isinstance(ys, list) or len(xs) != len(ys):
         return {"error": f"{path.name} has no xs/ys lists of one length"}
-    import numpy as np  # lazy: numpy, only where a verdict reads curves (null -> NaN in one C loop)
+    import numpy as np  # noqa: PLC0415  # lazy: numpy, only where a verdict reads curves (null -> NaN in one C loop)
 
     try:
         rec["xs"], rec["ys"] = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)

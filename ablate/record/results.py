@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -169,7 +171,7 @@ def _row(sd: SweepDir, plan: Mapping[str, Any], arm: Mapping[str, Any], name: st
 
 def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows from :func:`collect` as a DataFrame with the base columns first, then metrics (sorted)."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415  # lazy: pandas off this module's import
 
     df = pd.DataFrame(rows)
     for c in BASE_COLUMNS:
@@ -194,9 +196,6 @@ def write_results(sd: SweepDir, plan: dict[str, Any] | None = None, digest: Tria
                   ) -> list[dict[str, Any]]:
     """Write ``results.csv`` (atomically) and return the rows. Uses the csv module, not pandas, so
     collecting stays fast; :func:`load` gives the DataFrame. ``digest``: see :func:`collect`."""
-    import csv
-    import io
-
     rows = collect(sd, plan, digest)
     base = _base_columns(rows)
     metrics = sorted({k for r in rows for k in r} - set(base))
@@ -217,9 +216,6 @@ def write_per_seed(sd: SweepDir, plan: dict[str, Any], rows: list[dict[str, Any]
     """Write ``per_seed.csv``: one row per seed, a ``seed`` column then one column per arm holding the
     verdict metric of that trial (empty unless the trial is ``ok``). A fixed-shape file that ``dvc plots``
     and spreadsheet users read directly (results.csv is the full tidy table)."""
-    import csv
-    import io
-
     metric = plan.get("metric")
     arms = [a["name"] for a in plan["arms"]]
     value = {(r["arm"], r["seed"]): r.get(metric) for r in rows if r.get("status") == "ok"}

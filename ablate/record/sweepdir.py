@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import hashlib
 import json
 import math
 import os
@@ -130,8 +132,6 @@ def record_digest(record: Mapping[str, Any]) -> str:
 
 def _digest_of(text: str) -> str:
     """:func:`record_digest` of the record whose :func:`to_json` is ``text``."""
-    import hashlib
-
     canon = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
@@ -858,8 +858,6 @@ class SweepDir:
         SweepDirError
             When ``.lock`` is a symlink or cannot be opened (one line, with the fix).
         """
-        import fcntl
-
         path = self.root / LOCK_FILE
         fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, DEFAULT_FILE_MODE)
         deadline = time.monotonic() + PLOTS_WAIT_S
@@ -931,8 +929,6 @@ class SweepDir:
 
     def is_locked(self) -> bool:
         """True while some live ablate process holds this sweep dir's lock (never blocks)."""
-        import fcntl
-
         path = self.root / LOCK_FILE
         if self._lock_fd is not None:
             return True
@@ -1014,7 +1010,7 @@ def _alive(pid: int) -> bool:
 
 def dump_yaml(obj: Any) -> str:
     """YAML text for a plain container; strings that would read back as another type are quoted."""
-    import yaml
+    import yaml  # noqa: PLC0415  # lazy: PyYAML off this module's import
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump(obj, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
@@ -1023,7 +1019,7 @@ def dump_yaml(obj: Any) -> str:
 def load_yaml(path: str | os.PathLike[str]) -> Any:
     """Read YAML written by :func:`dump_yaml` with PyYAML's safe loader (the same type rules; the C
     loader when libyaml is available, about 10x faster)."""
-    import yaml
+    import yaml  # noqa: PLC0415  # lazy: PyYAML off this module's import
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with os.fdopen(os.open(path, os.O_RDONLY | O_NOFOLLOW | os.O_CLOEXEC), encoding="utf-8") as fh:

@@ -98,7 +98,7 @@ class TwoStage:
 
 def _stage_p(t: np.ndarray, c: np.ndarray, paired: bool) -> tuple[np.ndarray, np.ndarray]:
     """One-sided p ("treatment greater") of one stage per row; 0.5 and False where it cannot be tested."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     b = t.shape[0]
     p = np.full(b, 0.5)
@@ -170,7 +170,7 @@ def two_stage_batch(t1: Any, c1: Any, t2: Any, c2: Any, *, n1: int, paired: bool
     *Group Sequential and Confirmatory Adaptive Designs in Clinical Trials*, ch. 6). A stage without a test
     enters as p = 0.5 (z = 0): conservative, never anti-conservative.
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     sign = _iv.goal(goal)
     arrays = [_iv.values_2d(x, name) for x, name in ((t1, "t1"), (c1, "c1"), (t2, "t2"), (c2, "c2"))]

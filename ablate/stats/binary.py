@@ -77,7 +77,7 @@ def interval(b: BinaryCounts, alpha_level: float) -> tuple[float, float]:
     b ~ Binomial(d, π) and Δ = (b - c)/n = d(2π - 1)/n; the Clopper-Pearson interval of π (McNemar 1947;
     Clopper & Pearson 1934) gives Δ's.
     """
-    from scipy.special import betaincinv, ndtri
+    from scipy.special import betaincinv, ndtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if b.paired:
         d, n = b.discordant_tc + b.discordant_ct, b.n_treatment
@@ -102,7 +102,7 @@ def pvalue(b: BinaryCounts) -> float:
     Unpaired: the smallest alpha whose Newcombe interval excludes 0, found by bisection (the interval narrows
     as alpha grows).
     """
-    from scipy.stats import binom
+    from scipy.stats import binom  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if b.paired:
         d, k = b.discordant_tc + b.discordant_ct, b.discordant_tc
@@ -151,7 +151,7 @@ def firm_pvalue(b: BinaryCounts) -> float:
     float
         Two-sided p in [0, 1].
     """
-    from scipy.stats import fisher_exact
+    from scipy.stats import fisher_exact  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if b.paired:
         return pvalue(b)

@@ -455,7 +455,7 @@ def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:
     The same interval as ``scipy.stats.ttest_ind(...).confidence_interval(1 - alpha_level)`` (Welch) or
     ``ttest_rel`` (paired), from ``scipy.special.stdtrit``.
     """
-    from scipy.special import stdtrit
+    from scipy.special import stdtrit  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if comp.binary is not None and 0 < alpha_level < 1:
         ci = _signed(binary.interval(comp.binary, alpha_level), 1.0 if comp.goal == "maximize" else -1.0)
@@ -468,7 +468,7 @@ def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:
 
 
 def _data_flags(ts: np.ndarray, cs: np.ndarray, paired: bool, advice: SeedAdvice | None) -> list[Flag]:
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     flags: list[Flag] = []
     n = min(ts.size, cs.size)

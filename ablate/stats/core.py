@@ -360,7 +360,7 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     the t-test's power on normal data (it fires on 1-4% of normal ablations); below 20 seeds the skew is not visible
     (known limit).
     """
-    from scipy import special, stats
+    from scipy import special, stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)

@@ -473,7 +473,7 @@ def curve_band(treatment: Any, control: Any, *, x: Any = None, paired: bool, alp
     c_pivot, p_pivot = _critical_and_p(maxima[1], abs_t, a)
     critical, p_adj = max(c_null, c_pivot), np.maximum(p_null, p_pivot)
     b = maxima.shape[1]
-    from scipy.special import stdtr  # lazy: scipy.special, only for the pointwise baseline
+    from scipy.special import stdtr  # noqa: PLC0415  # lazy: scipy.special, only for the pointwise baseline
 
     p_point = np.where(np.isfinite(abs_t), 2 * stdtr(df, -abs_t), 0.0)
     with np.errstate(invalid="ignore"):  # a column without spread has a band of width 0, even at an infinite critical

@@ -52,7 +52,7 @@ def hedges_j(df: float) -> float:
     -----
     Hedges (1981), J. Educ. Stat. 6(2); computed with ``scipy.special.gammaln``.
     """
-    from scipy.special import gammaln
+    from scipy.special import gammaln  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if isinstance(df, bool) or not isinstance(df, int | float | np.number) or not df > 1:
         raise _iv.fail("df", "must be a number > 1", df)
@@ -145,7 +145,7 @@ def _pi_unpaired(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
     nx, ny = x.shape[-1], y.shape[-1]
     if nx * ny > PAIRWISE_MAX:  # Mann-Whitney's U from the mid-ranks of x in the pooled sample (ties count ½)
-        from scipy.stats import rankdata  # lazy: scipy loads only where a function needs it (ablate.stats)
+        from scipy.stats import rankdata  # noqa: PLC0415  # lazy: scipy loads only where a function needs it (ablate.stats)
 
         lead = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
         both = np.concatenate([np.broadcast_to(x, (*lead, nx)), np.broadcast_to(y, (*lead, ny))], axis=-1)
@@ -277,7 +277,7 @@ def _sign_flips(d: np.ndarray) -> bool:
 
 def _r_plus(d: np.ndarray, axis: int = -1) -> np.ndarray:
     """Wilcoxon's R+ of each row of ``d`` (zeros dropped), by ``scipy.stats.wilcoxon`` itself, vectorised."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     return stats.wilcoxon(d, zero_method="wilcox", alternative="greater", method="asymptotic", axis=axis).statistic
 
@@ -288,7 +288,7 @@ def _sign_flip_pvalue(d: np.ndarray) -> float:
     statistic, as scipy runs it, but with R+ computed for all flips in one vectorised call (scipy's own call
     evaluates it once per flip, 2^n rank computations: 0.1-0.4 s each at 10 pairs). Equal to scipy's value
     (tests/unit/test_stats_wilcoxon_fast.py)."""
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a flip whose z has no spread: R+ is still defined
@@ -336,7 +336,7 @@ def robust_test(treatment: Any, control: Any, *, paired: bool = False) -> Robust
     and ``scipy.stats.wilcoxon(method='auto')``. Reachable floors: 2 / C(n_T + n_C, n_T) and 2 / 2^N
     (verdict spec A7).
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     t, c = _two_arms_iv(treatment, control, paired=paired)
     if paired:

@@ -68,7 +68,7 @@ def failure_finding(failed_treatment: int, total_treatment: int, failed_control:
     Fisher (1922); ``scipy.stats.fisher_exact([[f_T, n_T - f_T], [f_C, n_C - f_C]])``. Run only when the
     failure counts differ: a treatment that fails more often leaves a survivor-biased sample.
     """
-    from scipy.stats import fisher_exact
+    from scipy.stats import fisher_exact  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     ft = _iv.positive_int(failed_treatment, "failed_treatment", lo=0)
     nt = _iv.positive_int(total_treatment, "total_treatment", lo=0)

@@ -62,7 +62,7 @@ def adjust_pvalues(pvalues: Any, method: str = "holm") -> np.ndarray:
     if m == "holm":
         out[ok] = holm(p[ok])
     else:
-        from scipy.stats import false_discovery_control
+        from scipy.stats import false_discovery_control  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
         out[ok] = false_discovery_control(p[ok], method="bh")
     return out
@@ -187,7 +187,7 @@ def dunnett(treatments: Sequence[Any], control: Any, *, alpha: float = 0.05, rng
     ``confidence_interval(1 - alpha)``. Single step, uses the shared-control correlation, assumes normal
     errors and one pooled variance: use it when the arms' SDs are within about 2x (spec B5).
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     ts = [_iv.values_1d(t, f"treatments[{i}]", allow_nan=False) for i, t in enumerate(treatments)]
     c = _iv.values_1d(control, "control", allow_nan=False)

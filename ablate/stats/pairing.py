@@ -34,7 +34,7 @@ _NCP = np.linspace(0.0, 6.0, 121)
 def _t_power(df: float, level: float) -> np.ndarray:
     """Two-sided t-test power at noncentralities :data:`_NCP` (scipy's noncentral t; the lower tail, below
     1e-15 where scipy returns NaN at large noncentrality, is taken as 0)."""
-    from scipy import special
+    from scipy import special  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     c = special.stdtrit(df, 1 - level / 2)
     return np.nan_to_num(special.nctdtr(df, _NCP, -c), nan=0.0) + 1 - special.nctdtr(df, _NCP, c)

@@ -55,7 +55,7 @@ def newcombe_interval(estimate: Any, n_t: int, n_c: int, confidence_level: float
     with θ_U > 0, and at θ̂ = 1 it is [θ_L, 1] with θ_L < 1 (V(θ) > 0 inside (0, 1), so the score equation
     has a root away from the edge), never [0, 0] or [1, 1].
     """
-    from scipy.special import ndtri
+    from scipy.special import ndtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     est = np.asarray(estimate, dtype=float)
     z2 = float(ndtri(0.5 + confidence_level / 2)) ** 2
@@ -98,7 +98,7 @@ def clopper_pearson_interval(successes: Any, n: int, confidence_level: float = 0
     Clopper, C. J. & Pearson, E. S. (1934), Biometrika 26:404-413, via the beta quantiles
     ``scipy.special.betaincinv`` (= ``scipy.stats.beta.ppf``, which accepts a half-integer count).
     """
-    from scipy.special import betaincinv
+    from scipy.special import betaincinv  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     k = np.asarray(successes, dtype=float)
     a = 1 - confidence_level

@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from ablate.stats import _iv
 
 #: Default cap on seeds per arm: beyond it a recommendation is "not resolvable within budget".
@@ -67,8 +69,7 @@ def t_power(d: Any, n: Any, *, alpha: float, paired: bool, ratio: float = 1.0) -
     Where the noncentrality is large, scipy's ``nct.cdf`` returns NaN far in the lower tail (statsmodels'
     power is then NaN); the lower-tail term is below Φ(-nc) there and is taken as 0.
     """
-    import numpy as np
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     n = np.asarray(n, dtype=float)
     if paired:
@@ -123,7 +124,7 @@ def mde_d(n: int, *, alpha: float = 0.05, power: float = POWER, paired: bool = F
 
 @functools.lru_cache(maxsize=1024)
 def _mde_d(n: int, a: float, pw: float, paired: bool, ratio: float) -> float:
-    from scipy.optimize import brentq
+    from scipy.optimize import brentq  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     def gap(d: float) -> float:
         return float(t_power(d, n, alpha=a, paired=paired, ratio=ratio)) - pw
@@ -178,8 +179,6 @@ def seeds_needed(d: float, *, alpha: float = 0.05, power: float = POWER, paired:
 
 def _power_grid(es: Any, ns: Any, a: float, paired: bool) -> Any:
     """:func:`t_power` for effects ``es`` (column) at every N of ``ns`` (row): one vectorised call."""
-    import numpy as np
-
     es = np.atleast_1d(np.asarray(es, float))[:, None]
     ns = np.asarray(ns)[None, :]
     with warnings.catch_warnings():
@@ -191,8 +190,6 @@ def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
     """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: :func:`t_power`
     evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
     in one vectorised call instead of a root search)."""
-    import numpy as np
-
     ns = np.arange(MIN_SEEDS, cap + 1)
     power = _power_grid(d, ns, a, paired)[0]
     ok = np.flatnonzero(power >= pw)
@@ -202,8 +199,6 @@ def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
 def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int
                        ) -> tuple[int | None, int | None]:
     """:func:`seeds_needed` for two effects (point SD and its UCL) in one vectorised power evaluation."""
-    import numpy as np
-
     out: list[int | None] = []
     todo = []
     for d in (abs(d1), abs(d2)):
@@ -249,7 +244,7 @@ def sd_upper_limit(sd: float, df: float, *, level: float = 0.8) -> float:
     Browne (1995), J. Appl. Stat. 22(4), "On the use of a pilot sample for sample size determination";
     ``scipy.special.chdtri`` (the chi-square quantile ``scipy.stats.chi2.ppf`` without its wrapper cost).
     """
-    from scipy.special import chdtri
+    from scipy.special import chdtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     if not isinstance(sd, int | float) or not sd >= 0:
         raise _iv.fail("sd", "must be a number >= 0", sd)

@@ -48,7 +48,7 @@ def spending(t: Any, alpha: float, kind: Literal["obf", "pocock"] = "obf") -> np
     -----
     Lan & DeMets (1983), Biometrika 70(3), 659-663; Jennison & Turnbull (2000), ch. 7.
     """
-    from scipy.stats import norm
+    from scipy.stats import norm  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     a = _iv.alpha(alpha)
     k = _iv.choice(kind, "kind", SPENDING)
@@ -167,8 +167,8 @@ def stop_factors(looks: Sequence[int]) -> tuple[float, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _boundaries_cached(f: tuple[float, ...], a: float, kind: str, sf: tuple[float, ...]) -> Boundaries:
-    from scipy.optimize import brentq
-    from scipy.stats import multivariate_normal, norm
+    from scipy.optimize import brentq  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+    from scipy.stats import multivariate_normal, norm  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     def inside(up: np.ndarray, cov: np.ndarray) -> float:
         return float(multivariate_normal.cdf(up, mean=np.zeros(up.size), cov=cov, lower_limit=-up,
@@ -499,7 +499,7 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
     agree). The boundaries dominate the time (Genz integration, cached per design); the simulation itself takes
     about 50 ms per effect for 5 treatments. Not an exact recursion: MC SE of E[N] below 0.05 seeds.
     """
-    from scipy.stats import t as t_dist
+    from scipy.stats import t as t_dist  # noqa: PLC0415  # lazy: scipy loads only where a function needs it
 
     lk = [_iv.positive_int(x, "looks", lo=1) for x in looks]
     if not lk or lk != sorted(set(lk)) or lk[0] < 2:

@@ -99,7 +99,7 @@ def summarize(values: Any, *, seeds: Any = None, confidence_level: float = 0.95)
     ``scipy.stats.trim_mean(x, 0.25)`` as in rliable's ``aggregate_iqm`` (Agarwal et al. 2021, NeurIPS):
     it trims floor(n/4) values per side, so at n = 3 it is the mean and at n = 4 the median.
     """
-    from scipy import stats
+    from scipy import stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
 
     x, s, level = _summarize_iv(values, seeds, confidence_level)
     ok = x[~np.isnan(x)]

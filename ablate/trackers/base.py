@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -109,7 +110,7 @@ class AblationRecord:
     def verdict_words(self) -> dict[str, str]:
         """Treatment arm -> verdict word as verdict.md's bottom line says it (``better (indicative)`` for an
         indicative better, :func:`ablate.stats.core.verdict_label`), from verdict.json's ``verdict`` and ``firm``."""
-        from ablate.stats.core import verdict_label  # lazy: numpy and ablate.stats, off `ablate -m`'s start (issue 42)
+        from ablate.stats.core import verdict_label  # noqa: PLC0415  # lazy: numpy and ablate.stats, off `ablate -m`'s start (issue 42)
 
         return {str(c.get("arm")): verdict_label(c.get("verdict"), c.get("firm"))
                 for c in self.verdict.get("comparisons") or []}
@@ -232,7 +233,6 @@ def iso_to_ms(stamp: str | None) -> int | None:
     """``2025-01-31T12:00:00+0000`` (result.json's format) -> milliseconds since the epoch, or None."""
     if not stamp:
         return None
-    from datetime import datetime
 
     try:
         return int(datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").timestamp() * 1000)

@@ -113,13 +113,13 @@ class MlflowTracker(Tracker):
 
     def log(self, ablation: AblationRecord) -> str:
         try:
-            from mlflow.entities import Metric, Param, RunTag
-            from mlflow.tracking import MlflowClient
+            from mlflow.entities import Metric, Param, RunTag  # noqa: PLC0415  # lazy: mlflow is heavy and an optional extra
+            from mlflow.tracking import MlflowClient  # noqa: PLC0415  # lazy: mlflow is heavy and an optional extra
         except ImportError as exc:
             raise ConfigError(f"tracker=mlflow needs the mlflow library ({exc})", where="tracker",
                               fix="pip install 'hydra-ablate[mlflow]'") from None
         try:
-            from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH as max_param
+            from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH as max_param  # noqa: PLC0415  # lazy: mlflow is heavy and an optional extra
         except ImportError:  # pragma: no cover - older MLflow
             max_param = 500
         client = MlflowClient(tracking_uri=self.tracking_uri)

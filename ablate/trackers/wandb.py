@@ -25,7 +25,9 @@ the sweep dir (never the project, where they would dirty the git tree).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ablate.errors import ConfigError
@@ -55,8 +57,6 @@ def _names(**pairs: str) -> dict[str, str]:
 
 def _offline_exists(run_dir: str, run_id: str) -> bool:
     """An offline run dir for ``run_id`` was written before (``<dir>/wandb/offline-run-<time>-<id>``)."""
-    from pathlib import Path
-
     return any((Path(run_dir) / "wandb").glob(f"offline-run-*-{run_id}"))
 
 
@@ -94,7 +94,7 @@ class WandbTracker(Tracker):
 
     def log(self, ablation: AblationRecord) -> str:
         try:
-            import wandb
+            import wandb  # noqa: PLC0415  # lazy: wandb is heavy and an optional extra
         except ImportError as exc:
             raise ConfigError(f"tracker=wandb needs the wandb library ({exc})", where="tracker",
                               fix="pip install 'hydra-ablate[wandb]'") from None
@@ -164,9 +164,6 @@ class WandbTracker(Tracker):
     def _log_verdict(self, wandb: Any, common: dict[str, Any], ab: AblationRecord, offline_dir: str | None) -> str:
         """Log (or update) the verdict run; in offline mode skip it when the same verdict was written before.
         Returns ``logged`` or ``unchanged``."""
-        import json
-        from pathlib import Path
-
         rid = _run_id(ab.ablation_id, "verdict")
         content = digest(json.dumps(ab.verdict, sort_keys=True, default=str), 16)
         marker = Path(offline_dir) / "wandb" / f"ablate-verdict-{rid}.sha256" if offline_dir else None

@@ -7,6 +7,7 @@ its seed (:func:`config_yaml`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,8 +47,6 @@ def resolve_config(arm_config: Mapping[str, Any], seed: int) -> dict[str, Any]:
     When no interpolation reads ``seed``, an arm is resolved once per process and copied per seed
     (the resolvers of a planned config are stable: the plan refused any that were not).
     """
-    import copy
-
     key = id(arm_config)
     hit = _resolved_cache.get(key)
     if hit is not None and hit["arm"] is arm_config:

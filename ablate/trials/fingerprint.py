@@ -13,6 +13,7 @@ script) it does nothing, so tasks can call it unconditionally.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -45,8 +46,6 @@ def recording(path: str | os.PathLike[str] | None, *, resume: bool = False) -> I
 def params_digest(params: Any) -> str:
     """SHA-256 hex digest of a model's parameters (a ``torch.nn.Module``, a tensor, an array, or an
     iterable of them), over each tensor's raw bytes in order."""
-    import hashlib
-
     h = hashlib.sha256()
     if hasattr(params, "state_dict"):
         items = list(params.state_dict().items())

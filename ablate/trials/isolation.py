@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -119,8 +120,6 @@ def _numpy_state(np: Any) -> dict[str, Any]:
 
 def _watch_imports() -> None:
     """Note numpy's and torch's state when they are first imported (a trial that imports them itself)."""
-    import sys
-
     for name, state in (("numpy", _numpy_state), ("torch", _torch_state)):
         if name not in sys.modules and name not in _CAPTURE.callbacks and not any(
                 k.startswith(name) for k in _AT_IMPORT):
@@ -159,8 +158,6 @@ def _set_torch(torch: Any, key: str, value: Any) -> None:
 
 def snapshot() -> dict[str, Any]:
     """The process-global state an inline trial can change (see :func:`restore`)."""
-    import sys
-
     mask = os.umask(0o077)  # read by setting: put back at once
     os.umask(mask)
     state: dict[str, Any] = {"os.environ": dict(os.environ), "working directory": os.getcwd(),
@@ -198,8 +195,6 @@ def restore(before: dict[str, Any], baseline: dict[str, Any] | None = None, own_
     them. ``sys.path`` entries below ``own_root`` (the sweep dir: ablate put its code snapshot there) are
     removed without being named. Returns one line per change the task made (empty: none).
     """
-    import sys
-
     base = before if baseline is None else baseline
     now = snapshot()
     _CAPTURE.clear()

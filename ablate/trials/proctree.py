@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -39,7 +40,7 @@ def libc() -> Any:
         When it cannot be opened.
     """
     if not _LIBC:
-        import ctypes
+        import ctypes  # noqa: PLC0415  # lazy: ctypes once, on the first prctl call
 
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
     return _LIBC[0]
@@ -196,8 +197,6 @@ def kill_descendants(pid: int | None = None, *, rounds: int = 20) -> int:
     Repeated because a process may fork between the listing and the kill; its children are then
     found (reparented to the subreaper) on the next round.
     """
-    import time
-
     pid = os.getpid() if pid is None else pid
     done: set[Proc] = set()
     for _ in range(rounds):

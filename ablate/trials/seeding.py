@@ -32,6 +32,7 @@ without torch pays nothing for it.
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import os
 import random
 import sys
@@ -362,7 +363,6 @@ def prime_torch_seeding() -> None:
     torch = sys.modules.get("torch")
     if torch is None:
         return
-    import linecache
 
     torch.seed()
     for name, mod in list(sys.modules.items()):
@@ -485,8 +485,8 @@ def worker_init_fn(worker_id: int) -> None:
     worker_id : int
         Passed by the DataLoader (0 .. num_workers-1).
     """
-    import numpy as np
-    import torch
+    import numpy as np  # noqa: PLC0415  # lazy: numpy off this module's import
+    import torch  # noqa: PLC0415  # lazy: torch only in a trial that uses it
 
     base_seed = (torch.initial_seed() - worker_id) % 2**64  # torch gives each worker base_seed + worker_id
     py_seed, np_seed = np.random.SeedSequence([base_seed, worker_id]).generate_state(2, dtype=np.uint64)
@@ -510,7 +510,7 @@ def dataloader_generator(seed: int) -> Any:
     -------
     torch.Generator
     """
-    import torch
+    import torch  # noqa: PLC0415  # lazy: torch only in a trial that uses it
 
     g = torch.Generator()
     g.manual_seed(int(seed))

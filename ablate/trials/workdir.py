@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def _tree_size(path: Path) -> int:
 
 def _clone_or_copy(src: str, dst: str, copy: bool) -> bool:
     """``dst`` made a reflink of ``src`` (no bytes copied), else (``copy``) a copy; False when neither was made."""
-    import fcntl  # lazy: POSIX only, and only on the first trial of an ablation with data
+    import fcntl  # noqa: PLC0415  # lazy: POSIX only, and only on the first trial of an ablation with data
 
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         try:
@@ -93,7 +94,7 @@ def _clone_or_copy(src: str, dst: str, copy: bool) -> bool:
         except OSError:
             if not copy:
                 return False
-        import shutil  # lazy: as above
+        import shutil  # noqa: PLC0415  # lazy: as above
 
         shutil.copyfileobj(fin, fout, 1 << 20)
     return True
@@ -109,7 +110,7 @@ def place_data(target: Path, link: Path, mode: int) -> str:
     str
         ``"copy"`` or ``"link"``.
     """
-    import shutil  # lazy: only the first trial of an ablation with data gets here
+    import shutil  # noqa: PLC0415  # lazy: only the first trial of an ablation with data gets here
 
     copy = _tree_size(target) <= DATA_COPY_MAX_BYTES
     tmp = link.with_name(f".{link.name}.tmp-{os.getpid()}")
@@ -214,8 +215,6 @@ def live_workdir(project: Path, run_dir: Path) -> Path:
     metrics file, a checkpoint) lands in the run dir, never in the live tree. Outside a git repository only
     the top level is mirrored.
     """
-    import subprocess
-
     work = run_dir / WORK_DIR_NAME
     own = os.path.relpath(run_dir, project)  # the run dir itself is never mirrored (it is under the project)
     try:

@@ -98,7 +98,7 @@ def _client(source: str) -> tuple[Any, list[Any]]:
     logging.getLogger("mlflow").setLevel(logging.ERROR)
     logging.getLogger("alembic").setLevel(logging.ERROR)
     try:
-        from mlflow.tracking import MlflowClient  # lazy: mlflow is heavy and an optional extra
+        from mlflow.tracking import MlflowClient  # noqa: PLC0415  # lazy: mlflow is heavy and an optional extra
     except ImportError:
         raise ConfigError("reading an MLflow store needs the mlflow package", where=_WHERE,
                           fix="pip install 'hydra-ablate[mlflow]'") from None

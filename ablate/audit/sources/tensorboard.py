@@ -25,7 +25,7 @@ PLUGIN, SUCCESS = "hparams", 1
 
 def _accumulator(d: Path) -> Any:
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # lazy: an extra
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: PLC0415  # lazy: an extra
     except ImportError:
         raise ConfigError(f"{d} holds TensorBoard event files, and reading them needs the `tensorboard` package",
                           where="ablate audit SOURCE", fix="pip install 'hydra-ablate[tensorboard]'") from None
@@ -40,7 +40,7 @@ def _accumulator(d: Path) -> Any:
 
 def _hparams(acc: Any) -> tuple[dict[str, Any], str | None]:
     """The run's hparams and its session status (``finished`` / ``failed``; None with no session end)."""
-    from tensorboard.plugins.hparams import plugin_data_pb2  # lazy: with the reader
+    from tensorboard.plugins.hparams import plugin_data_pb2  # noqa: PLC0415  # lazy: with the reader
 
     config: dict[str, Any] = {}
     status = None

@@ -100,7 +100,7 @@ def _requirements(run_dir: Path) -> dict[str, str]:
 
 def _parse(path: Path, pos: int, data: bytes, pb: Any) -> Any:
     """One record parsed by wandb's schema; a payload it cannot parse is a corrupt file (one line)."""
-    from google.protobuf.message import DecodeError  # lazy: protobuf comes with wandb, an optional extra
+    from google.protobuf.message import DecodeError  # noqa: PLC0415  # lazy: protobuf comes with wandb, an optional extra
 
     rec = pb.Record()
     try:
@@ -177,7 +177,7 @@ def read_run(path: Path, left_out: list[str] | None = None) -> Run | None:
     """One ``.wandb`` file as a :class:`Run`; None when the run did not finish (no exit record, or a non-zero
     exit code: named in ``left_out`` as such)."""
     try:
-        from wandb.proto import wandb_internal_pb2  # lazy: wandb is heavy and an optional extra
+        from wandb.proto import wandb_internal_pb2  # noqa: PLC0415  # lazy: wandb is heavy and an optional extra
     except ImportError:
         raise ConfigError("reading W&B runs needs the wandb package", where="ablate audit SOURCE",
                           fix="pip install 'hydra-ablate[wandb]'") from None

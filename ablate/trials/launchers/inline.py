@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,8 +26,6 @@ class InlineLauncher(Launcher):
     OPTIONS: ClassVar[dict[str, Any]] = {}
 
     def launch(self, sd: SweepDir, trials: Sequence[TrialRef], monitor: Monitor) -> None:
-        import sys
-
         plan = sd.plan()
         warning = seeding.inline_hash_warning(
             {seeding.trial_mode(plan, arm_record(plan, a)) for a in {r.arm for r in trials}})

@@ -45,6 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.utils import setup_globals
+from omegaconf import OmegaConf
+
 from ablate.errors import ConfigError, close_matches
 from ablate.metrics import REDUCE, SOURCES, collect, compile_patterns
 from ablate.metrics.files import SEEN_FILE
@@ -209,10 +214,6 @@ def compose_app(cdir: Path, name: str, version_base: str | None,
     ConfigError
         An override Hydra refuses (an unknown key or option: close matches listed).
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
     reject_sweeps(overrides)
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
@@ -270,9 +271,6 @@ def _explain(exc: Exception, cdir: Path, name: str, version_base: str | None,
 
 def unregistered_resolvers(cfg: Any) -> list[str]:
     """Resolver names used in ``${name:...}`` interpolations of ``cfg`` that OmegaConf does not know yet."""
-    from hydra.core.utils import setup_globals
-    from omegaconf import OmegaConf
-
     setup_globals()
     names = {m for v in flatten(cfg).values() if isinstance(v, str) for m in _RESOLVER.findall(v)}
     return sorted(n for n in names if not OmegaConf.has_resolver(n))
@@ -337,8 +335,6 @@ def trial_resolved_keys(cfg: Any) -> tuple[list[str], list[str]]:
 
 
 def _resolves(cfg: Any) -> bool:
-    from omegaconf import OmegaConf
-
     try:
         with trial_hydra("<trial dir>/run"):
             OmegaConf.to_container(OmegaConf.create(dict(cfg)), resolve=True)

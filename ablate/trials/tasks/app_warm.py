@@ -100,7 +100,7 @@ def call(target: tuple[ModuleType, str], argv: Sequence[str], set_env: Mapping[s
     CommandFailed
         The app raised (Hydra printed the error and exited 1) or called ``sys.exit`` with a non-zero code.
     """
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.global_hydra import GlobalHydra  # noqa: PLC0415  # lazy: Hydra and OmegaConf off this module's import
 
     mod, fn = target
     record = {"argv": list(argv), "cwd": str(cwd), "env": dict(set_env), **(record or {}),

@@ -43,7 +43,7 @@ def _flush_all() -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     with contextlib.suppress(Exception):  # C stdio buffers (a C extension's printf)
-        import ctypes  # lazy: only when capturing
+        import ctypes  # noqa: PLC0415  # lazy: only when capturing
 
         ctypes.CDLL(None).fflush(None)
 

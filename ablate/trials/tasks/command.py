@@ -325,7 +325,7 @@ def _pdeathsig() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415  # lazy: ctypes only on Linux, for prctl
 
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl

@@ -30,6 +30,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import pickle
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -218,9 +219,7 @@ def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
     that runs several of its trials (``launcher=inline``), or in the warm parent before it forks them
     (:func:`prepare_node`), and copied per seed (unpickled: a sixth of a deep copy's cost, a tenth of building
     it): the task gets its own copy, so what it changes in it never reaches the next trial."""
-    import pickle
-
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     rest = {k: v for k, v in cfg.items() if k != "seed"}
     hit = _NODES.get(id(arm))
@@ -238,8 +237,6 @@ def _node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> Any:
 
 
 def _template(node: Any) -> bytes | None:
-    import pickle
-
     try:
         return pickle.dumps(node)
     except Exception:  # a value that does not pickle: every trial builds its own
@@ -250,7 +247,7 @@ def prepare_node(cfg: Mapping[str, Any], arm: Mapping[str, Any]) -> None:
     """Build the template :func:`_node` copies for ``arm`` from one trial's resolved config ``cfg`` (the warm
     parent, before it forks the arm's trials: each fork then copies it instead of building its own). A trial
     whose config differs from ``cfg`` other than in ``seed`` builds its own, as without it."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # noqa: PLC0415  # lazy: OmegaConf off this module's import
 
     _NODES[id(arm)] = (arm, {k: v for k, v in cfg.items() if k != "seed"}, _template(OmegaConf.create(dict(cfg))))
 

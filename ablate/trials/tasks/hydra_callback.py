@@ -16,13 +16,16 @@ from __future__ import annotations
 import enum
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
 
 from ablate.metrics.files import SEEN_FILE
 from ablate.pin.imported import imported_distributions
+from ablate.trials.seeding import torch_flags
 
 #: The override that installs this callback.
 CALLBACK_OVERRIDE = "+hydra.callbacks.ablate_return._target_=ablate.trials.tasks.hydra_callback.SaveReturn"
@@ -52,8 +55,6 @@ def seen_config(config: Any) -> dict[str, Any]:
     and ``${hydra:...}`` values (``job.override_dirname``, ``runtime.output_dir``) are the app's. A
     node that still cannot be resolved is kept as its unresolved text.
     """
-    from omegaconf import OmegaConf
-
     out: dict[str, Any] = {}
     for key in config:
         if key == "hydra":
@@ -74,10 +75,6 @@ def seen_torch() -> dict[str, Any] | None:
 
     None when the app never imported torch (it is never imported here for this).
     """
-    import sys
-
-    from ablate.trials.seeding import torch_flags
-
     torch = sys.modules.get("torch")
     if torch is None:
         return None

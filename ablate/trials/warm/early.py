@@ -39,6 +39,7 @@ import ast
 import contextlib
 import contextvars
 import importlib.machinery
+import json
 import os
 import subprocess
 import sys
@@ -105,8 +106,6 @@ class EarlyParent:
 
 
 def _json(msg: Mapping[str, Any]) -> str:
-    import json
-
     return json.dumps(msg)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -423,8 +424,6 @@ def rng_marks() -> dict[str, Any]:
     from them (:func:`rng_drawn`). Each mark covers the generator's whole state (numpy's 624 words, not its
     position: a draw of a multiple of 624 words leaves the position where it was). Before ``numpy.random`` is
     imported (numpy loads it on first use), an import hook notes its state the moment it is."""
-    import random
-
     marks: dict[str, Any] = {"random": hash(random.getstate())}
     nr = sys.modules.get("numpy.random")
     get_state = getattr(nr, "get_state", None) if nr is not None else None

@@ -35,12 +35,19 @@ module is its serve loop (select on requests and a SIGCHLD wakeup fd) without th
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
+import random
+import selectors
 import signal
 import sys
+import threading
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,8 +74,6 @@ def os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:
-        import threading
-
         return threading.active_count()
 
 
@@ -141,10 +146,10 @@ def preload(sweep_root: str, entry: str = ENTRIES[0], modules: list[str] | None 
     apps, app_fallback = _preload_apps(sd, plan, code_root)
     pinned = (plan.get("pins") or {}).get("data") or {}
     if pins.data_paths(plan) and not all((pinned.get(p) or {}).get("content") for p in pins.data_paths(plan)):
-        import dvc.repo  # noqa: F401  (a plan without content digests: its trials verify the data with DVC)
-    import omegaconf  # noqa: F401  (every trial resolves its config)
-    import threadpoolctl  # noqa: F401  (each fork sets its slot's thread count with it)
-    import xxhash  # noqa: F401  (each trial digests its code and data pins, before and after its task)
+        import dvc.repo  # noqa: F401, PLC0415  (a plan without content digests: its trials verify the data with DVC)
+    import omegaconf  # noqa: F401, PLC0415  (every trial resolves its config)
+    import threadpoolctl  # noqa: F401, PLC0415  (each fork sets its slot's thread count with it)
+    import xxhash  # noqa: F401, PLC0415  (each trial digests its code and data pins, before and after its task)
     for name in ("numpy", "torch"):  # what seeding looks up in every trial, found once here for every fork
         seeding.installed(name)
     declared, preload_errors = import_modules(list(modules or []))
@@ -319,14 +324,10 @@ def _child(req: Mapping[str, Any], entry: str, close_fds: list[int], learn: Lear
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
-        import traceback
-
         traceback.print_exc()
         code = 1
     finally:
         try:
-            import atexit
-
             fork.leave_parent_finalizers()  # the parent's objects are the parent's to finalise
             atexit._run_exitfuncs()  # what a fresh interpreter runs at exit (trackers flush here)
             sys.stdout.flush()
@@ -343,8 +344,6 @@ def _fresh_process_state(threads: int, reseed: bool = True) -> None:
     """What a fresh interpreter would have: RNGs from OS entropy (the trial seeds them again when
     its determinism mode says so; ``reseed=False``: numpy's and torch's are left to the trial, which seeds both
     before its task runs) and the slot's thread count."""
-    import random
-
     random.seed()
     np = sys.modules.get("numpy")
     if np is not None and reseed:
@@ -353,7 +352,7 @@ def _fresh_process_state(threads: int, reseed: bool = True) -> None:
     if torch is not None and reseed:
         torch.seed()
     if threads > 1 and (np is not None or torch is not None):  # pools were kept at 1 thread until the fork
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415  # lazy: threadpoolctl off this module's import
 
         threadpool_limits(threads)  # OpenMP, OpenBLAS, MKL: what OMP_NUM_THREADS & co would have set
     if torch is not None and threads > 0:
@@ -476,9 +475,6 @@ def run_in_probe(work: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
 def serve(entry: str, req_fd: int, out_fd: int, learner: Learner | None = None) -> None:
     """Fork one trial (``entry.main(request argv)``) per request line on ``req_fd`` and report pids and
     exit codes on ``out_fd``; between forks, preload what the trials imported (``learner``)."""
-    import gc
-    import selectors
-
     learner = learner or Learner([], enabled=False)
     held = fork.ParentModules()
     reports: dict[int, int] = {}  # pid -> read end of the pipe its list of new imports comes on
@@ -566,8 +562,6 @@ def _read_report(fd: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m ablate.trials.warm.parent SWEEP_DIR [--entry MODULE] [--stdout-fd FD]
     [--preload MODULE ...] [--no-learn]`` (started by :class:`ablate.trials.warm.starter.WarmParent`)."""
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m ablate.trials.warm.parent")
     ap.add_argument("sweep_dir", nargs="?")
     ap.add_argument("--entry", choices=ENTRIES, default=ENTRIES[0])
@@ -621,9 +615,6 @@ def leave(run: Callable[[], int]) -> None:
     module's ``weakref.finalize`` callbacks among them), the streams flushed, then ``os._exit``. A warm parent
     holding torch would otherwise spend 1-2 s tearing its modules down, which the launcher waits for
     (:meth:`ablate.trials.warm.starter.WarmParent.close`) before the verdict. Never returns."""
-    import atexit
-    import traceback
-
     code = 1
     try:
         code = run()

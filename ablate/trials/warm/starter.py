@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
-from ablate.errors import UserError
+from ablate.errors import ConfigError, UserError
 from ablate.record.sweepdir import open_log
 from ablate.trials import proctree
 from ablate.trials.warm import hazards
@@ -359,8 +359,6 @@ def check_preload(preload: Any, learn: Any) -> tuple[list[str], bool]:
     ConfigError
         A preload that is not a list of dotted module names, or a ``learn_imports`` that is not a bool.
     """
-    from ablate.errors import ConfigError
-
     if preload is None:
         preload = []
     if isinstance(preload, str) or not isinstance(preload, Sequence) or not all(

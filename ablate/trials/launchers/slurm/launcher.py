@@ -236,7 +236,7 @@ def _parse_rows(text: str, n_fields: int) -> Iterable[list[str]]:
 
 def _expand_ids(job_id: str) -> list[str]:
     """``12_[0-3%2]`` -> ``12_0 .. 12_3``; other ids unchanged."""
-    from submitit.slurm.slurm import read_job_id
+    from submitit.slurm.slurm import read_job_id  # noqa: PLC0415  # lazy: submitit only for SLURM
 
     if "[" not in job_id:
         return [job_id]
@@ -444,7 +444,7 @@ class SlurmLauncher(Launcher):
                                      fix="run ablate where the SLURM client tools are (a login node), or use "
                                      "`launcher=local`")
         self._config = slurm_config()
-        from submitit.slurm.slurm import _make_sbatch_string
+        from submitit.slurm.slurm import _make_sbatch_string  # noqa: PLC0415  # lazy: submitit only for SLURM
 
         timeout_min = self._job_timeout((options or {}).get("timeout_min"))
         params = self._parameters(job_name="ablate-check", timeout_min=timeout_min, setup=[])
@@ -540,10 +540,10 @@ class SlurmLauncher(Launcher):
         SchedulerError
             When SLURM refuses the submission (the trials submitted before stay recorded).
         """
-        import submitit
+        import submitit  # noqa: PLC0415  # lazy: submitit only for SLURM
 
         # lazy: submitit loads only when SLURM jobs are submitted
-        from ablate.trials.launchers.slurm.job import SlurmTrial
+        from ablate.trials.launchers.slurm.job import SlurmTrial  # noqa: PLC0415  # lazy: as said above
 
         if not trials:
             return []

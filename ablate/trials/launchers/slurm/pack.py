@@ -25,6 +25,7 @@ Each trial is still one row of ``<sweep>/slurm/jobs.json`` (several rows share o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -109,8 +110,6 @@ def per_trial_states(sd: SweepDir, states: Mapping[tuple[str, int], JobState]) -
     dict
         The same keys; unchanged when no job is shared (``trials_per_job=1``).
     """
-    import dataclasses
-
     shared: dict[str, int] = {}
     for js in states.values():
         shared[js.job_id] = shared.get(js.job_id, 0) + 1
@@ -135,10 +134,10 @@ def submit_packed(launcher: Any, sd: SweepDir, trials: Sequence[TrialRef]) -> li
     SchedulerError
         When SLURM refuses the submission (the trials submitted before stay recorded).
     """
-    import submitit
+    import submitit  # noqa: PLC0415  # lazy: submitit only for SLURM
 
     # lazy: submitit loads only when SLURM jobs are submitted
-    from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial
+    from ablate.trials.launchers.slurm.pack_job import PackedSlurmTrial  # noqa: PLC0415  # lazy: as said above
 
     plan = load_plan(sd)
     opts = plan.get("options", {})
