@@ -193,15 +193,48 @@ def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
     """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: :func:`t_power`
     evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
     in one vectorised call instead of a root search)."""
-    ns = np.arange(MIN_SEEDS, cap + 1)
+    ns = np.arange(MIN_SEEDS, min(cap, SEED_CAP) + 1)
     power = _power_grid(d, ns, a, paired)[0]
     ok = np.flatnonzero(power >= pw)
-    return int(ns[ok[0]]) if ok.size else cap
+    if ok.size or cap <= SEED_CAP:
+        return int(ns[ok[0]]) if ok.size else cap
+    # a long grid (a range's upper end, up to RANGE_CAP): the normal approximation's N (Cohen 1988; + z²/4, or z²/2
+    # paired, for the t) and 8 either side in one call, else the root in N
+    from scipy.special import ndtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    z = ndtri(1 - a / 2)
+    guess = (z + ndtri(pw)) ** 2 / d ** 2 * (1 if paired else 2) + z ** 2 / (2 if paired else 4)
+    ns = np.arange(max(SEED_CAP, int(guess) - 8), min(cap, int(guess) + 8) + 1)
+    power = _power_grid(d, ns, a, paired)[0]
+    if ns.size and power[0] < pw <= power[-1]:
+        return int(ns[np.flatnonzero(power >= pw)[0]])
+    return _smallest_n_root(d, a, pw, paired, cap)
+
+
+def _smallest_n_root(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
+    """:func:`_smallest_n` by ``scipy.optimize.brentq`` on N (power is continuous and rises with N), then the
+    integers beside the root checked: the same N as the full grid at a few dozen power evaluations instead of
+    ``cap``."""
+    from scipy.optimize import brentq  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    def power(n: float) -> float:
+        return float(_power_grid(d, [n], a, paired)[0, 0])
+
+    if power(MIN_SEEDS) >= pw:
+        return MIN_SEEDS
+    if power(cap) < pw:
+        return cap
+    n = math.ceil(brentq(lambda x: power(x) - pw, MIN_SEEDS, cap, xtol=1e-6))
+    while n > MIN_SEEDS and power(n - 1) >= pw:
+        n -= 1
+    while n < cap and power(n) < pw:
+        n += 1
+    return n
 
 
 def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int
                        ) -> tuple[int | None, int | None]:
-    """:func:`seeds_needed` for two effects (point SD and its UCL) in one vectorised power evaluation."""
+    """:func:`seeds_needed` for two effects (point SD and its UCL), each by :func:`_smallest_n`."""
     out: list[int | None] = []
     todo = []
     for d in (abs(d1), abs(d2)):
@@ -213,9 +246,7 @@ def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, 
             out.append(-1)
             todo.append(d)
     if todo:
-        ns = np.arange(MIN_SEEDS, cap + 1)
-        reached = _power_grid(todo, ns, a, paired) >= pw
-        found = iter(int(ns[np.argmax(r)]) if r.any() else cap for r in reached)
+        found = iter(_smallest_n(d, a, pw, paired, cap) for d in todo)
         out = [next(found) if v == -1 else v for v in out]
     return out[0], out[1]
 
