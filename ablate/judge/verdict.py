@@ -67,7 +67,8 @@ from ablate.stats import (
     pair_by_seed,
     summarize,
 )
-from ablate.stats.core import BETTER, WORSE
+from ablate.stats.binary import is_binary
+from ablate.stats.core import BETTER, VERDICTS, WORSE
 from ablate.stats.sequential import stop_factors, stops
 
 if TYPE_CHECKING:
@@ -160,17 +161,30 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
             b = boundaries(fixed, alpha=opts.alpha / m, stop_factor=factors[:k + 1])
             thr = max(b.nominal_p[-1], 1e-300)
-            res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
-                               margin=opts.margin, n_comparisons=m, p_threshold=thr)
+            code, firm = _look_verdict(pr, opts, goal, m, thr)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
                   "z": b.z[-1], "passed": passed}
-            if bool(stops(res.verdict, res.firm)[0]):
+            if bool(stops(code, firm)):
                 st["stopped"] = True
                 break
-            if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
+            if code in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
                 passed.append(k)
         out[name] = st
     return out
+
+
+def _look_verdict(pr: Any, opts: VerdictOptions, goal: str, m: int, thr: float) -> tuple[int, bool]:
+    """The verdict code and firm flag of one sequential look: :func:`ablate.stats.decide_batch`'s, or, on a 0/1
+    metric, :func:`ablate.stats.compare`'s (the score test, firm only where Fisher's exact test also rejects), so
+    that a look stops on the same firm answer the verdict then prints for the same seeds (issue 37)."""
+    t, c = np.asarray(pr.treatment, float), np.asarray(pr.control, float)
+    if is_binary(t, c):
+        comp = compare(t, c, paired=pr.paired, alpha=opts.alpha, goal=goal, margin=opts.margin, n_comparisons=m,
+                       p_threshold=thr, pi_interval=False)
+        return VERDICTS.index(comp.verdict), bool(comp.firm)
+    res = decide_batch(t, c, paired=pr.paired, alpha=opts.alpha, goal=goal, margin=opts.margin, n_comparisons=m,
+                       p_threshold=thr)
+    return int(res.verdict[0]), bool(res.firm[0])
 
 
 def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:
