@@ -1,6 +1,8 @@
 """Issue 37, items 1-2: the firm family-wise error of the decision rule ``ablate verdict`` runs (a better/worse on
 evidently skewed values is indicative; no verdict of a family is firm below 20 seeds), and what it costs in power.
-Usage: ``python benchmarks/stats37_firm.py [--reps 2000] [--power-reps 1000] [--only aa|power]``.
+Usage: ``python benchmarks/stats37_firm.py [--reps 2000] [--power-reps 1000] [--only aa|power]``, or
+``--settle 20000 [--floor 0.053]``: the A/A cells of ``benchmarks/results/stats37_firm.md`` at or above the floor again
+at 20,000 replications.
 
 Each replication: m treatments and one control, ``N`` seeds per arm. Shapes (every draw standardised to mean 0,
 SD 1, then the treatment times the SD ratio r):
@@ -124,12 +126,58 @@ def table(reps: int, d: float) -> None:
     print()
 
 
+def nearest_cells(path: Path, floor: float) -> list[tuple[bool, str, float, int, int]]:
+    """The A/A cells of a results file (this script's table) whose firm rate after is >= ``floor``:
+    (paired, shape, ratio, m, N)."""
+    out, inside = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("###"):  # the first A/A table only
+            if inside:
+                break
+            inside = line.startswith("### A/A")
+        if not inside:
+            continue
+        parts = [x.strip() for x in line.strip("|").split("|")]
+        if len(parts) != 4 + len(NS) or parts[0] not in ("paired", "unpaired") or "/" not in parts[4]:
+            continue
+        for n, cell in zip(NS, parts[4:], strict=True):
+            if float(cell.split("/")[0]) >= floor:
+                out.append((parts[0] == "paired", parts[1], float(parts[2].split(":")[1]), int(parts[3]), n))
+    return out
+
+
+def settle(reps: int, floor: float, chunk: int = 5000) -> None:
+    """The cells of benchmarks/results/stats37_firm.md's A/A table at or above ``floor``, at ``reps`` replications
+    (in chunks of ``chunk``, new seeds; the first 10 of each chunk checked against compare())."""
+    cells = nearest_cells(Path(__file__).parent / "results" / "stats37_firm.md", floor)
+    print(f"### The A/A cells nearest 0.056 (>= {floor} at 1000 replications), settled: {reps} replications per cell, "
+          f"MC SE {math.sqrt(0.05 * 0.95 / reps):.4f} at 0.05\n")
+    print("| design | shape | SD ratio | m | N | firm FWER after / before |")
+    print("|---|---|---|---|---|---|")
+    for paired, shape, ratio, m, n in cells:
+        got = []
+        for k in range(0, reps, chunk):
+            seed = 7_000_000 + 100_000 * paired + 1000 * SHAPES.index(shape) + 100 * m + n + int(10 * ratio) + k
+            got.append(family(shape, m, n, min(chunk, reps - k), ratio, paired, seed))
+        w = [min(chunk, reps - k) for k in range(0, reps, chunk)]
+        a, b = (sum(x[i] * wi for x, wi in zip(got, w, strict=True)) / reps for i in (0, 1))
+        print(f"| {'paired' if paired else 'unpaired'} | {shape} | 1:{ratio:g} | {m} | {n} | {a:.4f} / {b:.4f} |",
+              flush=True)
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--settle", type=int, default=0, metavar="REPS",
+                    help="only the results file's A/A cells >= --floor, at REPS replications")
+    ap.add_argument("--floor", type=float, default=0.053)
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--power-reps", type=int, default=1000)
     ap.add_argument("--only", choices=("aa", "power"))
     args = ap.parse_args()
+    if args.settle:
+        settle(args.settle, args.floor)
+        return
     if args.only in (None, "aa"):
         table(args.reps, 0.0)
     if args.only in (None, "power"):
