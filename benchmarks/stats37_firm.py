@@ -36,7 +36,9 @@ from ablate.stats import adjust_comparisons, compare, decide_batch
 from ablate.stats.core import BETTER, WORSE, is_firm
 from ablate.stats.multiplicity import holm
 
-SHAPES = ("normal", "lognormal", "grows", "corr")
+SHAPES = ("normal", "lognormal", "grows", "corr", "t3", "bimodal")
+#: The shapes of the default table; ``--shapes t3,bimodal`` runs the symmetric heavy-tailed and two-mode ones.
+DEFAULT_SHAPES = SHAPES[:4]
 MS = (1, 2, 5, 10)
 NS = (5, 10, 20, 30, 50)
 
@@ -62,6 +64,12 @@ def arms(rng: np.random.Generator, shape: str, m: int, n: int, reps: int, ratio:
         c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, 1.0, (m, reps, n))
     elif shape == "grows":
         c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, colas_sigma(ratio), (m, reps, n))
+    elif shape == "t3":  # Student t with 3 df, standardised (variance 3)
+        c, t = rng.standard_t(3, (reps, n)) / math.sqrt(3), ratio * rng.standard_t(3, (m, reps, n)) / math.sqrt(3)
+    elif shape == "bimodal":  # two equal normal modes at ±0.9, each SD √0.19: mean 0, SD 1
+        def two(size: tuple[int, ...]) -> np.ndarray:
+            return np.where(rng.random(size) < 0.5, -0.9, 0.9) + math.sqrt(0.19) * rng.standard_normal(size)
+        c, t = two((reps, n)), ratio * two((m, reps, n))
     elif shape == "corr":
         s = _lognormal(rng, 1.0, (reps, n))
         c = s + 0.3 * rng.standard_normal((reps, n))
@@ -98,7 +106,7 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
     return float(after.mean()), float(before.mean())
 
 
-def table(reps: int, d: float) -> None:
+def table(reps: int, d: float, shapes: tuple[str, ...] = DEFAULT_SHAPES) -> None:
     what = "A/A family-wise error of firm verdicts" if d == 0 else f"power (a firm better), every treatment {d:g} SD"
     se = math.sqrt(0.05 * 0.95 / reps)
     print(f"### {what}: after / before ({reps} replications per cell" +
@@ -107,10 +115,10 @@ def table(reps: int, d: float) -> None:
     print("|---|---|---|---|" + "---|" * len(NS))
     worst = (0.0, "")
     for paired in (False, True):
-        for shape in SHAPES:
+        for shape in shapes:
             if shape == "corr" and not paired:
                 continue
-            for ratio in ((1.0, 3.0) if shape == "normal" else (2.0, 3.0)):
+            for ratio in ((1.0, 3.0) if shape in ("normal", "t3", "bimodal") else (2.0, 3.0)):
                 for m in MS:
                     cells = []
                     for n in NS:
@@ -171,6 +179,7 @@ def main() -> None:
     ap.add_argument("--settle", type=int, default=0, metavar="REPS",
                     help="only the results file's A/A cells >= --floor, at REPS replications")
     ap.add_argument("--floor", type=float, default=0.053)
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma-separated, of " + ", ".join(SHAPES))
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--power-reps", type=int, default=1000)
     ap.add_argument("--only", choices=("aa", "power"))
@@ -178,10 +187,11 @@ def main() -> None:
     if args.settle:
         settle(args.settle, args.floor)
         return
+    shapes = tuple(args.shapes.split(","))
     if args.only in (None, "aa"):
-        table(args.reps, 0.0)
+        table(args.reps, 0.0, shapes)
     if args.only in (None, "power"):
-        table(args.power_reps, 1.0)
+        table(args.power_reps, 1.0, shapes)
 
 
 if __name__ == "__main__":
