@@ -154,11 +154,12 @@ def nearest_cells(path: Path, floor: float) -> list[tuple[bool, str, float, int,
     return out
 
 
-def settle(reps: int, floor: float, chunk: int = 5000) -> None:
-    """The cells of benchmarks/results/stats37_firm.md's A/A table at or above ``floor``, at ``reps`` replications
-    (in chunks of ``chunk``, new seeds; the first 10 of each chunk checked against compare())."""
-    cells = nearest_cells(Path(__file__).parent / "results" / "stats37_firm.md", floor)
-    print(f"### The A/A cells nearest 0.056 (>= {floor} at 1000 replications), settled: {reps} replications per cell, "
+def settle(reps: int, floor: float, chunk: int = 5000, source: Path | None = None) -> None:
+    """The cells of ``source``'s first A/A table (this script's output; default benchmarks/results/stats37_firm.md)
+    at or above ``floor``, at ``reps`` replications (in chunks of ``chunk``, new seeds; the first 10 of each chunk
+    checked against compare())."""
+    cells = nearest_cells(source or Path(__file__).parent / "results" / "stats37_firm.md", floor)
+    print(f"### The A/A cells nearest 0.056 (>= {floor} in the source table), settled: {reps} replications per cell, "
           f"MC SE {math.sqrt(0.05 * 0.95 / reps):.4f} at 0.05\n")
     print("| design | shape | SD ratio | m | N | firm FWER after / before |")
     print("|---|---|---|---|---|---|")
@@ -179,13 +180,14 @@ def main() -> None:
     ap.add_argument("--settle", type=int, default=0, metavar="REPS",
                     help="only the results file's A/A cells >= --floor, at REPS replications")
     ap.add_argument("--floor", type=float, default=0.053)
+    ap.add_argument("--cells-from", type=Path, help="with --settle: another output of this script")
     ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma-separated, of " + ", ".join(SHAPES))
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--power-reps", type=int, default=1000)
     ap.add_argument("--only", choices=("aa", "power"))
     args = ap.parse_args()
     if args.settle:
-        settle(args.settle, args.floor)
+        settle(args.settle, args.floor, source=args.cells_from)
         return
     shapes = tuple(args.shapes.split(","))
     if args.only in (None, "aa"):
