@@ -10,6 +10,8 @@ count the work removed.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,36 @@ def test_trial_hydra_builds_hydras_node_once_and_every_context_is_as_a_fresh_one
     node.runtime.cwd, node.job.name, node.job.num = str(Path.cwd()), "ablate", 0
     assert seen[2] == OmegaConf.to_container(OmegaConf.create({"hydra": node}), resolve=False)
     assert OmegaConf.is_missing(hydra_semantics._HYDRA_CONF.job, "name")
+
+
+#: In a fresh process: the warm parent's priming builds Hydra's node only for trials that open a Hydra context, and a
+#: fork of it opens one without building it again. Prints one line per step.
+PRIME = '''
+import os, sys
+from omegaconf import OmegaConf
+from ablate.plan import hydra_semantics as hs
+from ablate.trials.warm import parent
+print(hs._HYDRA_CONF is None)
+parent._prime_hydra_conf({"arms": [{"config": {"task": {"lr": 0.1}}}]})
+print(hs._HYDRA_CONF is None)
+parent._prime_hydra_conf({"arms": [{"config": {"task": {"lr": 0.1}}},
+                                   {"config": {"task": {"out": "${hydra:runtime.output_dir}/ckpt"}}}]})
+print(hs._HYDRA_CONF is None)
+pid = os.fork()
+if pid == 0:
+    built = []
+    real = OmegaConf.structured
+    OmegaConf.structured = lambda *a, **k: (built.append(1), real(*a, **k))[1]
+    with hs.trial_hydra("/tmp/trial/run"):
+        from hydra.core.hydra_config import HydraConfig
+        ok = HydraConfig.get().runtime.output_dir == "/tmp/trial/run"
+    os._exit(10 * ok + len(built))
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+'''
+
+
+def test_a_warm_parent_builds_hydras_node_before_forking_only_for_trials_that_use_it() -> None:
+    out = subprocess.run([sys.executable, "-c", PRIME], capture_output=True, text=True, check=True).stdout.split("\n")
+    # fresh: not built; an arm without ${hydra:} builds nothing; one with it builds the node; the fork's context
+    # reads its own run dir (10) and builds no node (0)
+    assert out[:4] == ["True", "True", "False", "10"]
