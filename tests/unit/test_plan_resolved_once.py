@@ -92,11 +92,17 @@ def test_make_plan_resolves_each_arm_once_beside_the_stability_check(monkeypatch
     assert [a.resolved() for a in plan.arms] == [{"task": {"lr": v, "wd": v}} for v in (0.1, 0.2, 0.3)]
 
 
-def test_a_group_treatments_resolution_is_kept_and_presence_reads_it() -> None:
+def test_a_group_treatments_resolution_is_kept_and_presence_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ablate.plan.arms as arms
+
+    calls: list[int] = []
+    real = arms.resolve_container
+    monkeypatch.setattr(arms, "resolve_container", lambda cfg: (calls.append(1), real(cfg))[1])
     control = {"task": {"opt": {"name": "sgd", "lr": 0.1}}}
     options = {"adam": {"task": {"opt": {"name": "adam", "lr": 0.1, "beta": 0.9}}}}
     plan = make_plan(control, Variable("opt", "task/opt", ("adam",), is_group=True), [0, 1, 2],
                      compose=lambda override: options[override.split("=")[1]], choices={"task/opt": "sgd"})
+    assert len(calls) == 3  # control twice, the option once: `presence` resolved it a second time before
     treat = plan.treatments[0]
     assert treat.resolved() == options["adam"] and treat.resolved() is not treat.config
     assert treat.presence == {"task.opt.beta": "added"}
