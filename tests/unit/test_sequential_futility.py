@@ -9,11 +9,16 @@ same data. The full table is benchmarks/sequential_futility.py (docs/verdict.md,
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
+import pytest
 
+from ablate.judge.options import VerdictOptions
+from ablate.judge.verdict import ArmData, sequential_state, stop_reason
 from ablate.stats import decide_batch, group_sequential_batch
 from ablate.stats.core import BETTER, WORSE
+from ablate.stats.futility import conditional_power
 
 ALPHA = 0.05
 #: The issue's suite: true effects of the 5 treatments, in SDs of one seed's metric.
@@ -34,15 +39,16 @@ def simulate_suite(looks: list[int], effect: float | None, shape: str, reps: int
                    effects: tuple[float, ...] = EFFECTS, futility: float | None = None) -> dict[str, object]:
     """One control and ``len(effects)`` treatments (each tested at α/m, the control shared), sequential with
     futility under the planned ``effect`` beside fixed N = ``looks[-1]`` (Bonferroni α/m, as the looks) on the same
-    data. Returns per-treatment P(better) (firm or indicative: on lognormal seeds the skew rule makes most verdicts
-    indicative) (seq and fixed), P(futility stop), E[N]; the family-wise error over the
-    null treatments (any better/worse verdict, firm or not); expected trials (treatments' seeds plus the control's, which runs to the
-    last treatment's stop) and fixed N's."""
+    data. Returns per treatment P(better) (firm or indicative: on lognormal seeds the skew rule makes most verdicts
+    indicative), sequential and fixed, P(futility stop) and E[N]; the family-wise error over the null treatments
+    (any better/worse verdict, firm or not); expected trials (the treatments' seeds plus the control's, which runs to
+    the last treatment's stop) and fixed N's."""
     rng = np.random.default_rng(seed)
     n, m = looks[-1], len(effects)
     c = draw(rng, reps, n, shape)
     kw = {} if futility is None else {"futility": futility}
-    seq_better, fix_better, fut, en, used, fw_seq, fw_fix = [], [], [], [], [], np.zeros(reps, bool), np.zeros(reps, bool)
+    seq_better, fix_better, fut, en, used = [], [], [], [], []
+    fw_seq, fw_fix = np.zeros(reps, bool), np.zeros(reps, bool)
     for d in effects:
         t = draw(rng, reps, n, shape) + d
         s = group_sequential_batch(t, c, looks, alpha=ALPHA, n_comparisons=m, effect=effect, **kw)
@@ -60,3 +66,46 @@ def simulate_suite(looks: list[int], effect: float | None, shape: str, reps: int
     return {"seq_better": seq_better, "fixed_better": fix_better, "futile": fut, "en": en,
             "fwer": float(fw_seq.mean()), "fwer_fixed": float(fw_fix.mean()), "trials": float(trials.mean()),
             "fixed_trials": (m + 1) * n, "control_n": float(u.max(1).mean())}
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_futility_twin_equals_sequential_state(paired: bool) -> None:
+    """On the same data the simulation's futility stops are the verdict's: same look, same N, same flag, and the
+    verdict names the reason ``futility`` (metric SD 0.01, planned effect 0.5 SD; a third of rows 1.2 SD better)."""
+    rng = np.random.default_rng(39 + paired)
+    rows, looks = 40, [5, 10, 15, 20]
+    shared = rng.normal(size=(rows, 20))
+    c = 0.7 + 0.01 * (0.6 * shared + 0.8 * rng.normal(size=(rows, 20)))
+    shift = np.where(np.arange(rows) % 3 == 0, 0.012, 0.0)[:, None]
+    t = 0.7 + shift + 0.01 * (0.6 * shared + 0.8 * rng.normal(size=(rows, 20)))
+    t[rng.random((rows, 20)) < 0.03] = np.nan  # a few failed trials
+    batch = group_sequential_batch(t, c, looks, paired=paired, effect=0.5, futility=0.2)
+    plan = {"seeds": list(range(20)), "goal": "maximize", "task": {},
+            "arms": [{"name": "control"}, {"name": "lr=0.1"}]}
+    opts = VerdictOptions(sequential="group", looks=looks, pairing="paired" if paired else "unpaired", effect=0.5,
+                          futility=0.2)
+    seen: Counter[str] = Counter()
+    for i in range(rows):
+        data = {"control": ArmData("control", "control", 0.05, dict(enumerate(c[i])), Counter(), 0, {}),
+                "lr=0.1": ArmData("lr=0.1", "0.1", 0.1, dict(enumerate(t[i])), Counter(), 0, {})}
+        st = sequential_state(plan, data, opts)["lr=0.1"]
+        assert st["look"] == int(batch.stopped_at[i]) and st["n"] == int(batch.n_used[i]), i
+        assert bool(st.get("futile")) == bool(batch.futile[i]), i
+        reason = stop_reason("inconclusive", st, opts)
+        if batch.futile[i]:
+            assert reason == "futility" and st["conditional_power"] < 0.2 and st["look"] < len(looks) - 1
+        seen[reason or "running"] += 1
+    assert seen["futility"] >= 5 and seen["budget"] + seen["efficacy"] >= 5, seen
+
+
+def test_conditional_power_against_a_direct_normal_computation() -> None:
+    """The B-value formula equals P(B(1) >= c | B(t) = z √t) from scipy's normal law of the increment,
+    B(1) - B(t) ~ N(θ(1 - t), 1 - t) (Lan & Wittes 1988), for either sign of z."""
+    from scipy.stats import norm
+
+    z, t, theta, c = 1.1, 0.4, 2.5, 2.3
+    b = z * math.sqrt(t)
+    direct = norm(loc=b + theta * (1 - t), scale=math.sqrt(1 - t)).sf(c)
+    assert float(conditional_power(z, t, theta, c)) == pytest.approx(direct, rel=1e-12)
+    assert float(conditional_power(-z, t, theta, c)) == pytest.approx(direct, rel=1e-12)  # both directions count
+    assert float(conditional_power(0.0, 0.25, 0.0, 1.96)) == pytest.approx(norm.sf(1.96 / math.sqrt(0.75)))
