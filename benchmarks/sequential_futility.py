@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tests.unit.test_sequential_futility as sf
 
 #: (looks, planned effect, γ): the default looks, and looks sized for the planned effect (fixed N = 80: power 0.71
-#: at 0.5 SD and α/5; N = 120: 0.90).
+#: at 0.5 SD and α/5; N = 120: 0.91), at the default γ = 0.1 and at γ = 0.3.
 DESIGNS = (([5, 10, 15, 20], 0.5, 0.1), ([10, 20, 30, 40, 50, 60, 70, 80], 0.5, 0.1),
-           ([15, 30, 45, 60, 75, 90, 105, 120], 0.5, 0.1))
+           ([15, 30, 45, 60, 75, 90, 105, 120], 0.5, 0.1), ([15, 30, 45, 60, 75, 90, 105, 120], 0.5, 0.3))
 
 
 def main() -> None:
