@@ -454,6 +454,12 @@ def futility_bound(looks: Sequence[int], alpha: float, kind: str = "obf") -> flo
     return float(boundaries([n / lk[-1] for n in lk], alpha=alpha, kind=kind, stop_factor=stop_factors(lk)).z[-1])
 
 
+def _plan_futile(p: np.ndarray, se: np.ndarray, sd: np.ndarray, fractions: np.ndarray, effect: float,
+                 z_final: float, gamma: float) -> np.ndarray:
+    """:func:`expected_trials`' futility stops, arrays (paths, m, looks): the rule of :func:`group_sequential_batch`."""
+    return futile(p, se, sd, np.broadcast_to(fractions, p.shape), effect=effect, z_final=z_final, threshold=gamma)[0]
+
+
 @dataclass(frozen=True)
 class SequentialPlan:
     """What a sequential design is expected to cost, from :func:`expected_trials`.
@@ -486,7 +492,8 @@ PLAN_PATHS = 20_000
 
 
 def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatments: int = 1, alpha: float = 0.05,
-                    kind: str = "obf", paths: int = PLAN_PATHS) -> list[SequentialPlan]:
+                    kind: str = "obf", paths: int = PLAN_PATHS, planned_effect: float | None = None,
+                    futility: float = FUTILITY_CP) -> list[SequentialPlan]:
     """Expected trials of a ``sequential=group`` design beside fixed N, for planning (``dry_run=true``).
 
     Parameters
@@ -503,6 +510,11 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
     paths : int
         Simulated paths per effect. Unpaired seeds (Welch): paired seeds that share variation need fewer; this plans
         for the worst case.
+    planned_effect : float, optional
+        ``effect=``: a treatment also stops for futility at a look before the last when its conditional power under
+        this effect is below ``futility`` (:func:`ablate.stats.futility.futile`, as :func:`group_sequential_batch`).
+    futility : float
+        γ of the futility stops.
 
     Returns
     -------
@@ -547,6 +559,9 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
         p = 2 * t_dist.sf(np.abs(mean[:, 1:] - mean[:, :1]) / se, df)
         crossed = p < stop_p
         stop_here = crossed.copy()
+        if planned_effect is not None:
+            stop_here[..., :-1] |= _plan_futile(p, se, np.sqrt((var[:, 1:] + var[:, :1]) / 2), n / lk[-1],
+                                                planned_effect, float(b.z[-1]), futility)[..., :-1]
         stop_here[..., -1] = True
         first = stop_here.argmax(axis=2)  # (paths, m): the look each treatment stops at
         seeds_t = n[first]

@@ -125,3 +125,23 @@ def test_suite_keeps_fwer_and_power_and_saves_trials() -> None:
     assert r["trials"] <= 0.70 * r["fixed_trials"], r
     assert min(r["futile"][:3]) >= 0.9 and r["futile"][4] == 0.0, r  # null arms stop for futility, 1 SD never
     assert r["control_n"] < 120 and max(r["en"][:3]) < 85, r  # the control stops with the last treatment
+
+
+def test_expected_trials_with_futility_matches_the_replay() -> None:
+    """The dry run's simulation (:func:`ablate.stats.sequential.expected_trials` with ``planned_effect``) stops
+    treatments for futility where :func:`ablate.stats.group_sequential_batch` does: E[N] of one treatment under no
+    effect and under the planned effect agree within MC error (looks 10, 20, 30, 40; effect 0.5; γ 0.1), and futility
+    lowers E[N] under no effect from 39.7 seeds (no futility stop) to 32.8."""
+    from ablate.stats.sequential import expected_trials
+
+    looks = [10, 20, 30, 40]
+    plans = expected_trials(looks, (0.0, 0.5), paths=3000, planned_effect=0.5, futility=0.1)
+    rng = np.random.default_rng(3939)
+    for plan in plans:
+        c = rng.normal(size=(3000, 40))
+        t = rng.normal(size=(3000, 40)) + plan.effect
+        s = group_sequential_batch(t, c, looks, effect=0.5, futility=0.1)
+        assert abs(plan.seeds_per_treatment - float(s.n_used.mean())) < 0.6, (plan, s.n_used.mean())
+        assert plan.trials == 2 * plan.seeds_per_treatment
+    assert plans[0].seeds_per_treatment < 34  # 32.8 (39.7 without futility: expected_trials without the effect)
+    assert plans[0].seeds_per_treatment < expected_trials(looks, (0.0,), paths=3000)[0].seeds_per_treatment - 5
