@@ -59,6 +59,8 @@ from ablate.record.sweepdir import (
 )
 from ablate.record.verdict_key import combine, context, outputs_recorded, record
 from ablate.stats import (
+    Comparison,
+    Pairing,
     adjust_comparisons,
     boundaries,
     compare,
@@ -295,6 +297,10 @@ def reuse_call(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> 
 def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOptions) -> dict[str, Any]:
     """The verdict's content (the future verdict.json) from the plan and the trial rows; no I/O.
 
+    Stages: the arms' statistics (:func:`_arm_records`), one comparison per treatment (:func:`_compared`), their
+    family adjustment or the two stages of ``ablate extend`` combined (:func:`_adjusted`), and each comparison's
+    record (:func:`_comparison_record`).
+
     Returns
     -------
     dict
@@ -305,11 +311,42 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     metric, goal = plan["metric"], plan.get("goal", "maximize")
     data = arm_data(plan, rows, metric)
     names = [a["name"] for a in plan["arms"]]
-    control = data[names[0]]
     treatments = names[1:]
     fams = families(plan, opts.family)  # one family, or one per variable of a suite (family=variable)
-    m_of = {name: len(f) for f in fams for name in f}
-    m = max(1, len(treatments))
+    arms_out, invalid_reasons = _arm_records(names, data)
+    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
+    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    comps, pairings = _compared(plan, data, opts, seq, fams, ss)
+    comps, extended = _adjusted(plan, data, opts, seq, fams, ss, comps, pairings)
+    flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
+    seed_msg = seed_message(flagged, plan) if flagged else None
+    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
+    if seed_msg:
+        invalid_reasons.append(seed_msg)
+    seed_void = {name for name in treatments if seed_msg and (name in flagged or names[0] in flagged)}
+    comparisons = [_comparison_record(plan, data[name], name, c, pr, opts, seq, extended, seed_msg, seed_void, same)
+                   for name, c, pr in zip(treatments, comps, pairings, strict=True)]
+    return {
+        "metric": metric, "goal": goal, "alpha": opts.alpha,
+        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
+        "seed_note": plan.get("seed_note"),
+        **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
+        **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
+        **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
+        "options": _jsonable(asdict(opts)),
+        "multiplicity": "group sequential" if seq else ("holm" if extended and opts.multiplicity == "dunnett"
+                                                        else opts.multiplicity),
+        "arms": arms_out, "comparisons": comparisons,
+        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
+        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+        **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
+            extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
+    }
+
+
+def _arm_records(names: list[str], data: Mapping[str, ArmData]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Stage 1 of :func:`analyse`: verdict.json's ``arms`` (summary, statuses, values and errors by seed), and the
+    reasons the sweep is invalid so far (an arm with more than half of its trials failed)."""
     arms_out = []
     invalid_reasons: list[str] = []
     for name in names:
@@ -322,8 +359,23 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         arms_out.append({"arm": name, "label": d.label, "value": d.value, **_jsonable(s), "pending": d.pending,
                          "statuses": dict(d.statuses), "values": {str(k): _jsonable(d.values[k]) for k in seeds},
                          "errors": {str(k): v for k, v in d.errors.items()}})
-    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
-    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    return arms_out, invalid_reasons
+
+
+def _compared(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions, seq: Mapping[str, Any],
+              fams: list[list[str]], ss: list[np.random.SeedSequence]) -> tuple[list[Comparison], list[Pairing]]:
+    """Stage 2 of :func:`analyse`: each treatment paired (or not) by seed and compared with the control, before any
+    family adjustment; in sequential mode on the seeds of its current look, at that look's boundary.
+
+    Returns
+    -------
+    (comparisons, pairings)
+        One :class:`ablate.stats.Comparison` and one :class:`ablate.stats.Pairing` per treatment, in plan order.
+    """
+    names = [a["name"] for a in plan["arms"]]
+    control, treatments = data[names[0]], names[1:]
+    m_of = {name: len(f) for f in fams for name in f}
+    m = max(1, len(treatments))
     comps, pairings = [], []
     shared, design = shared_randomness(plan)
     for i, name in enumerate(treatments):
@@ -345,14 +397,31 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level,
                           shared_randomness=shared, design=design)
         pairings.append(pr)
-        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
-                             margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
-                             p_threshold=thr))
-    extended = {}
+        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha,
+                             goal=plan.get("goal", "maximize"), margin=opts.margin, n_comparisons=m_of[name],
+                             rng=np.random.default_rng(ss[i]), p_threshold=thr))
+    return comps, pairings
+
+
+def _adjusted(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions, seq: Mapping[str, Any],
+              fams: list[list[str]], ss: list[np.random.SeedSequence], comps: list[Comparison],
+              pairings: list[Pairing]) -> tuple[list[Comparison], dict[str, Any]]:
+    """Stage 3 of :func:`analyse`: the comparisons of ``ablate extend``'s two stages combined
+    (:mod:`ablate.judge.extension`), or else each family of two or more adjusted (``opts.multiplicity``); none
+    in sequential mode (its boundaries already spend α).
+
+    Returns
+    -------
+    (comparisons, extended)
+        The comparisons in plan order, and the extension's details by treatment (empty unless combined).
+    """
+    names = [a["name"] for a in plan["arms"]]
+    treatments = names[1:]
+    extended: dict[str, Any] = {}
     if extension_of(plan) is not None and not seq:  # `ablate extend`: two stages combined (judge/extension.py)
         comps, extended = combine_stages(plan, {n: data[n].values for n in names}, treatments, names[0], comps,
                                          pairings, fams, opts.multiplicity)
-    fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
+    fin_c = np.asarray([v for v in data[names[0]].values.values() if not math.isnan(v)])
     for fam in fams if not seq and not extended else []:
         if len(fam) < 2:
             continue
@@ -362,69 +431,55 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                       rng=np.random.default_rng(ss[-1]))
         for i, c in zip(idx, adjusted, strict=True):
             comps[i] = c
-    flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
-    seed_msg = seed_message(flagged, plan) if flagged else None
-    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
-    if seed_msg:
-        invalid_reasons.append(seed_msg)
-    comparisons = []
+    return comps, extended
+
+
+def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Comparison, pr: Pairing,
+                       opts: VerdictOptions, seq: Mapping[str, Any], extended: Mapping[str, Any],
+                       seed_msg: str | None, seed_void: set[str], same: Mapping[str, Any]) -> dict[str, Any]:
+    """Stage 4 of :func:`analyse`: verdict.json's record of treatment ``name`` (arm data ``d``) from its comparison
+    ``c`` and pairing ``pr``; insufficient data where its seeds (or the control's) were one run
+    (``name in seed_void``), marked where it changed nothing the task reports (``name in same``)."""
+    rec = {"arm": name, "label": d.label, "value": d.value, **_jsonable(c)}
     arm_variable = {a["name"]: a["variable"] for a in plan["arms"] if a.get("variable")}
-    for name, c, pr in zip(treatments, comps, pairings, strict=True):
-        rec = {"arm": name, "label": data[name].label, "value": data[name].value, **_jsonable(c)}
-        if name in arm_variable:
-            rec["variable"] = arm_variable[name]
-        rec.pop("data_flags", None)
-        rec.pop("insufficient_code", None)
-        rec["seed_advice"] = rec.pop("seeds")
-        if c.seeds is not None:
-            rec["seed_advice"]["message"] = c.seeds.message(
-                multiplicity=c.multiplicity if c.n_comparisons > 1 else None)
-        rec["failures"]["message"] = c.failures.message() if c.failures else None
-        rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
-                          "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
-                          "seeds": list(pr.seeds)}
-        if name in extended:
-            rec["extension"] = extended[name]
-        if seq:
-            st = seq[name]
-            rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
-                                 "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
-                                                                   and st["look"] < len(opts.looks) - 1),
-                                 "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
-                                 "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
-                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
-                                 "passed_looks": [k + 1 for k in st.get("passed") or []],
-                                 "stop_reason": stop_reason(c.verdict, st, opts),
-                                 "stop_rule": "firm better/worse, or equivalent" + (
-                                     f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
-                                     if opts.effect is not None else ""),
-                                 **futility_record(st, opts)}
-            rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
-        if seed_msg and (name in flagged or names[0] in flagged):
-            rec["verdict"] = "insufficient data"
-            rec["reason"] = f"Insufficient data: {seed_msg}."
-            rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
-            rec["seed_ignored"] = True
-            rec["seed_ignored_why"] = short_why(plan)  # the bottom line's words: the cause, by form
-        elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
-            mark_unchanged(rec, same[name], plan)
-        comparisons.append(rec)
-    return {
-        "metric": metric, "goal": goal, "alpha": opts.alpha,
-        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
-        "seed_note": plan.get("seed_note"),
-        **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
-        **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
-        **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
-        "options": _jsonable(asdict(opts)),
-        "multiplicity": "group sequential" if seq else ("holm" if extended and opts.multiplicity == "dunnett"
-                                                        else opts.multiplicity),
-        "arms": arms_out, "comparisons": comparisons,
-        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
-        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
-        **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
-            extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
-    }
+    if name in arm_variable:
+        rec["variable"] = arm_variable[name]
+    rec.pop("data_flags", None)
+    rec.pop("insufficient_code", None)
+    rec["seed_advice"] = rec.pop("seeds")
+    if c.seeds is not None:
+        rec["seed_advice"]["message"] = c.seeds.message(multiplicity=c.multiplicity if c.n_comparisons > 1 else None)
+    rec["failures"]["message"] = c.failures.message() if c.failures else None
+    rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
+                      "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
+                      "seeds": list(pr.seeds)}
+    if name in extended:
+        rec["extension"] = extended[name]
+    if seq:
+        st = seq[name]
+        rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
+                             "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
+                                                               and st["look"] < len(opts.looks) - 1),
+                             "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
+                             "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
+                             "alpha_per_treatment": opts.alpha / max(1, len(plan["arms"]) - 1),
+                             "spending": "O'Brien-Fleming (Lan-DeMets)",
+                             "passed_looks": [k + 1 for k in st.get("passed") or []],
+                             "stop_reason": stop_reason(c.verdict, st, opts),
+                             "stop_rule": "firm better/worse, or equivalent" + (
+                                 f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
+                                 if opts.effect is not None else ""),
+                             **futility_record(st, opts)}
+        rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
+    if name in seed_void:
+        rec["verdict"] = "insufficient data"
+        rec["reason"] = f"Insufficient data: {seed_msg}."
+        rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
+        rec["seed_ignored"] = True
+        rec["seed_ignored_why"] = short_why(plan)  # the bottom line's words: the cause, by form
+    elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
+        mark_unchanged(rec, same[name], plan)
+    return rec
 
 
 def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
