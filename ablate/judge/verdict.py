@@ -460,7 +460,8 @@ def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Compar
         rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
                              "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
                                                                and st["look"] < len(opts.looks) - 1),
-                             "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
+                             "crossed": bool(st["stopped"] and not st.get("futile")),
+                             "boundary_p": _jsonable(st["threshold"]),
                              "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
                              "alpha_per_treatment": opts.alpha / max(1, len(plan["arms"]) - 1),
                              "spending": "O'Brien-Fleming (Lan-DeMets)",

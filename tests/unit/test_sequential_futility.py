@@ -145,3 +145,40 @@ def test_expected_trials_with_futility_matches_the_replay() -> None:
         assert plan.trials == 2 * plan.seeds_per_treatment
     assert plans[0].seeds_per_treatment < 34  # 32.8 (39.7 without futility: expected_trials without the effect)
     assert plans[0].seeds_per_treatment < expected_trials(looks, (0.0,), paths=3000)[0].seeds_per_treatment - 5
+
+
+def test_verdict_names_the_futility_stop(tmp_path) -> None:
+    """On recorded trials (looks 5-20, ``effect=0.5 futility=0.3``): a null arm stops at look 1 for futility, with
+    the conditional power recomputed here from scipy's Welch p and the B-value formula; the bottom line and the
+    sequential row say so, and no more seeds are asked for it; the real arm stops for efficacy."""
+    from scipy import stats
+
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from ablate.stats.sequential import futility_bound
+    from tests.helpers import make_sweep
+
+    rng = np.random.default_rng(1)
+    c, null, real = (list(mu + 0.01 * rng.normal(size=20)) for mu in (0.7, 0.7, 0.73))
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.1": null, "lr=0.2": real},
+                      options={"sequential": "group", "looks": [5, 10, 15, 20], "effect": 0.5, "futility": 0.3})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    fut, eff = v["comparisons"]
+    s = fut["sequential"]
+    assert (s["stop_reason"], s["look"], s["n"], s["crossed"]) == ("futility", 1, 5, False)
+    w = stats.ttest_ind(null[:5], c[:5], equal_var=False)
+    se = abs(np.mean(null[:5]) - np.mean(c[:5])) / abs(w.statistic)
+    sd = math.sqrt((np.var(null[:5], ddof=1) + np.var(c[:5], ddof=1)) / 2)
+    t = 0.25
+    z = stats.norm.isf(w.pvalue / 2)
+    drift = 0.5 * sd / (se * math.sqrt(t))
+    c_k = futility_bound([5, 10, 15, 20], 0.025)  # the last look's planned boundary at α/m
+    want = stats.norm.sf((c_k - z * math.sqrt(t) - drift * (1 - t)) / math.sqrt(1 - t))
+    assert s["conditional_power"] == pytest.approx(want, rel=1e-9) and want < 0.3
+    assert eff["sequential"]["stop_reason"] == "efficacy" and eff["verdict"] == "better"
+    md = (root / "verdict.md").read_text()
+    bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
+    assert f"**inconclusive**, stopped for futility at look 1 (N = 5): conditional power {want:.3f} under the " \
+           "planned 0.5 SD, below 0.3" in bottom
+    assert f"stopped for futility (conditional power {want:.3f} < 0.3)" in md
+    assert "seeds=" not in bottom  # a futility stop asks for no more seeds
