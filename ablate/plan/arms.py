@@ -30,7 +30,7 @@ ABLATE_KEYS = frozenset(
         "variable", "seeds", "seed", "launcher", "determinism", "dry_run", "allow_dirty", "wait",
         "on_failure", "max_retries", "alpha", "margin", "pairing", "multiplicity", "sequential",
         "looks", "tracker", "timeout_min", "progress", "sweep_dir_mode", "plots", "resubmit",
-        "family", "metrics", "scale", "threads", "tune",
+        "family", "metrics", "scale", "threads", "tune", "effect", "futility",
     }
 )
 MAX_SEED = 2**32 - 1
