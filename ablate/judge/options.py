@@ -130,8 +130,8 @@ def parse_effect(value: Any, sequential: Any) -> float | None:
 
 
 def parse_futility(value: Any, effect: Any) -> float:
-    """``futility``: the conditional power below which a sequential treatment stops (γ, default 0.10); a value other
-    than the default needs ``effect`` (without it nothing stops for futility).
+    """``futility``: the conditional power below which a sequential treatment stops (γ; None, the default, means
+    0.10); any value given needs ``effect`` (without it nothing stops for futility), the default's own included.
 
     Raises
     ------
@@ -140,7 +140,7 @@ def parse_futility(value: Any, effect: Any) -> float:
     """
     if value is None:
         return DEFAULT_FUTILITY
-    if effect is None and value != DEFAULT_FUTILITY:
+    if effect is None:
         raise ConfigError("futility stops need the planned effect: conditional power is computed under it",
                           where="futility", fix="add `effect=0.5` (in SDs of one seed's metric) before the run, or "
                           "drop `futility=`")

@@ -33,6 +33,7 @@ from ablate.judge.bottom_line import (
     verdict_decimals,
 )
 from ablate.judge.curves_report import curves_section
+from ablate.judge.options import DEFAULT_FUTILITY
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
@@ -433,7 +434,7 @@ def _setup(page: Page) -> list[str]:
                 "(Lan-DeMets) spending, an arm stopped only by a firm verdict"
         if o.get("effect") is not None:
             seq_s += (f", or for futility when its conditional power under the planned {o['effect']} SD is below "
-                      f"{o.get('futility')} (non-binding)")
+                      f"{o.get('futility') or DEFAULT_FUTILITY} (non-binding)")
         looks = [f"{c['label']}: look {c['sequential']['look']} (N = {c['sequential']['n']}), boundary p = "
                  f"{_p(c['sequential']['boundary_p'])}" + _passed(c['sequential'].get("passed_looks"))
                  + _stopped(c['sequential']) for c in comps if c.get("sequential", {}).get("look")]

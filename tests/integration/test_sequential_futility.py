@@ -82,6 +82,7 @@ def test_null_arms_stop_for_futility_at_the_first_look(sweep: Path) -> None:
     (("sequential=group", "effect=0"), "`effect`", "effect=0.5"),
     (("sequential=group", "effect=-1"), "`effect`", "effect=0.5"),
     (("sequential=group", "futility=0.2"), "`futility`", "effect=0.5"),
+    (("sequential=group", "futility=0.1"), "`futility`", "effect=0.5"),  # the default value, given, is refused too
 ])
 def test_bad_uses_are_one_line_with_the_fix(proj: Path, args: tuple[str, ...], where: str, fix: str) -> None:
     res = ablate_in(proj, "-m", "variable=shift", "task=known", *args, "dry_run=true")
