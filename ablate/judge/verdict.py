@@ -59,6 +59,8 @@ from ablate.record.sweepdir import (
 )
 from ablate.record.verdict_key import combine, context, outputs_recorded, record
 from ablate.stats import (
+    Comparison,
+    Pairing,
     adjust_comparisons,
     boundaries,
     compare,
@@ -68,7 +70,8 @@ from ablate.stats import (
     summarize,
 )
 from ablate.stats.core import BETTER, WORSE
-from ablate.stats.sequential import stop_factors, stops
+from ablate.stats.futility import futile, pooled_sd_rows
+from ablate.stats.sequential import futility_bound, stop_factors, stops
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -134,6 +137,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     factors = stop_factors(looks)  # only a firm verdict stops an arm below FIRM_FROM seeds: α carried on
     goal = plan.get("goal", "maximize")
     shared, design = shared_randomness(plan)
+    z_final = futility_bound(looks, opts.alpha / m) if opts.effect is not None else math.inf
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
@@ -167,6 +171,14 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             if bool(stops(res.verdict, res.firm)[0]):
                 st["stopped"] = True
                 break
+            if opts.effect is not None and not last:  # non-binding futility: conditional power under the effect
+                fut, cp = futile(res.pvalue, res.se, pooled_sd_rows(np.atleast_2d(pr.treatment),
+                                                                    np.atleast_2d(pr.control)),
+                                 fractions[-1], effect=opts.effect, z_final=z_final, threshold=opts.futility)
+                st["conditional_power"] = float(cp[0]) if math.isfinite(cp[0]) else None
+                if bool(fut[0]):
+                    st.update(stopped=True, futile=True)
+                    break
             if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
                 passed.append(k)
         out[name] = st
@@ -285,6 +297,10 @@ def reuse_call(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> 
 def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOptions) -> dict[str, Any]:
     """The verdict's content (the future verdict.json) from the plan and the trial rows; no I/O.
 
+    Stages: the arms' statistics (:func:`_arm_records`), one comparison per treatment (:func:`_compared`), their
+    family adjustment or the two stages of ``ablate extend`` combined (:func:`_adjusted`), and each comparison's
+    record (:func:`_comparison_record`).
+
     Returns
     -------
     dict
@@ -295,11 +311,42 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
     metric, goal = plan["metric"], plan.get("goal", "maximize")
     data = arm_data(plan, rows, metric)
     names = [a["name"] for a in plan["arms"]]
-    control = data[names[0]]
     treatments = names[1:]
     fams = families(plan, opts.family)  # one family, or one per variable of a suite (family=variable)
-    m_of = {name: len(f) for f in fams for name in f}
-    m = max(1, len(treatments))
+    arms_out, invalid_reasons = _arm_records(names, data)
+    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
+    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    comps, pairings = _compared(plan, data, opts, seq, fams, ss)
+    comps, extended = _adjusted(plan, data, opts, seq, fams, ss, comps, pairings)
+    flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
+    seed_msg = seed_message(flagged, plan) if flagged else None
+    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
+    if seed_msg:
+        invalid_reasons.append(seed_msg)
+    seed_void = {name for name in treatments if seed_msg and (name in flagged or names[0] in flagged)}
+    comparisons = [_comparison_record(plan, data[name], name, c, pr, opts, seq, extended, seed_msg, seed_void, same)
+                   for name, c, pr in zip(treatments, comps, pairings, strict=True)]
+    return {
+        "metric": metric, "goal": goal, "alpha": opts.alpha,
+        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
+        "seed_note": plan.get("seed_note"),
+        **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
+        **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
+        **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
+        "options": _jsonable(asdict(opts)),
+        "multiplicity": "group sequential" if seq else ("holm" if extended and opts.multiplicity == "dunnett"
+                                                        else opts.multiplicity),
+        "arms": arms_out, "comparisons": comparisons,
+        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
+        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+        **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
+            extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
+    }
+
+
+def _arm_records(names: list[str], data: Mapping[str, ArmData]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Stage 1 of :func:`analyse`: verdict.json's ``arms`` (summary, statuses, values and errors by seed), and the
+    reasons the sweep is invalid so far (an arm with more than half of its trials failed)."""
     arms_out = []
     invalid_reasons: list[str] = []
     for name in names:
@@ -312,8 +359,23 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         arms_out.append({"arm": name, "label": d.label, "value": d.value, **_jsonable(s), "pending": d.pending,
                          "statuses": dict(d.statuses), "values": {str(k): _jsonable(d.values[k]) for k in seeds},
                          "errors": {str(k): v for k, v in d.errors.items()}})
-    seq = sequential_state(plan, data, opts) if opts.sequential == "group" else {}
-    ss = np.random.SeedSequence(VERDICT_RNG_SEED).spawn(len(treatments) + 1)
+    return arms_out, invalid_reasons
+
+
+def _compared(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions, seq: Mapping[str, Any],
+              fams: list[list[str]], ss: list[np.random.SeedSequence]) -> tuple[list[Comparison], list[Pairing]]:
+    """Stage 2 of :func:`analyse`: each treatment paired (or not) by seed and compared with the control, before any
+    family adjustment; in sequential mode on the seeds of its current look, at that look's boundary.
+
+    Returns
+    -------
+    (comparisons, pairings)
+        One :class:`ablate.stats.Comparison` and one :class:`ablate.stats.Pairing` per treatment, in plan order.
+    """
+    names = [a["name"] for a in plan["arms"]]
+    control, treatments = data[names[0]], names[1:]
+    m_of = {name: len(f) for f in fams for name in f}
+    m = max(1, len(treatments))
     comps, pairings = [], []
     shared, design = shared_randomness(plan)
     for i, name in enumerate(treatments):
@@ -335,14 +397,31 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
         pr = pair_by_seed(t_vals, c_vals, pairing=opts.pairing, n_design=n_design, level=level,
                           shared_randomness=shared, design=design)
         pairings.append(pr)
-        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
-                             margin=opts.margin, n_comparisons=m_of[name], rng=np.random.default_rng(ss[i]),
-                             p_threshold=thr))
-    extended = {}
+        comps.append(compare(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha,
+                             goal=plan.get("goal", "maximize"), margin=opts.margin, n_comparisons=m_of[name],
+                             rng=np.random.default_rng(ss[i]), p_threshold=thr))
+    return comps, pairings
+
+
+def _adjusted(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts: VerdictOptions, seq: Mapping[str, Any],
+              fams: list[list[str]], ss: list[np.random.SeedSequence], comps: list[Comparison],
+              pairings: list[Pairing]) -> tuple[list[Comparison], dict[str, Any]]:
+    """Stage 3 of :func:`analyse`: the comparisons of ``ablate extend``'s two stages combined
+    (:mod:`ablate.judge.extension`), or else each family of two or more adjusted (``opts.multiplicity``); none
+    in sequential mode (its boundaries already spend α).
+
+    Returns
+    -------
+    (comparisons, extended)
+        The comparisons in plan order, and the extension's details by treatment (empty unless combined).
+    """
+    names = [a["name"] for a in plan["arms"]]
+    treatments = names[1:]
+    extended: dict[str, Any] = {}
     if extension_of(plan) is not None and not seq:  # `ablate extend`: two stages combined (judge/extension.py)
         comps, extended = combine_stages(plan, {n: data[n].values for n in names}, treatments, names[0], comps,
                                          pairings, fams, opts.multiplicity)
-    fin_c = np.asarray([v for v in control.values.values() if not math.isnan(v)])
+    fin_c = np.asarray([v for v in data[names[0]].values.values() if not math.isnan(v)])
     for fam in fams if not seq and not extended else []:
         if len(fam) < 2:
             continue
@@ -352,82 +431,88 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                       rng=np.random.default_rng(ss[-1]))
         for i, c in zip(idx, adjusted, strict=True):
             comps[i] = c
-    flagged = ignored_seed(plan, rows)  # every seed of an arm gave the same metrics: a sample of one
-    seed_msg = seed_message(flagged, plan) if flagged else None
-    same = unchanged_arms(plan, rows)  # a treatment that changed nothing the task reports
-    if seed_msg:
-        invalid_reasons.append(seed_msg)
-    comparisons = []
+    return comps, extended
+
+
+def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Comparison, pr: Pairing,
+                       opts: VerdictOptions, seq: Mapping[str, Any], extended: Mapping[str, Any],
+                       seed_msg: str | None, seed_void: set[str], same: Mapping[str, Any]) -> dict[str, Any]:
+    """Stage 4 of :func:`analyse`: verdict.json's record of treatment ``name`` (arm data ``d``) from its comparison
+    ``c`` and pairing ``pr``; insufficient data where its seeds (or the control's) were one run
+    (``name in seed_void``), marked where it changed nothing the task reports (``name in same``)."""
+    rec = {"arm": name, "label": d.label, "value": d.value, **_jsonable(c)}
     arm_variable = {a["name"]: a["variable"] for a in plan["arms"] if a.get("variable")}
-    for name, c, pr in zip(treatments, comps, pairings, strict=True):
-        rec = {"arm": name, "label": data[name].label, "value": data[name].value, **_jsonable(c)}
-        if name in arm_variable:
-            rec["variable"] = arm_variable[name]
-        rec.pop("data_flags", None)
-        rec.pop("insufficient_code", None)
-        rec["seed_advice"] = rec.pop("seeds")
-        if c.seeds is not None:
-            rec["seed_advice"]["message"] = c.seeds.message(
-                multiplicity=c.multiplicity if c.n_comparisons > 1 else None)
-        rec["failures"]["message"] = c.failures.message() if c.failures else None
-        rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
-                          "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
-                          "seeds": list(pr.seeds)}
-        if name in extended:
-            rec["extension"] = extended[name]
-        if seq:
-            st = seq[name]
-            rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
-                                 "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
-                                                                   and st["look"] < len(opts.looks) - 1),
-                                 "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
-                                 "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
-                                 "alpha_per_treatment": opts.alpha / m, "spending": "O'Brien-Fleming (Lan-DeMets)",
-                                 "passed_looks": [k + 1 for k in st.get("passed") or []],
-                                 "stop_reason": stop_reason(c.verdict, st, opts),
-                                 "stop_rule": "firm better/worse, or equivalent"}
-            rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
-        if seed_msg and (name in flagged or names[0] in flagged):
-            rec["verdict"] = "insufficient data"
-            rec["reason"] = f"Insufficient data: {seed_msg}."
-            rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
-            rec["seed_ignored"] = True
-            rec["seed_ignored_why"] = short_why(plan)  # the bottom line's words: the cause, by form
-        elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
-            mark_unchanged(rec, same[name], plan)
-        comparisons.append(rec)
-    return {
-        "metric": metric, "goal": goal, "alpha": opts.alpha,
-        "variable": dict(plan.get("variable") or {}), "seeds": list(plan["seeds"]),
-        "seed_note": plan.get("seed_note"),
-        **({"trial_resolved": list(plan["trial_resolved"])} if plan.get("trial_resolved") else {}),
-        **({"app_mode": plan["app_mode"]} if plan.get("app_mode") else {}),
-        **({"seed_ignored": {"arms": list(flagged.values()), "message": seed_msg}} if flagged else {}),
-        "options": _jsonable(asdict(opts)),
-        "multiplicity": "group sequential" if seq else ("holm" if extended and opts.multiplicity == "dunnett"
-                                                        else opts.multiplicity),
-        "arms": arms_out, "comparisons": comparisons,
-        "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
-        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
-        **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
-            extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
-    }
+    if name in arm_variable:
+        rec["variable"] = arm_variable[name]
+    rec.pop("data_flags", None)
+    rec.pop("insufficient_code", None)
+    rec["seed_advice"] = rec.pop("seeds")
+    if c.seeds is not None:
+        rec["seed_advice"]["message"] = c.seeds.message(multiplicity=c.multiplicity if c.n_comparisons > 1 else None)
+    rec["failures"]["message"] = c.failures.message() if c.failures else None
+    rec["pairing"] = {"paired": pr.paired, "mode": pr.mode, "n_design": pr.n_design, "reason": pr.reason,
+                      "rho": _jsonable(pr.rho), "pair_from": pr.pair_from, "unmatched": pr.unmatched,
+                      "seeds": list(pr.seeds)}
+    if name in extended:
+        rec["extension"] = extended[name]
+    if seq:
+        st = seq[name]
+        rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
+                             "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
+                                                               and st["look"] < len(opts.looks) - 1),
+                             "crossed": bool(st["stopped"] and not st.get("futile")),
+                             "boundary_p": _jsonable(st["threshold"]),
+                             "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
+                             "alpha_per_treatment": opts.alpha / max(1, len(plan["arms"]) - 1),
+                             "spending": "O'Brien-Fleming (Lan-DeMets)",
+                             "passed_looks": [k + 1 for k in st.get("passed") or []],
+                             "stop_reason": stop_reason(c.verdict, st, opts),
+                             "stop_rule": "firm better/worse, or equivalent" + (
+                                 f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
+                                 if opts.effect is not None else ""),
+                             **futility_record(st, opts)}
+        rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
+    if name in seed_void:
+        rec["verdict"] = "insufficient data"
+        rec["reason"] = f"Insufficient data: {seed_msg}."
+        rec["insufficient_reason"] = seed_msg  # the bottom line's: the seeds were one run, not a statistic
+        rec["seed_ignored"] = True
+        rec["seed_ignored_why"] = short_why(plan)  # the bottom line's words: the cause, by form
+    elif name in same:  # every seed equal to the control's, bit for bit: named, never "run more seeds"
+        mark_unchanged(rec, same[name], plan)
+    return rec
 
 
 def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
     """Why a sequential treatment stopped: ``efficacy`` (a firm better/worse at the look's boundary),
-    ``equivalence`` (the TOST interval inside the margin at that level), ``budget`` (the last look reached without
-    either), or None while it still runs. Futility stops are not built (issue 39 item 2)."""
+    ``equivalence`` (the TOST interval inside the margin at that level), ``futility`` (with a planned ``effect``:
+    the conditional power under it below ``futility`` at a look before the last, :mod:`ablate.stats.futility`),
+    ``budget`` (the last look reached without any of them), or None while it still runs."""
     if st["look"] is None:
         return None
+    if st.get("futile"):
+        return "futility"
     if st["stopped"]:
         return "equivalence" if verdict == "equivalent" else "efficacy"
     return "budget" if st["look"] == len(opts.looks) - 1 else None
 
 
+def futility_record(st: Mapping[str, Any], opts: VerdictOptions) -> dict[str, Any]:
+    """verdict.json's futility fields of a sequential treatment: the planned effect, γ, and the conditional power at
+    its last look (None where it stopped for efficacy, at the last look, or without a planned effect)."""
+    if opts.effect is None:
+        return {}
+    return {"effect": opts.effect, "futility_threshold": opts.futility,
+            "conditional_power": _jsonable(st.get("conditional_power")),
+            "futility_rule": "conditional power under the planned effect (Lachin 2005), non-binding"}
+
+
 def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
     if st["look"] is None:
         return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
+    if st.get("futile"):
+        return (f"stopped for futility at look {st['look'] + 1} (N = {st['n']}): conditional power "
+                f"{st['conditional_power']:.3f} under the planned {opts.effect} SD, below {opts.futility}")
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:

@@ -341,98 +341,140 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
     a = _iv.alpha(alpha)
     m = int(n_comparisons)
     used_paired = bool(r.paired[0])
-    if used_paired:
-        ok = ~np.isnan(t) & ~np.isnan(c)
-        tv, cv = t[ok], c[ok]
-    else:
-        tv, cv = t[~np.isnan(t)], c[~np.isnan(c)]
-    # Standardised copies (centre = median, scale = largest deviation): every number computed from them is
-    # scale-free, so 1e200 or 1e-200 neither overflows nor underflows; SDs are scaled back for the advice.
-    both = np.concatenate([tv, cv])
-    center = float(np.median(both)) if both.size else 0.0
-    scale = float(np.max(np.abs(both - center))) if both.size else 1.0
-    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
-    ts, cs = sign * (tv - center) / scale, sign * (cv - center) / scale
-    nt, nc = int(r.n_treatment[0]), int(r.n_control[0])
-    mean_t = _f(sign * r.mean_treatment[0])
-    mean_c = _f(sign * r.mean_control[0])
-    diff = _f(r.diff[0])
-    diff_pct = 100 * diff / abs(mean_c) if diff is not None and mean_c else None
-    ci = (float(r.ci_low[0]), float(r.ci_high[0])) if _f(r.ci_low[0]) is not None else None
-    tost = (float(r.tost_low[0]), float(r.tost_high[0])) if _f(r.tost_low[0]) is not None else None
-    d = g = gav = rho = None
-    pi = pi_ci = None
-    robust = rob_p = rob_min = None
-    advice = None
-    data_flags: list[Flag] = []
-    if nt >= 2 and nc >= 2:
-        if used_paired:
-            g, gav, rho = paired_effect(ts, cs)
-        else:
-            d, g = hedges_g(ts, cs)
-        pim = prob_improvement(ts, cs, paired=used_paired, interval=pi_interval and min(nt, nc) >= 3,
-                               confidence_level=0.95)
-        pi, pi_ci = pim.estimate, pim.ci
-        rt = robust_test(ts, cs, paired=used_paired)
-        robust, rob_p, rob_min = rt.name, rt.pvalue, rt.min_pvalue
-        if used_paired:
-            sd_, df_ = scale * float((ts - cs).std(ddof=1)), nt - 1
-        else:
-            sd_, df_ = scale * pooled_sd(ts, cs), nt + nc - 2
-        delta = _f(r.margin[0])
-        target = delta if delta is not None else (abs(diff) if diff else None)
-        advice = recommend_seeds(min(nt, nc), sd_, df_, alpha=a / m, paired=used_paired, target=target,
-                                 target_kind="margin" if delta is not None else "observed", cap=cap)
-        data_flags += _data_flags(ts, cs, used_paired, advice)
-    if bool(paired) and not used_paired:
-        data_flags.append(Flag("paired_fallback", f"fewer than 3 complete seed pairs: unpaired analysis of all "
-                                                  f"runs ({nt} treatment, {nc} control)"))
-    ft, fc = int(r.failed_treatment[0]), int(r.failed_control[0])
-    fail = failure_finding(ft, ft + int((~np.isnan(t)).sum()), fc, fc + int((~np.isnan(c)).sum()))
-    if fail.differs and fail.pvalue is not None and fail.pvalue < _iv.alpha(alpha):
-        data_flags.append(Flag("failures_differ", fail.message()))
+    tv, cv, ts, cs, scale = _used_values(t, c, used_paired, sign)
+    num = _t_numbers(r, sign)
+    eff = _effects(ts, cs, scale, r, num["diff"], a / m, pi_interval, cap)
+    fail, data_flags = _run_flags(t, c, r, bool(paired), a, eff.pop("data_flags"))
+    level = p_threshold if p_threshold is not None else a / m
+    if num["ins"] in (0, 4, 5) and min(num["nt"], num["nc"]) >= MIN_SEEDS and is_binary(tv, cv):
+        num = _binary_numbers(num, tv, cv, used_paired, sign, level, _f(r.margin[0]) is not None)
+        num["p_dec"] = num["pval"] if p_threshold is not None else (
+            _f(pvalue_adjusted) if pvalue_adjusted is not None else min(1.0, m * num["pval"]))
     if p_threshold is not None:
         mult, label = "group sequential", "boundary"
     elif pvalue_adjusted is not None:
         mult, label = multiplicity or "adjusted", "α"
     else:
         mult, label = ("bonferroni" if m > 1 else "none"), "α"
-    ins = int(r.insufficient[0])
-    level = p_threshold if p_threshold is not None else a / m
-    test = "paired t" if used_paired else "Welch t"
-    stat, df, pval, p_dec, se = _f(r.statistic[0]), _f(r.df[0]), _f(r.pvalue[0]), _f(r.p_decision[0]), _f(r.se[0])
-    counts = p_exact = None
-    guard = float(r.guard_factor[0])
-    if ins in (0, 4, 5) and min(nt, nc) >= MIN_SEEDS and is_binary(tv, cv):
-        # a 0/1 metric: Newcombe's interval (McNemar's when paired) and the p-value it implies; a constant arm
-        # (all successes) is informative here, not a lack of variance
-        counts = binary.counts(tv, cv, paired=used_paired)
-        test = "exact McNemar (0/1 metric)" if used_paired else "Newcombe score (0/1 metric)"
-        pval, stat, df, se, ins = binary.pvalue(counts), None, None, None, 0
-        p_exact = binary.firm_pvalue(counts)
-        guard = 1.0
-        p_dec = pval if p_threshold is not None else (
-            _f(pvalue_adjusted) if pvalue_adjusted is not None else min(1.0, m * pval))
-        diff = sign * counts.diff
-        diff_pct = 100 * diff / abs(mean_c) if mean_c else None
-        ci = _signed(binary.interval(counts, level), sign)
-        tost = _signed(binary.interval(counts, 2 * level), sign) if _f(r.margin[0]) is not None else None
+    diff, counts = num["diff"], num["counts"]
     comp = Comparison(
         verdict="", reason="", size=None, goal=goal, alpha=a, n_comparisons=m,
-        test=test, paired=used_paired, n_treatment=nt, n_control=nc,
-        failed_treatment=ft, failed_control=fc, mean_treatment=mean_t, mean_control=mean_c, diff=diff,
-        diff_raw=None if diff is None else sign * diff, diff_pct=diff_pct, ci=ci,
-        ci_level=1 - level / guard, se=se, binary=counts, skew_z=_f(r.skew_z[0]), guard_factor=guard,
-        skew_evident=bool(r.skewed[0]) and counts is None,
-        statistic=stat, df=df, pvalue=pval, pvalue_adjusted=p_dec,
+        test=num["test"], paired=used_paired, n_treatment=num["nt"], n_control=num["nc"],
+        failed_treatment=fail.failed_treatment, failed_control=fail.failed_control, mean_treatment=num["mean_t"],
+        mean_control=num["mean_c"], diff=diff, diff_raw=None if diff is None else sign * diff,
+        diff_pct=num["diff_pct"], ci=num["ci"], ci_level=1 - level / num["guard"], se=num["se"], binary=counts,
+        skew_z=_f(r.skew_z[0]), guard_factor=num["guard"], skew_evident=bool(r.skewed[0]) and counts is None,
+        statistic=num["stat"], df=num["df"], pvalue=num["pval"], pvalue_adjusted=num["p_dec"],
         multiplicity=mult, decision_level=float(r.alpha_decision[0]), decision_label=label, margin=_f(r.margin[0]),
-        tost_ci=tost, tost_level=1 - 2 * level, effect_size=_f(g),
-        effect_size_name="d_z" if used_paired else "Hedges' g", cohen_d=_f(d),
-        g_av=_f(gav), rho=_f(rho), prob_improvement=_f(pi), prob_improvement_ci=pi_ci, robust_test=robust or "",
-        robust_pvalue=_f(rob_p), robust_min_pvalue=_f(rob_min), seeds=advice, failures=fail,
-        insufficient_reason=INSUFFICIENT_REASONS[ins] or None, flags=(), data_flags=tuple(data_flags),
-        insufficient_code=ins, pvalue_exact=p_exact)
+        tost_ci=num["tost"], tost_level=1 - 2 * level, effect_size=_f(eff["g"]),
+        effect_size_name="d_z" if used_paired else "Hedges' g", cohen_d=_f(eff["d"]),
+        g_av=_f(eff["gav"]), rho=_f(eff["rho"]), prob_improvement=_f(eff["pi"]), prob_improvement_ci=eff["pi_ci"],
+        robust_test=eff["robust"] or "", robust_pvalue=_f(eff["rob_p"]), robust_min_pvalue=_f(eff["rob_min"]),
+        seeds=eff["advice"], failures=fail, insufficient_reason=INSUFFICIENT_REASONS[num["ins"]] or None, flags=(),
+        data_flags=tuple(data_flags), insufficient_code=num["ins"], pvalue_exact=num["p_exact"])
     return finish(comp)
+
+
+def _used_values(t: np.ndarray, c: np.ndarray, used_paired: bool, sign: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Stage 1 of :func:`compare`: the values the test used and standardised, sign-normalised copies of them.
+
+    Returns
+    -------
+    (tv, cv, ts, cs, scale)
+        The finished values (complete pairs when paired) in metric units; the same standardised (centre = median,
+        scale = largest deviation) and sign-normalised: every number computed from them is scale-free, so 1e200
+        or 1e-200 neither overflows nor underflows; ``scale`` brings SDs back to metric units for the advice.
+    """
+    if used_paired:
+        ok = ~np.isnan(t) & ~np.isnan(c)
+        tv, cv = t[ok], c[ok]
+    else:
+        tv, cv = t[~np.isnan(t)], c[~np.isnan(c)]
+    both = np.concatenate([tv, cv])
+    center = float(np.median(both)) if both.size else 0.0
+    scale = float(np.max(np.abs(both - center))) if both.size else 1.0
+    scale = scale if scale > 0 and math.isfinite(scale) else 1.0
+    return tv, cv, sign * (tv - center) / scale, sign * (cv - center) / scale, scale
+
+
+def _t_numbers(r: Any, sign: float) -> dict[str, Any]:
+    """Stage 2 of :func:`compare`: the t-test's numbers of the batch-of-one ``r`` (:class:`BatchResult`) as floats
+    or None, keyed as :func:`compare` reads them (``nt``, ``nc``, ``mean_t``, ``diff``, ``ci``, ``p_dec``, ...)."""
+    mean_c = _f(sign * r.mean_control[0])
+    diff = _f(r.diff[0])
+    return {"nt": int(r.n_treatment[0]), "nc": int(r.n_control[0]), "mean_t": _f(sign * r.mean_treatment[0]),
+            "mean_c": mean_c, "diff": diff,
+            "diff_pct": 100 * diff / abs(mean_c) if diff is not None and mean_c else None,
+            "ci": (float(r.ci_low[0]), float(r.ci_high[0])) if _f(r.ci_low[0]) is not None else None,
+            "tost": (float(r.tost_low[0]), float(r.tost_high[0])) if _f(r.tost_low[0]) is not None else None,
+            "ins": int(r.insufficient[0]), "test": "paired t" if bool(r.paired[0]) else "Welch t",
+            "stat": _f(r.statistic[0]), "df": _f(r.df[0]), "pval": _f(r.pvalue[0]), "p_dec": _f(r.p_decision[0]),
+            "se": _f(r.se[0]), "counts": None, "p_exact": None, "guard": float(r.guard_factor[0])}
+
+
+def _effects(ts: np.ndarray, cs: np.ndarray, scale: float, r: Any, diff: float | None, alpha_m: float,
+             pi_interval: bool, cap: int) -> dict[str, Any]:
+    """Stage 3 of :func:`compare`: effect sizes, P(T>C), the robust test, seed advice and the data's flags
+    (all None, and no flags, below 2 values per arm); ``alpha_m`` is the per-comparison level α/m."""
+    nt, nc, used_paired = int(r.n_treatment[0]), int(r.n_control[0]), bool(r.paired[0])
+    eff: dict[str, Any] = dict.fromkeys(("d", "g", "gav", "rho", "pi", "pi_ci", "robust", "rob_p", "rob_min",
+                                         "advice"))
+    eff["data_flags"] = []
+    if nt < 2 or nc < 2:
+        return eff
+    if used_paired:
+        eff["g"], eff["gav"], eff["rho"] = paired_effect(ts, cs)
+    else:
+        eff["d"], eff["g"] = hedges_g(ts, cs)
+    pim = prob_improvement(ts, cs, paired=used_paired, interval=pi_interval and min(nt, nc) >= 3,
+                           confidence_level=0.95)
+    eff["pi"], eff["pi_ci"] = pim.estimate, pim.ci
+    rt = robust_test(ts, cs, paired=used_paired)
+    eff["robust"], eff["rob_p"], eff["rob_min"] = rt.name, rt.pvalue, rt.min_pvalue
+    if used_paired:
+        sd_, df_ = scale * float((ts - cs).std(ddof=1)), nt - 1
+    else:
+        sd_, df_ = scale * pooled_sd(ts, cs), nt + nc - 2
+    delta = _f(r.margin[0])
+    target = delta if delta is not None else (abs(diff) if diff else None)
+    eff["advice"] = recommend_seeds(min(nt, nc), sd_, df_, alpha=alpha_m, paired=used_paired, target=target,
+                                    target_kind="margin" if delta is not None else "observed", cap=cap)
+    eff["data_flags"] = _data_flags(ts, cs, used_paired, eff["advice"])
+    return eff
+
+
+def _run_flags(t: np.ndarray, c: np.ndarray, r: Any, paired: bool, alpha: float, data_flags: list[Flag]
+               ) -> tuple[FailureFinding, list[Flag]]:
+    """Stage 4 of :func:`compare`: the failed trials' finding, and ``data_flags`` with the paired fallback's and
+    the failures' flags after them."""
+    nt, nc = int(r.n_treatment[0]), int(r.n_control[0])
+    if paired and not bool(r.paired[0]):
+        data_flags.append(Flag("paired_fallback", f"fewer than 3 complete seed pairs: unpaired analysis of all "
+                                                  f"runs ({nt} treatment, {nc} control)"))
+    ft, fc = int(r.failed_treatment[0]), int(r.failed_control[0])
+    fail = failure_finding(ft, ft + int((~np.isnan(t)).sum()), fc, fc + int((~np.isnan(c)).sum()))
+    if fail.differs and fail.pvalue is not None and fail.pvalue < alpha:
+        data_flags.append(Flag("failures_differ", fail.message()))
+    return fail, data_flags
+
+
+def _binary_numbers(num: dict[str, Any], tv: np.ndarray, cv: np.ndarray, used_paired: bool, sign: float,
+                    level: float, tost: bool) -> dict[str, Any]:
+    """Stage 5 of :func:`compare`, for a 0/1 metric: ``num`` with Newcombe's interval (McNemar's when paired) and
+    the p-value it implies in place of the t-test's; a constant arm (all successes) is informative here, not a lack
+    of variance. ``level``: the CI's α; ``tost``: whether a margin asks for the TOST interval. :func:`compare` sets
+    the decision p (``p_dec``) from the new ``pval``."""
+    counts = binary.counts(tv, cv, paired=used_paired)
+    pval = binary.pvalue(counts)
+    diff = sign * counts.diff
+    mean_c = num["mean_c"]
+    return {**num, "counts": counts, "pval": pval, "stat": None, "df": None, "se": None, "ins": 0, "guard": 1.0,
+            "test": "exact McNemar (0/1 metric)" if used_paired else "Newcombe score (0/1 metric)",
+            "p_exact": binary.firm_pvalue(counts), "diff": diff,
+            "diff_pct": 100 * diff / abs(mean_c) if mean_c else None,
+            "ci": _signed(binary.interval(counts, level), sign),
+            "tost": _signed(binary.interval(counts, 2 * level), sign) if tost else None}
 
 
 def with_ci_level(comp: Comparison, alpha_level: float) -> Comparison:

@@ -360,90 +360,169 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
     the t-test's power on normal data (it fires on 1-4% of normal ablations); below 20 seeds the skew is not visible
     (known limit).
     """
-    from scipy import special, stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
-
     t, c, paired, a, sign, m, k, padj, thr = _decide_batch_iv(
         treatment, control, paired, alpha, goal, margin, n_comparisons, pvalue_adjusted, p_threshold)
-    t, c = sign * t, sign * c
+    b = t.shape[0]
+    a_dec = np.full(b, a) if thr is None else thr.astype(float)
+    a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
+    rows = _standardised_rows(sign * t, sign * c, paired)
+    return _decided(rows, _tested_rows(rows, a_tost, m is not None), sign, m, k, a_dec, padj, thr)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Stage 1 of :func:`decide_batch`: the batch standardised (:func:`_standardizer`) and what each row uses.
+
+    ``t``, ``c`` are sign-normalised and standardised (shape (batch, n_seeds)); ``center``, ``scale``, ``tol``
+    map them back to metric units; ``ok_*`` mark finished trials, ``pair_ok`` complete pairs; ``use_paired``,
+    ``n_t``, ``n_c``, ``failed_t``, ``failed_c`` are per row (the counts of :class:`BatchResult`).
+    """
+
+    t: np.ndarray
+    c: np.ndarray
+    center: np.ndarray
+    scale: np.ndarray
+    tol: np.ndarray
+    ok_t: np.ndarray
+    ok_c: np.ndarray
+    pair_ok: np.ndarray
+    use_paired: np.ndarray
+    n_t: np.ndarray
+    n_c: np.ndarray
+    failed_t: np.ndarray
+    failed_c: np.ndarray
+
+
+def _standardised_rows(t: np.ndarray, c: np.ndarray, paired: bool) -> _Rows:
+    """Stage 1: standardise sign-normalised ``t`` and ``c`` and count what each row uses (B6: paired from 3 pairs)."""
     b = t.shape[0]
     center, scale, tol = _standardizer(t, c)
     t, c = (t - center[:, None]) / scale[:, None], (c - center[:, None]) / scale[:, None]
     ok_t, ok_c = ~np.isnan(t), ~np.isnan(c)
-    failed_t, failed_c = (~ok_t).sum(1), (~ok_c).sum(1)
     pair_ok = ok_t & ok_c if paired else np.zeros_like(ok_t)
     use_paired = pair_ok.sum(1) >= MIN_SEEDS if paired else np.zeros(b, bool)
-    n_t = np.where(use_paired, pair_ok.sum(1), ok_t.sum(1))
-    n_c = np.where(use_paired, pair_ok.sum(1), ok_c.sum(1))
-    nan = np.full(b, np.nan)
-    out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
-                                   "tost_high", "statistic", "df", "pvalue", "se")}
-    insufficient = np.zeros(b, int)
-    frac_t = failed_t / np.maximum(failed_t + ok_t.sum(1), 1)
-    frac_c = failed_c / np.maximum(failed_c + ok_c.sum(1), 1)
-    a_dec = np.full(b, a) if thr is None else thr.astype(float)
-    a_tost = np.full(b, a / k) if thr is None else thr.astype(float)
-    skew_z = np.full(b, np.nan)
-    arms_z = np.full(b, np.nan)
-    factor = np.ones(b)
-    keys = np.stack([use_paired, n_t, n_c], axis=1)
+    return _Rows(t=t, c=c, center=center, scale=scale, tol=tol, ok_t=ok_t, ok_c=ok_c, pair_ok=pair_ok,
+                 use_paired=use_paired, n_t=np.where(use_paired, pair_ok.sum(1), ok_t.sum(1)),
+                 n_c=np.where(use_paired, pair_ok.sum(1), ok_c.sum(1)), failed_t=(~ok_t).sum(1),
+                 failed_c=(~ok_c).sum(1))
+
+
+@dataclass(frozen=True)
+class _Tested:
+    """Stage 2 of :func:`decide_batch`: per row, in standardised units, what the tests found (NaN where none ran).
+
+    ``out`` holds the float fields of :class:`BatchResult` named there; ``insufficient`` the codes into
+    :data:`INSUFFICIENT_REASONS`; ``skew_z``, ``arms_z`` and ``factor`` the skew guard's z values and factor.
+    """
+
+    out: dict[str, np.ndarray]
+    insufficient: np.ndarray
+    skew_z: np.ndarray
+    arms_z: np.ndarray
+    factor: np.ndarray
+
+    @classmethod
+    def empty(cls, b: int) -> _Tested:
+        nan = np.full(b, np.nan)
+        out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
+                                       "tost_high", "statistic", "df", "pvalue", "se")}
+        return cls(out=out, insufficient=np.zeros(b, int), skew_z=np.full(b, np.nan), arms_z=np.full(b, np.nan),
+                   factor=np.ones(b))
+
+
+def _tested_rows(s: _Rows, a_tost: np.ndarray, tost: bool) -> _Tested:
+    """Stage 2: the tests on each group of rows that share (paired, n_t, n_c), so each group is one scipy call."""
+    acc = _Tested.empty(s.t.shape[0])
+    keys = np.stack([s.use_paired, s.n_t, s.n_c], axis=1)
     for key in np.unique(keys, axis=0):
         rows = np.flatnonzero((keys == key).all(axis=1))
-        is_paired, kt, kc = bool(key[0]), int(key[1]), int(key[2])
-        if is_paired:
-            tt, cc = _compact(t[rows], pair_ok[rows], kt), _compact(c[rows], pair_ok[rows], kc)
-        else:
-            tt, cc = _compact(t[rows], ok_t[rows], kt), _compact(c[rows], ok_c[rows], kc)
-        if kt == 0 or kc == 0:
-            insufficient[rows] = 1
-            continue
-        out["mean_treatment"][rows] = tt.mean(1)
-        out["mean_control"][rows] = cc.mean(1)
-        # paired: the mean of the differences, the very number the paired t tests (so Δ's sign and the test agree)
-        out["diff"][rows] = (tt - cc).mean(1) if is_paired else tt.mean(1) - cc.mean(1)
-        if kt < MIN_SEEDS or kc < MIN_SEEDS:
-            insufficient[rows] = 1
-            continue
-        res_ = tol[rows]
-        const_t, const_c = np.ptp(tt, axis=1) <= res_, np.ptp(cc, axis=1) <= res_
-        same = np.ptp(np.concatenate([tt, cc], axis=1), axis=1) <= res_
-        degenerate = np.ptp(tt - cc, axis=1) <= res_ if is_paired else const_t & const_c
-        insufficient[rows[same]] = 3
-        out["diff"][rows[same]] = 0.0
-        insufficient[rows[degenerate & ~same]] = 5 if is_paired else 4
-        live = ~degenerate & ~same
-        if not live.any():
-            continue
-        r = rows[live]
-        skew_z[r] = skew_against(tt[live], cc[live], paired=is_paired)
-        if is_paired:  # the arms' own skew, whatever the correlation gate: for firmness only (skew_evident)
-            arms_z[r] = skew_against(tt[live], cc[live], paired=False)
-        factor[r] = np.where(skew_z[r] >= SKEW_GUARD_Z, SKEW_GUARD_FACTOR, 1.0)
-        # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p, divided by the
-        # skew guard's factor where it fired (p x 10 < level exactly when the 1 - level/10 CI excludes 0)
-        ci_alpha = a_tost[r] / factor[r]
-        with warnings.catch_warnings():  # scipy warns on a constant arm; Welch is still defined then
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = (stats.ttest_rel(tt[live], cc[live], axis=1) if is_paired
-                   else stats.ttest_ind(tt[live], cc[live], axis=1, equal_var=False))
-            ref = res.confidence_interval(0.95)
-            df_r = np.broadcast_to(np.asarray(res.df, float), r.shape)
-            se = (np.asarray(ref.high) - np.asarray(ref.low)) / (2 * special.stdtrit(df_r, 0.975))
-            half = special.stdtrit(df_r, 1 - ci_alpha / 2) * se
-            out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
-            out["se"][r] = se
-            out["ci_low"][r], out["ci_high"][r] = out["diff"][r] - half, out["diff"][r] + half
-            if m is not None:  # the TOST interval's level may differ by row (sequential boundaries)
-                lo, hi = np.empty(r.size), np.empty(r.size)
-                for level in np.unique(a_tost[r]):
-                    sel = a_tost[r] == level
-                    tost = res.confidence_interval(1 - 2 * float(level))
-                    lo[sel], hi[sel] = np.broadcast_to(tost.low, sel.shape)[sel], np.broadcast_to(tost.high,
-                                                                                                  sel.shape)[sel]
-                out["tost_low"][r], out["tost_high"][r] = lo, hi
+        live = _screened_group(s, rows, bool(key[0]), int(key[1]), int(key[2]), acc)
+        if live is not None:
+            _t_test_group(*live, bool(key[0]), acc, a_tost, tost)
+    return acc
+
+
+def _screened_group(s: _Rows, rows: np.ndarray, is_paired: bool, kt: int, kc: int, acc: _Tested
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Means and Δ of one group's ``rows`` into ``acc``, and the insufficient-data codes of spec B4.
+
+    Returns
+    -------
+    (tt, cc, r) or None
+        The compacted values of the rows left to test and their row indices; None when no row is left.
+    """
+    if is_paired:
+        tt, cc = _compact(s.t[rows], s.pair_ok[rows], kt), _compact(s.c[rows], s.pair_ok[rows], kc)
+    else:
+        tt, cc = _compact(s.t[rows], s.ok_t[rows], kt), _compact(s.c[rows], s.ok_c[rows], kc)
+    out, insufficient = acc.out, acc.insufficient
+    if kt == 0 or kc == 0:
+        insufficient[rows] = 1
+        return None
+    out["mean_treatment"][rows] = tt.mean(1)
+    out["mean_control"][rows] = cc.mean(1)
+    # paired: the mean of the differences, the very number the paired t tests (so Δ's sign and the test agree)
+    out["diff"][rows] = (tt - cc).mean(1) if is_paired else tt.mean(1) - cc.mean(1)
+    if kt < MIN_SEEDS or kc < MIN_SEEDS:
+        insufficient[rows] = 1
+        return None
+    res_ = s.tol[rows]
+    const_t, const_c = np.ptp(tt, axis=1) <= res_, np.ptp(cc, axis=1) <= res_
+    same = np.ptp(np.concatenate([tt, cc], axis=1), axis=1) <= res_
+    degenerate = np.ptp(tt - cc, axis=1) <= res_ if is_paired else const_t & const_c
+    insufficient[rows[same]] = 3
+    out["diff"][rows[same]] = 0.0
+    insufficient[rows[degenerate & ~same]] = 5 if is_paired else 4
+    live = ~degenerate & ~same
+    if not live.any():
+        return None
+    return tt[live], cc[live], rows[live]
+
+
+def _t_test_group(tt: np.ndarray, cc: np.ndarray, r: np.ndarray, is_paired: bool, acc: _Tested,
+                  a_tost: np.ndarray, tost: bool) -> None:
+    """The skew guard, the t-test, its CI at the decision's level and (``tost``) the TOST CI, for rows ``r``."""
+    from scipy import special, stats  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    out = acc.out
+    acc.skew_z[r] = skew_against(tt, cc, paired=is_paired)
+    if is_paired:  # the arms' own skew, whatever the correlation gate: for firmness only (skew_evident)
+        acc.arms_z[r] = skew_against(tt, cc, paired=False)
+    acc.factor[r] = np.where(acc.skew_z[r] >= SKEW_GUARD_Z, SKEW_GUARD_FACTOR, 1.0)
+    # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p, divided by the
+    # skew guard's factor where it fired (p x 10 < level exactly when the 1 - level/10 CI excludes 0)
+    ci_alpha = a_tost[r] / acc.factor[r]
+    with warnings.catch_warnings():  # scipy warns on a constant arm; Welch is still defined then
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = (stats.ttest_rel(tt, cc, axis=1) if is_paired
+               else stats.ttest_ind(tt, cc, axis=1, equal_var=False))
+        ref = res.confidence_interval(0.95)
+        df_r = np.broadcast_to(np.asarray(res.df, float), r.shape)
+        se = (np.asarray(ref.high) - np.asarray(ref.low)) / (2 * special.stdtrit(df_r, 0.975))
+        half = special.stdtrit(df_r, 1 - ci_alpha / 2) * se
+        out["statistic"][r], out["df"][r], out["pvalue"][r] = res.statistic, res.df, res.pvalue
+        out["se"][r] = se
+        out["ci_low"][r], out["ci_high"][r] = out["diff"][r] - half, out["diff"][r] + half
+        if tost:  # the TOST interval's level may differ by row (sequential boundaries)
+            lo, hi = np.empty(r.size), np.empty(r.size)
+            for level in np.unique(a_tost[r]):
+                sel = a_tost[r] == level
+                ci = res.confidence_interval(1 - 2 * float(level))
+                lo[sel], hi[sel] = np.broadcast_to(ci.low, sel.shape)[sel], np.broadcast_to(ci.high, sel.shape)[sel]
+            out["tost_low"][r], out["tost_high"][r] = lo, hi
+
+
+def _decided(s: _Rows, acc: _Tested, sign: float, m: float | str | None, k: int, a_dec: np.ndarray,
+             padj: np.ndarray | None, thr: np.ndarray | None) -> BatchResult:
+    """Stage 3: back to metric units, the failed-trials rule, the decision p, the margin, verdict and firmness."""
+    out, insufficient, factor = acc.out, acc.insufficient, acc.factor
+    b = s.t.shape[0]
     for f in ("mean_treatment", "mean_control"):  # back to metric units
-        out[f] = center + scale * out[f]
+        out[f] = s.center + s.scale * out[f]
     for f in ("diff", "ci_low", "ci_high", "tost_low", "tost_high", "se"):
-        out[f] = scale * out[f]
+        out[f] = s.scale * out[f]
+    frac_t = s.failed_t / np.maximum(s.failed_t + s.ok_t.sum(1), 1)
+    frac_c = s.failed_c / np.maximum(s.failed_c + s.ok_c.sum(1), 1)
     insufficient[(insufficient == 0) & ((frac_t > MAX_FAILED_FRACTION) | (frac_c > MAX_FAILED_FRACTION))] = 2
     p = out["pvalue"]
     p_dec = (np.minimum(1.0, p * factor * k) if padj is None else padj.astype(float)) if thr is None else (
@@ -454,11 +533,11 @@ def decide_batch(treatment: Any, control: Any, *, paired: bool = False, alpha: f
         delta = np.array([_iv.resolve_margin(m, float(x)) if np.isfinite(x) else np.nan for x in mean_c_raw],
                          dtype=float) if isinstance(m, str) else np.full(b, float(m))
     verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
-    skewed = skew_evident(skew_z, arms_z)
-    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(n_t, n_c), use_paired, skewed, k)
-    return BatchResult(verdict=verdict, insufficient=insufficient, paired=use_paired, n_treatment=n_t,
-                       n_control=n_c, failed_treatment=failed_t, failed_control=failed_c, p_decision=p_dec,
-                       alpha_decision=a_dec, margin=delta, skew_z=skew_z, guard_factor=factor, firm=firm,
+    skewed = skew_evident(acc.skew_z, acc.arms_z)
+    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(s.n_t, s.n_c), s.use_paired, skewed, k)
+    return BatchResult(verdict=verdict, insufficient=insufficient, paired=s.use_paired, n_treatment=s.n_t,
+                       n_control=s.n_c, failed_treatment=s.failed_t, failed_control=s.failed_c, p_decision=p_dec,
+                       alpha_decision=a_dec, margin=delta, skew_z=acc.skew_z, guard_factor=factor, firm=firm,
                        skewed=skewed, **out)
 
 

@@ -88,6 +88,8 @@ def _children(pid: int) -> list[int] | None:
     return out
 
 
+# Hand-made, not psutil: the same pids as psutil.Process(pid).children(recursive=True), 30-60x faster (it scans
+# every process's stat; this reads the tree's own children files). docs/design-notes.md, "A trial's process tree".
 def descendants(pid: int) -> list[Proc]:
     """Every live (non-zombie) process below ``pid``, as (pid, start time), parents before children.
 

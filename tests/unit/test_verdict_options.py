@@ -272,7 +272,12 @@ def test_verdict_defaults_are_stated_once_and_match_the_shipped_config() -> None
     from ablate.orchestrate.options import Options
 
     base = yaml.safe_load((Path(__file__).parents[2] / "ablate" / "conf" / "ablate_base.yaml").read_text())
-    shipped = {k: base[k] for k in ("alpha", "margin", "pairing", "multiplicity", "sequential", "looks", "family")}
+    shipped = {k: base[k] for k in ("alpha", "margin", "pairing", "multiplicity", "sequential", "looks", "family",
+                                    "effect", "futility")}
+    # futility is null in the shipped file so that any `futility=` a user gives is seen (and refused without
+    # effect=), the default's own value included; null means the default γ
+    assert shipped["futility"] is None
+    shipped["futility"] = DEFAULTS.futility
     assert shipped == {k: v for k, v in asdict(DEFAULTS).items() if k not in ("against", "curve")}
     from ablate.judge.curve_options import parse_curve
 
