@@ -22,7 +22,8 @@ from ablate.record.sweepdir import SweepDir
 #: which change the numbers a run computes, plus the groups ``variable``, ``launcher`` and ``tracker``.
 _SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "progress", "wait", "dry_run",
                   "sweep_dir_mode", "timeout_min", "on_failure", "max_retries", "alpha", "margin", "pairing",
-                  "multiplicity", "sequential", "looks", "family", "metrics", "allow_dirty", "scale", "curve", "tune")
+                  "multiplicity", "sequential", "looks", "effect", "futility", "family", "metrics", "allow_dirty",
+                  "scale", "curve", "tune")
 
 
 def _plan(path: str | os.PathLike[str]) -> tuple[str, Mapping[str, Any]]:

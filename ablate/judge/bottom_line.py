@@ -176,7 +176,7 @@ class TreatmentLine:
             return "firm" if self.firm is not False else "not yet firm (a lead to confirm)"
         if self.verdict == "equivalent":
             return "no difference that matters" + (f" (margin ±{self.margin:g})" if self.margin is not None else "")
-        return "the data cannot tell yet"  # inconclusive
+        return self.why or "the data cannot tell yet"  # inconclusive (``why``: a sequential arm stopped for futility)
 
     def sentence(self, *, markdown: bool = True) -> str:
         """``lr=0.2 (task.optim.lr 0.05 → 0.2) changed val_acc by +0.019 (97.5% CI +0.004 to +0.034): better,
@@ -262,6 +262,19 @@ def firm_seeds(c: Mapping[str, Any]) -> int:
     return int(c.get("firm_from") or 20)
 
 
+def futility_words(c: Mapping[str, Any]) -> str:
+    """``stopped for futility at look 1 (N = 5): conditional power 0.031 under the planned 0.5 SD, below 0.1`` for a
+    sequential treatment stopped for futility (verdict.json's ``sequential``); empty otherwise. Such an arm asks for no
+    more seeds: the plan judged them not worth it."""
+    s = c.get("sequential") or {}
+    if s.get("stop_reason") != "futility":
+        return ""
+    cp = s.get("conditional_power")
+    return (f"stopped for futility at look {s.get('look')} (N = {s.get('n')}): conditional power "
+            + (f"{cp:.3f}" if isinstance(cp, int | float) else "?")
+            + f" under the planned {s.get('effect')} SD, below {s.get('futility_threshold')}")
+
+
 def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
     firm and those that give 80% power for its effect; the advised seeds of an inconclusive one (at most the
@@ -316,12 +329,15 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         why = (str(c.get("seed_ignored_why") or "every seed gave the same result, as the warning above says")
                if c.get("seed_ignored")
                else str(c.get("insufficient_reason") or "nothing to test"))
+    fut = futility_words(c)
+    if fut and verdict == "inconclusive":
+        why = fut
     return TreatmentLine(
         arm=str(c["arm"]), key=key_of(v, c), control=control_value(v, c), value=value_label(c.get("value")),
         metric=str(v["metric"]), verdict=verdict, firm=c.get("firm"),
         delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
-        size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=seeds_next(c),
+        size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=None if fut else seeds_next(c),
         invalid=bool(v.get("invalid")), confounded=confounded, change=change,
         unchanged=unchanged_short(c) if c.get("unchanged") else "",
         widened=float(c.get("guard_factor") or 1) > 1 and verdict != "equivalent")

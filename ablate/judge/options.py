@@ -8,6 +8,7 @@ recomputes a verdict with other options (:func:`resolve_options`).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class VerdictOptions:
     family: str = "suite"
     against: str | None = None
     curve: dict[str, Any] | None = None  # curve verdicts (ablate.judge.curve_options); None: off
+    effect: float | None = None  # planned effect, SDs of one seed's metric: enables futility stops (sequential)
+    futility: float = 0.10  # conditional power below which a sequential treatment stops for futility
 
 
 def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> VerdictOptions:
@@ -96,7 +99,52 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         family=choice(o.get("family", d.family), FAMILIES, "family"),
         against=None if o.get("against") is None else str(o["against"]),
         curve=parse_curve(o.get("curve"), str(plan.get("metric") or "")),
+        effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential)),
+        futility=parse_futility(o.get("futility"), o.get("effect")),
     )
+
+
+def parse_effect(value: Any, sequential: Any) -> float | None:
+    """``effect``: the planned effect in SDs of one seed's metric (both arms' pooled SD), for futility stops; only
+    with ``sequential=group``.
+
+    Raises
+    ------
+    ConfigError
+        When it is not a positive number, or given without ``sequential=group``.
+    """
+    if value is None:
+        return None
+    if sequential != "group":
+        raise ConfigError("is the planned effect of a sequential design's futility stops, but sequential is "
+                          f"{sequential!r}", where="effect", fix="add `sequential=group` (and `looks=[...]`), or drop "
+                          "`effect=`")
+    try:
+        e = float(value)
+    except (TypeError, ValueError):
+        e = math.nan
+    if isinstance(value, bool) or not (e > 0 and math.isfinite(e)):
+        raise ConfigError(f"must be a positive number of SDs of one seed's metric, got {value!r}", where="effect",
+                          fix="e.g. `effect=0.5` (half an SD: the smallest effect worth the seeds)")
+    return e
+
+
+def parse_futility(value: Any, effect: Any) -> float:
+    """``futility``: the conditional power below which a sequential treatment stops (γ; None, the default, means
+    0.10); any value given needs ``effect`` (without it nothing stops for futility), the default's own included.
+
+    Raises
+    ------
+    ConfigError
+        When it is outside (0, 1), or given without a planned effect.
+    """
+    if value is None:
+        return DEFAULT_FUTILITY
+    if effect is None:
+        raise ConfigError("futility stops need the planned effect: conditional power is computed under it",
+                          where="futility", fix="add `effect=0.5` (in SDs of one seed's metric) before the run, or "
+                          "drop `futility=`")
+    return float(number(value, "futility", lo=1e-6, hi=0.999, example=DEFAULT_FUTILITY))
 
 
 def resolve_curve(planned: Any, given: Any) -> dict[str, Any] | None:
@@ -120,3 +168,5 @@ def resolve_curve(planned: Any, given: Any) -> dict[str, Any] | None:
 
 #: The verdict's defaults.
 DEFAULTS = VerdictOptions()
+#: γ, the default conditional-power threshold of a futility stop (ablate.stats.futility.FUTILITY_CP).
+DEFAULT_FUTILITY = DEFAULTS.futility

@@ -16,7 +16,7 @@ from typing import Any
 from ablate.judge.options import VerdictOptions
 
 #: The verdict options a plan freezes (``against`` only adds a section, never changes a number).
-FROZEN = ("alpha", "margin", "pairing", "multiplicity", "family", "sequential", "looks")
+FROZEN = ("alpha", "margin", "pairing", "multiplicity", "family", "sequential", "looks", "effect", "futility")
 
 
 def preregistered(plan: Mapping[str, Any], planned: VerdictOptions) -> dict[str, Any]:

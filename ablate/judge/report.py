@@ -33,6 +33,7 @@ from ablate.judge.bottom_line import (
     verdict_decimals,
 )
 from ablate.judge.curves_report import curves_section
+from ablate.judge.options import DEFAULT_FUTILITY
 from ablate.judge.prereg import text as prereg_text
 from ablate.judge.suite import suite_markdown
 from ablate.judge.table import markdown as table_markdown
@@ -71,6 +72,17 @@ def _num(v: Any, dec: int | None = None) -> str:
     if dec is not None:
         return f"{v:.{dec}f}"
     return f"{v:.4g}"
+
+
+def _stopped(seq: Mapping[str, Any]) -> str:
+    """``, stopped for efficacy`` (or equivalence, budget), and for futility the conditional power and γ."""
+    why = seq.get("stop_reason")
+    if not why:
+        return ""
+    if why == "futility" and seq.get("conditional_power") is not None:
+        return (f", stopped for futility (conditional power {seq['conditional_power']:.3f} < "
+                f"{seq.get('futility_threshold')})")
+    return f", stopped for {why}"
 
 
 def _passed(looks: list[int] | None) -> str:
@@ -422,10 +434,12 @@ def _setup(page: Page) -> list[str]:
     if seq == "group":
         seq_s = f"group: looks at N = {', '.join(str(x) for x in o.get('looks', []))} seeds per arm, O'Brien-Fleming " \
                 "(Lan-DeMets) spending, an arm stopped only by a firm verdict"
+        if o.get("effect") is not None:
+            seq_s += (f", or for futility when its conditional power under the planned {o['effect']} SD is below "
+                      f"{o.get('futility') or DEFAULT_FUTILITY} (non-binding)")
         looks = [f"{c['label']}: look {c['sequential']['look']} (N = {c['sequential']['n']}), boundary p = "
                  f"{_p(c['sequential']['boundary_p'])}" + _passed(c['sequential'].get("passed_looks"))
-                 + (f", stopped for {c['sequential']['stop_reason']}" if c['sequential'].get("stop_reason") else "")
-                 for c in comps if c.get("sequential", {}).get("look")]
+                 + _stopped(c['sequential']) for c in comps if c.get("sequential", {}).get("look")]
         if looks:
             seq_s += "; " + "; ".join(looks)
     else:

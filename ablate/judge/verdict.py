@@ -71,7 +71,8 @@ from ablate.stats import (
 )
 from ablate.stats.binary import is_binary
 from ablate.stats.core import BETTER, VERDICTS, WORSE
-from ablate.stats.sequential import stop_factors, stops
+from ablate.stats.futility import futile, pooled_sd_rows
+from ablate.stats.sequential import futility_bound, stop_factors, stops
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -137,6 +138,7 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
     factors = stop_factors(looks)  # only a firm verdict stops an arm below FIRM_FROM seeds: α carried on
     goal = plan.get("goal", "maximize")
     shared, design = shared_randomness(plan)
+    z_final = futility_bound(looks, opts.alpha / m) if opts.effect is not None else math.inf
     out: dict[str, dict[str, Any]] = {}
     for name in treatments:
         arm = data[name]
@@ -163,29 +165,38 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             fixed = [max(fractions[: i + 1]) for i in range(len(fractions))]
             b = boundaries(fixed, alpha=opts.alpha / m, stop_factor=factors[:k + 1])
             thr = max(b.nominal_p[-1], 1e-300)
-            code, firm = _look_verdict(pr, opts, goal, m, thr)
+            res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
+                               margin=opts.margin, n_comparisons=m, p_threshold=thr)
+            code, firm = _look_verdict(pr, opts, goal, m, thr, res)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
                   "z": b.z[-1], "passed": passed}
             if bool(stops(code, firm)):
                 st["stopped"] = True
                 break
+            if opts.effect is not None and not last:  # non-binding futility: conditional power under the effect
+                fut, cp = futile(res.pvalue, res.se, pooled_sd_rows(np.atleast_2d(pr.treatment),
+                                                                    np.atleast_2d(pr.control)),
+                                 fractions[-1], effect=opts.effect, z_final=z_final, threshold=opts.futility)
+                st["conditional_power"] = float(cp[0]) if math.isfinite(cp[0]) else None
+                if bool(fut[0]):
+                    st.update(stopped=True, futile=True)
+                    break
             if code in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
                 passed.append(k)
         out[name] = st
     return out
 
 
-def _look_verdict(pr: Any, opts: VerdictOptions, goal: str, m: int, thr: float) -> tuple[int, bool]:
-    """The verdict code and firm flag of one sequential look: :func:`ablate.stats.decide_batch`'s, or, on a 0/1
-    metric, :func:`ablate.stats.compare`'s (the score test, firm only where Fisher's exact test also rejects), so
-    that a look stops on the same firm answer the verdict then prints for the same seeds (issue 37)."""
+def _look_verdict(pr: Any, opts: VerdictOptions, goal: str, m: int, thr: float, res: Any) -> tuple[int, bool]:
+    """The verdict code and firm flag of one sequential look: those of ``res`` (:func:`ablate.stats.decide_batch`
+    on the look's seeds), or, on a 0/1 metric, :func:`ablate.stats.compare`'s (the score test, firm only where
+    Fisher's exact test also rejects), so that a look stops on the same firm answer the verdict then prints for the
+    same seeds (issue 37)."""
     t, c = np.asarray(pr.treatment, float), np.asarray(pr.control, float)
     if is_binary(t, c):
         comp = compare(t, c, paired=pr.paired, alpha=opts.alpha, goal=goal, margin=opts.margin, n_comparisons=m,
                        p_threshold=thr, pi_interval=False)
         return VERDICTS.index(comp.verdict), bool(comp.firm)
-    res = decide_batch(t, c, paired=pr.paired, alpha=opts.alpha, goal=goal, margin=opts.margin, n_comparisons=m,
-                       p_threshold=thr)
     return int(res.verdict[0]), bool(res.firm[0])
 
 
@@ -464,13 +475,17 @@ def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Compar
         rec["sequential"] = {"looks": opts.looks, "look": None if st["look"] is None else st["look"] + 1,
                              "n": st["n"], "stopped_early": bool(st["stopped"] and st["look"] is not None
                                                                and st["look"] < len(opts.looks) - 1),
-                             "crossed": bool(st["stopped"]), "boundary_p": _jsonable(st["threshold"]),
+                             "crossed": bool(st["stopped"] and not st.get("futile")),
+                             "boundary_p": _jsonable(st["threshold"]),
                              "boundary_z": _jsonable(st["z"]), "fractions": _jsonable(st["fractions"]),
                              "alpha_per_treatment": opts.alpha / max(1, len(plan["arms"]) - 1),
                              "spending": "O'Brien-Fleming (Lan-DeMets)",
                              "passed_looks": [k + 1 for k in st.get("passed") or []],
                              "stop_reason": stop_reason(c.verdict, st, opts),
-                             "stop_rule": "firm better/worse, or equivalent"}
+                             "stop_rule": "firm better/worse, or equivalent" + (
+                                 f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
+                                 if opts.effect is not None else ""),
+                             **futility_record(st, opts)}
         rec["seed_advice_sequential"] = _sequential_advice(c.verdict, st, opts)
     if name in seed_void:
         rec["verdict"] = "insufficient data"
@@ -485,18 +500,34 @@ def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Compar
 
 def stop_reason(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str | None:
     """Why a sequential treatment stopped: ``efficacy`` (a firm better/worse at the look's boundary),
-    ``equivalence`` (the TOST interval inside the margin at that level), ``budget`` (the last look reached without
-    either), or None while it still runs. Futility stops are not built (issue 39 item 2)."""
+    ``equivalence`` (the TOST interval inside the margin at that level), ``futility`` (with a planned ``effect``:
+    the conditional power under it below ``futility`` at a look before the last, :mod:`ablate.stats.futility`),
+    ``budget`` (the last look reached without any of them), or None while it still runs."""
     if st["look"] is None:
         return None
+    if st.get("futile"):
+        return "futility"
     if st["stopped"]:
         return "equivalence" if verdict == "equivalent" else "efficacy"
     return "budget" if st["look"] == len(opts.looks) - 1 else None
 
 
+def futility_record(st: Mapping[str, Any], opts: VerdictOptions) -> dict[str, Any]:
+    """verdict.json's futility fields of a sequential treatment: the planned effect, γ, and the conditional power at
+    its last look (None where it stopped for efficacy, at the last look, or without a planned effect)."""
+    if opts.effect is None:
+        return {}
+    return {"effect": opts.effect, "futility_threshold": opts.futility,
+            "conditional_power": _jsonable(st.get("conditional_power")),
+            "futility_rule": "conditional power under the planned effect (Lachin 2005), non-binding"}
+
+
 def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions) -> str:
     if st["look"] is None:
         return f"no look complete yet: the first look is at N = {opts.looks[0]} seeds per arm"
+    if st.get("futile"):
+        return (f"stopped for futility at look {st['look'] + 1} (N = {st['n']}): conditional power "
+                f"{st['conditional_power']:.3f} under the planned {opts.effect} SD, below {opts.futility}")
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:

@@ -8,7 +8,16 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.judge.curve_options import parse_curve
-from ablate.judge.options import DEFAULTS, FAMILIES, MULTIPLICITY, PAIRING, SEQUENTIAL, parse_margin
+from ablate.judge.options import (
+    DEFAULTS,
+    FAMILIES,
+    MULTIPLICITY,
+    PAIRING,
+    SEQUENTIAL,
+    parse_effect,
+    parse_futility,
+    parse_margin,
+)
 from ablate.plan.arms import parse_seeds
 from ablate.plan.checks import boolean, choice, number
 from ablate.record.results import RESERVED_COLUMNS
@@ -50,6 +59,8 @@ class Options:
     family: str = DEFAULTS.family
     metrics: list[str] | None = None
     curve: dict[str, Any] | None = None  # curve verdicts (ablate.judge.curve_options); None: off
+    effect: float | None = None  # planned effect (SDs of one seed's metric): futility stops, sequential=group only
+    futility: float = DEFAULTS.futility  # γ of the futility stops (conditional power under ``effect``)
 
     def record(self) -> dict[str, Any]:
         """The options as written to ``ablation.yaml`` (seeds and metric are recorded separately)."""
@@ -145,6 +156,8 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         family=choice(cfg.get("family", DEFAULTS.family), FAMILIES, "family"),
         metrics=_metrics(cfg.get("metrics"), metric),
         curve=parse_curve(cfg.get("curve"), metric),
+        effect=(effect := parse_effect(cfg.get("effect"), sequential)),
+        futility=parse_futility(cfg.get("futility"), effect),
     )
 
 

@@ -7,6 +7,7 @@ crash, and ``ablate collect`` after a detached SLURM submission alike.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -140,8 +141,7 @@ def plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
 def _plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str,
                  command: Mapping[str, Any] | None = None) -> dict[str, Any]:
     control_task = plan.control.config.get("task") or {}
-    with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
-        resolved = [resolve(a.config) for a in plan.arms]
+    resolved = _resolved_arms(plan, control_task)
     return {**suite_record(plan),
         "ablate_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -167,6 +167,18 @@ def _plan_record(plan: Plan, opts: Options, pins: Mapping[str, Any], *, cwd: str
             for a, r in zip(plan.arms, resolved, strict=True)
         ],
     }
+
+
+def _resolved_arms(plan: Plan, control_task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each arm's resolved config for ``ablation.yaml``: the one :func:`ablate.plan.arms.make_plan` resolved in
+    the same ``${hydra:...}`` context (copied: the record shares no object with the plan, so its YAML has no
+    aliases), else resolved here (a suite's arms, whose config got its ``variable`` node after planning). Issue 42:
+    each arm was resolved twice, 15-25 ms of CPU each, plus a Hydra context (13-40 ms)."""
+    held = [a.resolved() for a in plan.arms]
+    if all(r is not None for r in held):
+        return [copy.deepcopy(r) for r in held]  # type: ignore[misc]
+    with trial_hydra(PLAN_RUN_DIR, control_task):  # `${hydra:...}` as in a trial: one context serves every arm
+        return [copy.deepcopy(r) if r is not None else resolve(a.config) for a, r in zip(plan.arms, held, strict=True)]
 
 
 def _app_config_dirs(plan: Plan, cwd: str) -> list[str]:
@@ -267,7 +279,7 @@ def create(cfg: Mapping[str, Any], *, sweep_dir: str | os.PathLike[str], variabl
         for line in get_form(form_of(plan.control.config.get("task") or {})).dry_run_lines(plan, cwd):
             out(line)
         if opts.sequential == "group":
-            out(sequential_plan_line(opts.looks, len(plan.treatments), opts.alpha))
+            out(sequential_plan_line(opts.looks, len(plan.treatments), opts.alpha, opts.effect, opts.futility))
         out(f"  launcher: {launcher.describe()}")
         dirty = ""
         if code["dirty"]:
@@ -354,7 +366,8 @@ def _tune(cfg: Mapping[str, Any], plan: Plan, opts: Options) -> Tune | None:
 PLAN_EFFECTS = (0.0, 0.5, 1.0)
 
 
-def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float) -> str:
+def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float, effect: float | None = None,
+                         futility: float = 0.1) -> str:
     """The dry run's planning line for ``sequential=group`` (issue 39 item 3): expected trials under no effect and
     under 0.5 and 1 SD effects (every treatment alike), beside the fixed-N design at the last look.
 
@@ -366,6 +379,9 @@ def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float) -> s
         Treatments compared with the control (α/m each).
     alpha : float
         Family-wise level.
+    effect, futility : float
+        The planned effect (``effect=``) and γ: the simulation stops treatments for futility as the verdict does, and
+        the planned effect is one of the effects shown. None: no futility stop.
 
     Returns
     -------
@@ -374,12 +390,17 @@ def sequential_plan_line(looks: list[int], n_treatments: int, alpha: float) -> s
     """
     from ablate.stats.sequential import expected_trials  # noqa: PLC0415  # lazy: numpy and scipy off the plain dry run
 
-    res = expected_trials(looks, PLAN_EFFECTS, n_treatments=n_treatments, alpha=alpha, paths=4000)
+    effects = sorted({*PLAN_EFFECTS, *([effect] if effect is not None else [])})
+    res = expected_trials(looks, effects, n_treatments=n_treatments, alpha=alpha, paths=4000, planned_effect=effect,
+                          futility=futility)
     cells = ", ".join(f"{'no effect' if r.effect == 0 else f'{r.effect:g} SD'} {r.trials:.0f} "
                       f"({r.seeds_per_treatment:.1f} seeds per treatment)" for r in res)
     return (f"  sequential: looks at N = {', '.join(map(str, looks))}; expected trials {cells}; fixed N = "
             f"{looks[-1]}: {res[0].fixed_trials} (a simulation of Welch's test on normal seeds, 4,000 seeded paths, "
-            "every treatment with the same effect in SDs of one seed's metric; docs/verdict.md, Sequential seeds)")
+            "every treatment with the same effect in SDs of one seed's metric"
+            + (f"; futility stops at conditional power < {futility:g} under {effect:g} SD" if effect is not None
+               else "")
+            + "; docs/verdict.md, Sequential seeds)")
 
 
 def _describe(plan: Plan) -> str:

@@ -30,7 +30,7 @@ ABLATE_KEYS = frozenset(
         "variable", "seeds", "seed", "launcher", "determinism", "dry_run", "allow_dirty", "wait",
         "on_failure", "max_retries", "alpha", "margin", "pairing", "multiplicity", "sequential",
         "looks", "tracker", "timeout_min", "progress", "sweep_dir_mode", "plots", "resubmit",
-        "family", "metrics", "scale", "threads", "tune",
+        "family", "metrics", "scale", "threads", "tune", "effect", "futility",
     }
 )
 MAX_SEED = 2**32 - 1
@@ -89,6 +89,10 @@ class Arm:
         ``changes`` that one side lacks (``changes`` writes the missing side as None).
     variable : str or None
         In a suite (:mod:`ablate.plan.suite`), the name of the variable this treatment ablates; None otherwise.
+    resolved_from : tuple of (dict, dict) or None
+        ``(config, resolved)``: the config object :func:`make_plan` resolved (in the plan's ``${hydra:...}``
+        context) and the result, so that ``ablation.yaml``'s record does not resolve it again (issue 42); read
+        through :meth:`resolved`, which answers only while ``config`` is still that object. Not compared.
     """
 
     name: str
@@ -99,6 +103,14 @@ class Arm:
     derived: list[str] = field(default_factory=list)
     presence: dict[str, str] = field(default_factory=dict)
     variable: str | None = None
+    resolved_from: tuple[dict[str, Any], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    def resolved(self) -> dict[str, Any] | None:
+        """The config as :func:`make_plan` resolved it, or None when it was not, or ``config`` has been replaced
+        since (a suite's arms get their ``variable`` node after planning): the caller resolves it then."""
+        if self.resolved_from is not None and self.resolved_from[0] is self.config:
+            return self.resolved_from[1]
+        return None
 
 
 @dataclass
@@ -527,7 +539,7 @@ def make_plan(
         )
     control_value_resolved = select(control_resolved, key)
     arms = [Arm(name=CONTROL, label=f"{value_label(control_value_resolved)} (control)",
-                value=control_value_resolved, config=control)]
+                value=control_value_resolved, config=control, resolved_from=(control, control_resolved))]
     taken: set[str] = set()
     seen: list[tuple[str, Any]] = [("the control value", control_value_resolved)]
     for i, raw_value in enumerate(variable.values):
@@ -542,9 +554,10 @@ def make_plan(
             )
         treat = copy.deepcopy(control)
         _assign(treat, key, value)
-        changes, derived = prove(control, control_resolved, treat, {key}, raw_flat)
+        t_resolved = resolve(treat)
+        changes, derived = prove(control, control_resolved, treat, {key}, raw_flat, t_resolved)
         arms.append(Arm(name=_arm_name(variable, value, taken), label=value_label(value), value=value,
-                        config=treat, changes=changes, derived=derived))
+                        config=treat, changes=changes, derived=derived, resolved_from=(treat, t_resolved)))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
@@ -598,7 +611,8 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
                         fix="run the ablation from the CLI (`ablate -m variable=...`), which composes each option")
     group = variable.key
     root = group.replace("/", ".")
-    arms = [Arm(name=CONTROL, label=f"{chosen} (control)" if chosen else "(control)", value=chosen, config=control)]
+    arms = [Arm(name=CONTROL, label=f"{chosen} (control)" if chosen else "(control)", value=chosen, config=control,
+                resolved_from=(control, control_resolved))]
     taken: set[str] = set()
     raw_flat = flatten(control)
     for i, option in enumerate(variable.values):
@@ -611,7 +625,8 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
                               fix=f"list option names of {group} (its files conf/{group}/<name>.yaml), quoted if "
                               "YAML would read them as numbers")
         treat = {k: v for k, v in dict(compose(f"{group}={option}")).items() if k != "hydra"}
-        changes, derived = prove(control, control_resolved, treat, {root}, raw_flat | flatten(treat))
+        t_resolved = resolve(treat)
+        changes, derived = prove(control, control_resolved, treat, {root}, raw_flat | flatten(treat), t_resolved)
         touched = sorted({r for r in RESERVED_KEYS for k in changes if k == r or k.startswith(r + ".")})
         if touched:
             raise ConfigError(f"selecting {group}={option} also changes {', '.join(touched)}, which must stay the same "
@@ -624,7 +639,8 @@ def _plan_group(control: dict[str, Any], control_resolved: dict[str, Any], varia
                               where=f"variable.values[{i}]", fix="drop it from the values")
         arms.append(Arm(name=_arm_name(variable, option, taken), label=value_label(option), value=option,
                         config=treat, changes=changes, derived=derived,
-                        presence=presence(control_resolved, treat, changes)))
+                        presence=presence(control_resolved, treat, changes, t_resolved),
+                        resolved_from=(treat, t_resolved)))
     return Plan(variable=variable, arms=arms, seeds=list(seeds))
 
 
@@ -639,8 +655,12 @@ def _list_holding(key: str, change: tuple[Any, Any], roots: set[str]) -> bool:
 
 
 def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: dict[str, Any],
-          roots: set[str], raw_flat: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
+          roots: set[str], raw_flat: Mapping[str, Any], treatment_resolved: dict[str, Any] | None = None
+          ) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
     """Diff a treatment against control and prove every difference comes from ``roots``.
+
+    ``treatment_resolved`` is ``treatment`` already resolved (:func:`resolve`, in the same context), when the
+    caller holds it; default: resolved here.
 
     Returns
     -------
@@ -654,7 +674,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
     PlanError
         Naming every key that differs without deriving from ``roots``.
     """
-    t_resolved = resolve(treatment)
+    t_resolved = resolve(treatment) if treatment_resolved is None else treatment_resolved
     cf, tf = flatten(control_resolved), flatten(t_resolved)
     changes = {
         k: (cf.get(k, MISSING), tf.get(k, MISSING))
@@ -681,7 +701,7 @@ def prove(control: dict[str, Any], control_resolved: dict[str, Any], treatment: 
 
 
 def presence(control_resolved: Mapping[str, Any], treatment: dict[str, Any],
-             changes: Mapping[str, Any]) -> dict[str, str]:
+             changes: Mapping[str, Any], treatment_resolved: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Which changed keys only one side has: key -> ``"added"`` (treatment only) or ``"removed"`` (control only).
 
     Parameters
@@ -692,8 +712,11 @@ def presence(control_resolved: Mapping[str, Any], treatment: dict[str, Any],
         The treatment config, unresolved.
     changes : mapping
         The keys that differ (from :func:`prove`).
+    treatment_resolved : mapping, optional
+        ``treatment`` already resolved, when the caller holds it (default: resolved here).
     """
-    cf, tf = flatten(dict(control_resolved)), flatten(resolve(treatment))
+    t_resolved = resolve(treatment) if treatment_resolved is None else treatment_resolved
+    cf, tf = flatten(dict(control_resolved)), flatten(dict(t_resolved))
     out: dict[str, str] = {}
     for k in changes:
         if k in tf and k not in cf:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ablate.stats import _iv
 from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch, firm_factor
+from ablate.stats.futility import FUTILITY_CP, futile, pooled_sd_rows
 from ablate.stats.pairing import auto_pairs
 
 SPENDING = ("obf", "pocock")
@@ -325,18 +326,22 @@ class SequentialBatch:
     firm : bool array
         Whether the verdict there is a firm better/worse (:func:`ablate.stats.core.is_firm`, the flag
         ``compare()`` writes); False for every other verdict.
+    futile : bool array or None
+        Whether the row stopped for futility (:mod:`ablate.stats.futility`); None when no planned effect was given.
     """
 
     verdict: np.ndarray
     stopped_at: np.ndarray
     n_used: np.ndarray
     firm: np.ndarray
+    futile: np.ndarray | None = None
 
 
 def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *,
                            paired: bool | Sequence[bool] = False,
                            alpha: float = 0.05, goal: str = "maximize", margin: float | str | None = None,
-                           n_comparisons: int = 1, kind: str = "obf") -> SequentialBatch:
+                           n_comparisons: int = 1, kind: str = "obf", effect: float | None = None,
+                           futility: float = FUTILITY_CP) -> SequentialBatch:
     """Replay a group-sequential ablation over a batch: stop each row at its first boundary crossing.
 
     Parameters
@@ -353,6 +358,12 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         As in :func:`ablate.stats.core.decide_batch`; each treatment is tested at ``alpha / n_comparisons``
         spent over the looks (Bonferroni across treatments keeps the family valid).
     kind : {"obf", "pocock"}
+    effect : float, optional
+        The planned effect in SDs of one seed's metric: a row that has not stopped for efficacy at a look before the
+        last stops for futility when its conditional power under this effect is below ``futility``
+        (:func:`ablate.stats.futility.futile`; non-binding: the boundaries ignore it). None: no futility stop.
+    futility : float
+        γ, the conditional-power threshold (:data:`ablate.stats.futility.FUTILITY_CP`).
 
     Returns
     -------
@@ -390,6 +401,8 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
     b = t.shape[0]
     factors = stop_factors(lk)
     verdict = np.full(b, INCONCLUSIVE)
+    z_final = futility_bound(lk, a_each, kind) if effect is not None else math.inf
+    futile_rows = np.zeros(b, bool)
     firm = np.zeros(b, bool)
     stopped = np.full(b, len(lk) - 1)
     active = np.ones(b, bool)
@@ -419,6 +432,11 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         hit = active & stops(res.verdict, res.firm)
         if last:
             hit = active.copy()
+        elif effect is not None:
+            fut = active & ~hit & futile(res.pvalue, res.se, pooled_sd_rows(tk, ck), fr, effect=effect,
+                                         z_final=z_final, threshold=futility)[0]
+            futile_rows |= fut
+            hit |= fut
         verdict[hit] = res.verdict[hit]
         firm[hit] = res.firm[hit]
         stopped[hit] = k
@@ -426,7 +444,20 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         if not active.any():
             break
     n_used = np.asarray(lk)[stopped]
-    return SequentialBatch(verdict, stopped, n_used, firm)
+    return SequentialBatch(verdict, stopped, n_used, firm, futile_rows if effect is not None else None)
+
+
+def futility_bound(looks: Sequence[int], alpha: float, kind: str = "obf") -> float:
+    """The last look's efficacy boundary z of the planned design (fractions ``looks[k] / looks[-1]``, the firm-aware
+    stop factors), against which a futility stop's conditional power is computed (fixed by the plan)."""
+    lk = [int(x) for x in looks]
+    return float(boundaries([n / lk[-1] for n in lk], alpha=alpha, kind=kind, stop_factor=stop_factors(lk)).z[-1])
+
+
+def _plan_futile(p: np.ndarray, se: np.ndarray, sd: np.ndarray, fractions: np.ndarray, effect: float,
+                 z_final: float, gamma: float) -> np.ndarray:
+    """:func:`expected_trials`' futility stops, arrays (paths, m, looks): the rule of :func:`group_sequential_batch`."""
+    return futile(p, se, sd, np.broadcast_to(fractions, p.shape), effect=effect, z_final=z_final, threshold=gamma)[0]
 
 
 @dataclass(frozen=True)
@@ -461,7 +492,8 @@ PLAN_PATHS = 20_000
 
 
 def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatments: int = 1, alpha: float = 0.05,
-                    kind: str = "obf", paths: int = PLAN_PATHS) -> list[SequentialPlan]:
+                    kind: str = "obf", paths: int = PLAN_PATHS, planned_effect: float | None = None,
+                    futility: float = FUTILITY_CP) -> list[SequentialPlan]:
     """Expected trials of a ``sequential=group`` design beside fixed N, for planning (``dry_run=true``).
 
     Parameters
@@ -478,6 +510,11 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
     paths : int
         Simulated paths per effect. Unpaired seeds (Welch): paired seeds that share variation need fewer; this plans
         for the worst case.
+    planned_effect : float, optional
+        ``effect=``: a treatment also stops for futility at a look before the last when its conditional power under
+        this effect is below ``futility`` (:func:`ablate.stats.futility.futile`, as :func:`group_sequential_batch`).
+    futility : float
+        γ of the futility stops.
 
     Returns
     -------
@@ -522,6 +559,9 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
         p = 2 * t_dist.sf(np.abs(mean[:, 1:] - mean[:, :1]) / se, df)
         crossed = p < stop_p
         stop_here = crossed.copy()
+        if planned_effect is not None:
+            stop_here[..., :-1] |= _plan_futile(p, se, np.sqrt((var[:, 1:] + var[:, :1]) / 2), n / lk[-1],
+                                                planned_effect, float(b.z[-1]), futility)[..., :-1]
         stop_here[..., -1] = True
         first = stop_here.argmax(axis=2)  # (paths, m): the look each treatment stops at
         seeds_t = n[first]

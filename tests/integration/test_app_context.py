@@ -26,6 +26,11 @@ from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, run
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "store_app"
 TASK = {"app": "src/train.py", "metric": "val_acc", "goal": "maximize", "data": ["data/digits.npz"]}
+#: The suite and transfer runs' launcher: forks of a warm parent that imported the app (and torch, at its top) once
+#: per sweep, each calling the app's main (checked in :func:`check_store_sweep`), not 9 and 12 fresh interpreters
+#: each importing torch. Until the warm parent put the app's module in ``sys.modules``, this app's dataclass
+#: schema failed to import there and every trial silently started afresh.
+WARM = ("launcher=local", "launcher.max_parallel=2", "launcher.warm=true")
 VARIABLES = {"store_lr": {"key": "optim.lr", "values": [0.2]}, "store_model": {"group": "model", "values": ["small"]},
              "store_opt": {"key": "optim.name", "values": ["adam"]}}
 
@@ -241,6 +246,8 @@ def check_store_sweep(sd: Path, own_keys: dict[str, set[str]]) -> dict[str, dict
             own = json.loads((t / "work" / "metrics.json").read_text())
             assert per_seed[arm][str(seed)] == own["history"][-1]["val_acc"]  # the app's own log
             manifest = json.loads((t / "manifest.json").read_text())
+            # a fork of the warm parent that called the app's main (WARM), never a fresh `python src/train.py`
+            assert json.loads((t / "command.json").read_text())["in_process"]["function"] == "main"
             # torch's threads and flags as the app's own process had them (ablate's process imported the app
             # module to compose it, so its own torch is not what the trial ran with): the plan's threads
             assert manifest["determinism"]["threads"] == manifest["determinism"]["threads_after"] == 1, manifest
@@ -261,7 +268,7 @@ def check_store_sweep(sd: Path, own_keys: dict[str, set[str]]) -> dict[str, dict
 
 def test_store_app_suite_of_a_key_and_a_group(shared_store: Path) -> None:
     before = set(shared_store.glob("outputs/ablate/*/*"))
-    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", "launcher=inline")
+    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", *WARM)
     assert res.returncode == 0, res.stdout + res.stderr
     untouched(shared_store)
     (sd,) = set(shared_store.glob("outputs/ablate/*/*")) - before
@@ -281,7 +288,7 @@ def test_store_app_suite_of_a_key_and_a_group(shared_store: Path) -> None:
 
 def test_store_app_transfer_run_over_two_scales(shared_store: Path) -> None:
     before = set(shared_store.glob("outputs/ablate/*/*"))
-    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr", "seeds=3", "launcher=inline",
+    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr", "seeds=3", *WARM,
                      "scale.key=trainer.max_epochs", "scale.values=[1,2]")
     assert res.returncode == 0, res.stdout + res.stderr
     untouched(shared_store)

@@ -7,7 +7,7 @@ project byte for byte; every test checks they were not edited and that no shim f
   logger/ paths/) that logs CSV and TensorBoard files the way Lightning does and seeds only
   ``if cfg.get("seed")``;
 - tests/fixtures/plain_app: a plain @hydra.main app returning a dict, using ``${hydra:runtime.output_dir}``,
-  ``${now:}`` and a resolver it registers itself (tests/integration/test_warm_app.py); here its torch-free twin
+  ``${now:}`` and a resolver it registers itself (tests/slurm/test_slurm_pack_warm.py); here its torch-free twin
   tests/fixtures/light_app, the same shape and config keys with pure-Python training: what is checked is how the
   app's config is composed and recorded, not what it trains.
 
@@ -231,8 +231,10 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
 
 
 def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher=inline",
-                     "+task.metric_source=tensorboard", "+task.reduce=max")
+    # warm forks (the default launcher): the app and torch imported once, not in 6 fresh processes; where the
+    # metric is read from does not depend on the launcher (tests/integration/test_fn_metric_sources.py runs both)
+    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher=local",
+                     "launcher.max_parallel=2", "+task.metric_source=tensorboard", "+task.reduce=max")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(lit_project)
     for arm in ("control", "lr=0.2"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in, commit_all
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -206,7 +206,8 @@ def test_outside_any_project_says_no_conf_was_found(tmp_path: Path, project: Pat
 
 
 def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
+    add_pure_task(project)  # a finished sweep dir is all it needs: the pure-Python task makes one without torch
+    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "variable.values=[0.2]", "seeds=3", "launcher=inline",
                      "task.epochs=1")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]

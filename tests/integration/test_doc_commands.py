@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in
+from tests.helpers import ablate_cli, ablate_in, add_pure_task
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +163,8 @@ def test_every_app_command_of_the_howto_passes_a_dry_run(app_project: Path) -> N
 
 
 def test_every_sweep_dir_command_of_the_docs_runs_on_a_real_sweep_dir(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
+    add_pure_task(project)  # the commands are under test, not training: `resume` and `repro` re-run no torch
+    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "seeds=3", "launcher=inline", "task.epochs=1",
                      "hydra.sweep.dir=outputs/docs")
     assert res.returncode == 0, res.stderr
     sd = str(project / "outputs" / "docs")

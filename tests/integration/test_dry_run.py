@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 
 def test_dry_run_opens_no_dvc_repo(project: Path) -> None:
@@ -16,6 +16,6 @@ def test_dry_run_opens_no_dvc_repo(project: Path) -> None:
     assert "data: data/digits.npz (present; hashed and checked against DVC when the run starts)" in res.stdout
     assert "dry run: nothing launched" in res.stdout
     assert not (project / "outputs").exists()
-    real = ablate_cli(project, "-m", "variable=lr", "seeds=3")  # the check the dry run left to the run
+    real = ablate_in(project, "-m", "variable=lr", "seeds=3")  # the check the dry run left to the run (a refusal)
     assert real.returncode == 2 and "`task.data`" in real.stderr, real.stderr
     assert not list(project.glob("outputs/ablate/*/*/trials"))

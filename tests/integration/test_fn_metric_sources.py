@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, results
+from tests.helpers import ablate_cli, ablate_in, commit_all, results
 
 pytestmark = pytest.mark.slow
 
@@ -189,8 +189,8 @@ def test_fn_returning_nothing_and_logging_nothing_stops_with_what_it_found(proj:
 
 def test_fn_metric_settings_checked_before_any_trial(proj: Path) -> None:
     before = set(proj.glob("outputs/ablate/*/*"))
-    res = ablate_cli(proj, "-m", "variable=fnlr", "seeds=3", "task=fnsrc_csv", "launcher=inline",
-                     "task.reduce=median", timeout=300)
+    # a refusal before any trial: in this process (the console script's own refusal is the test above's)
+    res = ablate_in(proj, "-m", "variable=fnlr", "seeds=3", "task=fnsrc_csv", "launcher=inline", "task.reduce=median")
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == ("ablate: error: `task.reduce`: must be one of last, min, max, "
                                                    "got 'median'. Fix: e.g. `reduce: min` for the best validation "

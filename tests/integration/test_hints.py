@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, run
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, run
 
 pytestmark = pytest.mark.slow
 
@@ -47,13 +47,14 @@ def test_values_hint_runs(project: Path, given: str, want: str) -> None:
 
 @pytest.mark.parametrize("damage", ["modified", "deleted"])
 def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
+    add_pure_task(project)  # the hint and the run it unblocks are under test, not training: no torch (same data)
     data = project / "data" / "digits.npz"
     original = data.read_bytes()
     if damage == "modified":
         data.write_bytes(original + b"x")
     else:
         data.unlink()
-    small = ["-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "task.epochs=1", "launcher=inline"]
+    small = ["-m", "variable=lr", "task=pure", "variable.values=[0.2]", "seeds=3", "task.epochs=1", "launcher=inline"]
     res = ablate_in(project, *small)  # refused while pinning, before any trial
     assert res.returncode == 2, res.stderr
     cmd = run_dvc_hint(project, res.stderr)

@@ -4,11 +4,12 @@ and the per-trial table of docs/api.md matches ``ablate.load``."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, ablate_cli, commit_all
+from tests.helpers import REPO, ablate_cli, clean_env, commit_all, copy_project
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +28,7 @@ def train(cfg):
 '''
 
 
-@pytest.fixture
-def out_project(project: Path) -> Path:
+def _add_flaky_task(project: Path) -> Path:
     (project / "flaky.py").write_text(TASK)
     (project / "conf" / "task" / "flaky.yaml").write_text(
         "fn: flaky:train\nmetric: val_acc\ngoal: maximize\nlr: 0.05\nflaky: false\n")
@@ -39,10 +39,33 @@ def out_project(project: Path) -> Path:
     return project
 
 
+def _retried(project: Path, seeds: int) -> subprocess.CompletedProcess[str]:
+    return ablate_cli(project, "-m", "variable=flr", "task=flaky", f"seeds={seeds}", "launcher=inline",
+                      "on_failure=retry", "max_retries=1")
+
+
+@pytest.fixture
+def out_project(project: Path) -> Path:
+    return _add_flaky_task(project)
+
+
+@pytest.fixture(scope="module")
+def retried_3(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The flaky ablation at 3 seeds with ``on_failure=retry``, run once per module through the console script:
+    read by both tests (neither changes its sweep dir)."""
+    proj = _add_flaky_task(copy_project(project_template, tmp_path_factory.mktemp("retried") / "proj"))
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        return _retried(proj, 3), proj
+
+
 @pytest.mark.parametrize("seeds", [3, 4])
-def test_summary_printed_once_after_retried_failures(out_project: Path, seeds: int) -> None:
-    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", f"seeds={seeds}", "launcher=inline",
-                     "on_failure=retry", "max_retries=1")
+def test_summary_printed_once_after_retried_failures(request: pytest.FixtureRequest, seeds: int) -> None:
+    if seeds == 3:
+        res, _ = request.getfixturevalue("retried_3")
+    else:
+        res = _retried(request.getfixturevalue("out_project"), seeds)
     assert res.returncode == 0, res.stderr
     total = 2 * seeds
     summaries = [ln for ln in res.stderr.splitlines() if re.match(r"ablate: \d+/\d+ trials", ln)]
@@ -54,13 +77,12 @@ def test_summary_printed_once_after_retried_failures(out_project: Path, seeds: i
     assert len(counters) == total + seeds
 
 
-def test_api_doc_table_matches_load(out_project: Path) -> None:
+def test_api_doc_table_matches_load(retried_3: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     import ablate
 
-    res = ablate_cli(out_project, "-m", "variable=flr", "task=flaky", "seeds=3", "launcher=inline",
-                     "on_failure=retry", "max_retries=1")
+    res, made = retried_3
     assert res.returncode == 0, res.stderr
-    (sd,) = [p.parent for p in out_project.glob("outputs/ablate/*/*/ablation.yaml")]
+    (sd,) = [p.parent for p in made.glob("outputs/ablate/*/*/ablation.yaml")]
     df = ablate.load(sd)
     doc = (REPO / "docs" / "api.md").read_text()
     header = re.search(r"^#\s+(arm\s+value\s+seed.*)$", doc, re.M)

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.slow
 LIT = REPO / "tests" / "fixtures" / "lit_app"
 #: plain_app's shape without torch: the failing trial's error is the app's own whatever the app trains
 LIGHT = REPO / "tests" / "fixtures" / "light_app"
+#: The fix runs' launcher: warm forks of a parent that imported the app (and torch) once, as by default; the
+#: refusals above name the same fixes under any launcher (their dry runs stay inline, in this process)
+WARM = ("launcher=local", "launcher.max_parallel=2", "launcher.warm=true")
 TASK = {"app": "src/train.py", "overrides": ["trainer=cpu", "trainer.max_epochs=1", "+trainer.limit_train_batches=3"],
         "metric": "val/acc", "goal": "maximize", "data": ["data/digits.npz"]}
 
@@ -53,8 +56,9 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
     single = ablate_in(project, "task=noseed", "seed=1")  # a single run (no -m) is refused alike, before it runs
     assert single.returncode != 0 and "task.seed_key" in single.stderr and "seed: 0" in single.stderr, single.stderr
     assert "Traceback" not in single.stderr, single.stderr
-    # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone)
-    res = ablate_cli(project, *args, "+task.seed_key=null")
+    # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone),
+    # run in warm forks (WARM): torch imported once, not in 6 fresh processes
+    res = ablate_cli(project, *args[:-1], *WARM, "+task.seed_key=null")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     done = [json.loads(p.read_text()) for p in sd.glob("trials/*/*/result.json")]
@@ -66,10 +70,14 @@ def test_the_fix_adding_the_seed_key_to_the_apps_config_runs(project: Path) -> N
     cfg = project / "configs" / "train.yaml"
     cfg.write_text(cfg.read_text() + "seed: 0\n")
     commit_all(project, "seed: 0 in the app's config, as the error says")
-    res = ablate_cli(project, "-m", "task=noseed", "variable=noseed_lr", "seeds=3", "launcher=inline")
+    res = ablate_cli(project, "-m", "task=noseed", "variable=noseed_lr", "seeds=3", *WARM)
     assert res.returncode == 0, res.stderr
     done = [json.loads(p.read_text()) for p in only_sweep(project).glob("trials/*/*/result.json")]
     assert len(done) == 6 and all(r["status"] == "ok" for r in done), done
+    # the seed ablate passes reached the app: its config's `seed: 0` is overridden per trial
+    seeds = {json.loads(p.read_text())["config"]["task"]["params"]["seed"]
+             for p in only_sweep(project).glob("trials/*/*/manifest.json")}
+    assert seeds == {1, 2, 3}, seeds
 
 
 @pytest.mark.parametrize("launch", [("launcher=inline",), ("launcher=local", "launcher.max_parallel=2",

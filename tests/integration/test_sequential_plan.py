@@ -24,3 +24,23 @@ def test_dry_run_prints_expected_trials(project: Path) -> None:
     assert "simulation of Welch's test" in line
     assert "dry run: nothing launched" in res.stdout
     assert not list(project.glob("outputs/**/ablation.yaml"))
+
+
+def test_dry_run_with_a_planned_effect_simulates_futility(project: Path) -> None:
+    """With ``effect=0.5`` the planning line adds the planned effect and simulates futility stops: expected trials
+    under no effect fall below those of the same looks without it (issue 39 item 2)."""
+    def line(*extra: str) -> str:
+        res = ablate_in(project, "-m", "variable=lr", "sequential=group", "looks=[10,20,30,40]", *extra, "dry_run=true")
+        assert res.returncode == 0, res.stderr
+        return next(x for x in res.stdout.splitlines() if x.strip().startswith("sequential: looks at N"))
+
+    with_fut, without = line("effect=0.5"), line()
+    assert "futility stops at conditional power < 0.1 under 0.5 SD" in with_fut
+    assert "futility" not in without
+
+    def none(s: str) -> int:
+        m = re.search(r"expected trials no effect (\d+)", s)
+        assert m, s
+        return int(m.group(1))
+
+    assert none(with_fut) < none(without)

@@ -1,6 +1,7 @@
-"""Suites on the real digits example (real git + DVC project, real torch training): one shared control,
-trials counted, each treatment confined to its own key, Holm over the suite, the ablation table. The
-three-variable suite runs once per module (:func:`suite_run`); the tests read it, or change a copy of it."""
+"""Suites on a real git + DVC project: one shared control, trials counted, each treatment confined to its own key,
+Holm over the suite, the ablation table. The three-variable suite runs once per module (:func:`suite_run`) on a
+pure-Python task with the digits task's keys (:data:`SUITE_TASK`: the suite's orchestration and statistics are under
+test, not training, so no trial imports torch); the tests read it, or change a copy of it."""
 
 from __future__ import annotations
 
@@ -15,12 +16,32 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from tests.helpers import ablate_cli, ablate_in, clean_env, commit_all, copy_project, wait_for_plots
+from tests.helpers import PURE_CONF, ablate_cli, ablate_in, clean_env, commit_all, copy_project, wait_for_plots
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3"]
 VARIABLES = {"lr_hi": ("task.optim.lr", "[0.2]"), "momentum": ("task.optim.momentum", "[0.5]"),
              "hidden": ("task.hidden", "[32]")}
+
+
+#: The digits task's keys and data (``tests.helpers.PURE_CONF``) with val_acc and val_loss moved by each of the
+#: suite's three keys, plus noise per seed and setting (so each treatment's paired differences vary).
+SUITE_TASK = """import random
+
+
+def train(cfg):
+    t = cfg.task
+    noise = random.Random(f"{cfg.seed}/{t.optim.lr}/{t.optim.momentum}/{t.hidden}").random() / 100
+    shift = abs(t.optim.lr - 0.05) + abs(t.optim.momentum - 0.9) / 10 + abs(t.hidden - 64) / 1000
+    return {"val_acc": 0.9 - shift + noise, "val_loss": 0.3 + shift - noise}
+"""
+
+
+def _add_suite_task(project: Path) -> None:
+    (project / "suite_task.py").write_text(SUITE_TASK)
+    (project / "conf" / "task" / "suite.yaml").write_text(PURE_CONF.replace("fn: pure_task:train",
+                                                                            "fn: suite_task:train"))
+    commit_all(project, "the suite's pure-Python task")
 
 
 def _add_variables(project: Path) -> None:
@@ -37,13 +58,15 @@ def _sweep(project: Path) -> Path:
 @pytest.fixture(scope="module")
 def suite_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
               ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """``ablate -m variable=lr_hi,momentum,hidden metrics=[val_acc,val_loss]`` (inline, 3 seeds, 1 epoch), run once
+    """``ablate -m variable=lr_hi,momentum,hidden task=suite metrics=[val_acc,val_loss]`` (inline, 3 seeds), run once
     per module through the console script, its plots drawn; the project it ran in."""
     proj = copy_project(project_template, tmp_path_factory.mktemp("suite") / "proj")
     _add_variables(proj)
+    _add_suite_task(proj)
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
-        res = ablate_cli(proj, "-m", "variable=lr_hi,momentum,hidden", "metrics=[val_acc,val_loss]", *FAST)
+        res = ablate_cli(proj, "-m", "variable=lr_hi,momentum,hidden", "task=suite", "metrics=[val_acc,val_loss]",
+                         *FAST)
     if res.returncode == 0:
         wait_for_plots(_sweep(proj))
     return res, proj

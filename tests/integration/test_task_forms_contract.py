@@ -162,8 +162,10 @@ class Project:
         self.root, self.form = root, form
         setup(root, form)
 
-    def ablate(self, *args: str, ok: bool = True) -> Any:
-        res = ablate_cli(self.root, *args, timeout=300)
+    def ablate(self, *args: str, ok: bool = True, here: bool = False) -> Any:
+        """``ablate ARGS`` through the console script, or ablate's CLI entry in this process when ``here`` (a
+        refusal or a dry run: the same exit code and output, without an interpreter start)."""
+        res = ablate_in(self.root, *args) if here else ablate_cli(self.root, *args, timeout=300)
         if ok:
             assert res.returncode == 0, f"ablate {shlex.join(args)}\n{res.stdout}\n{res.stderr}"
         return res
@@ -317,7 +319,7 @@ def test_transfer_run_then_against(projects: Callable[[str], Project], form: str
                                                                                   else key)
     # --against: the scale y=1.0 as the target run; the one config difference named is the scale's key (an app's
     # scale value is one of its overrides, so `task.overrides` differs too)
-    p.ablate("verdict", str(parent / children[0]), "--against", str(parent / children[1]), "--no-plots")
+    p.ablate("verdict", str(parent / children[0]), "--against", str(parent / children[1]), "--no-plots", here=True)
     against = json.loads((parent / children[0] / "verdict.json").read_text())["against"]
     want = {"fn": ["task.y"], "command": ["task.params.y"], "app": ["task.overrides", "task.params.y"]}[form]
     assert [(d["kind"], d["field"]) for d in against["differences"]] == [("config", k) for k in want], against
@@ -346,9 +348,10 @@ def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project
                          f"`scale.key`: '{key_prefix}yy' is not a value in the "
                          + ("app's config. Close matches: y" if form == "app" else
                             f"composed config. Close matches: {key_prefix}y"))):
-        refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False)
+        refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False, here=True)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
-    fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true")  # the fix named works
+    # the fix named works (in this process, as the refusals; the dry run above is the console script's)
+    fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true", here=True)
     assert "arms (2): control, x=3.0" in fix.stdout, fix.stdout
     assert form == "fn" or "y=1.0" in _dry_run_argvs(fix.stdout)["control"], fix.stdout
     assert list(p.root.glob("outputs/ablate/*/*")) == before

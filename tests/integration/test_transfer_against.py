@@ -89,9 +89,9 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     assert res.returncode == 0, res.stderr
     (proxy,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     # the target run: new data (one training label changed, recorded by DVC) and a wider model
-    edit = ("import numpy as np; d = dict(np.load('data/digits.npz')); d['y_train'][0] = (d['y_train'][0] + 1) % 10; "
-            "np.savez('data/digits.npz', **d)")
-    subprocess.run([sys.executable, "-c", edit], cwd=project, check=True)
+    d = dict(np.load(project / "data" / "digits.npz"))  # in this process: numpy is imported already
+    d["y_train"][0] = (d["y_train"][0] + 1) % 10
+    np.savez(project / "data" / "digits.npz", **d)
     subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], cwd=project, check=True)
     commit_all(project, "new data")
     res = ablate_cli(project, "-m", "task=pure", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
@@ -112,7 +112,8 @@ def test_verdict_against_a_target_run(project: Path) -> None:
             "(different data)") in md
     assert "`task.hidden` is 64 in this ablation's control and 128 in the target's" in md
     # the same run against itself: the pins agree
-    res = ablate_cli(project, "verdict", str(target), "--against", str(target))
+    res = ablate_in(project, "verdict", str(target), "--against", str(target))  # a verdict starts no trial
+    assert res.returncode == 0, res.stderr
     assert "match this ablation's pins" in (target / "verdict.md").read_text()
     # a target that is not a sweep dir: one line, exit 2, nothing rewritten
     before = (proxy / "verdict.json").read_bytes()
@@ -126,7 +127,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
 
     wait_for_plots(target)
     shutil.rmtree(target)
-    res = ablate_cli(project, "verdict", str(proxy))
+    res = ablate_in(project, "verdict", str(proxy))
     assert res.returncode == 0, res.stderr
     assert "Not compared: the target cannot be read" in (proxy / "verdict.md").read_text()
 

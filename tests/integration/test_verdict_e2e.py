@@ -1,5 +1,6 @@
-"""The verdict on a real ablation (real git + DVC project, real torch training on digits), and
-``ablate verdict DIR`` recomputing it with new options without touching a trial."""
+"""The verdict on a real ablation (real git + DVC project, real torch training on digits; the group-sequential
+looks on the pure-Python task), and ``ablate verdict DIR`` recomputing it with new options without touching a
+trial."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from scipy import stats
 
 from ablate.record.sweepdir import PLOTS_HOLDER, SweepDir
 from ablate.stats.multiplicity import stage_levels
-from tests.helpers import ablate_cli, ablate_in
+from tests.helpers import ablate_cli, ablate_in, add_pure_task
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=2", "launcher=inline"]
@@ -70,7 +71,7 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
     assert json.loads((sd / "verdict.json").read_text())["plots"]["values"] == "verdict_values.png"
 
     before = _hashes(sd)
-    res = ablate_cli(project, "verdict", str(sd), "--alpha", "0.01")
+    res = ablate_in(project, "verdict", str(sd), "--alpha", "0.01")  # starts no trial: in this process
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(sd / "verdict.md")
     assert _hashes(sd) == before
@@ -93,7 +94,8 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
 
 
 def test_sequential_group_runs_in_looks(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "sequential=group", "looks=[3,6]", "seeds=6",
+    add_pure_task(project)  # the looks are under test, not training: the pure-Python task (no torch)
+    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "sequential=group", "looks=[3,6]", "seeds=6",
                      "variable.values=[0.2]", *FAST)
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in, add_mode_task, commit_all
+from tests.helpers import ablate_cli, ablate_in, add_mode_task, add_pure_task, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -212,7 +212,10 @@ def test_the_orchestrator_does_its_meanwhile_work_while_the_warm_parent_starts(
     from ablate.trials.launchers.base import Monitor, TrialRef
     from ablate.trials.launchers.local import LocalLauncher
 
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "task.epochs=1", "launcher=local")
+    # the pure-Python task (tests.helpers.PURE_TASK): the point is when the work runs, not what the trials train;
+    # the digits task's warm parents (this launch's and the two below) would each import torch
+    add_pure_task(project)
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "task=pure", "launcher=local")
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)
     for seed in (0, 1):

@@ -49,7 +49,15 @@ def load(script: Path) -> ModuleType:
         sys.path.insert(0, str(script.parent))
     spec = importlib.util.spec_from_file_location(f"_ablate_app_{script.stem}", script)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    # dataclasses look their module up there: without it an app whose schema is a dataclass with string
+    # annotations (``from __future__ import annotations``, as the Lightning-Hydra templates) failed to import,
+    # and every trial of it started a fresh `python <app>` (as app.py's own import does it)
+    sys.modules[spec.name] = mod  # type: ignore[union-attr]
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except BaseException:
+        sys.modules.pop(spec.name, None)  # type: ignore[union-attr]
+        raise
     return mod
 
 
