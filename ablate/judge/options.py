@@ -129,9 +129,11 @@ def parse_effect(value: Any, sequential: Any) -> float | None:
     return e
 
 
-def parse_futility(value: Any, effect: Any) -> float:
-    """``futility``: the conditional power below which a sequential treatment stops (γ; None, the default, means
-    0.10); any value given needs ``effect`` (without it nothing stops for futility), the default's own included.
+def parse_futility(value: Any, effect: Any, *, given: bool = False) -> float:
+    """``futility``: the conditional power below which a sequential treatment stops (γ; None means the default,
+    0.10). A value other than the default needs ``effect`` (without it nothing stops for futility); with
+    ``given`` (the plan-time options, read from a config whose shipped default is null, so ``value`` is the user's
+    own) any value does, the default's included. A recorded plan holds the default without ``effect``.
 
     Raises
     ------
@@ -140,7 +142,7 @@ def parse_futility(value: Any, effect: Any) -> float:
     """
     if value is None:
         return DEFAULT_FUTILITY
-    if effect is None:
+    if effect is None and (given or value != DEFAULT_FUTILITY):
         raise ConfigError("futility stops need the planned effect: conditional power is computed under it",
                           where="futility", fix="add `effect=0.5` (in SDs of one seed's metric) before the run, or "
                           "drop `futility=`")

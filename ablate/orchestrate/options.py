@@ -157,7 +157,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         metrics=_metrics(cfg.get("metrics"), metric),
         curve=parse_curve(cfg.get("curve"), metric),
         effect=(effect := parse_effect(cfg.get("effect"), sequential)),
-        futility=parse_futility(cfg.get("futility"), effect),
+        futility=parse_futility(cfg.get("futility"), effect, given=True),  # the config's default is null
     )
 
 

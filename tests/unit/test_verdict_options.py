@@ -302,3 +302,19 @@ def test_paired_indicative_wording_counts_seeds_per_arm(tmp_path: Path) -> None:
     assert ". At 20 seeds per arm it is firm if its p then stays below α" in seeds
     assert "no test of the mean holds α" not in md.replace(seeds, "").replace("## Terms", "@@").split("@@")[0]
     assert "pairs" not in bottom and "seeds=20" in bottom
+
+
+def test_a_recorded_plan_without_effect_holds_the_default_futility() -> None:
+    """Every plan records the parsed γ (0.1) whether or not ``effect`` was given: the verdict reads it back without
+    a refusal, while the same value given at plan time without ``effect`` is refused (the shipped default is null,
+    so the plan-time value is the user's own)."""
+    from ablate.errors import ConfigError
+    from ablate.judge.options import DEFAULTS, parse_futility, resolve_options
+
+    assert resolve_options({"options": {"futility": 0.1, "effect": None}}).futility == DEFAULTS.futility == 0.1
+    assert parse_futility(0.1, None) == 0.1 and parse_futility(None, None, given=True) == 0.1
+    with pytest.raises(ConfigError, match="planned effect"):
+        parse_futility(0.1, None, given=True)
+    with pytest.raises(ConfigError, match="planned effect"):
+        parse_futility(0.2, None)
+    assert parse_futility(0.3, 0.5, given=True) == 0.3
