@@ -99,19 +99,25 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         family=choice(o.get("family", d.family), FAMILIES, "family"),
         against=None if o.get("against") is None else str(o["against"]),
         curve=parse_curve(o.get("curve"), str(plan.get("metric") or "")),
-        effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential)),
+        effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential), looks),
         futility=parse_futility(o.get("futility"), o.get("effect")),
     )
 
 
-def parse_effect(value: Any, sequential: Any) -> float | None:
-    """``effect``: the planned effect in SDs of one seed's metric (both arms' pooled SD), for futility stops; only
-    with ``sequential=group``.
+#: The largest planned effect ``effect=`` takes, SDs of one seed's metric: an effect that large is seen in 2 seeds
+#: at any look, and the dry run's simulation of it (squares of seeds shifted by it) stays finite.
+MAX_EFFECT = 100.0
+
+
+def parse_effect(value: Any, sequential: Any, looks: Any = None) -> float | None:
+    """``effect``: the planned effect in SDs of one seed's metric (both arms' pooled SD), in (0, :data:`MAX_EFFECT`],
+    for futility stops; only with ``sequential=group``.
 
     Raises
     ------
     ConfigError
-        When it is not a positive number, or given without ``sequential=group``.
+        When it is not a number in (0, :data:`MAX_EFFECT`] (NaN, inf, a bool, a list, a word), given without
+        ``sequential=group``, or with ``looks`` of one look (futility stops come at looks before the last).
     """
     if value is None:
         return None
@@ -123,9 +129,14 @@ def parse_effect(value: Any, sequential: Any) -> float | None:
         e = float(value)
     except (TypeError, ValueError):
         e = math.nan
-    if isinstance(value, bool) or not (e > 0 and math.isfinite(e)):
-        raise ConfigError(f"must be a positive number of SDs of one seed's metric, got {value!r}", where="effect",
+    if isinstance(value, bool) or not (0 < e <= MAX_EFFECT):
+        raise ConfigError(f"must be a positive number of SDs of one seed's metric, at most {MAX_EFFECT:g}, got "
+                          f"{value!r}", where="effect",
                           fix="e.g. `effect=0.5` (half an SD: the smallest effect worth the seeds)")
+    if isinstance(looks, list | tuple) and len(looks) < 2:
+        raise ConfigError(f"futility stops come at looks before the last, but looks={list(looks)} has one look: "
+                          "nothing would ever stop for futility", where="effect",
+                          fix="add earlier looks, e.g. `looks=[5,10,15,20]`, or drop `effect=`")
     return e
 
 
