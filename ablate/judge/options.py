@@ -142,7 +142,8 @@ def parse_effect(value: Any, sequential: Any, looks: Any = None) -> float | None
 
 def parse_futility(value: Any, effect: Any) -> float:
     """``futility``: the conditional power below which a sequential treatment stops (γ; None, the default, means
-    0.10); any value given needs ``effect`` (without it nothing stops for futility), the default's own included.
+    0.10); a number in [1e-6, 0.999], or one written as a string; any value given needs ``effect`` (without it
+    nothing stops for futility), the default's own included.
 
     Raises
     ------
@@ -155,6 +156,9 @@ def parse_futility(value: Any, effect: Any) -> float:
         raise ConfigError("futility stops need the planned effect: conditional power is computed under it",
                           where="futility", fix="add `effect=0.5` (in SDs of one seed's metric) before the run, or "
                           "drop `futility=`")
+    if isinstance(value, str):  # `futility='0.2'` (a quoted number), as `effect='0.5'` is read
+        with contextlib.suppress(ValueError):
+            value = float(value)
     return float(number(value, "futility", lo=1e-6, hi=0.999, example=DEFAULT_FUTILITY))
 
 
