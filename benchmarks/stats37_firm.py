@@ -1,6 +1,8 @@
 """Issue 37, items 1-2: the firm family-wise error of the decision rule ``ablate verdict`` runs (a better/worse on
 evidently skewed values is indicative; no verdict of a family is firm below 20 seeds), and what it costs in power.
-Usage: ``python benchmarks/stats37_firm.py [--reps 2000] [--power-reps 1000] [--only aa|power]``.
+Usage: ``python benchmarks/stats37_firm.py [--reps 2000] [--power-reps 1000] [--only aa|power]``, or
+``--settle 20000 [--floor 0.053]``: the A/A cells of ``benchmarks/results/stats37_firm.md`` at or above the floor again
+at 20,000 replications.
 
 Each replication: m treatments and one control, ``N`` seeds per arm. Shapes (every draw standardised to mean 0,
 SD 1, then the treatment times the SD ratio r):
@@ -34,7 +36,9 @@ from ablate.stats import adjust_comparisons, compare, decide_batch
 from ablate.stats.core import BETTER, WORSE, is_firm
 from ablate.stats.multiplicity import holm
 
-SHAPES = ("normal", "lognormal", "grows", "corr")
+SHAPES = ("normal", "lognormal", "grows", "corr", "t3", "bimodal")
+#: The shapes of the default table; ``--shapes t3,bimodal`` runs the symmetric heavy-tailed and two-mode ones.
+DEFAULT_SHAPES = SHAPES[:4]
 MS = (1, 2, 5, 10)
 NS = (5, 10, 20, 30, 50)
 
@@ -60,6 +64,12 @@ def arms(rng: np.random.Generator, shape: str, m: int, n: int, reps: int, ratio:
         c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, 1.0, (m, reps, n))
     elif shape == "grows":
         c, t = _lognormal(rng, 1.0, (reps, n)), ratio * _lognormal(rng, colas_sigma(ratio), (m, reps, n))
+    elif shape == "t3":  # Student t with 3 df, standardised (variance 3)
+        c, t = rng.standard_t(3, (reps, n)) / math.sqrt(3), ratio * rng.standard_t(3, (m, reps, n)) / math.sqrt(3)
+    elif shape == "bimodal":  # two equal normal modes at ±0.9, each SD √0.19: mean 0, SD 1
+        def two(size: tuple[int, ...]) -> np.ndarray:
+            return np.where(rng.random(size) < 0.5, -0.9, 0.9) + math.sqrt(0.19) * rng.standard_normal(size)
+        c, t = two((reps, n)), ratio * two((m, reps, n))
     elif shape == "corr":
         s = _lognormal(rng, 1.0, (reps, n))
         c = s + 0.3 * rng.standard_normal((reps, n))
@@ -96,7 +106,7 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
     return float(after.mean()), float(before.mean())
 
 
-def table(reps: int, d: float) -> None:
+def table(reps: int, d: float, shapes: tuple[str, ...] = DEFAULT_SHAPES) -> None:
     what = "A/A family-wise error of firm verdicts" if d == 0 else f"power (a firm better), every treatment {d:g} SD"
     se = math.sqrt(0.05 * 0.95 / reps)
     print(f"### {what}: after / before ({reps} replications per cell" +
@@ -105,10 +115,10 @@ def table(reps: int, d: float) -> None:
     print("|---|---|---|---|" + "---|" * len(NS))
     worst = (0.0, "")
     for paired in (False, True):
-        for shape in SHAPES:
+        for shape in shapes:
             if shape == "corr" and not paired:
                 continue
-            for ratio in ((1.0, 3.0) if shape == "normal" else (2.0, 3.0)):
+            for ratio in ((1.0, 3.0) if shape in ("normal", "t3", "bimodal") else (2.0, 3.0)):
                 for m in MS:
                     cells = []
                     for n in NS:
@@ -124,16 +134,66 @@ def table(reps: int, d: float) -> None:
     print()
 
 
+def nearest_cells(path: Path, floor: float) -> list[tuple[bool, str, float, int, int]]:
+    """The A/A cells of a results file (this script's table) whose firm rate after is >= ``floor``:
+    (paired, shape, ratio, m, N)."""
+    out, inside = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("###"):  # the first A/A table only
+            if inside:
+                break
+            inside = line.startswith("### A/A")
+        if not inside:
+            continue
+        parts = [x.strip() for x in line.strip("|").split("|")]
+        if len(parts) != 4 + len(NS) or parts[0] not in ("paired", "unpaired") or "/" not in parts[4]:
+            continue
+        for n, cell in zip(NS, parts[4:], strict=True):
+            if float(cell.split("/")[0]) >= floor:
+                out.append((parts[0] == "paired", parts[1], float(parts[2].split(":")[1]), int(parts[3]), n))
+    return out
+
+
+def settle(reps: int, floor: float, chunk: int = 5000, source: Path | None = None) -> None:
+    """The cells of ``source``'s first A/A table (this script's output; default benchmarks/results/stats37_firm.md)
+    at or above ``floor``, at ``reps`` replications (in chunks of ``chunk``, new seeds; the first 10 of each chunk
+    checked against compare())."""
+    cells = nearest_cells(source or Path(__file__).parent / "results" / "stats37_firm.md", floor)
+    print(f"### The A/A cells nearest 0.056 (>= {floor} in the source table), settled: {reps} replications per cell, "
+          f"MC SE {math.sqrt(0.05 * 0.95 / reps):.4f} at 0.05\n")
+    print("| design | shape | SD ratio | m | N | firm FWER after / before |")
+    print("|---|---|---|---|---|---|")
+    for paired, shape, ratio, m, n in cells:
+        got = []
+        for k in range(0, reps, chunk):
+            seed = 7_000_000 + 100_000 * paired + 1000 * SHAPES.index(shape) + 100 * m + n + int(10 * ratio) + k
+            got.append(family(shape, m, n, min(chunk, reps - k), ratio, paired, seed))
+        w = [min(chunk, reps - k) for k in range(0, reps, chunk)]
+        a, b = (sum(x[i] * wi for x, wi in zip(got, w, strict=True)) / reps for i in (0, 1))
+        print(f"| {'paired' if paired else 'unpaired'} | {shape} | 1:{ratio:g} | {m} | {n} | {a:.4f} / {b:.4f} |",
+              flush=True)
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--settle", type=int, default=0, metavar="REPS",
+                    help="only the results file's A/A cells >= --floor, at REPS replications")
+    ap.add_argument("--floor", type=float, default=0.053)
+    ap.add_argument("--cells-from", type=Path, help="with --settle: another output of this script")
+    ap.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma-separated, of " + ", ".join(SHAPES))
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--power-reps", type=int, default=1000)
     ap.add_argument("--only", choices=("aa", "power"))
     args = ap.parse_args()
+    if args.settle:
+        settle(args.settle, args.floor, source=args.cells_from)
+        return
+    shapes = tuple(args.shapes.split(","))
     if args.only in (None, "aa"):
-        table(args.reps, 0.0)
+        table(args.reps, 0.0, shapes)
     if args.only in (None, "power"):
-        table(args.power_reps, 1.0)
+        table(args.power_reps, 1.0, shapes)
 
 
 if __name__ == "__main__":

@@ -141,13 +141,15 @@ def pilot_answers(d: float, paired: bool, target: str, pilots: int, seed: int, c
     -------
     dict of arrays
         ``n``: the advised N (0 for "> cap"); ``kind``: 0 = a number planned on the planning SD, 1 = a range answer
-        (the cap advised), 2 = "> cap"; ``true_power``: statsmodels' power of the advised N at the true SD (of the
-        cap for "> cap"); ``printed``: the power printed beside it (at the planning SD); ``correct``: a number whose
-        true power is >= 0.8, or "> cap" where the true N exceeds the cap.
+        (the planning SD's N advised, above the cap; RANGE_CAP + 1 where beyond it), 2 = "> cap";
+        ``true_power``: statsmodels' power of the advised N at the true SD (of the cap for "> cap"); ``printed``: the
+        power printed beside it (at the planning SD); ``correct``: a number whose true power is >= 0.8, or "> cap"
+        where the true N exceeds the cap.
     """
     from statsmodels.stats.power import TTestIndPower, TTestPower
 
     from ablate.stats import recommend_seeds
+    from ablate.stats.power import RANGE_CAP
 
     rng = np.random.default_rng(seed)
     t, c = rng.normal(d, 1.0, (pilots, 5)), rng.normal(0.0, 1.0, (pilots, 5))
@@ -161,8 +163,8 @@ def pilot_answers(d: float, paired: bool, target: str, pilots: int, seed: int, c
         tgt = d * sigma if target == "margin" else abs(float(np.mean(ti) - np.mean(ci)))
         a = recommend_seeds(5, sd, df, paired=paired, target=tgt, target_kind=target, cap=cap)
         assert a is not None
-        n_adv.append(a.n_needed or 0)
-        kind.append(2 if a.n_needed is None else 1 if a.is_range else 0)
+        n_adv.append(a.n_needed or (RANGE_CAP + 1 if a.is_range else 0))
+        kind.append(1 if a.is_range else 2 if a.n_needed is None else 0)
         printed.append(math.nan if a.power is None else a.power)
         es.append(tgt / sigma)
     n, k, e = np.asarray(n_adv), np.asarray(kind), np.asarray(es)
@@ -181,7 +183,9 @@ def advice_table(pilots: int) -> None:
     cap = 50
     print(f"### Seed advice from 5-seed pilots ({pilots} pilots per row, MC SE {math.sqrt(0.2 * 0.8 / pilots):.3f} "
           f"at 0.8; cap {cap}): correct = a number whose true power is >= 0.8, or \"> cap\" where the true N exceeds "
-          "the cap; answers: a number planned on the SD's 90% upper limit / a range (the cap advised) / \"> cap\"; "
+          "the cap; answers: a number planned on the SD's 90% upper limit / a range (its upper end, the planning SD's "
+          "number, "
+          "advised above the cap) / \"> cap\" (even the SD's 90% lower limit needs more than the cap); "
           "the power printed beside the advised N (at the planning SD) and its true power, means over the pilots "
           "given a number\n")
     print("| design | target | d (SD) | true N | correct | number / range / > cap | printed / true power |")

@@ -248,7 +248,7 @@ def _sample_size(va: dict[int, float], vb: dict[int, float], n: int) -> dict[str
         sd = math.sqrt(ss / df) if df > 0 else 0.0
         adv = recommend_seeds(n, sd, df, target=abs(diff) or None, target_kind="observed") if sd > 0 else None
         if adv is not None and adv.n_needed is not None:
-            needed, how = max(MIN_REPLICATES, adv.n_needed), adv.message()
+            needed, how = max(MIN_REPLICATES, min(adv.n_needed, adv.cap)), adv.message()  # a range: at most the cap
     if needed < FIRM_FROM[False]:
         needed, how = FIRM_FROM[False], (f"{how}; at least {FIRM_FROM[False]}, from which ablate calls a "
                                          "better/worse firm")
@@ -267,7 +267,8 @@ def advised_seeds(stats: dict[str, Any]) -> int:
     if stats.get("verdict") is None:
         return max(firm, int(stats["sample_size"]["seeds_needed"]))
     c = stats["verdict"]["comparisons"][0]
-    n = (c.get("seed_advice") or {}).get("n_needed")
+    adv = c.get("seed_advice") or {}
+    n = min(int(adv["n_needed"]), int(adv.get("cap") or adv["n_needed"])) if adv.get("n_needed") else None
     return max(firm, int(c.get("firm_from") or firm), int(n) if n else DEFAULT_SEEDS)
 
 

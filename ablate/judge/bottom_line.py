@@ -277,12 +277,15 @@ def futility_words(c: Mapping[str, Any]) -> str:
 
 def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
-    firm and those that give 80% power for its effect; the advised seeds of an inconclusive one; None when nothing is
-    to run (a firm or equivalent verdict, or no advice within the cap)."""
+    firm and those that give 80% power for its effect; the advised seeds of an inconclusive one (at most the
+    advice's cap, which a range answer's advised N exceeds); None when nothing is to run (a firm or equivalent verdict,
+    or "> cap" advice)."""
     if c.get("unchanged"):  # no number of seeds tells apart two arms that ran the same thing
         return None
     adv = c.get("seed_advice") or {}
     need = adv.get("n_needed")
+    if need is not None and adv.get("cap"):  # a range answer advises more than the cap: the next run stops at the cap
+        need = min(int(need), int(adv["cap"]))
     n = adv.get("n") or min(c.get("n_treatment") or 0, c.get("n_control") or 0)
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
         return max(firm_seeds(c), int(need or 0))

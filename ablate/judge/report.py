@@ -304,7 +304,9 @@ def _seed_section(page: Page) -> list[str]:
               f"{tuned_cost(page.v['tuning'], n)}."]
     L += ["", "Seeds needed are planned on the 90% upper confidence limit of the test's SD (pooled, or of the paired "
           "differences), since SDs from few seeds are noisy (the point SD would reach the power in only about half "
-          "the pilots); where that exceeds the cap and the point SD does not, the range is given and the cap advised. "
+          "the pilots); where that exceeds the cap, the range from the point SD's N is given and the planning SD's N "
+          "advised above the cap (the Next line runs at most the cap); \"> cap\" only where even the SD's 90% lower "
+          "limit needs more than the cap. "
           "ablate reports no post-hoc \"observed power\" (it only restates the p-value).", ""]
     return L
 

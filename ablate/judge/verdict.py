@@ -69,7 +69,8 @@ from ablate.stats import (
     pair_by_seed,
     summarize,
 )
-from ablate.stats.core import BETTER, WORSE
+from ablate.stats.binary import is_binary
+from ablate.stats.core import BETTER, VERDICTS, WORSE
 from ablate.stats.futility import futile, pooled_sd_rows
 from ablate.stats.sequential import futility_bound, stop_factors, stops
 
@@ -166,9 +167,10 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             thr = max(b.nominal_p[-1], 1e-300)
             res = decide_batch(pr.treatment, pr.control, paired=pr.paired, alpha=opts.alpha, goal=goal,
                                margin=opts.margin, n_comparisons=m, p_threshold=thr)
+            code, firm = _look_verdict(pr, opts, goal, m, thr, res)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
                   "z": b.z[-1], "passed": passed}
-            if bool(stops(res.verdict, res.firm)[0]):
+            if bool(stops(code, firm)):
                 st["stopped"] = True
                 break
             if opts.effect is not None and not last:  # non-binding futility: conditional power under the effect
@@ -179,10 +181,23 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
                 if bool(fut[0]):
                     st.update(stopped=True, futile=True)
                     break
-            if int(res.verdict[0]) in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
+            if code in (BETTER, WORSE) and not last:  # crossed, indicative: runs to the next look
                 passed.append(k)
         out[name] = st
     return out
+
+
+def _look_verdict(pr: Any, opts: VerdictOptions, goal: str, m: int, thr: float, res: Any) -> tuple[int, bool]:
+    """The verdict code and firm flag of one sequential look: those of ``res`` (:func:`ablate.stats.decide_batch`
+    on the look's seeds), or, on a 0/1 metric, :func:`ablate.stats.compare`'s (the score test, firm only where
+    Fisher's exact test also rejects), so that a look stops on the same firm answer the verdict then prints for the
+    same seeds (issue 37)."""
+    t, c = np.asarray(pr.treatment, float), np.asarray(pr.control, float)
+    if is_binary(t, c):
+        comp = compare(t, c, paired=pr.paired, alpha=opts.alpha, goal=goal, margin=opts.margin, n_comparisons=m,
+                       p_threshold=thr, pi_interval=False)
+        return VERDICTS.index(comp.verdict), bool(comp.firm)
+    return int(res.verdict[0]), bool(res.firm[0])
 
 
 def shared_randomness(plan: Mapping[str, Any]) -> tuple[bool, str]:

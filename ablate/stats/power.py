@@ -4,9 +4,12 @@ Never post-hoc "observed power": only the MDE at the current N and the N needed 
 advised N is one number, planned on the 90% upper confidence limit of the pilot's SD (Browne 1995; Kieser &
 Wassmer 1996), so that it reaches the target power in about 3 of 4 pilots or more (0.73-0.91 from 5-seed pilots
 where the number is well below the cap, measured in docs/verdict.md; the 80% limit gave 0.63-0.84); the power it
-has at that planning SD is given beside it. Where the planning SD needs more seeds than the cap but the point SD
-does not, the answer is the range between the two and the cap is advised (issue 37): "> cap" only when even the
-point SD needs more.
+has at that planning SD is given beside it. Where the planning SD needs more seeds than the cap, the answer is the
+range from the point SD's N to the planning SD's, and the planning SD's N is advised, above the cap, with how far the
+SD may exceed the one seen so far for the cap to do (issue 37); "> cap" (not resolvable within budget) only when even
+the SD's 90% lower confidence limit needs more than the cap, which a pilot whose true N fits the cap gets in at most
+1 of 10 cases (the limit's coverage). Advising the cap itself, or saying "> cap" whenever the point SD's N exceeds
+it, cannot hold both a true N of 34 and one of 64 (cap 50) at 3 of 4 pilots from 5 seeds (docs/verdict.md).
 """
 
 from __future__ import annotations
@@ -190,15 +193,48 @@ def _smallest_n(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
     """The smallest integer N in [MIN_SEEDS, cap] whose power reaches ``pw``: :func:`t_power`
     evaluated once over every N (power rises with N, so this is the ceiling of ``solve_power``'s N, found
     in one vectorised call instead of a root search)."""
-    ns = np.arange(MIN_SEEDS, cap + 1)
+    ns = np.arange(MIN_SEEDS, min(cap, SEED_CAP) + 1)
     power = _power_grid(d, ns, a, paired)[0]
     ok = np.flatnonzero(power >= pw)
-    return int(ns[ok[0]]) if ok.size else cap
+    if ok.size or cap <= SEED_CAP:
+        return int(ns[ok[0]]) if ok.size else cap
+    # a long grid (a range's upper end, up to RANGE_CAP): the normal approximation's N (Cohen 1988; + z²/4, or z²/2
+    # paired, for the t) and 8 either side in one call, else the root in N
+    from scipy.special import ndtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    z = ndtri(1 - a / 2)
+    guess = (z + ndtri(pw)) ** 2 / d ** 2 * (1 if paired else 2) + z ** 2 / (2 if paired else 4)
+    ns = np.arange(max(SEED_CAP, int(guess) - 8), min(cap, int(guess) + 8) + 1)
+    power = _power_grid(d, ns, a, paired)[0]
+    if ns.size and power[0] < pw <= power[-1]:
+        return int(ns[np.flatnonzero(power >= pw)[0]])
+    return _smallest_n_root(d, a, pw, paired, cap)
+
+
+def _smallest_n_root(d: float, a: float, pw: float, paired: bool, cap: int) -> int:
+    """:func:`_smallest_n` by ``scipy.optimize.brentq`` on N (power is continuous and rises with N), then the
+    integers beside the root checked: the same N as the full grid at a few dozen power evaluations instead of
+    ``cap``."""
+    from scipy.optimize import brentq  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    def power(n: float) -> float:
+        return float(_power_grid(d, [n], a, paired)[0, 0])
+
+    if power(MIN_SEEDS) >= pw:
+        return MIN_SEEDS
+    if power(cap) < pw:
+        return cap
+    n = math.ceil(brentq(lambda x: power(x) - pw, MIN_SEEDS, cap, xtol=1e-6))
+    while n > MIN_SEEDS and power(n - 1) >= pw:
+        n -= 1
+    while n < cap and power(n) < pw:
+        n += 1
+    return n
 
 
 def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, cap: int
                        ) -> tuple[int | None, int | None]:
-    """:func:`seeds_needed` for two effects (point SD and its UCL) in one vectorised power evaluation."""
+    """:func:`seeds_needed` for two effects (point SD and its UCL), each by :func:`_smallest_n`."""
     out: list[int | None] = []
     todo = []
     for d in (abs(d1), abs(d2)):
@@ -210,9 +246,7 @@ def _seeds_needed_pair(d1: float, d2: float, a: float, pw: float, paired: bool, 
             out.append(-1)
             todo.append(d)
     if todo:
-        ns = np.arange(MIN_SEEDS, cap + 1)
-        reached = _power_grid(todo, ns, a, paired) >= pw
-        found = iter(int(ns[np.argmax(r)]) if r.any() else cap for r in reached)
+        found = iter(_smallest_n(d, a, pw, paired, cap) for d in todo)
         out = [next(found) if v == -1 else v for v in out]
     return out[0], out[1]
 
@@ -272,18 +306,21 @@ class SeedAdvice:
         The effect the recommendation aims at: the margin, or |Δ̂| (optimistic: winner's curse).
     target_kind : {"margin", "observed"} or None
     n_needed : int or None
-        The advised seeds per arm: 80% power for ``target`` with ``sd_upper`` (the SD's 90% upper confidence
-        limit, the planning SD); where that exceeds ``cap`` but the point ``sd``'s number does not, ``cap`` (the
-        answer is then the range ``n_needed_point``-``n_needed_upper``, and ``cap`` reaches 80% power unless the
-        point SD is optimistic by more than ``sd_optimism``); None only when even the point SD needs more than
-        ``cap`` ("not resolvable within budget").
+        The advised seeds per arm: 80% power for ``target`` with ``sd_upper`` (the SD's 90% upper confidence limit, the
+        planning SD). Where that exceeds ``cap`` (a range answer, ``is_range``), it is still that N, above ``cap``
+        (None beyond :data:`RANGE_CAP`), and the answer is the range ``n_needed_point``-``n_needed_upper``: ``cap``
+        reaches 80% power only if the true SD is at most ``sd_optimism`` above the point SD. None without a range
+        only when even the SD's 90% lower confidence limit needs more than ``cap`` ("> cap", not resolvable within
+        budget). What runs next (the Next line) is at most ``cap``.
     n_needed_point : int or None
-        The same with the point ``sd`` (reaches the power in only about half the pilots: information).
+        The same with the point ``sd``, up to :data:`RANGE_CAP` (reaches the power in only about half the pilots:
+        information).
     n_needed_upper : int or None
         80% power at the planning SD, even above ``cap`` (up to :data:`RANGE_CAP`; None beyond it).
     sd_optimism : float or None
-        With a range answer: how much larger than the point ``sd`` the true SD may be (a fraction, 0.12 = 12%)
-        for ``cap`` seeds per arm to still reach 80% power.
+        With a range answer: how much larger than the point ``sd`` the true SD may be (a fraction, 0.12 = 12%; negative
+        where the point SD's N already exceeds ``cap``: the SD must be that much smaller) for ``cap`` seeds per arm to
+        still reach 80% power.
     power : float or None
         The power ``n_needed`` seeds per arm have for ``target`` at the planning SD (``sd_upper``), not at the
         pilot's point SD: at least 0.8 where ``n_needed`` is planned on it, less for a range answer.
@@ -308,15 +345,15 @@ class SeedAdvice:
 
     @property
     def is_range(self) -> bool:
-        """Whether the answer is a range: the planning SD needs more than ``cap`` seeds per arm, the point SD
-        does not, and ``cap`` is advised."""
+        """Whether the answer is a range: the planning SD needs more than ``cap`` seeds per arm, the SD's 90% lower
+        confidence limit does not, and the planning SD's N is advised, above ``cap``."""
         return self.sd_optimism is not None
 
     @property
     def resolvable(self) -> bool:
         """Whether the target effect can be resolved within ``cap`` seeds per arm (the advised N, planned on the SD's
-        upper confidence limit)."""
-        return self.n_needed is not None
+        upper confidence limit, is at most ``cap``)."""
+        return self.n_needed is not None and self.n_needed <= self.cap
 
     def message(self, fmt: Any = lambda v: f"{v:.3g}", *, multiplicity: str | None = None) -> str:
         """One sentence for the report: MDE now, then the advised N and the power it buys.
@@ -341,18 +378,25 @@ class SeedAdvice:
             return mde + "."
         what = f"δ = {fmt(self.target)}" if self.target_kind == "margin" else \
             f"the observed |Δ| = {fmt(self.target)} (optimistic: winner's curse)"
-        if self.n_needed is None:
-            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm even at the SD seen so "
-                    f"far (> cap: the advice's cap, the most seeds per arm it plans for, is {self.cap}): not "
-                    "resolvable within budget"
+        if self.n_needed is None and not self.is_range:
+            return (f"{mde}; 80% power for {what} needs more than {self.cap} seeds per arm even at the "
+                    f"{100 * PLAN_SD_LEVEL:g}% lower confidence limit of the SD seen so far (> cap: the advice's cap, "
+                    f"the most seeds per arm it plans for, is {self.cap}): not resolvable within budget"
                     + ("" if self.target_kind == "margin" else "; set a margin and test equivalence") + ".")
         if self.is_range and self.sd_optimism is not None:
+            point = str(self.n_needed_point) if self.n_needed_point is not None else f"more than {RANGE_CAP}"
             upper = str(self.n_needed_upper) if self.n_needed_upper is not None else f"more than {RANGE_CAP}"
-            pw = f"; at the planning SD {self.cap} seeds have power {self.power:.2f}" if self.power is not None else ""
-            return (f"{mde}; 80% power for {what} needs between {self.n_needed_point} and {upper} seeds per arm (at "
-                    f"the SD seen so far and at its {100 * PLAN_SD_LEVEL:g}% upper confidence limit, the planning "
-                    f"SD): the cap, {self.cap} (+{self.cap - self.n}), reaches it unless the SD seen so far is "
-                    f"optimistic by more than {100 * self.sd_optimism:.0f}%{pw}.")
+            cap = (f"the cap, {self.cap}, reaches it only if the SD is at most {100 * self.sd_optimism:.0f}% above the "
+                   "SD seen so far" if self.sd_optimism >= 0 else f"the cap, {self.cap}, reaches it only if the SD is "
+                   f"{-100 * self.sd_optimism:.0f}% below the SD seen so far or less")
+            other = ", or a larger margin" if self.target_kind == "margin" else ""
+            advised = (f"advised: {self.n_needed} (+{self.n_needed - self.n}), above the cap{other}"
+                       if self.n_needed is not None else f"advised: more than {RANGE_CAP}, above the cap{other}")
+            pw = f"; at the planning SD {self.n_needed} seeds have power {self.power:.2f}" if self.power is not None \
+                else ""
+            return (f"{mde}; 80% power for {what} needs between {point} and {upper} seeds per arm (at the SD seen so "
+                    f"far and at its {100 * PLAN_SD_LEVEL:g}% upper confidence limit, the planning SD): {cap}; "
+                    f"{advised}{pw}.")
         # the share measured in docs/verdict.md (0.73-0.91 of 5-seed pilots) and held >= 0.75 by
         # tests/unit/test_stats_seed_advice.py; not the limit's own level (9 of 10), which the measured pilots do not
         # reach
@@ -401,9 +445,11 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
     -----
     MDE from :func:`mde_d` times the SD; the advised N from :func:`seeds_needed` at target / SD_UCL90
     (:func:`sd_upper_limit` at :data:`PLAN_SD_LEVEL`; Browne 1995, Kieser & Wassmer 1996: planning on an upper
-    confidence limit of a pilot's SD gives the target power with about that probability), the point N at
-    target / SD. Worked example (spec B7): n = 5, s = 0.0121: MDE 0.0244; δ = 0.01 needs 24 seeds per arm at the
-    point SD, 54 at its 90% upper limit (41 at the 80% one).
+    confidence limit of a pilot's SD gives the target power with about that probability), up to :data:`RANGE_CAP`
+    even above ``cap``; the point N at target / SD. "> cap" only where the SD's 90% lower confidence limit,
+    s √(ν / χ²₀.₉₀,ν) (the chi-square interval of a normal SD), needs more than ``cap``. Worked example (spec B7):
+    n = 5, s = 0.0121: MDE 0.0244; δ = 0.01 needs 24 seeds per arm at the point SD, 54 at its 90% upper limit (41 at
+    the 80% one): with cap 50, the range 24-54, 54 advised.
     """
     a, pw = _power_iv(alpha, power)
     n = _iv.positive_int(n, "n", lo=2)
@@ -415,16 +461,23 @@ def recommend_seeds(n: int, sd: float, df: float, *, alpha: float = 0.05, paired
     up = sd_upper_limit(sd, df, level=PLAN_SD_LEVEL)
     nn = nu = bought = upper = optimism = None
     if target is not None and target > 0:
-        nn, nu = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), cap)
-        upper = nu
-        if nu is None and nn is not None:  # the planning SD needs more than the cap, the point SD does not: a range
-            upper = _smallest_n(target / up, a, pw, bool(paired), RANGE_CAP) if target / up >= _mde_d(
-                RANGE_CAP, a, pw, bool(paired), 1.0) else None
-            # the largest SD at which the cap still has the power: target / (the cap's MDE in SD units)
+        nn, upper = _seeds_needed_pair(target / sd, target / up, a, pw, bool(paired), RANGE_CAP)
+        nu = upper
+        if upper is None or upper > cap:  # the planning SD needs more than the cap: a range, or "> cap"
+            # the SD's 90% lower confidence limit: only where even it needs more than the cap is the answer "> cap"
+            low = float(sd) * math.sqrt(df / _chi2_upper(df, PLAN_SD_LEVEL))
             optimism = target / _mde_d(cap, a, pw, bool(paired), 1.0) / sd - 1.0
-            nu = cap
+            if target / low < _mde_d(cap, a, pw, bool(paired), 1.0):
+                nu, optimism = None, None
         if nu is not None:
             bought = float(_power_grid(target / up, [nu], a, bool(paired))[0, 0])
     return SeedAdvice(n=n, paired=paired, alpha=a, sd=float(sd), sd_upper=up, mde=md * sd, mde_d=md,
                       target=target, target_kind=target_kind if target else None, n_needed=nu, n_needed_point=nn,
                       power=bought, cap=cap, n_needed_upper=upper, sd_optimism=optimism)
+
+
+def _chi2_upper(df: float, level: float) -> float:
+    """χ²_{level, ν}: the chi-square quantile whose upper tail is 1 - ``level`` (``scipy.special.chdtri``)."""
+    from scipy.special import chdtri  # noqa: PLC0415  # lazy: numpy and scipy off this module's import
+
+    return float(chdtri(df, 1.0 - level))

@@ -186,8 +186,8 @@ def end_tree(proc: Any, grace_s: float = 5.0) -> None:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         tree += descendants(proc.pid)
+        kill_group(proc.pid)  # the trial first: killing its children first could let it exit on its own (0)
         kill(tree)
-        kill_group(proc.pid)
         proc.wait()
     kill(tree)  # any that escaped before the trial could end them
 

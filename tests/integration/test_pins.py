@@ -93,21 +93,22 @@ def test_dirty_tree_refused_naming_files(project: Path) -> None:
 
 
 def test_allow_dirty_records_patch_and_leaves_untracked_out(project: Path) -> None:
-    task = project / "conf" / "task" / "digits_mlp.yaml"
+    add_pure_task(project)  # the records of a dirty tree are the point, not training (issue 34: no torch)
+    task = project / "conf" / "task" / "pure.yaml"
     task.write_text(task.read_text().replace("epochs: 15", "epochs: 1"))
     (project / "notes.txt").write_text("scratch notes")
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
-                     "allow_dirty=true")
+    res = ablate_cli(project, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3",
+                     "launcher=inline", "allow_dirty=true")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     patch = (sd / "dirty.patch").read_text()
     assert "-epochs: 15" in patch and "+epochs: 1" in patch
-    snap = (sd / "code" / "conf" / "task" / "digits_mlp.yaml").read_text()
+    snap = (sd / "code" / "conf" / "task" / "pure.yaml").read_text()
     assert "epochs: 1\n" in snap and "epochs: 15" not in snap  # the working tree's content
     assert not (sd / "code" / "notes.txt").exists() and not (sd / "dirty_untracked").exists()  # untracked: never
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     assert plan["pins"]["code"]["dirty"] is True
-    assert plan["pins"]["code"]["dirty_files"] == ["conf/task/digits_mlp.yaml"]
+    assert plan["pins"]["code"]["dirty_files"] == ["conf/task/pure.yaml"]
     assert plan["pins"]["code"]["untracked_files"] == ["notes.txt"]
     verdict = json.loads((sd / "verdict.json").read_text())
     assert verdict["dirty"] is True

@@ -323,7 +323,11 @@ def test_a_metric_missing_in_one_seed_fails_those_trials_only(values_project: Pa
 
 # -- item 4: two resumes at once ---------------------------------------------------------------------------------
 
-RACE_REPS = 20
+#: Repetitions of the race per run. 20 when the race was fixed (34fdbaa: the lock's holder line written with no
+#: empty gap, a refusal waiting for a line naming a live pid); 5 in CI (issue 34: each repetition is three
+#: `ablate` processes, about 10 s of the suite), since every CI run repeats it again and a regression that loses
+#: one race in four fails one of 5 with probability 0.76. ``RELIABILITY_RACE_REPS=20`` runs the original loop.
+RACE_REPS = int(os.environ.get("RELIABILITY_RACE_REPS", "5"))
 
 
 def test_two_resumes_at_once_after_a_sigkill_one_runs_the_other_names_it(slow_project: Path) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 # A task for the scheduling tests: sleeps `steps` x `step_s` seconds, saving its step in
-# $ABLATE_CHECKPOINT_DIR so a requeued trial resumes; `mode: exit` dies without a result.
+# $ABLATE_CHECKPOINT_DIR so a requeued trial resumes; `mode: exit` dies without a result. Once the file
+# `release` names exists (the test writes it with `release()` after it stopped a job), every step is 0.01 s:
+# the trials that only have to finish after the stop do so at once instead of sleeping out their steps.
 PROBE_TASK = '''
 import json
 import os
@@ -30,7 +32,7 @@ def run(cfg):
     step = json.loads(state.read_text())["step"] if state is not None and state.exists() else 0
     resumed_from = step
     while step < t.steps:
-        time.sleep(t.step_s)
+        time.sleep(0.01 if t.release and os.path.exists(t.release) else t.step_s)
         step += 1
         if state is not None:
             tmp = state.with_name("state.json.tmp")
@@ -47,6 +49,7 @@ mode: sleep
 steps: 4
 step_s: 0.5
 bonus: 0.0
+release: ""
 """
 
 
@@ -113,3 +116,24 @@ def status_counts(stdout: str) -> dict[str, list[int]]:
         rows[arm] = [int(c) for c in counts[:4]]
     return rows
 
+
+
+def release_file(project: Path) -> tuple[Path, str]:
+    """A path for the probe's ``release`` file (not there yet) and the override that names it."""
+    path = project.parent / "probe-release"
+    return path, f"task.release={path}"
+
+
+def release(path: Path) -> None:
+    """Let every probe trial of the ablation finish its remaining steps at once (see ``PROBE_TASK``). Call it only
+    once the job the test stopped is surely stopped (:func:`release_when_restarted`, or after a ``collect``): a
+    trial released while SLURM's stop is still on its way would finish instead of being stopped."""
+    path.write_text("go\n")
+
+
+def release_when_restarted(path: Path, job_id: str, out_log: Path) -> None:
+    """Wait until the requeued job ``job_id`` has started again (its submitit log ``out_log`` shows a second
+    start: every process of its first start is gone), then :func:`release` the probe trials."""
+    wait_for(lambda: out_log.exists() and out_log.read_text().count("Starting with JobEnvironment") >= 2, 240,
+             f"job {job_id} to start again after its requeue")
+    release(path)

@@ -54,8 +54,9 @@ def _arrays_named(prefix: str) -> set[str]:
 
 @pytest.mark.parametrize("per_job", [1, 2], ids=["one-trial-per-job", "packed"])
 def test_submitter_killed_after_sbatch_is_never_submitted_twice(probe_project: Path, per_job: int) -> None:
-    args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=2", "launcher=slurm", "wait=false",
-            f"launcher.trials_per_job={per_job}"]
+    # 0.1 s steps: what is under test is the submission record, not how long the trials run
+    args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=2", "task.step_s=0.1", "launcher=slurm",
+            "wait=false", f"launcher.trials_per_job={per_job}"]
     died = subprocess.run([sys.executable, "-c", DIE_AFTER_SBATCH, *args], cwd=probe_project, env=_env(),
                           capture_output=True, text=True, timeout=300)
     assert died.returncode == -9, died.stderr  # killed between sbatch and the record

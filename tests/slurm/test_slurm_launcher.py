@@ -15,7 +15,18 @@ import pytest
 import yaml
 
 from tests.helpers import ablate_cli, ablate_in, add_pure_task, clean_env, commit_all, git
-from tests.slurm.helpers import jobs, preempt, result, slurm, status_counts, sweep_dir, wait_for
+from tests.slurm.helpers import (
+    jobs,
+    preempt,
+    release,
+    release_file,
+    release_when_restarted,
+    result,
+    slurm,
+    status_counts,
+    sweep_dir,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slurm
 #: The pure-Python task (tests.helpers.PURE_TASK): these tests are about the job array, detach and collect, not
@@ -115,8 +126,9 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
 def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -> None:
     proj = probe_project
     pinned = git(proj, "rev-parse", "HEAD").strip()
+    gate, release_arg = release_file(proj)
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=16", "task.step_s=0.5",
-                     "launcher=slurm", "launcher.timeout_min=20", "wait=false", timeout=120)
+                     "launcher=slurm", "launcher.timeout_min=20", "wait=false", release_arg, timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     state = sd / "trials" / "control" / "seed=0" / "checkpoint" / "state.json"
@@ -126,6 +138,8 @@ def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -
     # While the trial waits to be requeued the project moves on: the newer commit must not reach it.
     (proj / "slurmprobe.py").write_text("def run(cfg):\n    raise RuntimeError('the newer commit ran')\n")
     commit_all(proj, "break the task")
+    # requeued and started again: the resumed trial and the others only have to finish
+    release_when_restarted(gate, job_id, sd / "slurm" / job_id / f"{job_id}_0_log.out")
 
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     assert col.returncode == 0, col.stderr
@@ -219,8 +233,9 @@ def test_unreachable_slurm_is_a_clear_error(project: Path, tmp_path: Path, monke
 
 def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(probe_project: Path) -> None:
     proj = probe_project
+    gate, release_arg = release_file(proj)
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=12", "launcher=slurm",
-                     "launcher.timeout_min=20", "launcher.max_requeues=0", "wait=false", timeout=120)
+                     "launcher.timeout_min=20", "launcher.max_requeues=0", "wait=false", release_arg, timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     state = sd / "trials" / "control" / "seed=0" / "checkpoint" / "state.json"
@@ -232,6 +247,7 @@ def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(pro
     rec = result(sd, "control", 0)
     assert rec["status"] == "killed", rec
     assert "was preempted" in rec["error"] and "launcher.max_requeues=0" in rec["error"], rec
+    release(gate)  # every job ended: the resubmitted trial only has to finish
 
     col = ablate_cli(proj, "collect", str(sd), "--resubmit", timeout=300)
     assert col.returncode == 0, col.stderr

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ablate_cli, ablate_in
-from tests.slurm.helpers import preempt, result, status_counts, sweep_dir, wait_for
+from tests.slurm.helpers import (
+    preempt,
+    release,
+    release_file,
+    release_when_restarted,
+    result,
+    status_counts,
+    sweep_dir,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -45,9 +54,10 @@ def test_packed_digits_array_runs_three_trials_per_job(project: Path) -> None:
 @pytest.mark.parametrize("warm", ["true", "false"], ids=["warm", "fresh"])
 def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path, warm: str) -> None:
     proj = probe_project
+    gate, release_arg = release_file(proj)
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=8", "task.step_s=0.5",
                      "launcher=slurm", "launcher.trials_per_job=6", "launcher.timeout_min=20", "wait=false",
-                     f"launcher.warm={warm}", timeout=120)
+                     f"launcher.warm={warm}", release_arg, timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     rows = _rows(sd)
@@ -63,6 +73,8 @@ def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path,
     before = {t: result(sd, *t) for t in (first, second)}
     assert not (sd / "trials" / fourth[0] / f"seed={fourth[1]}" / "result.json").exists()
     preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    # requeued and started again: the resumed trial and the later ones only have to finish
+    release_when_restarted(gate, job_id, sd / "slurm" / job_id / f"{job_id}_0_log.out")
 
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     assert col.returncode == 0, col.stderr
@@ -92,9 +104,10 @@ def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path,
 def test_packed_job_past_max_requeues_records_every_unfinished_trial_and_resubmit_packs_them(
         probe_project: Path) -> None:
     proj = probe_project
+    gate, release_arg = release_file(proj)
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=8", "task.step_s=0.5",
                      "launcher=slurm", "launcher.trials_per_job=6", "launcher.timeout_min=20",
-                     "launcher.max_requeues=0", "wait=false", timeout=120)
+                     "launcher.max_requeues=0", "wait=false", release_arg, timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     rows = _rows(sd)
@@ -107,6 +120,7 @@ def test_packed_job_past_max_requeues_records_every_unfinished_trial_and_resubmi
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     # 5 of 6 trials killed: more than half of one arm, so the verdict is invalid (exit 1), never waits
     assert col.returncode == 1 and "the verdict is invalid" in col.stderr, col.stderr
+    release(gate)  # the job ended: the resubmitted trials only have to finish
     first = result(sd, *order[0])
     assert first["status"] == "ok", first
     for t in order[1:]:  # the running one and the four never started: none lost, each says why

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ablate_cli, ablate_in, commit_all
-from tests.slurm.helpers import result, slurm, sweep_dir, wait_for
+from tests.slurm.helpers import release, release_file, release_when_restarted, result, slurm, sweep_dir, wait_for
 from tests.slurm.test_slurm_intent import DIE_AFTER_SBATCH, _arrays_named, _env
 
 pytestmark = pytest.mark.slurm
@@ -33,10 +33,11 @@ def _trial(sd: Path, t: tuple[str, int]) -> Path:
 
 def _start_packed(proj: Path) -> tuple[Path, list[tuple[str, int]], str]:
     """Submit 6 probe trials (8 steps of 0.5 s each) as one packed job; return once the first has finished
-    and the second is past step 2. Returns the sweep dir, the trials in running order and the job id."""
+    and the second is past step 2. Returns the sweep dir, the trials in running order and the job id. Once the test
+    has stopped the job it calls ``release(release_file(proj)[0])``: the remaining steps then take no time."""
     res = ablate_cli(proj, "-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=8", "task.step_s=0.5",
                      "launcher=slurm", "launcher.trials_per_job=6", "launcher.timeout_min=20", "wait=false",
-                     timeout=120)
+                     release_file(proj)[1], timeout=120)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(proj)
     rows = _rows(sd)
@@ -58,6 +59,8 @@ def test_requeued_packed_job_records_nothing_false_and_collect_waits_for_it(prob
     sd, order, job_id = _start_packed(proj)
     first = result(sd, *order[0])
     slurm("scontrol", "requeue", job_id)  # SIGTERM to every process of the job, then back to the queue
+    # requeued and started again: the resumed trial and the later ones only have to finish
+    release_when_restarted(release_file(proj)[0], job_id, sd / "slurm" / job_id / f"{job_id}_0_log.out")
 
     col = ablate_cli(proj, "collect", str(sd), timeout=400)
     assert col.returncode == 0, col.stderr
@@ -101,6 +104,7 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     assert sorted((r["arm"], r["seed"]) for r in _rows(sd)[6:]) == sorted(order[2:])  # submitted once more
     assert f"never started (its packed SLURM job {job_id} was cancelled" in col.stderr, col.stderr
 
+    release(release_file(proj)[0])  # every job ended: the trial the fix runs again only has to finish
     _run_the_fix(proj, sd, killed, order[1])
     assert all(result(sd, *t)["status"] == "ok" for t in order)
 
@@ -162,8 +166,9 @@ def test_warm_parent_killed_inside_a_packed_job_loses_no_trial(project: Path, tm
 def test_sweep_dir_with_a_comma_is_found_by_its_exact_job_name(probe_project: Path) -> None:
     """The submitter dies right after sbatch; the sweep dir's name holds a comma, which SLURM's ``--name``
     lists split at: `ablate collect` still finds the array and never submits its trials again."""
-    args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=2", "launcher=slurm", "wait=false",
-            "launcher.trials_per_job=2", "hydra.sweep.dir='outputs/ablate/day/run,1'"]
+    # 0.1 s steps: what is under test is finding the array by its name, not how long the trials run
+    args = ["-m", "variable=bonus", "seeds=3", "task=probe", "task.steps=2", "task.step_s=0.1", "launcher=slurm",
+            "wait=false", "launcher.trials_per_job=2", "hydra.sweep.dir='outputs/ablate/day/run,1'"]
     died = subprocess.run([sys.executable, "-c", DIE_AFTER_SBATCH, *args], cwd=probe_project, env=_env(),
                           capture_output=True, text=True, timeout=300)
     assert died.returncode == -9, died.stderr

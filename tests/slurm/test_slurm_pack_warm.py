@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, clean_env, commit_all
 from tests.slurm.helpers import result
 
 pytestmark = pytest.mark.slurm
@@ -43,14 +44,33 @@ def train(cfg):
 '''
 
 
-@pytest.fixture
-def warm_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _add_warm_probe(project: Path) -> Path:
     (project / "warmprobe.py").write_text(PROBE)
     (project / "conf" / "task" / "warmprobe.yaml").write_text(
         "fn: warmprobe:train\nmetric: val_acc\ngoal: maximize\nmode: plain\nout: /nonexistent\n")
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [exit]\n")
     commit_all(project, "warm probe task")
     return project
+
+
+@pytest.fixture
+def warm_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _add_warm_probe(project)
+
+
+@pytest.fixture(scope="module")
+def local_warm_reference(project_template: Path, tmp_path_factory: pytest.TempPathFactory
+                         ) -> tuple[Path, dict[tuple[str, int], dict]]:
+    """The probe ablation under launcher=local (warm): the reference every launcher is compared with, run once
+    per module (it was run once per launcher case); its sweep dir and what each trial saw."""
+    root = tmp_path_factory.mktemp("local-warm-ref")
+    proj = shutil.copytree(project_template, root / "proj", symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        mp.chdir(proj)
+        mp.setenv("PROBE_OUT", str(root))
+        _add_warm_probe(proj)
+        return _run(proj, root / "local-warm", "launcher=local")
 
 
 def _run(project: Path, out: Path, *args: str) -> tuple[Path, dict[tuple[str, int], dict]]:
@@ -124,11 +144,12 @@ def test_packed_trials_are_forks_of_one_warm_parent_per_job(warm_project: Path, 
                                       ("launcher=slurm",), ("launcher=local", "launcher.warm=false")],
                          ids=["slurm-packed-fresh", "slurm-one-per-job", "local-fresh"])
 def test_hash_seed_is_the_ablations_under_every_launcher(warm_project: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch, launcher: tuple) -> None:
+                                                         monkeypatch: pytest.MonkeyPatch, launcher: tuple,
+                                                         local_warm_reference: tuple) -> None:
     """The same ablation under launcher=local (warm, the reference) and another launcher: the same one
     PYTHONHASHSEED recorded in every manifest, the same string hashes, the same metrics."""
     monkeypatch.setenv("PROBE_OUT", str(tmp_path))
-    ref_sd, ref_seen = _run(warm_project, tmp_path / "local-warm", "launcher=local")
+    ref_sd, ref_seen = local_warm_reference
     sd, seen = _run(warm_project, tmp_path / "other", *launcher)
     assert _hash_seeds(ref_sd) == _hash_seeds(sd) == {"0"}
     assert set(seen) == set(ref_seen) and len(seen) == 5
@@ -164,8 +185,6 @@ def test_packed_jobs_learn_imports_and_call_a_warm_app_in_its_forks(project: Pat
     """One packed job of 6 trials: the plain fixture app is imported once by the job's warm parent and each
     fork calls its main(); what the first trial imported anew the later ones find preloaded; the per-seed
     values equal the app's own history.jsonl."""
-    import shutil
-
     from tests.integration.test_app_task import FIXTURES, PLAIN_TASK, write
 
     shutil.copytree(FIXTURES / "plain_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))

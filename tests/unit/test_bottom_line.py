@@ -111,3 +111,18 @@ def test_a_confounded_comparison_is_never_credited_to_the_variable(minimized: di
     assert ("**better (indicative)**, but the runs differ in more than the variable, so it cannot be credited to it. "
             "Next: run the minimal ablation (20 seeds per arm).") in said
     assert "adopt" not in said and "reject" not in said
+
+
+def test_next_run_stops_at_the_cap_when_the_advice_is_above_it() -> None:
+    """Issue 37: a range answer advises the planning SD's N even above the cap (the spec's example: 24 at the point
+    SD, 54 at its 90% upper limit, cap 50); the Next line's seeds stay within the cap, as before the change."""
+    from ablate.judge.bottom_line import seeds_next
+    from ablate.stats import recommend_seeds
+
+    a = recommend_seeds(5, 0.0121, 8, target=0.01, target_kind="margin")
+    assert a is not None and a.is_range and a.n_needed == 54 and a.cap == 50
+    c = {"verdict": "inconclusive", "firm": None, "n_treatment": 5, "n_control": 5,
+         "seed_advice": {"n": 5, "n_needed": a.n_needed, "cap": a.cap}}
+    assert seeds_next(c) == 50
+    c["seed_advice"]["cap"] = 100  # a cap above the advice: the advised N itself
+    assert seeds_next(c) == 54

@@ -55,7 +55,7 @@ def advised_k(t: np.ndarray, c: np.ndarray, paired: bool, n1: int, *, floor: boo
     def need(x: float, dfx: int) -> int:
         adv = recommend_seeds(n1, 1.0, dfx, alpha=ALPHA, paired=paired, target=x or None, target_kind="observed",
                               cap=CAP)
-        return CAP if adv is None or adv.n_needed is None else int(adv.n_needed)
+        return CAP if adv is None or adv.n_needed is None else min(CAP, int(adv.n_needed))
 
     for dfx in np.unique(df):
         idx = np.flatnonzero(df == dfx)

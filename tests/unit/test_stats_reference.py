@@ -200,21 +200,29 @@ class TestPower:
         assert a.sd_upper == pytest.approx(up, rel=1e-12)
         want = [math.ceil(TTestIndPower().solve_power(effect_size=d / up, alpha=0.05, power=0.8)) for d in (0.01, 0.02)]
         assert want == [54, 15]
-        # 54 > the cap of 50 but the point N (24) fits it: a range, the cap advised (issue 37, item 3), with how much
-        # the SD may be optimistic for 50 to keep 80% power (statsmodels' MDE at 50) and 50's power at the 90% limit
-        assert a.n_needed_point == 24 and a.n_needed == 50 and a.n_needed_upper == 54 and a.is_range
+        # 54 > the cap of 50: a range 24-54 whose upper end is advised, above the cap (issue 37, item 3), with how much
+        # the SD may be optimistic for 50 to keep 80% power (statsmodels' MDE at 50) and 54's power at the 90% limit
+        assert a.n_needed_point == 24 and a.n_needed == 54 == a.n_needed_upper and a.is_range and not a.resolvable
         d50 = TTestIndPower().solve_power(nobs1=50, alpha=0.05, power=0.8)
         assert a.sd_optimism == pytest.approx(0.01 / d50 / s - 1, rel=1e-4)  # statsmodels: d to ~1e-5
-        assert a.power == pytest.approx(TTestIndPower().power(0.01 / up, 50, 0.05), abs=1e-9) and a.power < 0.8
+        assert a.power == pytest.approx(TTestIndPower().power(0.01 / up, 54, 0.05), abs=1e-9) and a.power >= 0.8
         assert (f"needs between 24 and 54 seeds per arm (at the SD seen so far and at its 90% upper confidence limit, "
-                f"the planning SD): the cap, 50 (+45), reaches it unless the SD seen so far is optimistic by more than "
-                f"{100 * a.sd_optimism:.0f}%; at the planning SD 50 seeds have power {a.power:.2f}.") in a.message()
+                f"the planning SD): the cap, 50, reaches it only if the SD is at most {100 * a.sd_optimism:.0f}% above "
+                f"the SD seen so far; advised: 54 (+49), above the cap, or a larger margin; at the planning SD 54 "
+                f"seeds have power {a.power:.2f}.") in a.message()
         assert "not resolvable" not in a.message()
         wide = recommend_seeds(5, s, 8, target=0.01, target_kind="margin", cap=100)
-        assert wide is not None and wide.n_needed == 54
-        c = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=6)  # the point N (7) > the cap
-        assert c is not None and c.n_needed is None and "(> cap: the advice's cap, the most seeds per arm it plans " \
-            "for, is 6)" in c.message()  # the cap named is the one in force
+        assert wide is not None and wide.n_needed == 54 and not wide.is_range and wide.resolvable
+        # "> cap" only where even the SD's 90% lower limit s √(8 / χ²_{0.9, 8}) needs more than the cap: for δ = 0.02
+        # statsmodels' N is 7 at the point SD and 5 at the lower limit, so cap 6 gives a range and cap 4 "> cap"
+        low = s * math.sqrt(8 / chi2.ppf(0.9, 8))
+        assert math.ceil(TTestIndPower().solve_power(effect_size=0.02 / low, alpha=0.05, power=0.8)) == 5
+        r = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=6)
+        assert r is not None and r.is_range and r.n_needed == 15 and r.n_needed_point == 7 and r.sd_optimism < 0
+        assert "reaches it only if the SD is" in r.message() and "below the SD seen so far" in r.message()
+        c = recommend_seeds(5, s, 8, target=0.02, target_kind="margin", cap=4)
+        assert c is not None and c.n_needed is None and not c.is_range and "(> cap: the advice's cap, the most seeds " \
+            "per arm it plans for, is 4)" in c.message()  # the cap named is the one in force
         b = recommend_seeds(5, s, 8, target=0.02, target_kind="margin")
         assert b is not None and (b.n_needed_point, b.n_needed) == (7, 15)
         assert b.power == pytest.approx(TTestIndPower().power(0.02 / up, 15, 0.05), abs=1e-9) and b.power >= 0.8

@@ -28,14 +28,15 @@ def _verdict(root: Path) -> dict:
 
 @pytest.mark.parametrize("word", ["none", "null", "0", "None", "off"])
 def test_margin_can_be_cleared(tmp_path: Path, word: str, capsys: pytest.CaptureFixture) -> None:
-    """`--margin 2%` then `--margin none`: the margin is gone from the verdict and from what is remembered."""
+    """`--margin 2%` then `--margin none`: the margin is gone from the verdict and from what is remembered. (No
+    plots: each call would wait for the previous call's plot drawer, which holds the sweep dir.)"""
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
-    assert dispatch("verdict", [str(root), "--margin", "2%"]) == 0
+    assert dispatch("verdict", [str(root), "--no-plots", "--margin", "2%"]) == 0
     assert _verdict(root)["options"]["margin"] == "2%"
-    assert dispatch("verdict", [str(root), "--margin", word]) == 0
+    assert dispatch("verdict", [str(root), "--no-plots", "--margin", word]) == 0
     v = _verdict(root)
     assert v["options"]["margin"] is None and v["comparisons"][0]["margin"] is None
-    assert dispatch("verdict", [str(root)]) == 0  # a later plain call keeps it cleared
+    assert dispatch("verdict", [str(root), "--no-plots"]) == 0  # a later plain call keeps it cleared
     assert _verdict(root)["options"]["margin"] is None
 
 
@@ -55,9 +56,10 @@ def test_remembered_alpha_is_announced_and_reset(tmp_path: Path, capsys: pytest.
     """`--alpha 0.1` then `--margin 2%`: alpha stays 0.1, and now says so (stderr and verdict.md); `--reset`
     (the command the notice names) brings the ablation's own options back."""
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
-    assert dispatch("verdict", [str(root), "--alpha", "0.1"]) == 0
+    # --no-plots: each call would wait for the previous call's plot drawer (plots are no verdict option)
+    assert dispatch("verdict", [str(root), "--no-plots", "--alpha", "0.1"]) == 0
     capsys.readouterr()
-    assert dispatch("verdict", [str(root), "--margin", "2%"]) == 0
+    assert dispatch("verdict", [str(root), "--no-plots", "--margin", "2%"]) == 0
     err = capsys.readouterr().err
     assert "alpha=0.1" in err and f"ablate verdict {root} --reset" in err
     v = _verdict(root)
@@ -69,7 +71,7 @@ def test_remembered_alpha_is_announced_and_reset(tmp_path: Path, capsys: pytest.
     assert "(alpha 0.05 → 0.1, margin none → 2%); read it as exploratory" in md  # the post-hoc notice, once
     assert md.count("alpha = 0.1") == 1 and md.count("Post hoc") == 1
     # the hint's command, run as printed
-    assert dispatch("verdict", [str(root), "--reset"]) == 0
+    assert dispatch("verdict", [str(root), "--no-plots", "--reset"]) == 0
     v = _verdict(root)
     assert v["alpha"] == 0.05 and v["options"]["margin"] is None and v["non_default_options"] == []
     assert not (root / VERDICT_OPTIONS).exists()
@@ -80,7 +82,7 @@ def test_remembered_alpha_is_announced_and_reset(tmp_path: Path, capsys: pytest.
 
 def test_options_from_the_ablation_config_are_stated(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T}, options={"multiplicity": "bh", "alpha": 0.01})
-    v = write_verdict(SweepDir.open(root))
+    v = write_verdict(SweepDir.open(root), {"plots": False})  # plots are no verdict option: not listed either way
     assert {(o["option"], o["source"]) for o in v["non_default_options"]} == {("alpha", "ablation config"),
                                                                              ("multiplicity", "ablation config")}
 
@@ -89,7 +91,7 @@ def test_two_treatments_decision_and_interval_agree(tmp_path: Path) -> None:
     """Issue 14 item 2: Holm decides `better` at its second step while the old table showed a 97.5% CI
     touching 0. Now the line, the table and the bottom line show the 95% CI it decided at, which excludes 0."""
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.2": STRONG, "lr=0.1": T}, options={"pairing": "unpaired"})
-    v = write_verdict(SweepDir.open(root))
+    v = write_verdict(SweepDir.open(root), {"plots": False})
     c = {x["arm"]: x for x in v["comparisons"]}["lr=0.1"]
     assert c["verdict"] == "better" and c["ci_level"] == pytest.approx(0.95)
     ref = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, make_sweep, wait_for_plots
+from tests.helpers import REPO, ablate_in, make_sweep, wait_for_plots
 
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
 T = [0.728, 0.741, 0.716, 0.739, 0.733]
@@ -28,6 +28,17 @@ def _verdict(*args: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def _verdict_in(*args: str) -> str:
+    """Run `ablate verdict ARGS` in this process (``tests.helpers.ablate_in``); 'computed' when it wrote
+    verdict.json (always atomically: a new file, so a new inode while the old one still existed), 'reused' when
+    the file it found is the one it left. :func:`_verdict`'s fresh process is the proof that the two agree."""
+    path = Path(args[0]) / "verdict.json"
+    before = path.stat().st_ino if path.exists() else None
+    res = ablate_in(path.parent, "verdict", *args)
+    assert res.returncode == 0, res.stderr
+    return "reused" if path.stat().st_ino == before else "computed"
+
+
 def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T, "lr=0.2": T2})
     d = str(root)
@@ -37,6 +48,12 @@ def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
     assert (root / "verdict.json").read_bytes() == first
     assert _verdict(d, "--no-plots", "--recompute") == "computed"
     assert (root / "verdict.json").read_bytes() == first  # the same inputs give the same verdict
+    # the same three in-process, read from whether verdict.json was written: the rest of the test reads it so
+    # (a fresh process per call, each importing scipy.stats to recompute, cost 20 processes)
+    assert _verdict_in(d, "--no-plots") == "reused"
+    assert _verdict_in(d, "--no-plots", "--recompute") == "computed"
+    assert (root / "verdict.json").read_bytes() == first
+    assert _verdict_in(d, "--no-plots") == "reused"
 
     # a trial's result changes, its size and mtime kept: the content decides
     res = root / "trials" / "lr=0.1" / "seed=2" / "result.json"
@@ -46,43 +63,43 @@ def test_reuse_and_what_recomputes(tmp_path: Path) -> None:
     assert changed != text and len(changed) == len(text)
     res.write_text(changed)
     os.utime(res, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert _verdict(d, "--no-plots") == "computed"
+    assert _verdict_in(d, "--no-plots") == "computed"
     v = json.loads((root / "verdict.json").read_text())
     assert v["arms"][1]["values"]["2"] == 0.715
-    assert _verdict(d, "--no-plots") == "reused"
+    assert _verdict_in(d, "--no-plots") == "reused"
 
     # a manifest changes (the confound check reads it)
     man = root / "trials" / "lr=0.2" / "seed=0" / "manifest.json"
     m = json.loads(man.read_text())
     m["environment"]["python"] = "3.12"
     man.write_text(json.dumps(m))
-    assert _verdict(d, "--no-plots") == "computed"
+    assert _verdict_in(d, "--no-plots") == "computed"
     findings = json.loads((root / "verdict.json").read_text())["confounds"]["findings"]
     assert [f["field"] for f in findings] == ["python"]  # the environment differs now
-    assert _verdict(d, "--no-plots") == "reused"
+    assert _verdict_in(d, "--no-plots") == "reused"
 
     # options: given, given again (the same verdict), then remembered (its provenance differs: recomputed)
-    assert _verdict(d, "--no-plots", "--alpha", "0.01") == "computed"
-    assert _verdict(d, "--no-plots", "--alpha", "0.01") == "reused"
-    assert _verdict(d, "--no-plots") == "computed"
+    assert _verdict_in(d, "--no-plots", "--alpha", "0.01") == "computed"
+    assert _verdict_in(d, "--no-plots", "--alpha", "0.01") == "reused"
+    assert _verdict_in(d, "--no-plots") == "computed"
     assert json.loads((root / "verdict.json").read_text())["non_default_options"][0]["source"] == "remembered"
-    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert _verdict_in(d, "--no-plots", "--reset") == "computed"
     assert json.loads((root / "verdict.json").read_text())["alpha"] == 0.05
 
     # an output edited or deleted: recomputed, and the file is whole again
     (root / "verdict.md").write_text("edited")
-    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert _verdict_in(d, "--no-plots", "--reset") == "computed"
     assert (root / "verdict.md").read_text().startswith("# Ablation of")
     (root / "results.csv").unlink()
-    assert _verdict(d, "--no-plots", "--reset") == "computed"
+    assert _verdict_in(d, "--no-plots", "--reset") == "computed"
     assert (root / "results.csv").is_file()
 
     # with plots: reused only once they are drawn, and their PNGs are part of the key
-    assert _verdict(d) == "computed"
+    assert _verdict_in(d) == "computed"
     wait_for_plots(root)
-    assert _verdict(d) == "reused"
+    assert _verdict_in(d) == "reused"
     (root / "verdict_values.png").write_bytes(b"not a png")
-    assert _verdict(d, "--wait-plots") == "computed"
+    assert _verdict_in(d, "--wait-plots") == "computed"
     assert (root / "verdict_values.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -105,9 +122,9 @@ def test_pending_plots_and_against_are_never_reused(tmp_path: Path) -> None:
     write_verdict(sd)  # no digest (a caller that did not collect one): the key is removed, nothing is reused
     assert not (root / ".verdict_key.json").exists() and not reusable(sd, sd.plan(), reuse_call(sd.plan(), {}))
     other = make_sweep(tmp_path / "other", {"control": C, "lr=0.1": T})
-    assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
+    assert _verdict_in(str(root), "--no-plots", "--against", str(other)) == "computed"
     assert not (root / ".verdict_key.json").exists()
-    assert _verdict(str(root), "--no-plots", "--against", str(other)) == "computed"
+    assert _verdict_in(str(root), "--no-plots", "--against", str(other)) == "computed"
 
 
 def _steps(t: Path, ys: list[float]) -> None:
