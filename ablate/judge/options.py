@@ -99,19 +99,25 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         family=choice(o.get("family", d.family), FAMILIES, "family"),
         against=None if o.get("against") is None else str(o["against"]),
         curve=parse_curve(o.get("curve"), str(plan.get("metric") or "")),
-        effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential)),
+        effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential), looks),
         futility=parse_futility(o.get("futility"), o.get("effect")),
     )
 
 
-def parse_effect(value: Any, sequential: Any) -> float | None:
-    """``effect``: the planned effect in SDs of one seed's metric (both arms' pooled SD), for futility stops; only
-    with ``sequential=group``.
+#: The largest planned effect ``effect=`` takes, SDs of one seed's metric: an effect that large is seen in 2 seeds
+#: at any look, and the dry run's simulation of it (squares of seeds shifted by it) stays finite.
+MAX_EFFECT = 100.0
+
+
+def parse_effect(value: Any, sequential: Any, looks: Any = None) -> float | None:
+    """``effect``: the planned effect in SDs of one seed's metric (both arms' pooled SD), in (0, :data:`MAX_EFFECT`],
+    for futility stops; only with ``sequential=group``.
 
     Raises
     ------
     ConfigError
-        When it is not a positive number, or given without ``sequential=group``.
+        When it is not a number in (0, :data:`MAX_EFFECT`] (NaN, inf, a bool, a list, a word), given without
+        ``sequential=group``, or with ``looks`` of one look (futility stops come at looks before the last).
     """
     if value is None:
         return None
@@ -123,9 +129,14 @@ def parse_effect(value: Any, sequential: Any) -> float | None:
         e = float(value)
     except (TypeError, ValueError):
         e = math.nan
-    if isinstance(value, bool) or not (e > 0 and math.isfinite(e)):
-        raise ConfigError(f"must be a positive number of SDs of one seed's metric, got {value!r}", where="effect",
+    if isinstance(value, bool) or not (0 < e <= MAX_EFFECT):
+        raise ConfigError(f"must be a positive number of SDs of one seed's metric, at most {MAX_EFFECT:g}, got "
+                          f"{value!r}", where="effect",
                           fix="e.g. `effect=0.5` (half an SD: the smallest effect worth the seeds)")
+    if isinstance(looks, list | tuple) and len(looks) < 2:
+        raise ConfigError(f"futility stops come at looks before the last, but looks={list(looks)} has one look: "
+                          "nothing would ever stop for futility", where="effect",
+                          fix="add earlier looks, e.g. `looks=[5,10,15,20]`, or drop `effect=`")
     return e
 
 
@@ -133,7 +144,8 @@ def parse_futility(value: Any, effect: Any, *, given: bool = False) -> float:
     """``futility``: the conditional power below which a sequential treatment stops (γ; None means the default,
     0.10). A value other than the default needs ``effect`` (without it nothing stops for futility); with
     ``given`` (the plan-time options, read from a config whose shipped default is null, so ``value`` is the user's
-    own) any value does, the default's included. A recorded plan holds the default without ``effect``.
+    own) any value does, the default's included. A recorded plan holds the default without ``effect``. A number
+    in [1e-6, 0.999], or one written as a string.
 
     Raises
     ------
@@ -142,6 +154,9 @@ def parse_futility(value: Any, effect: Any, *, given: bool = False) -> float:
     """
     if value is None:
         return DEFAULT_FUTILITY
+    if isinstance(value, str):  # `futility='0.2'` (a quoted number), as `effect='0.5'` is read
+        with contextlib.suppress(ValueError):
+            value = float(value)
     if effect is None and (given or value != DEFAULT_FUTILITY):
         raise ConfigError("futility stops need the planned effect: conditional power is computed under it",
                           where="futility", fix="add `effect=0.5` (in SDs of one seed's metric) before the run, or "

@@ -156,7 +156,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         family=choice(cfg.get("family", DEFAULTS.family), FAMILIES, "family"),
         metrics=_metrics(cfg.get("metrics"), metric),
         curve=parse_curve(cfg.get("curve"), metric),
-        effect=(effect := parse_effect(cfg.get("effect"), sequential)),
+        effect=(effect := parse_effect(cfg.get("effect"), sequential, looks)),
         futility=parse_futility(cfg.get("futility"), effect, given=True),  # the config's default is null
     )
 

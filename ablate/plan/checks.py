@@ -4,6 +4,7 @@ anything is launched (:mod:`ablate.orchestrate.options`, :mod:`ablate.judge.opti
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ablate.errors import ConfigError
@@ -28,12 +29,14 @@ def boolean(value: Any, where: str) -> bool:
 
 def number(value: Any, where: str, *, lo: float | None = None, hi: float | None = None,
             integer: bool = False, allow_none: bool = False, example: Any = None) -> Any:
-    """``value`` if it is a number (not a bool) in [lo, hi]; an int when ``integer``; None when ``allow_none``.
+    """``value`` if it is a number (not a bool, not NaN) in [lo, hi]; an int when ``integer``; None when ``allow_none``.
 
     The error's fix shows ``example`` (the setting's default, where the caller has one), else ``lo``."""
     if value is None and allow_none:
         return None
     ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and math.isnan(value):  # NaN passes every comparison: `alpha=nan`, `futility=nan`
+        ok = False
     if integer:
         ok = ok and float(value).is_integer()
     if ok and lo is not None and value < lo:

@@ -79,7 +79,7 @@ def planned_drift(effect: float, sd: Any, se: Any, fraction: Any) -> np.ndarray:
     if not e > 0:
         raise _iv.fail("effect", "must be a positive number of SDs", effect)
     s, se_, t = np.broadcast_arrays(np.asarray(sd, float), np.asarray(se, float), np.asarray(fraction, float))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # inf (a huge effect): NaN, no stop
         out = e * s / (se_ * np.sqrt(t))
     return np.where(np.isfinite(out) & (se_ > 0), out, np.nan)
 

@@ -83,6 +83,16 @@ def test_null_arms_stop_for_futility_at_the_first_look(sweep: Path) -> None:
     (("sequential=group", "effect=-1"), "`effect`", "effect=0.5"),
     (("sequential=group", "futility=0.2"), "`futility`", "effect=0.5"),
     (("sequential=group", "futility=0.1"), "`futility`", "effect=0.5"),  # the default value, given, is refused too
+    # issue 39 attack: values that are not a positive, finite effect of at most 100 SDs (1e308 overflowed the dry
+    # run's simulation into a RuntimeWarning)
+    *[(("sequential=group", f"effect={v}"), "`effect`", "effect=0.5")
+      for v in ("abc", "nan", "inf", "true", "[1]", "{a:1}", "''", "1e308", "101")],
+    # futility outside (0, 1), or not a number; nan passed the range check and failed later as `threshold`, no fix
+    *[(("sequential=group", "effect=0.5", f"futility={v}"), "`futility`", "futility=0.1")
+      for v in ("0", "1", "-0.1", "abc", "nan", "true")],
+    (("sequential=group", "alpha=nan"), "`alpha`", "alpha=0.05"),  # NaN passed every number range
+    # one look: no look before the last, so nothing could stop for futility (ran without a word before)
+    (("sequential=group", "effect=0.5", "looks=[8]"), "`effect`", "looks=[5,10,15,20]"),
 ])
 def test_bad_uses_are_one_line_with_the_fix(proj: Path, args: tuple[str, ...], where: str, fix: str) -> None:
     res = ablate_in(proj, "-m", "variable=shift", "task=known", *args, "dry_run=true")

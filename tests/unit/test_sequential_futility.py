@@ -14,11 +14,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from ablate.judge.options import VerdictOptions
+from ablate.errors import ConfigError
+from ablate.judge.options import VerdictOptions, parse_effect, parse_futility
 from ablate.judge.verdict import ArmData, sequential_state, stop_reason
 from ablate.stats import decide_batch, group_sequential_batch
 from ablate.stats.core import BETTER, WORSE
-from ablate.stats.futility import conditional_power
+from ablate.stats.futility import conditional_power, planned_drift
 
 ALPHA = 0.05
 #: The issue's suite: true effects of the 5 treatments, in SDs of one seed's metric.
@@ -96,6 +97,23 @@ def test_futility_twin_equals_sequential_state(paired: bool) -> None:
             assert reason == "futility" and st["conditional_power"] < 0.2 and st["look"] < len(looks) - 1
         seen[reason or "running"] += 1
     assert seen["futility"] >= 5 and seen["budget"] + seen["efficacy"] >= 5, seen
+
+
+def test_planned_drift_of_an_overflowing_effect_is_nan_not_a_warning() -> None:
+    """effect x SD / SE past the float range (an effect of 1e308 SDs; the CLI refuses effects over 100) is NaN, no
+    futility stop, without numpy's overflow RuntimeWarning (an error under the test settings); a finite row keeps
+    its value, 1e308 x 1 / (1e300 x √0.25) = 2e8."""
+    out = planned_drift(1e308, [1.0, 1.0], [1e-10, 1e300], [0.25, 0.25])
+    assert math.isnan(out[0]) and out[1] == pytest.approx(2e8)
+
+
+def test_futility_written_as_a_string_is_read_as_effect_is() -> None:
+    """``futility='0.2'`` was refused ("must be a number ..., got '0.2'") while ``effect='0.5'`` was read; both are
+    read now, and a string that is no number in (0, 1) is still refused in one line."""
+    assert parse_effect("0.5", "group", [4, 8]) == 0.5 and parse_futility("0.2", 0.5) == 0.2
+    for bad in ("abc", "nan", "1", "0"):
+        with pytest.raises(ConfigError, match="futility"):
+            parse_futility(bad, 0.5)
 
 
 def test_conditional_power_against_a_direct_normal_computation() -> None:
