@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from tests.helpers import REPO, ablate_cli
+from tests.helpers import REPO, ablate_cli, ablate_in
 
 pytestmark = pytest.mark.slow
 MAKE = REPO / "tests" / "fixtures" / "audit_app" / "make_runs.py"
@@ -171,7 +171,7 @@ def test_the_minimal_ablation_runs_to_a_valid_verdict(confounded: Path, audits: 
     for k in ("verdict", "pvalue", "ci", "effect_size", "diff"):
         assert mine[k] == comp[k], k
     # a sweep dir judges its metric by its goal: another direction given is refused, and nothing written
-    res = ablate_cli(cwd, "audit", str(verdict_md.parent), "--goal", "minimize", "--out", "other")
+    res = ablate_in(cwd, "audit", str(verdict_md.parent), "--goal", "minimize", "--out", "other")  # a refusal
     assert res.returncode == 2 and "mixed directions: maximize and minimize" in res.stderr, res.stderr
     assert not (cwd / "other").exists()
 

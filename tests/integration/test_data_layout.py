@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, git, run
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, git, run
 
 pytestmark = pytest.mark.slow
 
 
 def test_ignored_data_dir_tracked_from_outside_is_pinned_and_the_hint_says_how(project: Path) -> None:
     # The project git-ignores /data/ (conftest) and, here, no stage tracks it yet.
+    add_pure_task(project)  # the data's pinning is under test, not training: task=pure reads no data, pins the same
     git(project, "rm", "-q", "dvc.yaml", "dvc.lock")
     commit_all(project, "no data stage")
     # A real run (the dry run opens no DVC repo): the data is pinned before any trial launches.
-    args = ["-m", "task=digits_mlp", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
+    args = ["-m", "task=pure", "variable=lr", "seeds=3", "launcher=inline", "task.epochs=1",
             "hydra.sweep.dir=outputs/layout"]
     res = ablate_in(project, *args)
     assert res.returncode == 2, res.stderr

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import ablate
-from tests.helpers import ablate_cli, ablate_in, commit_all, git
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, git
 
 pytestmark = pytest.mark.slow
 FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable.values=[0.2]"]
@@ -38,13 +38,14 @@ def only_sweep(project: Path) -> Path:
 
 
 def test_an_untracked_notebook_does_not_stop_ablate_run(project: Path) -> None:
+    add_pure_task(project)  # untracked files are under test, not training: the pure-Python task (committed)
     (project / "analysis.ipynb").write_text('{"cells": [], "nbformat": 4, "nbformat_minor": 5}')
     (project / ".ipynb_checkpoints").mkdir()  # Jupyter's cache: not even listed
     (project / ".ipynb_checkpoints" / "analysis-checkpoint.ipynb").write_text("{}")
     (project / "scratch").mkdir()
     (project / "scratch" / "notes.txt").write_text("ideas")
     verdict = ablate.run(project / "conf", variable="lr", values=[0.2], seeds=3, launcher="inline",
-                         overrides={"task.epochs": 1}, sweep_dir=project / "outputs" / "nb")
+                         overrides={"task": "pure", "task.epochs": 1}, sweep_dir=project / "outputs" / "nb")
     sd = verdict.sweep_dir
     assert verdict["dirty"] is False
     code = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["code"]
