@@ -95,7 +95,7 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
         if d > 0:
             verdict = np.where(verdict == BETTER, BETTER, 0)
         n_ = np.minimum(r.n_treatment, r.n_control)
-        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m)
+        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z)
         before |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired)
     for i in range(min(check, reps)):  # the same rule through compare() + adjust_comparisons
         comps = [compare(treat[j, i], control[i], paired=paired, n_comparisons=m, pi_interval=False)
