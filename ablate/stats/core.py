@@ -58,8 +58,8 @@ FAMILY_FIRM_M = 5
 #: per arm, a better/worse verdict is firm only when p x :data:`ablate.stats.shape.SKEW_GUARD_FACTOR` clears its level
 #: where the guard's oriented skew z is >= FAMILY_GUARD_Z: the skew guard calibrated at the family's per-step level
 #: (Holm's α/m), not at α. Measured (``benchmarks/stats37b_family_guard.py``): unpaired bimodal arms 1:3 at m = 10,
-#: N = 20 were 0.0582 +- 0.0007 (100,000 replications) and become 0.038; the cost is 0.7-4 points of firm power on
-#: normal arms (6-14 on bimodal 1:3) at N = 20-25, against 5-12 points for p x 2 and all of it for "firm from 30".
+#: N = 20 were 0.0582 +- 0.0007 (100,000 replications) and become 0.038; the cost is 0.5-6 points of firm power on
+#: normal arms (3-15 on bimodal 1:3) at N = 20-25, against 2-14 points for p x 2 and all of it for "firm from 30".
 FAMILY_GUARD_Z = 1.0
 FAMILY_GUARD_BELOW = 30
 
