@@ -114,7 +114,8 @@ class Comparison:
     firm_from : int or None
         With ``firm`` False: the seeds per arm from which the same result would be firm (0/1 metric: from which
         Fisher's test would reject at the same success rates, None beyond the seed cap; None too where
-        ``skew_evident``: more seeds do not make it firm).
+        ``skew_evident``: more seeds do not make it firm; 30, :data:`ablate.stats.core.FAMILY_GUARD_BELOW`, in a
+        family of 5+ at 20-29 seeds held by the family guard, :func:`ablate.stats.core.is_firm`).
     skew_evident : bool
         The values are evidently skewed (|D'Agostino z| >= 1.96 either way; paired, of the differences or of the
         arms' residuals, :func:`ablate.stats.core.skew_evident`): a better/worse verdict is then indicative at

@@ -10,12 +10,14 @@ it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from ablate.judge.report import indicative_text
 from ablate.stats import adjust_comparisons, compare, decide_batch
 from ablate.stats.core import (
     BETTER,
@@ -119,6 +121,8 @@ def test_family_guard_holds_bimodal_arms_of_unequal_spread() -> None:
     assert held and all(cp.firm is False and cp.firm_from == FAMILY_GUARD_BELOW for cp in held)
     why = next(f.message for f in held[0].flags if f.code == "indicative_verdict")
     assert "10 times under its level" in why and f"at {FAMILY_GUARD_BELOW} seeds" in why
+    said = indicative_text(dataclasses.asdict(held[0]))  # verdict.md's Seed recommendation gives the same reason
+    assert why.removeprefix("indicative: ") in said and "0.08-0.14" not in said
 
 
 def test_skew_evident_is_dagostino_either_way() -> None:
