@@ -9,6 +9,8 @@ SD 1, then the treatment times the SD ratio r):
 
 - ``normal``; ``lognormal`` (σ_log = 1 in both arms: fixed skew); ``grows`` (the treatment lognormal with the σ_log
   whose SD is r times that of σ_log = 1: skew grows with spread, the lognormal of Colas, Sigaud & Oudeyer 2019);
+- ``collapse``: an accuracy-like binomial metric with seeds stuck at chance (``COLLAPSE_P``; its values are not 0/1,
+  so ``compare()`` runs the t-test path this script simulates, checked as below);
 - ``corr`` (paired only): a lognormal seed effect s (σ_log = 1) shared by both arms and amplified by the treatment,
   control s + 0.3 e, treatment r s + 0.3 r e (ρ ≈ 0.96).
 
@@ -36,7 +38,10 @@ from ablate.stats import adjust_comparisons, compare, decide_batch
 from ablate.stats.core import BETTER, WORSE, is_firm
 from ablate.stats.multiplicity import holm
 
-SHAPES = ("normal", "lognormal", "grows", "corr", "t3", "bimodal")
+SHAPES = ("normal", "lognormal", "grows", "corr", "t3", "bimodal", "collapse")
+#: ``collapse``: an accuracy-like metric, each seed the share correct of COLLAPSE_TRIALS test items at 0.9, or with
+#: probability COLLAPSE_P a seed stuck at chance (0.1, ten classes): binomial values, two modes, skewed.
+COLLAPSE_TRIALS, COLLAPSE_P = 1000, 0.2
 #: The shapes of the default table; ``--shapes t3,bimodal`` runs the symmetric heavy-tailed and two-mode ones.
 DEFAULT_SHAPES = SHAPES[:4]
 MS = (1, 2, 5, 10)
@@ -70,6 +75,14 @@ def arms(rng: np.random.Generator, shape: str, m: int, n: int, reps: int, ratio:
         def two(size: tuple[int, ...]) -> np.ndarray:
             return np.where(rng.random(size) < 0.5, -0.9, 0.9) + math.sqrt(0.19) * rng.standard_normal(size)
         c, t = two((reps, n)), ratio * two((m, reps, n))
+    elif shape == "collapse":
+        def acc(size: tuple[int, ...]) -> np.ndarray:
+            q = np.where(rng.random(size) < COLLAPSE_P, 0.1, 0.9)
+            return rng.binomial(COLLAPSE_TRIALS, q) / COLLAPSE_TRIALS
+        mu = COLLAPSE_P * 0.1 + (1 - COLLAPSE_P) * 0.9
+        ex2 = sum(w * (q * q + q * (1 - q) / COLLAPSE_TRIALS) for w, q in ((COLLAPSE_P, 0.1), (1 - COLLAPSE_P, 0.9)))
+        sd = math.sqrt(ex2 - mu * mu)
+        c, t = (acc((reps, n)) - mu) / sd, ratio * (acc((m, reps, n)) - mu) / sd
     elif shape == "corr":
         s = _lognormal(rng, 1.0, (reps, n))
         c = s + 0.3 * rng.standard_normal((reps, n))
@@ -95,7 +108,7 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
         if d > 0:
             verdict = np.where(verdict == BETTER, BETTER, 0)
         n_ = np.minimum(r.n_treatment, r.n_control)
-        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m)
+        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z)
         before |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired)
     for i in range(min(check, reps)):  # the same rule through compare() + adjust_comparisons
         comps = [compare(treat[j, i], control[i], paired=paired, n_comparisons=m, pi_interval=False)
@@ -118,7 +131,7 @@ def table(reps: int, d: float, shapes: tuple[str, ...] = DEFAULT_SHAPES) -> None
         for shape in shapes:
             if shape == "corr" and not paired:
                 continue
-            for ratio in ((1.0, 3.0) if shape in ("normal", "t3", "bimodal") else (2.0, 3.0)):
+            for ratio in ((1.0, 3.0) if shape in ("normal", "t3", "bimodal", "collapse") else (2.0, 3.0)):
                 for m in MS:
                     cells = []
                     for n in NS:

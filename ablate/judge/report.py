@@ -42,7 +42,7 @@ from ablate.judge.tuning import markdown as tuning_markdown
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
 from ablate.stats.compare import ci_name, firm_shortfall, level_text
-from ablate.stats.core import verdict_label
+from ablate.stats.core import FAMILY_GUARD_BELOW, verdict_label
 from ablate.stats.multiplicity import LABELS
 
 #: Flags said elsewhere on the page, not again under Flags: the indicative reason is in the Seed recommendation.
@@ -255,7 +255,8 @@ def _paper(page: Page) -> list[str]:
 def indicative_text(c: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
     recommendation)."""
-    if c.get("binary") or c.get("skew_evident"):  # a 0/1 metric's exact test, or skewed values: the flag's reason
+    if c.get("binary") or c.get("skew_evident") or c.get("firm_from") == FAMILY_GUARD_BELOW:
+        # a 0/1 metric's exact test, skewed values, or the family guard at 20-29 seeds: the flag's reason
         why = next((f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"), "indicative")
         return f"Not yet firm: {why.removeprefix('indicative: ')}."
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)

@@ -16,6 +16,7 @@ from ablate.stats.core import (
     BETTER,
     EQUIVALENT,
     FAMILY_FIRM_M,
+    FAMILY_GUARD_BELOW,
     FIRM_FACTOR,
     FIRM_FROM,
     INCONCLUSIVE,
@@ -32,7 +33,7 @@ from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improve
 from ablate.stats.failures import FailureFinding, failure_finding
 from ablate.stats.pi_interval import MIN_N_COVERED
 from ablate.stats.power import SEED_CAP, SeedAdvice, recommend_seeds
-from ablate.stats.shape import skew_spread
+from ablate.stats.shape import SKEW_GUARD_FACTOR, skew_spread
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ class Comparison:
     firm_from : int or None
         With ``firm`` False: the seeds per arm from which the same result would be firm (0/1 metric: from which
         Fisher's test would reject at the same success rates, None beyond the seed cap; None too where
-        ``skew_evident``: more seeds do not make it firm).
+        ``skew_evident``: more seeds do not make it firm; 30, :data:`ablate.stats.core.FAMILY_GUARD_BELOW`, in a
+        family of 5+ at 20-29 seeds held by the family guard, :func:`ablate.stats.core.is_firm`).
     skew_evident : bool
         The values are evidently skewed (|D'Agostino z| >= 1.96 either way; paired, of the differences or of the
         arms' residuals, :func:`ablate.stats.core.skew_evident`): a better/worse verdict is then indicative at
@@ -610,9 +612,13 @@ def finish(comp: Comparison) -> Comparison:
     elif code in (BETTER, WORSE):
         n = min(comp.n_treatment, comp.n_control)
         firm = bool(is_firm(code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired,
-                            comp.skew_evident, comp.n_comparisons))
+                            comp.skew_evident, comp.n_comparisons,
+                            np.nan if comp.skew_z is None else comp.skew_z))
         if not firm and comp.skew_evident:
             flags.append(Flag("indicative_verdict", SKEWED_REASON))
+        elif not firm and n >= FIRM_FROM[comp.paired] and comp.n_comparisons >= FAMILY_FIRM_M:
+            firm_from = FAMILY_GUARD_BELOW
+            flags.append(Flag("indicative_verdict", family_guard_reason(n, comp.n_comparisons, comp.skew_z)))
         elif not firm:
             firm_from = FIRM_FROM[comp.paired]
             pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
@@ -708,6 +714,30 @@ def family_shortfall(m: int, firm_from: int = FIRM_FROM[False]) -> str:
     return (f"with {m} treatments each is tested at a fraction of α, far in the tail where the t-test's excess on "
             f"skewed arms is largest (a firm family-wise error of 0.06-0.09 at 5-10 seeds even with p × "
             f"{FIRM_FACTOR:g}, docs/verdict.md), so below {firm_from} seeds per arm no verdict of a family is firm")
+
+
+def family_guard_reason(n: int, m: int, skew_z: float | None) -> str:
+    """Why a family's verdict at :data:`~ablate.stats.core.FIRM_FROM` to 29 seeds is indicative (one sentence).
+
+    Parameters
+    ----------
+    n : int
+        Completed seeds per arm (pairs when paired).
+    m : int
+        Treatments compared with the control.
+    skew_z : float or None
+        The skew guard's oriented D'Agostino z.
+
+    Returns
+    -------
+    str
+    """
+    z = "" if skew_z is None else f" (D'Agostino z = {skew_z:.2f})"
+    return (f"indicative: with {m} treatments each is tested at a fraction of α, far in the tail where the t-test "
+            f"rejects too often on arms of unequal spread (a firm family-wise error of 0.058 on two-mode arms at 20 "
+            f"seeds, docs/verdict.md); with {n} seeds per arm and values leaning against Δ{z} a verdict is firm only "
+            f"when p_adj is {SKEW_GUARD_FACTOR:g} times under its level; at {FAMILY_GUARD_BELOW} seeds per arm it is "
+            "firm if its p is then below the level")
 
 
 def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str:

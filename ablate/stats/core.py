@@ -54,6 +54,14 @@ SKEW_FIRM_Z = 1.96
 #: values not evidently skewed: a firm family-wise error of 0.054-0.058 at m = 5 and 0.063-0.085 at m = 10 with it;
 #: <= 0.050 at m = 2-4, 1500 replications; docs/verdict.md).
 FAMILY_FIRM_M = 5
+#: In a family of :data:`FAMILY_FIRM_M` or more treatments with :data:`FIRM_FROM` to ``FAMILY_GUARD_BELOW - 1`` seeds
+#: per arm, a better/worse verdict is firm only when p x :data:`ablate.stats.shape.SKEW_GUARD_FACTOR` clears its level
+#: where the guard's oriented skew z is >= FAMILY_GUARD_Z: the skew guard calibrated at the family's per-step level
+#: (Holm's α/m), not at α. Measured (``benchmarks/stats37b_family_guard.py``): unpaired bimodal arms 1:3 at m = 10,
+#: N = 20 were 0.0582 +- 0.0007 (100,000 replications) and become 0.038; the cost is 0.5-6 points of firm power on
+#: normal arms (3-15 on bimodal 1:3) at N = 20-25, against 2-14 points for p x 2 and all of it for "firm from 30".
+FAMILY_GUARD_Z = 1.0
+FAMILY_GUARD_BELOW = 30
 
 
 #: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
@@ -101,7 +109,7 @@ def firm_factor(n: Any, paired: Any) -> np.ndarray:
 
 
 def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: Any, n: Any, paired: Any,
-            skewed: Any = False, family: Any = 1) -> np.ndarray:
+            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan) -> np.ndarray:
     """Whether each better/worse verdict is firm (not indicative); False for every other verdict.
 
     Parameters
@@ -119,12 +127,17 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     family : array_like of int
         m, the treatments compared with the control: in a family of :data:`FAMILY_FIRM_M` or more no verdict below
         :data:`FIRM_FROM` is firm (the p x 10 route is for up to four treatments).
+    skew_z : array_like
+        The guard's oriented D'Agostino z (:attr:`BatchResult.skew_z`; NaN where it could not look): in a family of
+        :data:`FAMILY_FIRM_M` or more below :data:`FAMILY_GUARD_BELOW` seeds, z >= :data:`FAMILY_GUARD_Z` asks
+        p x 10 of a firm verdict (the guard at the family's per-step level).
 
     Returns
     -------
     numpy.ndarray of bool
         ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse,
-        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 5 or more.
+        on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 5 or more (there,
+        below :data:`FAMILY_GUARD_BELOW` seeds, F = 10 where ``skew_z`` >= :data:`FAMILY_GUARD_Z`).
 
     Notes
     -----
@@ -134,12 +147,15 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     N = 5-50); without them it reached 0.32. Their cost: on normal arms 2-5 points of firm power (the skew test
     fires on about 5% of normal samples); on evidently skewed metrics every better/worse is indicative.
     """
-    v, p, a, g, sk, fam, nn, pr = np.broadcast_arrays(
-        *(np.asarray(x, float) for x in (verdict, p_decision, alpha_decision, guard_factor, skewed, family, n)),
-        np.asarray(paired, bool))
+    v, p, a, g, sk, fam, nn, z, pr = np.broadcast_arrays(
+        *(np.asarray(x, float) for x in (verdict, p_decision, alpha_decision, guard_factor, skewed, family, n,
+                                         skew_z)), np.asarray(paired, bool))
     g = np.where(g > 0, g, 1.0)
-    extra = np.maximum(g, firm_factor(nn, pr)) / g
-    small_family = (fam >= FAMILY_FIRM_M) & (firm_factor(nn, pr) > 1)
+    big = fam >= FAMILY_FIRM_M
+    with np.errstate(invalid="ignore"):
+        fam_guard = np.where(big & (nn < FAMILY_GUARD_BELOW) & (z >= FAMILY_GUARD_Z), SKEW_GUARD_FACTOR, 1.0)
+    extra = np.maximum(np.maximum(g, firm_factor(nn, pr)), fam_guard) / g
+    small_family = big & (firm_factor(nn, pr) > 1)
     with np.errstate(invalid="ignore"):
         return np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family
 
@@ -534,7 +550,7 @@ def _decided(s: _Rows, acc: _Tested, sign: float, m: float | str | None, k: int,
                          dtype=float) if isinstance(m, str) else np.full(b, float(m))
     verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
     skewed = skew_evident(acc.skew_z, acc.arms_z)
-    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(s.n_t, s.n_c), s.use_paired, skewed, k)
+    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(s.n_t, s.n_c), s.use_paired, skewed, k, acc.skew_z)
     return BatchResult(verdict=verdict, insufficient=insufficient, paired=s.use_paired, n_treatment=s.n_t,
                        n_control=s.n_c, failed_treatment=s.failed_t, failed_control=s.failed_c, p_decision=p_dec,
                        alpha_decision=a_dec, margin=delta, skew_z=acc.skew_z, guard_factor=factor, firm=firm,

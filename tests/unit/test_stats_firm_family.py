@@ -2,7 +2,8 @@
 ``benchmarks/stats37_firm.py`` (the full grid and its power cost are in docs/verdict.md).
 
 A better/worse verdict on evidently skewed values (|D'Agostino z| >= 1.96) is indicative at every N, and a family of
-5 or more treatments has no firm verdict below 20 seeds per arm. Each A/A cell below is one where the rule before it
+5 or more treatments has no firm verdict below 20 seeds per arm, and at 20-29 seeds needs p_adj x 10 where the skew
+guard's z is >= 1.0 (the family guard). Each A/A cell below is one where the rule before it
 failed (firm family-wise error above 0.08 at 2000 replications in the benchmark, 0.07 in the correlated-seeds
 cell); with 800 replications (MC SE 0.0077 at 0.05) the test holds "before" above 0.06 on the same replications (so
 it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replications settle them.
@@ -10,14 +11,24 @@ it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from ablate.judge.report import indicative_text
 from ablate.stats import adjust_comparisons, compare, decide_batch
-from ablate.stats.core import BETTER, FAMILY_FIRM_M, WORSE, is_firm, skew_evident
+from ablate.stats.core import (
+    BETTER,
+    FAMILY_FIRM_M,
+    FAMILY_GUARD_BELOW,
+    FAMILY_GUARD_Z,
+    WORSE,
+    is_firm,
+    skew_evident,
+)
 from ablate.stats.multiplicity import holm
 
 R = 800
@@ -51,7 +62,7 @@ def _family(t: np.ndarray, c: np.ndarray, paired: bool) -> tuple[float, float]:
     for j, r in enumerate(res):
         v = np.where(adj[j] < 0.05, np.where(r.diff > 0, BETTER, WORSE), 0)
         n = np.minimum(r.n_treatment, r.n_control)
-        after |= is_firm(v, adj[j], 0.05, r.guard_factor, n, r.paired, r.skewed, m)
+        after |= is_firm(v, adj[j], 0.05, r.guard_factor, n, r.paired, r.skewed, m, r.skew_z)
         before |= is_firm(v, adj[j], 0.05, r.guard_factor, n, r.paired)
     return float(after.mean()), float(before.mean())
 
@@ -78,6 +89,41 @@ def test_is_firm_rules() -> None:
     assert is_firm(**args, n=20, paired=True, family=10)
     assert not is_firm(**args, n=50, paired=False, skewed=True)
     assert not is_firm(**{**args, "p_decision": 0.01}, n=5, paired=False)  # p x 10 = 0.1: indicative, as before
+    # a family of 5+ at 20-29 seeds: the guard at the family's level asks p x 10 where z >= FAMILY_GUARD_Z
+    fam = {**args, "p_decision": 0.01, "n": 20, "paired": False, "family": FAMILY_FIRM_M}
+    assert is_firm(**fam, skew_z=FAMILY_GUARD_Z - 0.01) and is_firm(**fam)  # z below (or unknown): p itself
+    assert not is_firm(**fam, skew_z=FAMILY_GUARD_Z)  # p x 10 = 0.1
+    assert is_firm(**{**fam, "p_decision": 0.001}, skew_z=FAMILY_GUARD_Z)  # p x 10 = 0.01
+    assert is_firm(**{**fam, "n": FAMILY_GUARD_BELOW}, skew_z=FAMILY_GUARD_Z)  # from 30 seeds: p itself
+    assert is_firm(**{**fam, "family": FAMILY_FIRM_M - 1}, skew_z=FAMILY_GUARD_Z)  # up to 4 treatments: p itself
+
+
+def test_family_guard_holds_bimodal_arms_of_unequal_spread() -> None:
+    """Unpaired two-mode arms 1:3, 10 treatments, 20 seeds: 0.0582 +- 0.0007 before the family guard (100,000
+    replications), 0.0378 with it (benchmarks/stats37b_family_guard.py). 4000 replications (MC SE 0.0035 at 0.05):
+    the guard is 3 SE under the old rate, and without skew_z (the rule before) the same replications stay above."""
+    reps, m, n = 4000, 10, 20
+    rng = np.random.default_rng(3782)
+    modes = np.where(rng.random((m + 1, reps, n)) < 0.5, -0.9, 0.9) + math.sqrt(0.19) * rng.standard_normal(
+        (m + 1, reps, n))
+    t, c = 3 * modes[:m], modes[m]
+    res = [decide_batch(t[j], c, n_comparisons=m) for j in range(m)]
+    adj = np.apply_along_axis(holm, 0, np.stack([np.minimum(1, r.pvalue * r.guard_factor) for r in res]))
+    after, before = np.zeros(reps, bool), np.zeros(reps, bool)
+    for j, r in enumerate(res):
+        v = np.where(adj[j] < 0.05, np.where(r.diff > 0, BETTER, WORSE), 0)
+        after |= is_firm(v, adj[j], 0.05, r.guard_factor, n, False, r.skewed, m, r.skew_z)
+        before |= is_firm(v, adj[j], 0.05, r.guard_factor, n, False, r.skewed, m)
+    assert before.mean() > 0.048, before.mean()
+    assert after.mean() <= 0.048, after.mean()
+    i = int(np.flatnonzero(before & ~after)[0])  # compare() + adjust_comparisons run the guard, and say so
+    comps = adjust_comparisons([compare(t[j, i], c[i], n_comparisons=m, pi_interval=False) for j in range(m)])
+    held = [cp for cp in comps if cp.verdict in ("better", "worse")]
+    assert held and all(cp.firm is False and cp.firm_from == FAMILY_GUARD_BELOW for cp in held)
+    why = next(f.message for f in held[0].flags if f.code == "indicative_verdict")
+    assert "10 times under its level" in why and f"at {FAMILY_GUARD_BELOW} seeds" in why
+    said = indicative_text(dataclasses.asdict(held[0]))  # verdict.md's Seed recommendation gives the same reason
+    assert why.removeprefix("indicative: ") in said and "0.08-0.14" not in said
 
 
 def test_skew_evident_is_dagostino_either_way() -> None:
@@ -115,5 +161,21 @@ def test_family_rule_equals_compare_and_adjust_comparisons() -> None:
         comps = adjust_comparisons([compare(t[j, i], c[i], n_comparisons=5, pi_interval=False) for j in range(5)])
         for j, cp in enumerate(comps):
             v = BETTER if cp.verdict == "better" else WORSE if cp.verdict == "worse" else 0
-            want = bool(is_firm(v, adj[j, i], 0.05, res[j].guard_factor[i], 20, False, res[j].skewed[i], 5))
+            want = bool(is_firm(v, adj[j, i], 0.05, res[j].guard_factor[i], 20, False, res[j].skewed[i], 5,
+                                res[j].skew_z[i]))
             assert bool(cp.firm) is want
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37, not fixed: accuracy with seeds stuck at chance, SD ratio 1:3, "
+                   "firm A/A 0.105-0.177 at N = 5 through the p x 10 route (docs/verdict.md, 'Families on a 0/1 "
+                   "metric and on accuracy with seeds stuck at chance')")
+def test_accuracy_with_collapsing_seeds_holds_the_firm_rate() -> None:
+    """One treatment, 5 seeds per arm: each seed the share correct of 1000 items at 0.9, or (probability 0.2) stuck
+    at chance, 0.1; the treatment 3 times as spread about the same mean. 1000 replications (MC SE 0.0069)."""
+    rng = np.random.default_rng(3790)
+    reps, n = 1000, 5
+    acc = rng.binomial(1000, np.where(rng.random((2, reps, n)) < 0.2, 0.1, 0.9)) / 1000
+    mu = 0.2 * 0.1 + 0.8 * 0.9
+    t, c = mu + 3 * (acc[0] - mu), acc[1]
+    res = decide_batch(t, c)
+    assert res.firm.mean() <= 0.056 + 3 * SE * math.sqrt(R / reps), res.firm.mean()
