@@ -13,28 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ablate_cli, ablate_in, commit_all
-from tests.integration.test_warm_launcher import probe_project  # noqa: F401  (the fixture)
+from tests.integration.test_warm_launcher import LIGHT_PROBE, probe_project  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slow
-
-#: tests/integration/test_warm_launcher.py's ``PROBE`` without torch: module state, a hard crash in one trial, and
-#: what its process saw.
-LIGHT_PROBE = '''
-import os
-import random
-
-CALLS = []  # module state a trial mutates: must never reach another trial
-
-
-def train(cfg):
-    CALLS.append(cfg.seed)
-    if cfg.task.mode == "exit" and cfg.seed == 1:
-        os._exit(3)  # a hard crash: no result written, no cleanup
-    info = {"pid": os.getpid(), "ppid": os.getppid(), "calls": len(CALLS), "draw": random.random()}
-    with open(os.path.join(cfg.task.out, f"{cfg.task.mode}-{cfg.seed}.json"), "w") as fh:
-        fh.write(__import__("json").dumps(info))
-    return {"val_acc": 0.5 + 0.01 * cfg.seed}
-'''
 
 ARGS = ["-m", "variable=mode", "task=probe", "seeds=3", "launcher=local", "launcher.max_parallel=2"]
 
