@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, run
+from tests.helpers import REPO, ablate_cli, ablate_in, clean_env, commit_all, run
 
 pytestmark = pytest.mark.slow
 FIXTURE = REPO / "tests" / "fixtures" / "store_app"
@@ -112,11 +112,12 @@ def test_what_the_app_context_refuses_is_one_line(store_project: Path, args: tup
         assert w in line, line
 
 
-def test_store_app_ablated_as_it_is(store_project: Path) -> None:
-    res = ablate_cli(store_project, "-m", "task=store", "variable=store_lr", "seeds=3", "launcher.max_parallel=2")
-    assert res.returncode == 0, res.stderr
+def test_store_app_ablated_as_it_is(shared_store: Path, store_suite: Path) -> None:
+    """The control and the key arm (``store_lr``) of :func:`store_suite`, a key-and-group suite run with the default
+    launcher: the same trials a run of ``variable=store_lr`` alone makes, which this test ran until issue 34 (6
+    more trials of a torch app); the group arm is checked by the suite's own test."""
+    store_project, sd = shared_store, store_suite
     untouched(store_project)
-    (sd,) = sorted(p.parent for p in store_project.glob("outputs/ablate/*/*/ablation.yaml"))
     verdict = json.loads((sd / "verdict.json").read_text())
     assert not verdict["invalid"] and verdict["confounds"]["findings"] == [], verdict["confounds"]
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
@@ -266,12 +267,21 @@ def check_store_sweep(sd: Path, own_keys: dict[str, set[str]]) -> dict[str, dict
     return seen
 
 
-def test_store_app_suite_of_a_key_and_a_group(shared_store: Path) -> None:
-    before = set(shared_store.glob("outputs/ablate/*/*"))
-    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", *WARM)
+@pytest.fixture(scope="module")
+def store_suite(shared_store: Path) -> Path:
+    """The sweep dir of a key-and-group suite of the store app (``variable=store_lr,store_model``, :data:`WARM`, the
+    default launcher), run once for the module: its own test and :func:`test_store_app_ablated_as_it_is` read it."""
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", *WARM,
+                         "hydra.sweep.dir=outputs/suite")
     assert res.returncode == 0, res.stdout + res.stderr
+    return shared_store / "outputs" / "suite"
+
+
+def test_store_app_suite_of_a_key_and_a_group(shared_store: Path, store_suite: Path) -> None:
+    sd = store_suite
     untouched(shared_store)
-    (sd,) = set(shared_store.glob("outputs/ablate/*/*")) - before
     seen = check_store_sweep(sd, {"lr=0.2": {"optim.lr"}, "model=small": {"model.name", "model.hidden"}})
     for seed in (1, 2, 3):  # the values each arm's app saw: its own override, from the app's own configs
         assert seen["lr=0.2"][seed]["optim.lr"] == 0.2 and seen["control"][seed]["optim.lr"] == 0.05

@@ -12,7 +12,8 @@ project byte for byte; every test checks they were not edited and that no shim f
   app's config is composed and recorded, not what it trains.
 
 Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs, repro and
-the single run the console script.
+the single run the console script. The Lightning-style app is ablated twice for the module (``lit_sweeps``: warm
+forks, and fresh processes reading TensorBoard), and each test that needs a run asserts on those.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ablate_cli, ablate_in, commit_all, only_sweep
+from tests.helpers import REPO, ablate_cli, ablate_in, clean_env, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 FIXTURES = REPO / "tests" / "fixtures"
@@ -56,6 +57,29 @@ def lit_project(project: Path) -> Path:
     write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]},
                                      "lit_model": {"group": "model", "values": ["mlp_wide"]}})
     return project
+
+
+@pytest.fixture(scope="module")
+def lit_sweeps(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The Lightning-style app ablated twice for the module: ``(project, warm, fresh)``. ``warm``: the default
+    launcher (local, warm forks); ``fresh``: ``launcher.warm=false`` with its metric read from the app's
+    TensorBoard events, reduced by max. Each run starts torch in every trial process of a fresh run: run once,
+    asserted on by every test that needs it (issue 34)."""
+    project = tmp_path_factory.mktemp("lit_sweeps") / "proj"
+    shutil.copytree(project_template, project, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        for part in ("src", "configs"):
+            shutil.copytree(FIXTURES / "lit_app" / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+        write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]}})
+        common = ("-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher.max_parallel=2")
+        warm = ablate_cli(project, *common, "hydra.sweep.dir=outputs/warm")
+        assert warm.returncode == 0, warm.stderr
+        assert "starts a fresh" not in warm.stderr, warm.stderr  # no fallback was needed
+        fresh = ablate_cli(project, *common, "launcher=local", "launcher.warm=false",
+                           "+task.metric_source=tensorboard", "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
+        assert fresh.returncode == 0, fresh.stderr
+    return project, project / "outputs" / "warm", project / "outputs" / "fresh"
 
 
 @pytest.fixture
@@ -96,12 +120,10 @@ def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project:
     assert not list(lit_project.glob("outputs/ablate/*"))
 
 
-def test_lightning_style_app_ablated_as_it_is(lit_project: Path) -> None:
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher.max_parallel=2")
-    assert res.returncode == 0, res.stderr
+def test_lightning_style_app_ablated_as_it_is(lit_sweeps: tuple[Path, Path, Path]) -> None:
+    lit_project, sd, _ = lit_sweeps  # the default launcher (local, warm forks)
     untouched(lit_project, "lit_app", (("src", "src"), ("configs", "configs")))
     assert not (lit_project / "logs").exists()  # the app's own hydra.run.dir (logs/...) was replaced by the trial's
-    sd = only_sweep(lit_project)
     verdict = json.loads((sd / "verdict.json").read_text())
     per_seed = {a["arm"]: a["values"] for a in verdict["arms"]}
     for arm, lr in (("control", 0.05), ("lr=0.2", 0.2)):
@@ -230,13 +252,11 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
     assert len(lines) == 2 and all("trainer.max_epochs=1" in shlex.split(x.split(": ", 1)[1]) for x in lines)
 
 
-def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> None:
-    # warm forks (the default launcher): the app and torch imported once, not in 6 fresh processes; where the
-    # metric is read from does not depend on the launcher (tests/integration/test_fn_metric_sources.py runs both)
-    res = ablate_cli(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=2", "+task.metric_source=tensorboard", "+task.reduce=max")
-    assert res.returncode == 0, res.stderr
-    sd = only_sweep(lit_project)
+def test_metric_from_tensorboard_events_reduced_by_max(lit_sweeps: tuple[Path, Path, Path]) -> None:
+    # fresh processes (launcher.warm=false), the module's second run: where the metric is read from does not depend
+    # on the launcher (tests/integration/test_fn_metric_sources.py runs both), and the same run is the fresh side
+    # of test_a_lightning_style_warm_app_imports_once_and_logs_as_a_fresh_run
+    _, _, sd = lit_sweeps
     for arm in ("control", "lr=0.2"):
         for seed in (1, 2, 3):
             t = sd / "trials" / arm / f"seed={seed}"
@@ -249,3 +269,25 @@ def test_metric_from_tensorboard_events_reduced_by_max(lit_project: Path) -> Non
             assert (src["kind"], src["reduce"], src["n_logged"]) == ("tensorboard", "max", 2)  # max_epochs=2
             assert src["step"] == min(s for s, v in series if v == best) == best_step
             assert src["path"] == str(t / "run" / "tensorboard" / "version_0")
+
+
+def test_a_lightning_style_warm_app_imports_once_and_logs_as_a_fresh_run(lit_sweeps: tuple[Path, Path, Path]) -> None:
+    """Warm apps (issue 22.4; moved here from tests/integration/test_warm_app.py to share this module's two runs):
+    each warm trial called the app's main in its fork and logged, value for value, what a fresh process logged
+    for the same trial. The fresh run reads its metric from TensorBoard (the test above), so the two are compared
+    on the app's own CSV log, every row of it (each epoch's val/acc and val/loss, the train loss every
+    ``log_every_n_steps``), written with ``repr`` floats: byte-equal files are bit-equal values; the warm
+    trial's value is that log's last val/acc, as before."""
+    _, warm, fresh = lit_sweeps
+    wt = {(d.parent.name, int(d.name.split("=")[1])): d for d in warm.glob("trials/*/seed=*")}
+    ft = {(d.parent.name, int(d.name.split("=")[1])): d for d in fresh.glob("trials/*/seed=*")}
+    assert set(wt) == set(ft) and len(wt) == 6
+    for key, d in wt.items():
+        result = json.loads((d / "result.json").read_text())
+        assert "in_process" in json.loads((d / "command.json").read_text())
+        assert "in_process" not in json.loads((ft[key] / "command.json").read_text())
+        (csv_file,) = (d / "run").rglob("metrics.csv")
+        (fresh_csv,) = (ft[key] / "run").rglob("metrics.csv")
+        assert result["metrics"]["val/acc"] == csv_series(csv_file, "val/acc")[-1][1]  # the app's own CSV
+        assert len(csv_series(csv_file, "val/acc")) == 2  # trainer.max_epochs=2: the whole run is compared
+        assert csv_file.read_bytes() == fresh_csv.read_bytes(), key  # what a fresh process logged, bit for bit

@@ -5,12 +5,13 @@ trial in a fresh process (``launcher.warm=false``) has, even when the task chang
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from ablate.record.sweepdir import dump_yaml
-from tests.helpers import ablate_cli, add_mode_task
+from tests.helpers import ablate_cli, add_mode_task, clean_env
 
 pytestmark = pytest.mark.slow
 
@@ -32,27 +33,48 @@ def train(cfg):
 '''
 
 
+def _seen(out: Path, name: str) -> None:
+    """Check what each of a run's 10 trials recorded it got (before it changed its config), then clear ``out``."""
+    seen = sorted(out.glob("*.json"))
+    assert len(seen) == 10, seen
+    for f in seen:
+        _mode, seed, _pid = f.stem.split("-")
+        got = json.loads(f.read_text())
+        assert got == {"seed": int(seed), "layers": [8, 8], "keys": sorted(["fn", "metric", "goal", "mode",
+                                                                            "layers", "out"])}, (name, f.name)
+        f.unlink()
+
+
+@pytest.fixture(scope="module")
+def fresh_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """``(project, out, sweep dir)``: the mutating task run once in fresh processes (``launcher.warm=false``), the
+    reference both launchers' runs are compared with (it was run once per launcher until issue 34: 10 more fresh
+    trial processes, each importing ablate)."""
+    root = tmp_path_factory.mktemp("fn_config_reuse")
+    project = root / "proj"
+    shutil.copytree(project_template, project, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        out = add_mode_task(project, "mutate", MUTATE, root / "seen", mode="a", values="[b]",
+                            extra="layers: [8, 8]\n", message="a task that changes its config")
+        res = ablate_cli(project, "-m", "variable=mode", "task=mutate", "seeds=5", "launcher=local",
+                         "launcher.warm=false", "hydra.sweep.dir=outputs/fresh")
+    assert res.returncode == 0, res.stderr
+    _seen(out, "fresh")
+    return project, out, project / "outputs" / "fresh"
+
+
 @pytest.mark.parametrize("launcher", [("launcher=inline",), ("launcher=local", "launcher.max_parallel=1")],
                          ids=["inline", "warm"])
-def test_a_reused_config_is_each_trials_own_as_in_a_fresh_process(project: Path, tmp_path: Path,
+def test_a_reused_config_is_each_trials_own_as_in_a_fresh_process(fresh_run: tuple[Path, Path, Path],
                                                                    launcher: tuple[str, ...]) -> None:
-    out = add_mode_task(project, "mutate", MUTATE, tmp_path / "seen", mode="a", values="[b]",
-                        extra="layers: [8, 8]\n", message="a task that changes its config")
-    runs = {}
-    for name, extra in (("reused", launcher), ("fresh", ("launcher=local", "launcher.warm=false"))):
-        res = ablate_cli(project, "-m", "variable=mode", "task=mutate", "seeds=5", *extra)
-        assert res.returncode == 0, res.stderr
-        (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml") if p.parent not in runs.values()]
-        runs[name] = sd
-        seen = sorted(out.glob("*.json"))
-        assert len(seen) == 10, seen
-        for f in seen:
-            _mode, seed, _pid = f.stem.split("-")
-            got = json.loads(f.read_text())
-            assert got == {"seed": int(seed), "layers": [8, 8], "keys": sorted(["fn", "metric", "goal", "mode",
-                                                                                "layers", "out"])}, (name, f.name)
-            f.unlink()
-    reused, fresh = runs["reused"], runs["fresh"]
+    project, out, fresh = fresh_run
+    name = launcher[0].split("=")[1]
+    res = ablate_cli(project, "-m", "variable=mode", "task=mutate", "seeds=5", *launcher,
+                     f"hydra.sweep.dir=outputs/{name}")
+    assert res.returncode == 0, res.stderr
+    _seen(out, name)
+    reused = project / "outputs" / name
     trials = sorted(p.relative_to(fresh) for p in fresh.glob("trials/*/seed=*"))
     assert len(trials) == 10
     for rel in trials:

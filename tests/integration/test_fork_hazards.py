@@ -1,7 +1,9 @@
 """Warm-fork hazards, named (issue 26, item 5): a real warm parent imports a real task module that starts a
 thread (its own library's, or pyarrow's allocator pulled in by ``import sklearn``) or opens a listening
 socket; the refusal names the thread or socket, where it came from and the cheapest fix, and each test
-runs that fix."""
+runs that fix. The task is test_warm_launcher's probe without torch (:data:`LIGHT_PROBE`): what is checked is what
+the task module's import starts, not training, and each warm parent would import torch (seconds of CPU, two warm
+parents a test) only because the probe does."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ablate_cli, ablate_in, commit_all
-from tests.integration.test_warm_launcher import PROBE, probe_project  # noqa: F401  (the fixture)
+from tests.integration.test_warm_launcher import LIGHT_PROBE, probe_project  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +53,7 @@ def _runs_warm(project: Path) -> None:
 
 def test_thread_a_library_starts_at_import_is_named_with_the_import_to_move(probe_project: Path) -> None:  # noqa: F811
     (probe_project / "helperlib.py").write_text(HELPERLIB)
-    (probe_project / "probe.py").write_text("import helperlib  # noqa: F401\n" + PROBE)
+    (probe_project / "probe.py").write_text("import helperlib  # noqa: F401\n" + LIGHT_PROBE)
     commit_all(probe_project, "a task whose import starts a thread in a library")
     line = _refusal(probe_project, console=True)
     assert "started 1 thread(s)" in line and "`helperlib-pump`" in line, line
@@ -60,7 +62,7 @@ def test_thread_a_library_starts_at_import_is_named_with_the_import_to_move(prob
     assert "`launcher.warm=false` (each trial then imports the task itself:" in line, line
 
     # the fix it names: the import moves into the task function
-    (probe_project / "probe.py").write_text(PROBE.replace("def train(cfg):\n",
+    (probe_project / "probe.py").write_text(LIGHT_PROBE.replace("def train(cfg):\n",
                                                           "def train(cfg):\n    import helperlib  # noqa: F401\n"))
     commit_all(probe_project, "import helperlib inside the task")
     _runs_warm(probe_project)
@@ -70,7 +72,7 @@ def test_pyarrow_allocator_thread_pulled_in_by_sklearn_names_pyarrows_setting(
         probe_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     pytest.importorskip("pyarrow", reason="the mlflow extra brings pyarrow (pip install -e '.[mlflow]')")
     monkeypatch.delenv("JE_ARROW_MALLOC_CONF", raising=False)
-    (probe_project / "probe.py").write_text("import sklearn  # noqa: F401\n" + PROBE)
+    (probe_project / "probe.py").write_text("import sklearn  # noqa: F401\n" + LIGHT_PROBE)
     commit_all(probe_project, "a plain scikit-learn task")
     line = _refusal(probe_project)
     assert "`jemalloc_bg_thd` (a native thread" in line and "while importing pyarrow" in line, line
@@ -84,14 +86,14 @@ def test_pyarrow_allocator_thread_pulled_in_by_sklearn_names_pyarrows_setting(
 def test_listening_socket_opened_at_import_is_refused_at_once(probe_project: Path) -> None:  # noqa: F811
     """Before: every fork shared the one socket, and trials hung for minutes, then failed with TimeoutError."""
     server = "import socket\n_SERVER = socket.socket()\n_SERVER.bind(('127.0.0.1', 0))\n_SERVER.listen()\n"
-    (probe_project / "probe.py").write_text(server + PROBE)
+    (probe_project / "probe.py").write_text(server + LIGHT_PROBE)
     commit_all(probe_project, "a task that listens at import")
     line = _refusal(probe_project)
     assert "opened 1 socket(s)" in line and "a TCP socket listening on 127.0.0.1:" in line, line
     assert "started at probe.py line 4" in line, line
     assert "start it inside the task function instead of at import" in line, line
 
-    (probe_project / "probe.py").write_text(PROBE.replace(
+    (probe_project / "probe.py").write_text(LIGHT_PROBE.replace(
         "def train(cfg):\n", "def train(cfg):\n    " + server.replace("\n", "\n    ").rstrip() + "\n"))
     commit_all(probe_project, "listen inside the task")
     _runs_warm(probe_project)

@@ -1,6 +1,9 @@
 """Warm apps (issue 22.4): under ``launcher=local`` an app trial is a fork of a warm parent that imported the
 app once, and the fork calls the app's ``@hydra.main`` function in its own process. Real forks, the test
-suite's unedited fixture apps; the per-seed values equal the apps' own logs and a fresh-process run's."""
+suite's unedited fixture apps; the per-seed values equal the apps' own logs and a fresh-process run's. The
+torch app's warm run (tests/fixtures/lit_app) is checked against a fresh one in
+tests/integration/test_app_task.py::test_a_lightning_style_warm_app_imports_once_and_logs_as_a_fresh_run, on
+the two runs that module makes of that app anyway (each start of torch is seconds of CPU)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ablate_cli
-from tests.integration.test_app_task import FIXTURES, LIT_TASK, PLAIN_TASK, csv_series, untouched, write
+from tests.integration.test_app_task import FIXTURES, PLAIN_TASK, untouched, write
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +38,7 @@ def _trials(sd: Path) -> dict[tuple[str, int], Path]:
 
 def test_a_warm_app_trial_calls_the_apps_main_in_its_fork(project: Path) -> None:
     # plain_app's shape without torch (tests/fixtures/light_app): what is checked is that the fork calls the app's
-    # main with the fresh run's overrides and gives its values; a torch app's fork is checked in the next test
+    # main with the fresh run's overrides and gives its values; a torch app's fork: test_app_task.py
     shutil.copytree(FIXTURES / "light_app", project / "plain", ignore=shutil.ignore_patterns("__pycache__"))
     write(project, "plain", PLAIN_TASK, {"plain_lr": {"key": "lr", "values": [0.2]}})
     warm = _run(project, "plain", "plain_lr", True, "outputs/warm")
@@ -61,21 +64,6 @@ def test_a_warm_app_trial_calls_the_apps_main_in_its_fork(project: Path) -> None
         assert _same_run(fresh_command["argv"][2:]) == _same_run(command["argv"][2:])  # the same overrides
     verdict = json.loads((warm / "verdict.json").read_text())
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
-
-
-def test_a_lightning_style_app_imports_once_and_logs_as_a_fresh_run(project: Path) -> None:
-    for part in ("src", "configs"):
-        shutil.copytree(FIXTURES / "lit_app" / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
-    write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]}})
-    warm = _run(project, "lit", "lit_lr", True, "outputs/warm")
-    fresh = _run(project, "lit", "lit_lr", False, "outputs/fresh")
-    wt, ft = _trials(warm), _trials(fresh)
-    for key, d in wt.items():
-        result = json.loads((d / "result.json").read_text())
-        assert "in_process" in json.loads((d / "command.json").read_text())
-        (csv_file,) = (d / "run").rglob("metrics.csv")
-        assert result["metrics"]["val/acc"] == csv_series(csv_file, "val/acc")[-1][1]  # the app's own CSV
-        assert result["metrics"] == json.loads((ft[key] / "result.json").read_text())["metrics"], key
 
 
 def test_an_app_that_starts_a_thread_at_import_runs_fresh_and_says_why_once(project: Path) -> None:

@@ -41,6 +41,25 @@ def train(cfg):
     return {"val_acc": 0.5 + 0.01 * cfg.seed}
 '''
 
+#: :data:`PROBE` without torch, for tests about what a task module's import does rather than torch: module
+#: state, the hard crash of one trial, and what its process saw.
+LIGHT_PROBE = '''
+import os
+import random
+
+CALLS = []  # module state a trial mutates: must never reach another trial
+
+
+def train(cfg):
+    CALLS.append(cfg.seed)
+    if cfg.task.mode == "exit" and cfg.seed == 1:
+        os._exit(3)  # a hard crash: no result written, no cleanup
+    info = {"pid": os.getpid(), "ppid": os.getppid(), "calls": len(CALLS), "draw": random.random()}
+    with open(os.path.join(cfg.task.out, f"{cfg.task.mode}-{cfg.seed}.json"), "w") as fh:
+        fh.write(__import__("json").dumps(info))
+    return {"val_acc": 0.5 + 0.01 * cfg.seed}
+'''
+
 #: Task modules that make forking unsafe at import time.
 UNSAFE = {
     "thread": ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
@@ -139,7 +158,8 @@ def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatc
 @pytest.mark.parametrize("kind", sorted(UNSAFE))
 def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Path, kind: str) -> None:
     module, reason = UNSAFE[kind]
-    (probe_project / "probe.py").write_text(module + PROBE)
+    # the thread needs no torch (LIGHT_PROBE: the fix's 6 fresh trials would each import it); the cuda kind does
+    (probe_project / "probe.py").write_text(module + (LIGHT_PROBE if kind == "thread" else PROBE))
     commit_all(probe_project, f"probe task that is unsafe to fork ({kind})")
     args = ["-m", "variable=mode", "task=probe", "seeds=3", "launcher=local", "launcher.max_parallel=2"]
     res = ablate_in(probe_project, *args)  # the warm parent is its own process either way
