@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, only_sweep
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -163,9 +163,14 @@ def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(pro
 
 
 def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
-    """The lr=0.2 arm is re-run under strict after the ablation's setting was edited: the verdict is invalid."""
+    """The lr=0.2 arm is re-run under strict after the ablation's setting was edited: the verdict is invalid.
+
+    On the pure-Python task (:data:`tests.helpers.PURE_TASK`; it was the digits example): the check is on the
+    modes the manifests record, which ablate writes from the plan whether or not the task imports torch; the
+    digits task spent its CPU importing torch twice and, under strict, torch._dynamo (issue 34, item 4)."""
+    add_pure_task(project)
     res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
-                     "task.epochs=1")
+                     "task=pure")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     plan_file = sd / "ablation.yaml"
