@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ablate.stats import _iv
-from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch, firm_factor
+from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch, firm_factor, is_firm
 from ablate.stats.futility import FUTILITY_CP, futile, pooled_sd_rows
 from ablate.stats.pairing import auto_pairs
 
@@ -311,6 +311,33 @@ def stops(verdict: Any, firm: Any) -> np.ndarray:
     return (np.isin(v, (BETTER, WORSE)) & f) | (v == EQUIVALENT)
 
 
+def indicative_at_every_n(res: Any, n_comparisons: int) -> np.ndarray:
+    """Better/worse verdicts of a look that only evident skew keeps indicative: more seeds cannot make them firm.
+
+    Parameters
+    ----------
+    res : ablate.stats.core.BatchResult
+        The look's :func:`ablate.stats.core.decide_batch` result.
+    n_comparisons : int
+        m, the treatments compared with the control (as ``decide_batch`` was given).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True from :data:`ablate.stats.core.FIRM_FROM` seeds per arm where the values are evidently skewed
+        (``res.skewed``) and the verdict would be firm on values that were not (:func:`ablate.stats.core.is_firm`
+        with ``skewed=False``). A verdict on evidently skewed values is indicative at every N (issue 37), so such a
+        crossing stops its arm as a firm one does (issue 39): running on cannot turn it firm, and the boundaries
+        already spend α on every crossing from FIRM_FROM seeds (:func:`stop_factors`). Below FIRM_FROM seeds the
+        skew test is too noisy to say the metric is skewed (it fires on about 5% of normal samples), and there an
+        indicative crossing runs on as before.
+    """
+    n = np.minimum(np.asarray(res.n_treatment), np.asarray(res.n_control))
+    would = is_firm(res.verdict, res.p_decision, res.alpha_decision, res.guard_factor, n, res.paired, False,
+                    n_comparisons, res.skew_z)
+    return np.asarray(res.skewed, bool) & would & (firm_factor(n, res.paired) == 1)
+
+
 @dataclass(frozen=True)
 class SequentialBatch:
     """Outcome of :func:`group_sequential_batch`, arrays of shape (batch,).
@@ -429,7 +456,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         res = decide_batch(tk, ck, paired=paired, alpha=alpha, goal=goal, margin=margin, n_comparisons=m,
                            p_threshold=thr)
         last = k == len(lk) - 1
-        hit = active & stops(res.verdict, res.firm)
+        hit = active & stops(res.verdict, res.firm | indicative_at_every_n(res, m))
         if last:
             hit = active.copy()
         elif effect is not None:

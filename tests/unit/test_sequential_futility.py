@@ -200,3 +200,32 @@ def test_verdict_names_the_futility_stop(tmp_path) -> None:
            "planned 0.5 SD, below 0.3" in bottom
     assert f"stopped for futility (conditional power {want:.3f} < 0.3)" in md
     assert "seeds=" not in bottom  # a futility stop asks for no more seeds
+
+
+def test_skewed_crossing_stops_in_the_twin_and_the_verdict_alike() -> None:
+    """Lognormal seeds (σ_log 0.5: evidently skewed from 20 seeds), looks 20, 40, 60, a 1 SD effect in half the
+    rows: a crossing that only evident skew keeps indicative stops its arm before the last look (more seeds cannot
+    make it firm, issue 39), in :func:`group_sequential_batch` and in the verdict's replay at the same look, and the
+    verdict names it (``skewed_stop``; stop reason ``efficacy``, the verdict ``better``, indicative)."""
+    rng = np.random.default_rng(3941)
+    rows, looks = 40, [20, 40, 60]
+    c = 0.7 + 0.01 * draw(rng, rows, 60, "lognormal")
+    shift = np.where(np.arange(rows) % 2 == 0, 0.01, 0.0)[:, None]
+    t = 0.7 + shift + 0.01 * draw(rng, rows, 60, "lognormal")
+    batch = group_sequential_batch(t, c, looks, effect=0.5, futility=0.3)
+    plan = {"seeds": list(range(60)), "goal": "maximize", "task": {},
+            "arms": [{"name": "control"}, {"name": "lr=0.1"}]}
+    opts = VerdictOptions(sequential="group", looks=looks, pairing="unpaired", effect=0.5, futility=0.3)
+    seen: Counter[str] = Counter()
+    for i in range(rows):
+        data = {"control": ArmData("control", "control", 0.05, dict(enumerate(c[i])), Counter(), 0, {}),
+                "lr=0.1": ArmData("lr=0.1", "0.1", 0.1, dict(enumerate(t[i])), Counter(), 0, {})}
+        st = sequential_state(plan, data, opts)["lr=0.1"]
+        assert (st["look"], st["n"]) == (int(batch.stopped_at[i]), int(batch.n_used[i])), i
+        assert bool(st.get("futile")) == bool(batch.futile[i]), i
+        if st.get("skewed_stop"):
+            assert batch.verdict[i] == BETTER and not batch.firm[i] and st["look"] < len(looks) - 1, i
+            assert stop_reason("better", st, opts) == "efficacy"
+            seen["skew_stop"] += 1
+        seen[int(batch.stopped_at[i])] += 1
+    assert seen["skew_stop"] >= 10, seen  # 14 of the 20 1-SD rows (before issue 39's rule: none, all ran to 60)
