@@ -485,7 +485,9 @@ def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Compar
                              "spending": "O'Brien-Fleming (Lan-DeMets)",
                              "passed_looks": [k + 1 for k in st.get("passed") or []],
                              "stop_reason": stop_reason(c.verdict, st, opts),
-                             "stop_rule": "firm better/worse, or equivalent" + (
+                             "skewed_stop": bool(st.get("skewed_stop")),
+                             "stop_rule": "firm better/worse (or, from 20 seeds, one indicative only through "
+                                          "evident skew), or equivalent" + (
                                  f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
                                  if opts.effect is not None else ""),
                              **futility_record(st, opts)}

@@ -305,7 +305,9 @@ def stops(verdict: Any, firm: Any) -> np.ndarray:
         True for a firm better/worse or an equivalent verdict. An indicative better/worse (below
         :data:`ablate.stats.core.FIRM_FROM` seeds per arm, p x 10 not under the boundary) does not stop: stopping
         there left 57% of 1 SD effects with an indicative answer and no more seeds (issue 37 item 4), so the arm
-        runs to the next look; :func:`boundaries` with :func:`stop_factors` spends α on these stops only.
+        runs to the next look; :func:`boundaries` with :func:`stop_factors` spends α on these stops only. Callers
+        pass ``firm | indicative_at_every_n(...)``: from FIRM_FROM seeds a crossing that only evident skew keeps
+        indicative stops too (issue 39, :func:`indicative_at_every_n`).
     """
     v, f = np.broadcast_arrays(np.asarray(verdict), np.asarray(firm, bool))
     return (np.isin(v, (BETTER, WORSE)) & f) | (v == EQUIVALENT)
