@@ -370,7 +370,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
                            paired: bool | Sequence[bool] = False,
                            alpha: float = 0.05, goal: str = "maximize", margin: float | str | None = None,
                            n_comparisons: int = 1, kind: str = "obf", effect: float | None = None,
-                           futility: float = FUTILITY_CP) -> SequentialBatch:
+                           futility: float = FUTILITY_CP, last_look: Any = None) -> SequentialBatch:
     """Replay a group-sequential ablation over a batch: stop each row at its first boundary crossing.
 
     Parameters
@@ -393,6 +393,10 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         (:func:`ablate.stats.futility.futile`; non-binding: the boundaries ignore it). None: no futility stop.
     futility : float
         γ, the conditional-power threshold (:data:`ablate.stats.futility.FUTILITY_CP`).
+    last_look : array_like of int, optional
+        Per row, the index of the look where a budget ends it (:func:`ablate.stats.budget.budget_last_look`): the row
+        takes its verdict there at that look's planned boundary, without spending the α left (so its rejections are a
+        subset of the full design's, whatever decided the budget). None: every row may run to the last look.
 
     Returns
     -------
@@ -428,6 +432,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
     if len(per_look) != len(lk) or not all(isinstance(x, bool | np.bool_) for x in per_look):
         raise _iv.fail("paired", f"must be True, False or one of them per look ({len(lk)})", paired)
     b = t.shape[0]
+    ends = None if last_look is None else np.broadcast_to(np.asarray(last_look, int), (b,))
     factors = stop_factors(lk)
     verdict = np.full(b, INCONCLUSIVE)
     z_final = futility_bound(lk, a_each, kind) if effect is not None else math.inf
@@ -466,6 +471,8 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
                                          z_final=z_final, threshold=futility)[0]
             futile_rows |= fut
             hit |= fut
+        if last_look is not None and not last:
+            hit |= active & (ends == k)  # the budget ends these rows here (after any efficacy/futility stop)
         verdict[hit] = res.verdict[hit]
         firm[hit] = res.firm[hit]
         stopped[hit] = k
