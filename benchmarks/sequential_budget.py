@@ -4,7 +4,7 @@ B of trials over every arm. The freed seeds go to the arms still running by equa
 same spacing (:mod:`ablate.stats.budget`), every arm tested at the extended design's boundaries; beside it the same
 looks without a budget and fixed N = ``LOOKS[-1]`` on the same data. Family-wise error (any better/worse among the
 null arms), P(better) per real treatment, expected trials. Usage:
-``nice -n 10 python benchmarks/sequential_budget.py [--reps 2000]``."""
+``nice -n 10 python benchmarks/sequential_budget.py [--reps 1000]``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ablate.stats.budget import budget_last_look, budget_looks, trials_used
 from ablate.stats.core import BETTER, WORSE
 from tests.unit.test_sequential_futility import ALPHA, EFFECTS, draw
 
-LOOKS = [20, 40, 60, 80, 100, 120]
+LOOKS = [20, 40, 60]
 
 
 def simulate_budget(looks: list[int], budget: int | None, shape: str, reps: int, seed: int, *, effect: float = 0.5,
@@ -58,7 +58,7 @@ def simulate_budget(looks: list[int], budget: int | None, shape: str, reps: int,
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--reps", type=int, default=1000)
     args = ap.parse_args()
     se = math.sqrt(ALPHA * (1 - ALPHA) / args.reps)
     print(f"5 treatments ({', '.join(map(str, EFFECTS))} SD) vs one control, α = {ALPHA} family-wise, looks "
@@ -68,7 +68,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     t0 = time.time()
     for shape in ("normal", "lognormal"):
-        for budget in (None, 720, 840):
+        for budget in (None, 360, 420):
             r = simulate_budget(LOOKS, budget, shape, args.reps, seed=3990 + (budget or 0) + (shape == "normal"))
             b, f, en = r["better"], r["fixed_better"], r["en"]
             print(f"| {shape} | {budget or 'none'} | {r['looks'][-1]} | {r['fwer']:.4f} ({r['fwer_fixed']:.4f}) | "

@@ -17,7 +17,9 @@ def test_budget_looks_by_hand() -> None:
     assert budget_looks([10, 20], 80, 3) == [10, 20, 30]
     assert budget_looks([10, 20], 60, 3) == [10, 20]
     assert budget_looks([10, 20], 85, 3) == [10, 20, 30]  # 10 + 2 x 40 = 90 > 85
-    assert budget_looks([20, 40, 60, 80, 100, 120], 720, 6)[-1] == 320  # (6 - 2) x 20 + 2 x 320 = 720
+    assert budget_looks([20, 40, 60], 360, 6) == [20, 40, 60, 80, 100, 120]  # at most twice the planned last look
+    assert budget_looks([20, 40, 60], 199, 3) == [20, 40, 60, 80]  # 1 x 20 + 2 x 100 = 220 > 199: no look at 100
+
 
 
 @pytest.mark.parametrize(("args", "word"), [(([10, 20], 59, 3), "seeds_budget"), (([20], 80, 3), "looks"),
