@@ -18,6 +18,11 @@ stops an arm, and the α such a look does not spend is carried on), so the plann
 (:func:`budget_looks` refuses less; a crossing that only evident skew keeps indicative stops from there as well,
 :func:`ablate.stats.sequential.indicative_at_every_n`). The price: the planned looks sit at fractions below 1, so an arm
 that receives no seeds is tested more strictly at the planned last look than without a budget.
+
+Measured and not wired into the plan (docs/verdict.md, "Reallocating freed seeds within a budget";
+benchmarks/sequential_budget.py): α holds (FWER 0.001-0.003), but the 0.5 SD treatment of the issue-39 suite keeps
+0.30-0.40x of fixed N's power at the fixed design's budget: futility judged at the extended last look frees no seeds,
+and the planned last look's boundary is the extended design's.
 """
 
 from __future__ import annotations
