@@ -232,3 +232,27 @@ def test_skewed_crossing_stops_in_the_twin_and_the_verdict_alike() -> None:
             seen["skew_stop"] += 1
         seen[int(batch.stopped_at[i])] += 1
     assert seen["skew_stop"] >= 10, seen  # 14 of the 20 1-SD rows (before issue 39's rule: none, all ran to 60)
+
+
+def test_verdict_names_a_skewed_stop_and_asks_no_seeds(tmp_path) -> None:
+    """On recorded trials (looks 20, 40; lognormal seeds, σ_log 1, a 2 SD effect): the treatment crosses at look 1 on
+    evidently skewed values, so its better verdict is indicative and stops it there (issue 39); verdict.json says
+    ``skewed_stop``, the advice says why, and the bottom line asks no more seeds (none would make it firm)."""
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from tests.helpers import make_sweep
+
+    rng = np.random.default_rng(7)
+    c = list(0.7 + 0.01 * rng.lognormal(0.0, 1.0, 40))
+    t = list(0.7 + 0.01 * (rng.lognormal(0.0, 1.0, 40) + 4.0))
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.1": t},
+                      options={"sequential": "group", "looks": [20, 40]})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    (comp,) = v["comparisons"]
+    s = comp["sequential"]
+    assert (s["look"], s["n"], s["skewed_stop"], s["stop_reason"]) == (1, 20, True, "efficacy"), s
+    assert comp["verdict"] == "better" and comp["firm"] is False and comp["skew_evident"]
+    assert "evidently skewed values" in comp["seed_advice_sequential"]
+    md = (root / "verdict.md").read_text()
+    bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
+    assert "seeds=" not in bottom
