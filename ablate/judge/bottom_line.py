@@ -344,7 +344,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         metric=str(v["metric"]), verdict=verdict, firm=c.get("firm"),
         delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
-        size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=None if fut or skew_stopped(c) else seeds_next(c),
+        size=c.get("size") if verdict in ("better", "worse") else None,
+        seeds_next=None if fut or skew_stopped(c) else seeds_next(c),
         invalid=bool(v.get("invalid")), confounded=confounded, change=change,
         unchanged=unchanged_short(c) if c.get("unchanged") else "",
         widened=float(c.get("guard_factor") or 1) > 1 and verdict != "equivalent")
