@@ -262,6 +262,13 @@ def firm_seeds(c: Mapping[str, Any]) -> int:
     return int(c.get("firm_from") or 20)
 
 
+def skew_stopped(c: Mapping[str, Any]) -> bool:
+    """A sequential treatment stopped at a crossing that only evident skew keeps indicative (verdict.json's
+    ``sequential.skewed_stop``, issue 39): like a futility stop it asks for no more seeds, since none would make it
+    firm."""
+    return bool((c.get("sequential") or {}).get("skewed_stop"))
+
+
 def futility_words(c: Mapping[str, Any]) -> str:
     """``stopped for futility at look 1 (N = 5): conditional power 0.031 under the planned 0.5 SD, below 0.1`` for a
     sequential treatment stopped for futility (verdict.json's ``sequential``); empty otherwise. Such an arm asks for no
@@ -337,7 +344,8 @@ def treatment_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int | None =
         metric=str(v["metric"]), verdict=verdict, firm=c.get("firm"),
         delta=None if diff is None or verdict == "insufficient data" else raw_sign(goal) * float(diff),
         ci=ci, ci_level=level, margin=c.get("margin"), dec=verdict_decimals(v) if dec is None else dec, why=why,
-        size=c.get("size") if verdict in ("better", "worse") else None, seeds_next=None if fut else seeds_next(c),
+        size=c.get("size") if verdict in ("better", "worse") else None,
+        seeds_next=None if fut or skew_stopped(c) else seeds_next(c),
         invalid=bool(v.get("invalid")), confounded=confounded, change=change,
         unchanged=unchanged_short(c) if c.get("unchanged") else "",
         widened=float(c.get("guard_factor") or 1) > 1 and verdict != "equivalent")

@@ -72,7 +72,7 @@ from ablate.stats import (
 from ablate.stats.binary import is_binary
 from ablate.stats.core import BETTER, VERDICTS, WORSE
 from ablate.stats.futility import futile, pooled_sd_rows
-from ablate.stats.sequential import futility_bound, stop_factors, stops
+from ablate.stats.sequential import futility_bound, indicative_at_every_n, stop_factors, stops
 
 if TYPE_CHECKING:
     from ablate.record.verdict_key import TrialDigest
@@ -170,8 +170,11 @@ def sequential_state(plan: Mapping[str, Any], data: Mapping[str, ArmData], opts:
             code, firm = _look_verdict(pr, opts, goal, m, thr, res)
             st = {"look": k, "n": n_k, "stopped": False, "threshold": b.nominal_p[-1], "fractions": fixed,
                   "z": b.z[-1], "passed": passed}
-            if bool(stops(code, firm)):
-                st["stopped"] = True
+            skewed_stop = not last and code in (BETTER, WORSE) and not firm and not is_binary(
+                np.asarray(pr.treatment, float), np.asarray(pr.control, float)) and bool(
+                indicative_at_every_n(res, m)[0])
+            if bool(stops(code, firm or skewed_stop)):
+                st.update(stopped=True, skewed_stop=skewed_stop)
                 break
             if opts.effect is not None and not last:  # non-binding futility: conditional power under the effect
                 fut, cp = futile(res.pvalue, res.se, pooled_sd_rows(np.atleast_2d(pr.treatment),
@@ -482,7 +485,9 @@ def _comparison_record(plan: Mapping[str, Any], d: ArmData, name: str, c: Compar
                              "spending": "O'Brien-Fleming (Lan-DeMets)",
                              "passed_looks": [k + 1 for k in st.get("passed") or []],
                              "stop_reason": stop_reason(c.verdict, st, opts),
-                             "stop_rule": "firm better/worse, or equivalent" + (
+                             "skewed_stop": bool(st.get("skewed_stop")),
+                             "stop_rule": "firm better/worse (or, from 20 seeds, one indicative only through "
+                                          "evident skew), or equivalent" + (
                                  f", or futility (conditional power under {opts.effect} SD < {opts.futility})"
                                  if opts.effect is not None else ""),
                              **futility_record(st, opts)}
@@ -528,6 +533,9 @@ def _sequential_advice(verdict: str, st: Mapping[str, Any], opts: VerdictOptions
     if st.get("futile"):
         return (f"stopped for futility at look {st['look'] + 1} (N = {st['n']}): conditional power "
                 f"{st['conditional_power']:.3f} under the planned {opts.effect} SD, below {opts.futility}")
+    if st.get("skewed_stop"):
+        return (f"stopped at look {st['look'] + 1} (N = {st['n']}): it crossed the boundary on evidently skewed "
+                f"values, where a {verdict} verdict is indicative at every N, so more seeds could not make it firm")
     if st["stopped"]:
         return f"stopped at look {st['look'] + 1} (N = {st['n']}): nothing more to run for this treatment"
     if st["look"] < len(opts.looks) - 1:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ablate.stats import _iv
-from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch, firm_factor
+from ablate.stats.core import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE, decide_batch, firm_factor, is_firm
 from ablate.stats.futility import FUTILITY_CP, futile, pooled_sd_rows
 from ablate.stats.pairing import auto_pairs
 
@@ -305,10 +305,39 @@ def stops(verdict: Any, firm: Any) -> np.ndarray:
         True for a firm better/worse or an equivalent verdict. An indicative better/worse (below
         :data:`ablate.stats.core.FIRM_FROM` seeds per arm, p x 10 not under the boundary) does not stop: stopping
         there left 57% of 1 SD effects with an indicative answer and no more seeds (issue 37 item 4), so the arm
-        runs to the next look; :func:`boundaries` with :func:`stop_factors` spends α on these stops only.
+        runs to the next look; :func:`boundaries` with :func:`stop_factors` spends α on these stops only. Callers
+        pass ``firm | indicative_at_every_n(...)``: from FIRM_FROM seeds a crossing that only evident skew keeps
+        indicative stops too (issue 39, :func:`indicative_at_every_n`).
     """
     v, f = np.broadcast_arrays(np.asarray(verdict), np.asarray(firm, bool))
     return (np.isin(v, (BETTER, WORSE)) & f) | (v == EQUIVALENT)
+
+
+def indicative_at_every_n(res: Any, n_comparisons: int) -> np.ndarray:
+    """Better/worse verdicts of a look that only evident skew keeps indicative: more seeds cannot make them firm.
+
+    Parameters
+    ----------
+    res : ablate.stats.core.BatchResult
+        The look's :func:`ablate.stats.core.decide_batch` result.
+    n_comparisons : int
+        m, the treatments compared with the control (as ``decide_batch`` was given).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True from :data:`ablate.stats.core.FIRM_FROM` seeds per arm where the values are evidently skewed
+        (``res.skewed``) and the verdict would be firm on values that were not (:func:`ablate.stats.core.is_firm`
+        with ``skewed=False``). A verdict on evidently skewed values is indicative at every N (issue 37), so such a
+        crossing stops its arm as a firm one does (issue 39): running on cannot turn it firm, and the boundaries
+        already spend α on every crossing from FIRM_FROM seeds (:func:`stop_factors`). Below FIRM_FROM seeds the
+        skew test is too noisy to say the metric is skewed (it fires on about 5% of normal samples), and there an
+        indicative crossing runs on as before.
+    """
+    n = np.minimum(np.asarray(res.n_treatment), np.asarray(res.n_control))
+    would = is_firm(res.verdict, res.p_decision, res.alpha_decision, res.guard_factor, n, res.paired, False,
+                    n_comparisons, res.skew_z)
+    return np.asarray(res.skewed, bool) & would & (firm_factor(n, res.paired) == 1)
 
 
 @dataclass(frozen=True)
@@ -341,7 +370,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
                            paired: bool | Sequence[bool] = False,
                            alpha: float = 0.05, goal: str = "maximize", margin: float | str | None = None,
                            n_comparisons: int = 1, kind: str = "obf", effect: float | None = None,
-                           futility: float = FUTILITY_CP) -> SequentialBatch:
+                           futility: float = FUTILITY_CP, last_look: Any = None) -> SequentialBatch:
     """Replay a group-sequential ablation over a batch: stop each row at its first boundary crossing.
 
     Parameters
@@ -364,6 +393,10 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         (:func:`ablate.stats.futility.futile`; non-binding: the boundaries ignore it). None: no futility stop.
     futility : float
         γ, the conditional-power threshold (:data:`ablate.stats.futility.FUTILITY_CP`).
+    last_look : array_like of int, optional
+        Per row, the index of the look where a budget ends it (:func:`ablate.stats.budget.budget_last_look`): the row
+        takes its verdict there at that look's planned boundary, without spending the α left (so its rejections are a
+        subset of the full design's, whatever decided the budget). None: every row may run to the last look.
 
     Returns
     -------
@@ -399,6 +432,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
     if len(per_look) != len(lk) or not all(isinstance(x, bool | np.bool_) for x in per_look):
         raise _iv.fail("paired", f"must be True, False or one of them per look ({len(lk)})", paired)
     b = t.shape[0]
+    ends = None if last_look is None else np.broadcast_to(np.asarray(last_look, int), (b,))
     factors = stop_factors(lk)
     verdict = np.full(b, INCONCLUSIVE)
     z_final = futility_bound(lk, a_each, kind) if effect is not None else math.inf
@@ -429,7 +463,7 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
         res = decide_batch(tk, ck, paired=paired, alpha=alpha, goal=goal, margin=margin, n_comparisons=m,
                            p_threshold=thr)
         last = k == len(lk) - 1
-        hit = active & stops(res.verdict, res.firm)
+        hit = active & stops(res.verdict, res.firm | indicative_at_every_n(res, m))
         if last:
             hit = active.copy()
         elif effect is not None:
@@ -437,6 +471,8 @@ def group_sequential_batch(treatment: Any, control: Any, looks: Sequence[int], *
                                          z_final=z_final, threshold=futility)[0]
             futile_rows |= fut
             hit |= fut
+        if last_look is not None and not last:
+            hit |= active & (ends == k)  # the budget ends these rows here (after any efficacy/futility stop)
         verdict[hit] = res.verdict[hit]
         firm[hit] = res.firm[hit]
         stopped[hit] = k

@@ -129,14 +129,17 @@ def test_conditional_power_against_a_direct_normal_computation() -> None:
     assert float(conditional_power(0.0, 0.25, 0.0, 1.96)) == pytest.approx(norm.sf(1.96 / math.sqrt(0.75)))
 
 
-def test_suite_keeps_fwer_and_power_and_saves_trials() -> None:
-    """The issue-39 suite (effects 0, 0, 0, 0.5, 1 SD; normal seeds) in a design powered for the planned effect
-    (looks 20, 40, ..., 120; ``effect=0.5 futility=0.3``): family-wise error within α + 2 MC SE, power per treatment at
-    least 0.95x fixed N's on the same data, and at least 30% fewer expected trials than fixed N = 120 (1,000 reps:
-    FWER 0.023, power 0.869 vs 0.883 at 0.5 SD, 480 expected trials of 720, 33% fewer; the 4,000-rep table of
-    benchmarks/sequential_futility.py is in docs/verdict.md, Futility stops)."""
+@pytest.mark.parametrize("shape", ["normal", "lognormal"])
+def test_suite_keeps_fwer_and_power_and_saves_trials(shape: str) -> None:
+    """The issue-39 suite (effects 0, 0, 0, 0.5, 1 SD; normal and lognormal seeds) in a design powered for the
+    planned effect (looks 20, 40, ..., 120; ``effect=0.5 futility=0.3``): family-wise error within α + 2 MC SE, power
+    per treatment at least 0.95x fixed N's on the same data, and at least 30% fewer expected trials than fixed N = 120
+    (1,000 reps, normal: FWER 0.023, power 0.869 vs 0.883 at 0.5 SD, 480 expected trials of 720, 33% fewer;
+    lognormal: FWER 0.021, power 0.755 vs 0.747, 484 of 720, 32.7% fewer, where it was 18% before a crossing that
+    only evident skew keeps indicative stopped its arm; the 4,000-rep table of benchmarks/sequential_futility.py is
+    in docs/verdict.md, Futility stops)."""
     reps = 1000
-    r = simulate_suite([20, 40, 60, 80, 100, 120], 0.5, "normal", reps, seed=5, futility=0.3)
+    r = simulate_suite([20, 40, 60, 80, 100, 120], 0.5, shape, reps, seed=5, futility=0.3)
     assert r["fwer"] <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / reps), r
     for k in (3, 4):  # the 0.5 and 1 SD treatments
         assert r["seq_better"][k] >= 0.95 * r["fixed_better"][k], r
@@ -200,3 +203,56 @@ def test_verdict_names_the_futility_stop(tmp_path) -> None:
            "planned 0.5 SD, below 0.3" in bottom
     assert f"stopped for futility (conditional power {want:.3f} < 0.3)" in md
     assert "seeds=" not in bottom  # a futility stop asks for no more seeds
+
+
+def test_skewed_crossing_stops_in_the_twin_and_the_verdict_alike() -> None:
+    """Lognormal seeds (σ_log 0.5: evidently skewed from 20 seeds), looks 20, 40, 60, a 1 SD effect in half the
+    rows: a crossing that only evident skew keeps indicative stops its arm before the last look (more seeds cannot
+    make it firm, issue 39), in :func:`group_sequential_batch` and in the verdict's replay at the same look, and the
+    verdict names it (``skewed_stop``; stop reason ``efficacy``, the verdict ``better``, indicative)."""
+    rng = np.random.default_rng(3941)
+    rows, looks = 40, [20, 40, 60]
+    c = 0.7 + 0.01 * draw(rng, rows, 60, "lognormal")
+    shift = np.where(np.arange(rows) % 2 == 0, 0.01, 0.0)[:, None]
+    t = 0.7 + shift + 0.01 * draw(rng, rows, 60, "lognormal")
+    batch = group_sequential_batch(t, c, looks, effect=0.5, futility=0.3)
+    plan = {"seeds": list(range(60)), "goal": "maximize", "task": {},
+            "arms": [{"name": "control"}, {"name": "lr=0.1"}]}
+    opts = VerdictOptions(sequential="group", looks=looks, pairing="unpaired", effect=0.5, futility=0.3)
+    seen: Counter[str] = Counter()
+    for i in range(rows):
+        data = {"control": ArmData("control", "control", 0.05, dict(enumerate(c[i])), Counter(), 0, {}),
+                "lr=0.1": ArmData("lr=0.1", "0.1", 0.1, dict(enumerate(t[i])), Counter(), 0, {})}
+        st = sequential_state(plan, data, opts)["lr=0.1"]
+        assert (st["look"], st["n"]) == (int(batch.stopped_at[i]), int(batch.n_used[i])), i
+        assert bool(st.get("futile")) == bool(batch.futile[i]), i
+        if st.get("skewed_stop"):
+            assert batch.verdict[i] == BETTER and not batch.firm[i] and st["look"] < len(looks) - 1, i
+            assert stop_reason("better", st, opts) == "efficacy"
+            seen["skew_stop"] += 1
+        seen[int(batch.stopped_at[i])] += 1
+    assert seen["skew_stop"] >= 10, seen  # 14 of the 20 1-SD rows (before issue 39's rule: none, all ran to 60)
+
+
+def test_verdict_names_a_skewed_stop_and_asks_no_seeds(tmp_path) -> None:
+    """On recorded trials (looks 20, 40; lognormal seeds, σ_log 1, a 2 SD effect): the treatment crosses at look 1 on
+    evidently skewed values, so its better verdict is indicative and stops it there (issue 39); verdict.json says
+    ``skewed_stop``, the advice says why, and the bottom line asks no more seeds (none would make it firm)."""
+    from ablate.judge.verdict import write_verdict
+    from ablate.record.sweepdir import SweepDir
+    from tests.helpers import make_sweep
+
+    rng = np.random.default_rng(7)
+    c = list(0.7 + 0.01 * rng.lognormal(0.0, 1.0, 40))
+    t = list(0.7 + 0.01 * (rng.lognormal(0.0, 1.0, 40) + 4.0))
+    root = make_sweep(tmp_path / "sw", {"control": c, "lr=0.1": t},
+                      options={"sequential": "group", "looks": [20, 40]})
+    v = write_verdict(SweepDir.open(root), {"plots": False})
+    (comp,) = v["comparisons"]
+    s = comp["sequential"]
+    assert (s["look"], s["n"], s["skewed_stop"], s["stop_reason"]) == (1, 20, True, "efficacy"), s
+    assert comp["verdict"] == "better" and comp["firm"] is False and comp["skew_evident"]
+    assert "evidently skewed values" in comp["seed_advice_sequential"]
+    md = (root / "verdict.md").read_text()
+    bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
+    assert "seeds=" not in bottom

@@ -43,9 +43,15 @@ def test_batch_twin_equals_sequential_state(paired: bool) -> None:
         assert comp.verdict == ("insufficient data", "better", "worse", "equivalent", "inconclusive")[
             int(batch.verdict[i])]
         assert bool(comp.firm) == bool(batch.firm[i])  # the firm flag compare() writes is the one the looks stop on
-        # issue 37: only a firm better/worse (or equivalence) stops an arm; an indicative crossing runs on
+        # issue 37: only a firm better/worse (or equivalence) stops an arm; an indicative crossing runs on, unless
+        # evident skew alone keeps it indicative before the last look (issue 39: it is indicative at every N)
+        skew_stop = bool(st.get("skewed_stop"))
         assert st["stopped"] == ((comp.verdict in ("better", "worse") and bool(comp.firm))
-                                 or comp.verdict == "equivalent")
+                                 or comp.verdict == "equivalent" or skew_stop)
+        if skew_stop:
+            assert comp.verdict in ("better", "worse") and comp.firm is False and comp.skew_evident
+            assert st["look"] < len(LOOKS) - 1
+            seen["skew_stop"] += 1
         for k in st["passed"]:  # a passed look crossed its boundary, indicatively, and the arm ran on
             cut = {a: ArmData(d.name, d.label, d.value, {s: v for s, v in d.values.items() if s < LOOKS[k]},
                               Counter(), 0, {}) for a, d in data.items()}
