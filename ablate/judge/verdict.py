@@ -353,7 +353,9 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                                         else opts.multiplicity),
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
-        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+        **({"suite": suite_summary(plan, opts.family, "group sequential" if seq else opts.multiplicity,
+                                   ran=sum(sum(data[n].statuses.values()) for n in names) if seq else None)}
+           if plan.get("suite") else {}),
         **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
             extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
     }

@@ -146,8 +146,13 @@ def check_run(r: Run, shape: str, ran: int) -> None:
     assert (opts["sequential"], opts["looks"], opts["effect"], opts["futility"]) == ("group", LOOKS, EFFECT, GAMMA)
     first = r.plan["seeds"][:LOOKS[0]]
     assert len(r.plan["seeds"]) == LOOKS[-1]
-    if shape == "suite":
+    if shape == "suite":  # the suite's statement names the looks' Bonferroni, its trial count what ran
         assert [a.get("variable") for a in r.plan["arms"]] == [None, "vnull", "vbig"], r.plan["arms"]
+        suite = r.verdict["suite"]
+        assert suite["statement"].endswith("multiplicity (group sequential: Bonferroni α/m over all 2 treatments of "
+                                           "the suite, each spent over the looks)."), suite  # was "(holm)"
+        assert suite["trials"] == {"suite": 18, "one_by_one": 24, "saved": 6, "ran": 9}, suite
+        assert "Trials: 9 ran (the looks stopped arms early); at most 18 with the shared control" in r.md
     null, big = r.comparison(NULL), r.comparison(BIG)
     s = null["sequential"]
     assert (s["stop_reason"], s["look"], s["n"], s["looks"]) == ("futility", 1, LOOKS[0], LOOKS), s
@@ -163,6 +168,10 @@ def check_run(r: Run, shape: str, ran: int) -> None:
     assert re.search(boundary + rf"\S+, stopped for futility \(conditional power {cp} < {GAMMA}\)", r.md), r.md
     assert re.search(re.escape(f"{big['label']}: look 1 (N = 3), boundary p = ") + r"\S+, stopped for efficacy",
                      r.md), r.md
+    # For the paper: N and the seeds of the look reached (it named the planned 6 seeds before)
+    paper = [x for x in r.md.split("## For the paper")[1].split("##")[0].splitlines() if x.startswith("- ")]
+    assert len(paper) == 2 and all(f"N = 3 {'pairs' if null['paired'] else 'seeds per arm'} "
+                                   f"(seeds {first[0]}-{first[-1]}):" in x for x in paper), paper
     # the control stopped with the last treatment; nothing past look 1 ran or was recorded
     arms = [a["name"] for a in r.plan["arms"]]
     for arm in arms:

@@ -93,6 +93,8 @@ def test_null_arms_stop_for_futility_at_the_first_look(sweep: Path) -> None:
     (("sequential=group", "alpha=nan"), "`alpha`", "alpha=0.05"),  # NaN passed every number range
     # one look: no look before the last, so nothing could stop for futility (ran without a word before)
     (("sequential=group", "effect=0.5", "looks=[8]"), "`effect`", "looks=[5,10,15,20]"),
+    # the looks spend α/m over every treatment: a family per variable was accepted and then mis-stated (issue 39)
+    (("sequential=group", "family=variable"), "`family`", "drop `family=variable`"),
 ])
 def test_bad_uses_are_one_line_with_the_fix(proj: Path, args: tuple[str, ...], where: str, fix: str) -> None:
     res = ablate_in(proj, "-m", "variable=shift", "task=known", *args, "dry_run=true")
