@@ -10,11 +10,11 @@ from ablate.errors import ConfigError
 from ablate.judge.curve_options import parse_curve
 from ablate.judge.options import (
     DEFAULTS,
-    FAMILIES,
     MULTIPLICITY,
     PAIRING,
     SEQUENTIAL,
     parse_effect,
+    parse_family,
     parse_futility,
     parse_margin,
 )
@@ -153,25 +153,12 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         looks=list(looks),
         launcher=dict(launcher),
         tracker=_tracker(cfg.get("tracker")),
-        family=_family(cfg.get("family", DEFAULTS.family), sequential),
+        family=parse_family(cfg.get("family", DEFAULTS.family), sequential),
         metrics=_metrics(cfg.get("metrics"), metric),
         curve=parse_curve(cfg.get("curve"), metric),
         effect=(effect := parse_effect(cfg.get("effect"), sequential, looks)),
         futility=parse_futility(cfg.get("futility"), effect, given=True),  # the config's default is null
     )
-
-
-def _family(value: Any, sequential: str) -> str:
-    """``family``: ``suite`` or ``variable``; ``variable`` is refused with ``sequential=group``, whose looks spend α/m
-    over every treatment of the suite (Bonferroni, :func:`ablate.judge.verdict.sequential_state`), so a family per
-    variable would be a claim the looks do not keep."""
-    family = choice(value, FAMILIES, "family")
-    if family == "variable" and sequential == "group":
-        raise ConfigError("family=variable cannot apply with sequential=group: the looks spend α/m over every "
-                          "treatment of the suite (Bonferroni), not per variable", where="family",
-                          fix="drop `family=variable` (the looks keep the family-wise error over the whole suite), "
-                          "or drop `sequential=group` to adjust per variable")
-    return family
 
 
 def _metrics(value: Any, primary: str) -> list[str] | None:

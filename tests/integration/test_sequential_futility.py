@@ -101,3 +101,15 @@ def test_bad_uses_are_one_line_with_the_fix(proj: Path, args: tuple[str, ...], w
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip()
     assert "Traceback" not in err and where in err and fix in err, err
+
+
+def test_a_family_per_variable_is_refused_afterwards_too(proj: Path, sweep: Path) -> None:
+    """`ablate verdict DIR --family variable` on a sequential run: one line, nothing written (the looks spent α/m
+    over every treatment; it was accepted and the verdict then ignored it)."""
+    before = (sweep / "verdict.json").read_bytes()
+    res = ablate_in(proj, "verdict", str(sweep), "--family", "variable", "--no-plots")
+    err = res.stderr.strip()
+    assert res.returncode == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert err.startswith("ablate: error: `family`: family=variable cannot apply with sequential=group") and \
+        "drop `family=variable` (`--family variable` for `ablate verdict`)" in err, err
+    assert (sweep / "verdict.json").read_bytes() == before and not (sweep / "verdict_options.json").exists()
