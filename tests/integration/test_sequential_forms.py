@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -180,6 +180,13 @@ def check_run(r: Run, shape: str, ran: int) -> None:
             assert json.loads((r.sd / "trials" / arm / f"seed={seed}" / "result.json").read_text())["status"] == "ok"
     assert ran == len(arms) * LOOKS[0], r.stderr  # trials run = trials recorded
     assert f"{len(arms) * (LOOKS[-1] - LOOKS[0])} planned trial(s) not run: the sequential design stopped" in r.md
+    # `ablate status`: nothing pending, nothing to resume (it showed the 9 trials never to run as pending, and
+    # "unfinished: `ablate resume DIR` runs what is left", where a resume runs nothing)
+    st = ablate_in(r.sd, "status", str(r.sd))
+    assert st.returncode == 0, st.stderr
+    counts = {x.split()[0]: x.split()[1:] for x in st.stdout.splitlines()[2:2 + len(arms)]}
+    assert counts == {arm: ["0", "0", "3", "0", "0"] for arm in arms}, st.stdout
+    assert "stopped by the looks: 9 planned trial(s) will not run" in st.stdout and "unfinished" not in st.stdout
 
 
 @pytest.mark.parametrize(("form", "launcher", "shape"), CELLS)
@@ -187,3 +194,23 @@ def test_futility_and_efficacy_stops(runs: Callable[[str, str, str], Run], form:
                                      shape: str) -> None:
     r = runs(form, launcher, shape)
     check_run(r, shape, ran=sum(x.startswith("[") and " ok in " in x for x in r.stderr.splitlines()))
+
+
+def test_status_of_an_unfinished_look_counts_every_seed_still_to_run(runs: Callable[[str, str, str], Run],
+                                                                     tmp_path: Path) -> None:
+    """A copy of the fn inline run with one trial of look 1 lost (as a crash would leave it): the large arm has not
+    stopped, so its seeds 2-5 and the control's 3-5 are pending and a resume is named; the null arm stopped at look 1
+    all the same, and its seeds 3-5 are not pending."""
+    r = runs("fn", "inline", "single")
+    sd = tmp_path / "sd"
+    shutil.copytree(r.sd, sd, symlinks=True)
+    big = r.comparison(BIG)["arm"]
+    shutil.rmtree(sd / "trials" / big / f"seed={r.plan['seeds'][2]}")
+    st = ablate_in(tmp_path, "status", str(sd))
+    assert st.returncode == 0, st.stderr
+    counts = {x.split()[0]: x.split()[1:] for x in st.stdout.splitlines()[2:5]}
+    null = r.comparison(NULL)["arm"]
+    assert counts == {"control": ["3", "0", "3", "0", "0"], null: ["0", "0", "3", "0", "0"],
+                      big: ["4", "0", "2", "0", "0"]}, st.stdout
+    assert "stopped by the looks: 3 planned trial(s) will not run" in st.stdout, st.stdout
+    assert f"unfinished: `ablate resume {sd}` runs what is left" in st.stdout, st.stdout
