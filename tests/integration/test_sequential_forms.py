@@ -184,9 +184,18 @@ def check_run(r: Run, shape: str, ran: int) -> None:
     # "unfinished: `ablate resume DIR` runs what is left", where a resume runs nothing)
     st = ablate_in(r.sd, "status", str(r.sd))
     assert st.returncode == 0, st.stderr
-    counts = {x.split()[0]: x.split()[1:] for x in st.stdout.splitlines()[2:2 + len(arms)]}
+    counts = status_counts(st.stdout)
     assert counts == {arm: ["0", "0", "3", "0", "0"] for arm in arms}, st.stdout
     assert "stopped by the looks: 9 planned trial(s) will not run" in st.stdout and "unfinished" not in st.stdout
+
+
+def status_counts(out: str) -> dict[str, list[str]]:
+    """``ablate status``'s table: arm -> its counts (pending, running, done, failed, interrupted), as printed; the
+    notes above the table (the plots being drawn) skipped."""
+    lines = out.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.split()[:2] == ["arm", "pending"])
+    rows = [x.split() for x in lines[head + 1:]]
+    return {x[0]: x[1:] for x in rows[:next((i for i, x in enumerate(rows) if not x), len(rows))]}
 
 
 @pytest.mark.parametrize(("form", "launcher", "shape"), CELLS)
@@ -208,7 +217,7 @@ def test_status_of_an_unfinished_look_counts_every_seed_still_to_run(runs: Calla
     shutil.rmtree(sd / "trials" / big / f"seed={r.plan['seeds'][2]}")
     st = ablate_in(tmp_path, "status", str(sd))
     assert st.returncode == 0, st.stderr
-    counts = {x.split()[0]: x.split()[1:] for x in st.stdout.splitlines()[2:5]}
+    counts = status_counts(st.stdout)
     null = r.comparison(NULL)["arm"]
     assert counts == {"control": ["3", "0", "3", "0", "0"], null: ["0", "0", "3", "0", "0"],
                       big: ["4", "0", "2", "0", "0"]}, st.stdout
