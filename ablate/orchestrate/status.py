@@ -106,7 +106,7 @@ def _stopped_by_looks(sd: SweepDir, rows: list[dict[str, object]]) -> str:
     if (plan.get("options") or {}).get("sequential") != "group" or plan.get("tuning"):
         return ""
     planned = len(plan["arms"]) * len(plan["seeds"])
-    listed = sum(int(r[k]) for r in rows for k in ("pending", "running", "done", "failed", "interrupted"))  # type: ignore[call-overload]
+    listed = sum(int(r[k]) for r in rows for k in ("pending", "running", "done", "failed", "interrupted"))
     left = planned - listed
     return (f"stopped by the looks: {left} planned trial(s) will not run (sequential=group; verdict.md names each "
             "arm's look and why)") if left else ""
