@@ -96,7 +96,7 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
         multiplicity=choice(o.get("multiplicity", d.multiplicity), MULTIPLICITY, "multiplicity"),
         sequential=choice(o.get("sequential", d.sequential), SEQUENTIAL, "sequential"),
         looks=[int(x) for x in looks],
-        family=choice(o.get("family", d.family), FAMILIES, "family"),
+        family=parse_family(o.get("family", d.family), o.get("sequential", d.sequential)),
         against=None if o.get("against") is None else str(o["against"]),
         curve=parse_curve(o.get("curve"), str(plan.get("metric") or "")),
         effect=parse_effect(o.get("effect"), o.get("sequential", d.sequential), looks),
@@ -107,6 +107,20 @@ def resolve_options(plan: Mapping[str, Any], overrides: Mapping[str, Any] | None
 #: The largest planned effect ``effect=`` takes, SDs of one seed's metric: an effect that large is seen in 2 seeds
 #: at any look, and the dry run's simulation of it (squares of seeds shifted by it) stays finite.
 MAX_EFFECT = 100.0
+
+
+def parse_family(value: Any, sequential: str) -> str:
+    """``family``: ``suite`` or ``variable``; ``variable`` is refused with ``sequential=group``, whose looks spend α/m
+    over every treatment of the suite (Bonferroni, :func:`ablate.judge.verdict.sequential_state`), so a family per
+    variable would be a claim the looks do not keep."""
+    family = choice(value, FAMILIES, "family")
+    if family == "variable" and sequential == "group":
+        raise ConfigError("family=variable cannot apply with sequential=group: the looks spend α/m over every "
+                          "treatment of the suite (Bonferroni), not per variable", where="family",
+                          fix="drop `family=variable` (`--family variable` for `ablate verdict`): the looks keep the "
+                          "family-wise error over the whole suite; to adjust per variable, run without "
+                          "`sequential=group`")
+    return family
 
 
 def parse_effect(value: Any, sequential: Any, looks: Any = None) -> float | None:

@@ -220,6 +220,8 @@ def paper_line(c: Mapping[str, Any], v: Mapping[str, Any], dec: int) -> str:
     """
     t = treatment_line(c, v, dec)
     seeds = v.get("seeds") or []
+    if (c.get("sequential") or {}).get("n"):  # sequential: the seeds of the look it reached, not the planned list
+        seeds = seeds[:c["sequential"]["n"]]
     span = f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[0] + len(seeds))) else \
         "seeds " + ", ".join(str(s) for s in seeds)
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)

@@ -22,6 +22,9 @@ def family_statement(plan: Mapping[str, Any], family: str, multiplicity: str) ->
     fams = families(plan, family)
     n = sum(len(f) for f in fams)
     names = ", ".join(v["name"] for v in suite["variables"])
+    if multiplicity == "group sequential":  # the looks spend α/m over every treatment (family=variable is refused)
+        return (f"Suite of {len(suite['variables'])} variables ({names}) sharing one control; multiplicity (group "
+                f"sequential: Bonferroni α/m over all {n} treatments of the suite, each spent over the looks).")
     if family == "variable":
         return (f"Suite of {len(suite['variables'])} variables ({names}) sharing one control; multiplicity "
                 f"({multiplicity}) is adjusted per variable (family=variable): "
@@ -40,24 +43,33 @@ def suite_markdown(v: Mapping[str, Any]) -> list[str]:
     for var in s["variables"]:
         L.append(f"| {var['name']} | `{var['key']}` | {', '.join(var['arms'])} |")
     trials = s.get("trials") or {}
-    if trials:
+    if trials.get("ran") is not None:  # sequential: the planned counts are what every look would run
+        L += ["", f"Trials: {trials['ran']} ran (the looks stopped arms early); at most {trials['suite']} with the "
+              f"shared control, {trials['one_by_one']} if each variable had run alone with its own control."]
+    elif trials:
         L += ["", f"Trials: {trials['suite']} with the shared control; {trials['one_by_one']} if each variable had "
               f"run alone with its own control ({trials['saved']} saved)."]
     return [*L, ""]
 
 
-def suite_summary(plan: Mapping[str, Any], family: str, multiplicity: str) -> dict[str, Any] | None:
+def suite_summary(plan: Mapping[str, Any], family: str, multiplicity: str, ran: int | None = None
+                  ) -> dict[str, Any] | None:
     """The ``suite`` entry of verdict.json: variables with their arms, the family and its statement, and the
-    trial counts with the shared control against one ablation per variable."""
+    trial counts with the shared control against one ablation per variable.
+
+    ``multiplicity`` is the verdict's (``group sequential`` under ``sequential=group``); ``ran``, there, the trials
+    recorded, since the looks may stop arms before the planned counts (``trials.ran``; the counts are then maxima).
+    """
     s = plan.get("suite")
     if not s:
         return None
     n_seeds = len(plan["seeds"])
     suite_trials = len(plan["arms"]) * n_seeds
     one_by_one = sum(len(var["arms"]) + 1 for var in s["variables"]) * n_seeds
+    trials = {"suite": suite_trials, "one_by_one": one_by_one, "saved": one_by_one - suite_trials}
     return {"variables": s["variables"], "family": family,
             "statement": family_statement(plan, family, multiplicity),
-            "trials": {"suite": suite_trials, "one_by_one": one_by_one, "saved": one_by_one - suite_trials}}
+            "trials": trials if ran is None else {**trials, "ran": ran}}
 
 
 def suite_confounds(plan: Mapping[str, Any], manifests: Mapping[tuple[str, int], Mapping[str, Any]],

@@ -264,6 +264,21 @@ def sequential_rounds(sd: SweepDir, plan: Mapping[str, Any]) -> Iterator[tuple[l
             return
 
 
+def sequential_seeds(sd: SweepDir, plan: Mapping[str, Any]) -> dict[str, int]:
+    """How many seeds of the seed list each arm runs at most under ``sequential=group``, given the trials on disk.
+
+    A treatment stopped at a look (efficacy, equivalence or futility, replayed by :func:`sequential_state` as
+    :func:`sequential_rounds` decides) runs that look's seeds; one still running, every seed. The control runs as
+    far as its furthest treatment (all seeds while any runs). ``ablate status`` counts the rest as never to run, not
+    as pending.
+    """
+    opts = resolve_options(plan)
+    names = [a["name"] for a in plan["arms"]]
+    states = sequential_state(plan, arm_data(plan, collect(sd, dict(plan)), plan["metric"]), opts)
+    out = {t: int(states[t]["n"]) if states[t]["stopped"] else len(plan["seeds"]) for t in names[1:]}
+    return {names[0]: max(out.values(), default=len(plan["seeds"])), **out}
+
+
 # -- the verdict --------------------------------------------------------------------------------------
 def _jsonable(obj: Any) -> Any:
     """Dataclasses, tuples, numpy scalars -> JSON types; NaN/inf -> None."""
@@ -356,7 +371,9 @@ def analyse(plan: Mapping[str, Any], rows: list[dict[str, Any]], opts: VerdictOp
                                                         else opts.multiplicity),
         "arms": arms_out, "comparisons": comparisons,
         "invalid": bool(invalid_reasons), "invalid_reasons": invalid_reasons, "versions": versions(),
-        **({"suite": suite_summary(plan, opts.family, opts.multiplicity)} if plan.get("suite") else {}),
+        **({"suite": suite_summary(plan, opts.family, "group sequential" if seq else opts.multiplicity,
+                                   ran=sum(sum(data[n].statuses.values()) for n in names) if seq else None)}
+           if plan.get("suite") else {}),
         **({"extension": {**(extension_of(plan) or {}), "line": summary_line(
             extension_of(plan) or {}, extended, {n: data[n].label for n in names})}} if extended else {}),
     }

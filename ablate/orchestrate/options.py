@@ -10,11 +10,11 @@ from ablate.errors import ConfigError
 from ablate.judge.curve_options import parse_curve
 from ablate.judge.options import (
     DEFAULTS,
-    FAMILIES,
     MULTIPLICITY,
     PAIRING,
     SEQUENTIAL,
     parse_effect,
+    parse_family,
     parse_futility,
     parse_margin,
 )
@@ -153,7 +153,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         looks=list(looks),
         launcher=dict(launcher),
         tracker=_tracker(cfg.get("tracker")),
-        family=choice(cfg.get("family", DEFAULTS.family), FAMILIES, "family"),
+        family=parse_family(cfg.get("family", DEFAULTS.family), sequential),
         metrics=_metrics(cfg.get("metrics"), metric),
         curve=parse_curve(cfg.get("curve"), metric),
         effect=(effect := parse_effect(cfg.get("effect"), sequential, looks)),

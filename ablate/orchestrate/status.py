@@ -82,14 +82,34 @@ def status_table(sd: SweepDir, notes: list[str] | None = None
 
 def _trials_by_arm(sd: SweepDir, plan: dict[str, Any]) -> list[tuple[str, list[int]]]:
     """Each arm's seeds: every seed of the plan; a tuned ablation's chosen arms add their evaluation seeds, and an
-    arm whose choice is not made yet is listed under its own name with its evaluation trials pending."""
+    arm whose choice is not made yet is listed under its own name with its evaluation trials pending. Under
+    ``sequential=group``, only the seeds each arm still runs: an arm the looks stopped leaves out the rest
+    (:func:`ablate.judge.verdict.sequential_seeds`), which are never pending."""
     arms = [(a["name"], list(plan["seeds"])) for a in plan["arms"]]
+    if (plan.get("options") or {}).get("sequential") == "group":
+        from ablate.judge.verdict import sequential_seeds  # noqa: PLC0415  # lazy: numpy and scipy for sequential runs only
+
+        most = sequential_seeds(sd, plan)
+        return [(n, s[:most[n]]) for n, s in arms]
     if not plan.get("tuning"):
         return arms
     extra: dict[str, list[int]] = {}
     for r in evaluation_rows(sd, plan):
         extra.setdefault(str(r["arm"]), []).append(int(r["seed"]))
     return [(n, s + extra.pop(n, [])) for n, s in arms] + list(extra.items())
+
+
+def _stopped_by_looks(sd: SweepDir, rows: list[dict[str, object]]) -> str:
+    """The line for the trials a ``sequential=group`` design will not run (its looks stopped their arms); empty
+    when none, or when the ablation is not sequential."""
+    plan = sd.plan()
+    if (plan.get("options") or {}).get("sequential") != "group" or plan.get("tuning"):
+        return ""
+    planned = len(plan["arms"]) * len(plan["seeds"])
+    listed = sum(int(r[k]) for r in rows for k in ("pending", "running", "done", "failed", "interrupted"))
+    left = planned - listed
+    return (f"stopped by the looks: {left} planned trial(s) will not run (sequential=group; verdict.md names each "
+            "arm's look and why)") if left else ""
 
 
 def _has_jobs(sd: SweepDir) -> bool:
@@ -117,6 +137,8 @@ def format_status(sd: SweepDir) -> str:
     empty = nothing_finished(sd)  # one line, before any verdict can exist
     lines += ["", empty] if empty else []
     gap = [] if empty else [""]
+    stopped = _stopped_by_looks(sd, rows)
+    lines += [*gap, stopped] if stopped else []
     if any(r["interrupted"] for r in rows) or (state == "not running" and any(r["pending"] for r in rows)):
         lines += [*gap, f"unfinished: `ablate resume {sd.root}` runs what is left"]
     elif state == "jobs in the scheduler":

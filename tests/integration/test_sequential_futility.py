@@ -93,9 +93,23 @@ def test_null_arms_stop_for_futility_at_the_first_look(sweep: Path) -> None:
     (("sequential=group", "alpha=nan"), "`alpha`", "alpha=0.05"),  # NaN passed every number range
     # one look: no look before the last, so nothing could stop for futility (ran without a word before)
     (("sequential=group", "effect=0.5", "looks=[8]"), "`effect`", "looks=[5,10,15,20]"),
+    # the looks spend α/m over every treatment: a family per variable was accepted and then mis-stated (issue 39)
+    (("sequential=group", "family=variable"), "`family`", "drop `family=variable`"),
 ])
 def test_bad_uses_are_one_line_with_the_fix(proj: Path, args: tuple[str, ...], where: str, fix: str) -> None:
     res = ablate_in(proj, "-m", "variable=shift", "task=known", *args, "dry_run=true")
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip()
     assert "Traceback" not in err and where in err and fix in err, err
+
+
+def test_a_family_per_variable_is_refused_afterwards_too(proj: Path, sweep: Path) -> None:
+    """`ablate verdict DIR --family variable` on a sequential run: one line, nothing written (the looks spent α/m
+    over every treatment; it was accepted and the verdict then ignored it)."""
+    before = (sweep / "verdict.json").read_bytes()
+    res = ablate_in(proj, "verdict", str(sweep), "--family", "variable", "--no-plots")
+    err = res.stderr.strip()
+    assert res.returncode == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert err.startswith("ablate: error: `family`: family=variable cannot apply with sequential=group") and \
+        "drop `family=variable` (`--family variable` for `ablate verdict`)" in err, err
+    assert (sweep / "verdict.json").read_bytes() == before and not (sweep / "verdict_options.json").exists()
