@@ -8,9 +8,11 @@ a ``git worktree`` of it, so the team's work tree is left alone; the DVC-tracked
 in the task's ``data:`` (and checked out in the worktree from the project's DVC cache); seeds sized for a firm
 verdict (:func:`ablate.audit.analysis.advised_seeds`). Its trials carry a tag when the app logs to MLflow or
 W&B (``MLFLOW_RUN_CONTEXT``, ``WANDB_TAGS``), so a later audit of the team's store knows them
-(:func:`ablate.audit.sources.base.ablate_trial`). When ablate cannot vary the difference (a commit; a data
-version no config key names), it says plainly which runs to make by hand. The files go to
-``<out>/ablation/conf/{task,variable}/audit.yaml``, used through ``--config-dir``.
+(:func:`ablate.audit.sources.base.ablate_trial`), and it runs with pyarrow's allocator thread off
+(:data:`WARM_ENV`), so the warm parent holds the tracker the app imports instead of each trial importing it.
+When ablate cannot vary the difference (a commit; a data version no config key names), it says plainly which
+runs to make by hand. The files go to ``<out>/ablation/conf/{task,variable}/audit.yaml``, used through
+``--config-dir``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from ablate.audit.arms import CHOICE, Arm
 from ablate.audit.runs import commit_id
 from ablate.audit.versions import dvc_outputs
 from ablate.record.sweepdir import write_atomic
+
+#: Set for the minimal ablation's run (the user's own value kept): pyarrow's jemalloc allocator starts no thread
+#: (the setting :data:`ablate.trials.warm.hazards.SETTINGS` names), so the warm parent can learn what the app's
+#: trials import. An app logging to MLflow imports mlflow, pandas and pyarrow in each trial (about 2-3 s of CPU);
+#: with the allocator's thread on, the warm parent refuses to hold any of them and every trial imports them itself.
+WARM_ENV = "JE_ARROW_MALLOC_CONF=${JE_ARROW_MALLOC_CONF:-background_thread:false}"
 
 
 def _value(v: Any) -> str:
@@ -116,7 +124,7 @@ def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: s
     steps = _steps(repo, commit, out, data, fetch)
     tag = _tag(conf)
     env = (f"MLFLOW_RUN_CONTEXT={shlex.quote(json.dumps({'ablate.audit': tag}))} "
-           f"WANDB_TAGS={shlex.quote('ablate-audit-' + tag)} ")
+           f"WANDB_TAGS={shlex.quote('ablate-audit-' + tag)} {WARM_ENV} ")
     steps.append(env + shlex.join(["ablate", "--config-dir", str(conf), "-m", "task=audit", "variable=audit",
                                    f"seeds={report['seeds_advised']}"]))
     return {"task": task, "variable": variable, "commit": commit, "config_dir": str(conf), "tag": tag,

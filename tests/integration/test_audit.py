@@ -61,7 +61,9 @@ def _own_log(repo: Path, side: str) -> dict[int, float]:
 
 
 def _audit(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict | None]:
-    res = ablate_cli(cwd, "audit", *args)
+    """``ablate audit ARGS`` from ``cwd``, in this process (an audit starts no trial: :func:`ablate_in` gives the
+    console script's exit code and output; the docs' commands and a refusal below run the console script)."""
+    res = ablate_in(cwd, "audit", *args)
     out = cwd / "audit" / "audit.json"
     return res, json.loads(out.read_text()) if out.exists() else None
 
@@ -296,7 +298,8 @@ def test_bad_input_is_one_line_and_writes_nothing(confounded: Path, tmp_path: Pa
 
 def test_the_docs_audit_commands_run_on_runs_users_made(confounded: Path, tmp_path: Path) -> None:
     """Every `ablate audit` line of the docs, run as written from a copy of the fixture project (which holds
-    multirun/, mlflow.db and wandb/ where the docs put them)."""
+    multirun/, mlflow.db and wandb/ where the docs put them), through the console script's ``main`` in this process
+    (an audit runs no trial: :func:`ablate_in`; the console script itself runs in the tests above)."""
     import shutil
 
     from tests.integration.test_doc_commands import COMMANDS
@@ -306,7 +309,7 @@ def test_the_docs_audit_commands_run_on_runs_users_made(confounded: Path, tmp_pa
     for cmd in cmds:
         project = tmp_path / f"p{cmds.index(cmd)}"
         shutil.copytree(confounded, project, symlinks=True)
-        res = ablate_cli(project, *shlex.split(cmd)[1:])
+        res = ablate_in(project, *shlex.split(cmd)[1:])
         assert res.returncode == 0, f"{cmd}: {res.stderr}"
         a = json.loads((project / "audit" / "audit.json").read_text())
         assert "confounds" in json.dumps(a) and (project / "audit" / "audit.md").is_file(), cmd

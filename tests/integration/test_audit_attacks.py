@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -47,10 +48,23 @@ def _git_repo(root: Path) -> str:
                           text=True).stdout.strip()
 
 
-def _store(db: Path, commits: tuple[str, str], source_name: str) -> None:
-    """An MLflow store written by MLflow's client: lr 0.1 and 0.2 at seeds 1-3, each side's commit tag as given."""
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow sqlite store as MLflow's client creates it: its tables made and migrated once (about 2.6 s
+    of CPU), then copied by each test that writes a store (0.06 s) instead of each migrating its own."""
     from mlflow.tracking import MlflowClient
 
+    db = tmp_path_factory.mktemp("migrated") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{db}").search_experiments()
+    return db
+
+
+def _store(db: Path, commits: tuple[str, str], source_name: str, migrated: Path) -> None:
+    """An MLflow store written by MLflow's client (into a copy of ``migrated``): lr 0.1 and 0.2 at seeds 1-3, each
+    side's commit tag as given."""
+    from mlflow.tracking import MlflowClient
+
+    shutil.copyfile(migrated, db)
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.create_experiment("shared")
     for side, (lr, commit) in enumerate(zip((0.1, 0.2), commits, strict=True)):
@@ -63,15 +77,15 @@ def _store(db: Path, commits: tuple[str, str], source_name: str) -> None:
             client.set_terminated(rid, "FINISHED")
 
 
-def test_a_commit_tag_that_is_a_git_option_never_reaches_git(tmp_path: Path) -> None:
+def test_a_commit_tag_that_is_a_git_option_never_reaches_git(tmp_path: Path, migrated: Path) -> None:
     repo = tmp_path / "repo"
     real = _git_repo(repo)
     victim = tmp_path / "victim.txt"
     victim.write_text("the auditor's file\n")
     created = tmp_path / "created.txt"
     db = tmp_path / "mlflow.db"
-    _store(db, (real, f"--output={victim}"), str(repo / "train.py"))
-    _store(tmp_path / "other.db", (real, f"--output={created}"), str(repo / "train.py"))
+    _store(db, (real, f"--output={victim}"), str(repo / "train.py"), migrated)
+    _store(tmp_path / "other.db", (real, f"--output={created}"), str(repo / "train.py"), migrated)
     for store in (db, tmp_path / "other.db"):
         a = run_audit([str(store)], out=tmp_path / f"audit-{store.stem}", repo=str(repo), plots=False)
         assert [x["commit"] for x in a["arms"]] == [real, None]  # taken as not recorded ...
@@ -127,11 +141,11 @@ def test_a_file_store_the_client_would_write_into_is_refused_untouched(tmp_path:
     assert _tree(tmp_path) == before
 
 
-def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path) -> None:
+def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path, migrated: Path) -> None:
     repo = tmp_path / "repo"
     real = _git_repo(repo)
     db = tmp_path / "mlflow.db"
-    _store(db, (real, real), str(repo / "train.py"))
+    _store(db, (real, real), str(repo / "train.py"), migrated)
     before = _tree(tmp_path)
     run_audit([str(db)], out=tmp_path / "out" / "audit", plots=False)
     after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("out")}

@@ -211,6 +211,15 @@ def test_the_printed_minimal_ablation_runs_as_printed_to_a_firm_verdict_on_the_m
     if form == "snapshot":  # the next audit of the store knows those trials for the minimal ablation's own
         from ablate.audit import run_audit
 
+        # the printed command turns pyarrow's allocator thread off (ablate.audit.minimal.WARM_ENV): the warm parent
+        # learned mlflow (and pandas, pyarrow) from the first trials, so later ones were forked with it imported
+        sd = verdict_md.parent
+        log = sd / "warm-parent.log"  # written when the warm parent has something to say
+        assert not log.exists() or "not preloading" not in log.read_text()
+        last = [json.loads((sd / "trials" / arm["arm"] / f"seed={max(arm['seeds'])}" / "manifest.json").read_text())
+                for arm in verdict["arms"]]
+        assert all({"mlflow", "pandas", "pyarrow"} <= set(m["warm"]["preloaded"]["learned"]) for m in last)
+
         again = run_audit([str(repo / "mlflow.db")], out=where.parent / "again", plots=False)
         assert [x["n"] for x in again["arms"]] == [5, 5]
         ours = [x for x in again["left_out"] if "a trial of the minimal ablation an audit wrote" in x]

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ablate.trackers.limits import digest
-from tests.helpers import ablate_cli, commit_all, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, only_sweep
 from tests.integration.test_trackers import read_offline_run
 
 pytestmark = pytest.mark.slow
@@ -81,10 +81,10 @@ def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(l
     # retry: nothing twice; a trial run left RUNNING by a broken-off attempt is replaced, not duplicated
     broken = trials[0]
     client.update_run(broken.info.run_id, status="RUNNING")
-    again = ablate_cli(limits_project, "track", str(sd))
+    again = ablate_cli(limits_project, "track", str(sd))  # the console script, as users retry
     assert again.returncode == 0, again.stderr
     assert "1 trial run(s) logged (5 already there)" in again.stdout
-    again = ablate_cli(limits_project, "track", str(sd))
+    again = ablate_in(limits_project, "track", str(sd))  # in this process: `track` runs no trial (tests/helpers.py)
     assert "0 trial run(s) logged (6 already there)" in again.stdout
     live = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags["ablate.role"] == "trial"]
     assert len(live) == 6 and {r.info.status for r in live} == {"FINISHED"}
@@ -97,9 +97,8 @@ def test_tracker_failure_in_track_is_one_line(limits_project: Path, monkeypatch:
     res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(limits_project)
-    for uri in ("nosuchscheme://x", "http://127.0.0.1:9/"):
-        res = ablate_cli(limits_project, "track", str(sd), "tracker=mlflow", f"tracker.tracking_uri={uri}",
-                         timeout=300)
+    for uri in ("nosuchscheme://x", "http://127.0.0.1:9/"):  # in this process: a refusal (tests/helpers.py)
+        res = ablate_in(limits_project, "track", str(sd), "tracker=mlflow", f"tracker.tracking_uri={uri}")
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1, res.stderr
         assert "`tracker`: tracker=mlflow failed while logging" in res.stderr and f"ablate track {sd}" in res.stderr
@@ -128,8 +127,8 @@ def test_wandb_long_names_fit_and_retries_add_no_offline_runs(limits_project: Pa
         assert len(r["group"]) == 128 and r["group"].endswith("~" + digest(r["config"]["ablate"]["ablation_id"], 6))
         assert r["config"]["ablate"]["names"]["group"]["original"] == r["config"]["ablate"]["ablation_id"]
         assert r["config"]["ablate"]["ablation_id"].startswith(sd.name + "-") and all(len(t) <= 64 for t in r["tags"])
-    for _ in range(2):  # retried twice: no duplicate offline runs, no traceback
-        again = ablate_cli(limits_project, "track", str(sd))
+    for _ in range(2):  # retried twice: no duplicate offline runs, no traceback (in this process: no trial runs)
+        again = ablate_in(limits_project, "track", str(sd))
         assert again.returncode == 0, again.stderr
         assert "0 trial run(s) logged (6 already there), verdict run unchanged" in again.stdout
     assert sorted((wandb_dir / "wandb").glob("offline-run-*")) == dirs

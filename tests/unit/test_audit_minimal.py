@@ -69,3 +69,25 @@ def test_a_commit_or_data_version_can_be_declared_the_variable_and_the_config_ke
     with pytest.raises(ConfigError, match=r"do not differ in 'data:data/train\.csv'") as e:
         classify(a, b, "data:data/train.csv")
     assert "`commit` or `data:PATH`" in e.value.fix
+
+
+@pytest.mark.parametrize(("own", "expected"), [(None, "background_thread:false"), ("narenas:2", "narenas:2")])
+def test_the_command_runs_ablate_with_pyarrows_allocator_thread_off_unless_the_user_set_it(
+        tmp_path: Path, own: str | None, expected: str) -> None:
+    """The env the printed command gives ``ablate``, read back through bash as the command runs: pyarrow's jemalloc
+    starts no thread, so the warm parent can hold the tracker the app imports (ablate.audit.minimal.WARM_ENV); a
+    value the user set is kept."""
+    import os
+    import subprocess
+
+    from ablate.audit.minimal import WARM_ENV
+
+    a, b = group(_runs(lr_b=0.2), "seed")
+    m = plan(a, b, {**audit(_runs(lr_b=0.2)), "seed_key": "seed"}, app="train.py", out=tmp_path, repo=None)
+    last = m["steps"][-1]
+    assert f" {WARM_ENV} ablate --config-dir " in last
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"} | (
+        {"JE_ARROW_MALLOC_CONF": own} if own else {})
+    shown = subprocess.run(["bash", "-c", last.replace(" ablate --config-dir", " printenv JE_ARROW_MALLOC_CONF #")],
+                           env=env, capture_output=True, text=True, check=True).stdout
+    assert shown == expected + "\n"
