@@ -278,6 +278,14 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
     how the two numbers differ (the Next line runs the larger)."""
     adv = c.get("seed_advice")
     msg = adv["message"] if adv else "not computable (needs at least 2 completed seeds per arm and some variance)"
+    seq = c.get("sequential") or {}
+    if seq.get("stop_reason") == "futility" or seq.get("skewed_stop"):  # the plan stopped it: no seeds to advise
+        mde = msg.split("; ", 1)[0] if adv and msg.startswith("MDE") else ""
+        why = ("the plan's futility rule judged them not worth it (non-binding: a new ablation may still test this "
+               "treatment, with a margin to show no meaningful difference)" if seq.get("stop_reason") == "futility"
+               else "none could make this verdict firm")
+        return (f"{c.get('seed_advice_sequential') or 'stopped by the looks'}. No more seeds are advised: {why}."
+                + (f" {mde}." if mde else ""))
     if c.get("seed_advice_sequential"):
         msg = c["seed_advice_sequential"] + (f". {msg}" if adv else "")
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:

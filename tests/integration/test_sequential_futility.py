@@ -75,6 +75,10 @@ def test_null_arms_stop_for_futility_at_the_first_look(sweep: Path) -> None:
     assert _ran(sweep, "control") == list(range(s["n"]))  # the control stopped with the last treatment
     md = (sweep / "verdict.md").read_text()
     assert "stopped for futility" in md
+    seeds = md.split("## Seed recommendation", 1)[1].split("\n## ", 1)[0]
+    for a in nulls:  # a futility stop asks for no more seeds, in the Seed recommendation as in the bottom line
+        line = next(x for x in seeds.splitlines() if x.startswith(f"- **{a}**"))
+        assert "No more seeds are advised" in line and " (+" not in line and " needs " not in line, line
 
 
 @pytest.mark.parametrize(("args", "where", "fix"), [
