@@ -129,6 +129,12 @@ class Comparison:
         True beside an indicative verdict (``firm`` False): its CI of Δ is the t-interval at the decision's level,
         but its coverage is not assured there either (95% CIs covered 0.87-0.93 on skewed arms of unequal spread
         below 10 seeds, docs/verdict.md), so every place that prints it says ``indicative`` (:func:`ci_name`).
+    seed_gap : str or None
+        Where an arm shows a seed far from the others (:func:`ablate.stats.core.seed_gap` share >=
+        :data:`ablate.stats.core.GAP_FIRM_SHARE`), the arm and its values in metric units (:func:`gap_text`,
+        ``the control: 0.1 vs 0.889-0.912``); None otherwise and on a 0/1 metric. Below
+        :data:`ablate.stats.core.FIRM_FROM` seeds a better/worse is then indicative (docs/verdict.md "A seed far from
+        the others").
     """
 
     verdict: str
