@@ -6,7 +6,9 @@ A better/worse verdict on evidently skewed values (|D'Agostino z| >= 1.96) is in
 guard's z is >= 1.0 (the family guard). Each A/A cell below is one where the rule before it
 failed (firm family-wise error above 0.08 at 2000 replications in the benchmark, 0.07 in the correlated-seeds
 cell); with 800 replications (MC SE 0.0077 at 0.05) the test holds "before" above 0.06 on the same replications (so
-it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replications settle them.
+it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replications settle them. Below 20 seeds a
+better/worse whose arm shows a seed far from the others (``seed_gap``) is indicative: the last tests hold it on
+accuracy with seeds stuck at chance (docs/verdict.md, "A seed far from the others").
 """
 
 from __future__ import annotations
