@@ -46,6 +46,8 @@ COLLAPSE_TRIALS, COLLAPSE_P = 1000, 0.2
 DEFAULT_SHAPES = SHAPES[:4]
 MS = (1, 2, 5, 10)
 NS = (5, 10, 20, 30, 50)
+#: ``--ratios``: SD ratios to run instead of each shape's default pair (None: the defaults).
+RATIOS: tuple[float, ...] | None = None
 
 
 def _lognormal(rng: np.random.Generator, sigma_log: float, size: tuple[int, ...]) -> np.ndarray:
@@ -95,8 +97,12 @@ def arms(rng: np.random.Generator, shape: str, m: int, n: int, reps: int, ratio:
 
 
 def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, seed: int, d: float = 0.0,
-           check: int = 10) -> tuple[float, float]:
-    """(after, before): the share of replications with at least one firm better/worse (better only when d > 0)."""
+           check: int = 10, baseline: str = "pre37") -> tuple[float, float]:
+    """(after, before): the share of replications with at least one firm better/worse (better only when d > 0).
+
+    ``baseline`` (the "before" column): ``"pre37"``, the rule without its issue-37 conditions (``skewed`` False,
+    ``family`` 1, no gap); ``"gap"``, the rule as it ships less the seed-gap condition (``gap`` NaN): what the gap
+    rule changes."""
     rng = np.random.default_rng(seed)
     treat, control = arms(rng, shape, m, n, reps, ratio, d)
     res = [decide_batch(treat[j], control, paired=paired, n_comparisons=m) for j in range(m)]
@@ -108,8 +114,9 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
         if d > 0:
             verdict = np.where(verdict == BETTER, BETTER, 0)
         n_ = np.minimum(r.n_treatment, r.n_control)
-        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z)
-        before |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired)
+        after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z, r.gap)
+        before |= (is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired) if baseline == "pre37" else
+                   is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z))
     for i in range(min(check, reps)):  # the same rule through compare() + adjust_comparisons
         comps = [compare(treat[j, i], control[i], paired=paired, n_comparisons=m, pi_interval=False)
                  for j in range(m)]
@@ -119,24 +126,25 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
     return float(after.mean()), float(before.mean())
 
 
-def table(reps: int, d: float, shapes: tuple[str, ...] = DEFAULT_SHAPES) -> None:
+def table(reps: int, d: float, shapes: tuple[str, ...] = DEFAULT_SHAPES, ns: tuple[int, ...] = NS,
+          ms: tuple[int, ...] = MS, before: str = "pre37") -> None:
     what = "A/A family-wise error of firm verdicts" if d == 0 else f"power (a firm better), every treatment {d:g} SD"
     se = math.sqrt(0.05 * 0.95 / reps)
     print(f"### {what}: after / before ({reps} replications per cell" +
           (f", MC SE {se:.4f} at 0.05" if d == 0 else "") + ")\n")
-    print("| design | shape | SD ratio | m | " + " | ".join(f"N={n}" for n in NS) + " |")
-    print("|---|---|---|---|" + "---|" * len(NS))
+    print("| design | shape | SD ratio | m | " + " | ".join(f"N={n}" for n in ns) + " |")
+    print("|---|---|---|---|" + "---|" * len(ns))
     worst = (0.0, "")
     for paired in (False, True):
         for shape in shapes:
             if shape == "corr" and not paired:
                 continue
-            for ratio in ((1.0, 3.0) if shape in ("normal", "t3", "bimodal", "collapse") else (2.0, 3.0)):
-                for m in MS:
+            for ratio in RATIOS or ((1.0, 3.0) if shape in ("normal", "t3", "bimodal", "collapse") else (2.0, 3.0)):
+                for m in ms:
                     cells = []
-                    for n in NS:
+                    for n in ns:
                         seed = 100_000 * paired + 1000 * SHAPES.index(shape) + 100 * m + n + int(10 * ratio)
-                        a, b = family(shape, m, n, reps, ratio, paired, seed, d)
+                        a, b = family(shape, m, n, reps, ratio, paired, seed, d, baseline=before)
                         cells.append(f"{a:.3f} / {b:.3f}")
                         if d == 0 and a > worst[0]:
                             worst = (a, f"{'paired' if paired else 'unpaired'} {shape} 1:{ratio:g} m={m} N={n}")
@@ -198,15 +206,26 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--power-reps", type=int, default=1000)
     ap.add_argument("--only", choices=("aa", "power"))
+    ap.add_argument("--ns", default=",".join(map(str, NS)), help="seeds per arm, comma-separated")
+    ap.add_argument("--ms", default=",".join(map(str, MS)), help="treatments per family, comma-separated")
+    ap.add_argument("--ratios", help="SD ratios, comma-separated (default: 1,3 or 2,3 by shape)")
+    ap.add_argument("--before", choices=("pre37", "gap"), default="pre37",
+                    help="the 'before' column: the rule before issue 37 (pre37), or the rule less the seed-gap "
+                         "condition (gap)")
     args = ap.parse_args()
     if args.settle:
         settle(args.settle, args.floor, source=args.cells_from)
         return
     shapes = tuple(args.shapes.split(","))
+    grid = dict(ns=tuple(int(x) for x in args.ns.split(",")), ms=tuple(int(x) for x in args.ms.split(",")),
+                before=args.before)
+    if args.ratios:
+        global RATIOS
+        RATIOS = tuple(float(x) for x in args.ratios.split(","))
     if args.only in (None, "aa"):
-        table(args.reps, 0.0, shapes)
+        table(args.reps, 0.0, shapes, **grid)
     if args.only in (None, "power"):
-        table(args.power_reps, 1.0, shapes)
+        table(args.power_reps, 1.0, shapes, **grid)
 
 
 if __name__ == "__main__":

@@ -257,8 +257,10 @@ def _paper(page: Page) -> list[str]:
 def indicative_text(c: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
     recommendation)."""
-    if c.get("binary") or c.get("skew_evident") or c.get("firm_from") == FAMILY_GUARD_BELOW:
-        # a 0/1 metric's exact test, skewed values, or the family guard at 20-29 seeds: the flag's reason
+    if c.get("binary") or c.get("skew_evident") or c.get("firm_from") == FAMILY_GUARD_BELOW or any(
+            "far from the others" in f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"):
+        # a 0/1 metric's exact test, skewed values, the family guard at 20-29 seeds, or a seed far from the others:
+        # the flag's reason
         why = next((f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"), "indicative")
         return f"Not yet firm: {why.removeprefix('indicative: ')}."
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)

@@ -19,6 +19,7 @@ from ablate.stats.core import (
     FAMILY_GUARD_BELOW,
     FIRM_FACTOR,
     FIRM_FROM,
+    GAP_FIRM_SHARE,
     INCONCLUSIVE,
     INSUFFICIENT_REASONS,
     MIN_SEEDS,
@@ -28,6 +29,7 @@ from ablate.stats.core import (
     decide_batch,
     decision_rule,
     is_firm,
+    seed_gap,
 )
 from ablate.stats.effect import hedges_g, paired_effect, pooled_sd, prob_improvement, robust_test
 from ablate.stats.failures import FailureFinding, failure_finding
@@ -127,6 +129,12 @@ class Comparison:
         True beside an indicative verdict (``firm`` False): its CI of Δ is the t-interval at the decision's level,
         but its coverage is not assured there either (95% CIs covered 0.87-0.93 on skewed arms of unequal spread
         below 10 seeds, docs/verdict.md), so every place that prints it says ``indicative`` (:func:`ci_name`).
+    seed_gap : str or None
+        Where an arm shows a seed far from the others (:func:`ablate.stats.core.seed_gap` share >=
+        :data:`ablate.stats.core.GAP_FIRM_SHARE`), the arm and its values in metric units (:func:`gap_text`,
+        ``the control: 0.1 vs 0.889-0.912``); None otherwise and on a 0/1 metric. Below
+        :data:`ablate.stats.core.FIRM_FROM` seeds a better/worse is then indicative (docs/verdict.md "A seed far from
+        the others").
     """
 
     verdict: str
@@ -183,6 +191,7 @@ class Comparison:
     skew_evident: bool = False
     ci_indicative: bool = False
     pvalue_exact: float | None = None
+    seed_gap: str | None = None
 
 
 def _f(x: Any) -> float | None:
@@ -373,8 +382,38 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         g_av=_f(eff["gav"]), rho=_f(eff["rho"]), prob_improvement=_f(eff["pi"]), prob_improvement_ci=eff["pi_ci"],
         robust_test=eff["robust"] or "", robust_pvalue=_f(eff["rob_p"]), robust_min_pvalue=_f(eff["rob_min"]),
         seeds=eff["advice"], failures=fail, insufficient_reason=INSUFFICIENT_REASONS[num["ins"]] or None, flags=(),
-        data_flags=tuple(data_flags), insufficient_code=num["ins"], pvalue_exact=num["p_exact"])
+        data_flags=tuple(data_flags), insufficient_code=num["ins"], pvalue_exact=num["p_exact"],
+        seed_gap=gap_text(tv, cv) if counts is None and r.gap[0] >= GAP_FIRM_SHARE else None)
     return finish(comp)
+
+
+def gap_text(treatment: np.ndarray, control: np.ndarray) -> str:
+    """Where an arm's seeds split far apart (:func:`ablate.stats.core.seed_gap`), in metric units.
+
+    Parameters
+    ----------
+    treatment, control : numpy.ndarray
+        The values the test used (finite), metric units.
+
+    Returns
+    -------
+    str
+        For the arm with the larger share, ``the control: 0.1 vs 0.889-0.912`` (the seeds on the smaller side of
+        its largest gap, then the range of the others; 3 significant digits).
+    """
+    def share(x: np.ndarray) -> float:
+        g = seed_gap(x[None, :])[0]
+        return -1.0 if np.isnan(g) else float(g)
+
+    name, x = max((("the treatment", treatment), ("the control", control)), key=lambda a: share(a[1]))
+    s = np.sort(x)
+    cut = int(np.argmax(np.diff(s))) + 1
+    far, rest = (s[:cut], s[cut:]) if cut <= s.size - cut else (s[cut:], s[:cut])
+
+    def span(v: np.ndarray) -> str:
+        return f"{v[0]:.3g}" if v[0] == v[-1] else f"{v[0]:.3g}-{v[-1]:.3g}"
+
+    return f"{name}: {span(far)} vs {span(rest)}"
 
 
 def _used_values(t: np.ndarray, c: np.ndarray, used_paired: bool, sign: float
@@ -611,11 +650,14 @@ def finish(comp: Comparison) -> Comparison:
         flags += [flag] if flag else []
     elif code in (BETTER, WORSE):
         n = min(comp.n_treatment, comp.n_control)
-        firm = bool(is_firm(code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired,
-                            comp.skew_evident, comp.n_comparisons,
-                            np.nan if comp.skew_z is None else comp.skew_z))
+        args = (code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired,
+                comp.skew_evident, comp.n_comparisons, np.nan if comp.skew_z is None else comp.skew_z)
+        firm = bool(is_firm(*args, gap=1.0 if comp.seed_gap else np.nan))
         if not firm and comp.skew_evident:
             flags.append(Flag("indicative_verdict", SKEWED_REASON))
+        elif not firm and comp.seed_gap and bool(is_firm(*args)):  # the far seed alone holds it back
+            firm_from = FIRM_FROM[comp.paired]
+            flags.append(Flag("indicative_verdict", gap_reason(comp.seed_gap, firm_from)))
         elif not firm and n >= FIRM_FROM[comp.paired] and comp.n_comparisons >= FAMILY_FIRM_M:
             firm_from = FAMILY_GUARD_BELOW
             flags.append(Flag("indicative_verdict", family_guard_reason(n, comp.n_comparisons, comp.skew_z)))
@@ -738,6 +780,26 @@ def family_guard_reason(n: int, m: int, skew_z: float | None) -> str:
             f"seeds, docs/verdict.md); with {n} seeds per arm and values leaning against Δ{z} a verdict is firm only "
             f"when p_adj is {SKEW_GUARD_FACTOR:g} times under its level; at {FAMILY_GUARD_BELOW} seeds per arm it is "
             "firm if its p is then below the level")
+
+
+def gap_reason(where: str, firm_from: int = FIRM_FROM[False]) -> str:
+    """Why a better/worse whose arm shows a seed far from the others is indicative below ``firm_from`` seeds.
+
+    Parameters
+    ----------
+    where : str
+        :func:`gap_text`'s words (``the control: 0.1 vs 0.889-0.912``).
+    firm_from : int
+        Seeds per arm from which the verdict is firm if its p is below the level.
+
+    Returns
+    -------
+    str
+    """
+    arm, _, vals = where.partition(": ")
+    return (f"indicative: {arm} has a seed far from the others ({vals}): a mode the few seeds cannot measure "
+            f"(accuracy with seeds stuck at chance reached a firm false-positive rate of 0.07-0.13 at 10 seeds, "
+            f"docs/verdict.md); firm from {firm_from} seeds per arm if its p is then below the level")
 
 
 def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str:

@@ -62,6 +62,14 @@ FAMILY_FIRM_M = 5
 #: normal arms (3-15 on bimodal 1:3) at N = 20-25, against 2-14 points for p x 2 and all of it for "firm from 30".
 FAMILY_GUARD_Z = 1.0
 FAMILY_GUARD_BELOW = 30
+#: Below :data:`FIRM_FROM`, a better/worse verdict is not firm where an arm shows a seed far from the others: the
+#: largest gap between neighbouring sorted values of an arm is at least this share of the arm's range (the seeds
+#: split into clusters far apart, as when a seed is stuck at chance on an accuracy metric). A mode that 5-19 seeds
+#: show once or not at all cannot be measured, and the p x 10 route let it through: accuracy with seeds stuck at
+#: chance (probability 0.2), SD ratio 1:3, firm A/A 0.069-0.086 at N = 8-10 before, 0.010-0.025 with it; the cost
+#: is under 1 point of firm power on normal, t3 and lognormal arms (issue 37; docs/verdict.md "A seed far from the
+#: others"). Rows whose values take two distinct values (a 0/1 metric: compare()'s exact path) are not read.
+GAP_FIRM_SHARE = 0.8
 
 
 #: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
@@ -109,7 +117,7 @@ def firm_factor(n: Any, paired: Any) -> np.ndarray:
 
 
 def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: Any, n: Any, paired: Any,
-            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan) -> np.ndarray:
+            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan, gap: Any = np.nan) -> np.ndarray:
     """Whether each better/worse verdict is firm (not indicative); False for every other verdict.
 
     Parameters
@@ -131,13 +139,17 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
         The guard's oriented D'Agostino z (:attr:`BatchResult.skew_z`; NaN where it could not look): in a family of
         :data:`FAMILY_FIRM_M` or more below :data:`FAMILY_GUARD_BELOW` seeds, z >= :data:`FAMILY_GUARD_Z` asks
         p x 10 of a firm verdict (the guard at the family's per-step level).
+    gap : array_like
+        The larger of the arms' :func:`seed_gap` shares (NaN where not read): below :data:`FIRM_FROM` seeds, a share
+        >= :data:`GAP_FIRM_SHARE` (a seed far from the others) makes the verdict indicative.
 
     Returns
     -------
     numpy.ndarray of bool
         ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse,
         on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 5 or more (there,
-        below :data:`FAMILY_GUARD_BELOW` seeds, F = 10 where ``skew_z`` >= :data:`FAMILY_GUARD_Z`).
+        below :data:`FAMILY_GUARD_BELOW` seeds, F = 10 where ``skew_z`` >= :data:`FAMILY_GUARD_Z`), and below
+        :data:`FIRM_FROM` only where no arm shows a seed far from the others (``gap``).
 
     Notes
     -----
@@ -147,9 +159,9 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     N = 5-50); without them it reached 0.32. Their cost: on normal arms 2-5 points of firm power (the skew test
     fires on about 5% of normal samples); on evidently skewed metrics every better/worse is indicative.
     """
-    v, p, a, g, sk, fam, nn, z, pr = np.broadcast_arrays(
+    v, p, a, g, sk, fam, nn, z, gp, pr = np.broadcast_arrays(
         *(np.asarray(x, float) for x in (verdict, p_decision, alpha_decision, guard_factor, skewed, family, n,
-                                         skew_z)), np.asarray(paired, bool))
+                                         skew_z, gap)), np.asarray(paired, bool))
     g = np.where(g > 0, g, 1.0)
     big = fam >= FAMILY_FIRM_M
     with np.errstate(invalid="ignore"):
@@ -157,7 +169,34 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     extra = np.maximum(np.maximum(g, firm_factor(nn, pr)), fam_guard) / g
     small_family = big & (firm_factor(nn, pr) > 1)
     with np.errstate(invalid="ignore"):
-        return np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family
+        far_seed = (firm_factor(nn, pr) > 1) & (gp >= GAP_FIRM_SHARE)
+        return np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family & ~far_seed
+
+
+def seed_gap(x: Any, tol: Any = 0.0) -> np.ndarray:
+    """The largest gap between neighbouring sorted values of each row, as a share of the row's range.
+
+    Parameters
+    ----------
+    x : array_like, shape (batch, n)
+        One arm's finite values (any affine scale: the share is invariant to it).
+    tol : array_like, shape (batch,) or scalar
+        Ranges at or below it count as constant.
+
+    Returns
+    -------
+    numpy.ndarray of float, shape (batch,)
+        In (0, 1]: 1/(n-1) for evenly spaced values, near 1 when one seed (or a cluster) lies far from the rest
+        (a seed stuck at chance among seeds near 0.9: 0.97-0.99); NaN for a constant row or fewer than 3 values.
+        A gap/range ratio in the family of Dixon's (1950, Ann. Math. Stat. 21) outlier statistics, read at every
+        position so that a split into two clusters counts wherever it falls.
+    """
+    s = np.sort(np.atleast_2d(np.asarray(x, float)), axis=1)
+    if s.shape[1] < MIN_SEEDS:
+        return np.full(s.shape[0], np.nan)
+    rng_ = s[:, -1] - s[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(rng_ > np.asarray(tol, float), np.diff(s, axis=1).max(axis=1) / rng_, np.nan)
 
 
 def skew_evident(skew_z: Any, arms_z: Any = np.nan) -> np.ndarray:
@@ -229,6 +268,10 @@ class BatchResult:
         verdicts are indicative.
     skewed : bool array
         The values are evidently skewed (:func:`skew_evident`): a better/worse verdict is then indicative.
+    gap : float array
+        The larger of the arms' :func:`seed_gap` shares (NaN where not read: insufficient data, a constant arm, or
+        values that take two distinct values in the row); below :data:`FIRM_FROM` seeds a share >=
+        :data:`GAP_FIRM_SHARE` makes a better/worse indicative.
     """
 
     verdict: np.ndarray
@@ -256,6 +299,7 @@ class BatchResult:
     guard_factor: np.ndarray
     firm: np.ndarray
     skewed: np.ndarray
+    gap: np.ndarray
 
 
 def _decide_batch_iv(treatment: Any, control: Any, paired: Any, alpha: Any, goal: Any, margin: Any,
@@ -428,7 +472,8 @@ class _Tested:
     """Stage 2 of :func:`decide_batch`: per row, in standardised units, what the tests found (NaN where none ran).
 
     ``out`` holds the float fields of :class:`BatchResult` named there; ``insufficient`` the codes into
-    :data:`INSUFFICIENT_REASONS`; ``skew_z``, ``arms_z`` and ``factor`` the skew guard's z values and factor.
+    :data:`INSUFFICIENT_REASONS`; ``skew_z``, ``arms_z`` and ``factor`` the skew guard's z values and factor;
+    ``gap`` the larger arm's :func:`seed_gap` share.
     """
 
     out: dict[str, np.ndarray]
@@ -436,6 +481,7 @@ class _Tested:
     skew_z: np.ndarray
     arms_z: np.ndarray
     factor: np.ndarray
+    gap: np.ndarray
 
     @classmethod
     def empty(cls, b: int) -> _Tested:
@@ -443,7 +489,7 @@ class _Tested:
         out = {f: nan.copy() for f in ("mean_treatment", "mean_control", "diff", "ci_low", "ci_high", "tost_low",
                                        "tost_high", "statistic", "df", "pvalue", "se")}
         return cls(out=out, insufficient=np.zeros(b, int), skew_z=np.full(b, np.nan), arms_z=np.full(b, np.nan),
-                   factor=np.ones(b))
+                   factor=np.ones(b), gap=np.full(b, np.nan))
 
 
 def _tested_rows(s: _Rows, a_tost: np.ndarray, tost: bool) -> _Tested:
@@ -505,6 +551,7 @@ def _t_test_group(tt: np.ndarray, cc: np.ndarray, r: np.ndarray, is_paired: bool
     if is_paired:  # the arms' own skew, whatever the correlation gate: for firmness only (skew_evident)
         acc.arms_z[r] = skew_against(tt, cc, paired=False)
     acc.factor[r] = np.where(acc.skew_z[r] >= SKEW_GUARD_Z, SKEW_GUARD_FACTOR, 1.0)
+    acc.gap[r] = _arms_gap(tt, cc)
     # the CI's level matches the decision's: 1 - alpha/m (Bonferroni) or 1 - the boundary p, divided by the
     # skew guard's factor where it fired (p x 10 < level exactly when the 1 - level/10 CI excludes 0)
     ci_alpha = a_tost[r] / acc.factor[r]
@@ -526,6 +573,16 @@ def _t_test_group(tt: np.ndarray, cc: np.ndarray, r: np.ndarray, is_paired: bool
                 ci = res.confidence_interval(1 - 2 * float(level))
                 lo[sel], hi[sel] = np.broadcast_to(ci.low, sel.shape)[sel], np.broadcast_to(ci.high, sel.shape)[sel]
             out["tost_low"][r], out["tost_high"][r] = lo, hi
+
+
+def _arms_gap(tt: np.ndarray, cc: np.ndarray) -> np.ndarray:
+    """The larger of the arms' :func:`seed_gap` shares per row; NaN where the row's values take at most two distinct
+    values (a 0/1 metric, decided by compare()'s exact path), so two-valued metrics are never read as a gap."""
+    both = np.sort(np.concatenate([tt, cc], axis=1), axis=1)
+    two_valued = (np.diff(both, axis=1) > RESOLUTION * np.abs(both).max(axis=1, initial=1.0)[:, None]).sum(1) <= 1
+    with np.errstate(invalid="ignore"):
+        gap = np.fmax(seed_gap(tt, RESOLUTION), seed_gap(cc, RESOLUTION))
+    return np.where(two_valued, np.nan, gap)
 
 
 def _decided(s: _Rows, acc: _Tested, sign: float, m: float | str | None, k: int, a_dec: np.ndarray,
@@ -550,11 +607,12 @@ def _decided(s: _Rows, acc: _Tested, sign: float, m: float | str | None, k: int,
                          dtype=float) if isinstance(m, str) else np.full(b, float(m))
     verdict = decision_rule(p_dec, a_dec, out["diff"], out["tost_low"], out["tost_high"], delta, insufficient)
     skewed = skew_evident(acc.skew_z, acc.arms_z)
-    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(s.n_t, s.n_c), s.use_paired, skewed, k, acc.skew_z)
+    firm = is_firm(verdict, p_dec, a_dec, factor, np.minimum(s.n_t, s.n_c), s.use_paired, skewed, k, acc.skew_z,
+                   acc.gap)
     return BatchResult(verdict=verdict, insufficient=insufficient, paired=s.use_paired, n_treatment=s.n_t,
                        n_control=s.n_c, failed_treatment=s.failed_t, failed_control=s.failed_c, p_decision=p_dec,
                        alpha_decision=a_dec, margin=delta, skew_z=acc.skew_z, guard_factor=factor, firm=firm,
-                       skewed=skewed, **out)
+                       skewed=skewed, gap=acc.gap, **out)
 
 
 def decision_rule(p_decision: Any, alpha_decision: Any, diff: Any, tost_low: Any, tost_high: Any, margin: Any,

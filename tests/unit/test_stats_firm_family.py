@@ -6,7 +6,9 @@ A better/worse verdict on evidently skewed values (|D'Agostino z| >= 1.96) is in
 guard's z is >= 1.0 (the family guard). Each A/A cell below is one where the rule before it
 failed (firm family-wise error above 0.08 at 2000 replications in the benchmark, 0.07 in the correlated-seeds
 cell); with 800 replications (MC SE 0.0077 at 0.05) the test holds "before" above 0.06 on the same replications (so
-it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replications settle them.
+it can fail) and the rule at <= 0.056 + 3 SE; the benchmark's 1000-20,000 replications settle them. Below 20 seeds a
+better/worse whose arm shows a seed far from the others (``seed_gap``) is indicative: the last tests hold it on
+accuracy with seeds stuck at chance (docs/verdict.md, "A seed far from the others").
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from ablate.stats.core import (
     FAMILY_FIRM_M,
     FAMILY_GUARD_BELOW,
     FAMILY_GUARD_Z,
+    GAP_FIRM_SHARE,
     WORSE,
     is_firm,
+    seed_gap,
     skew_evident,
 )
 from ablate.stats.multiplicity import holm
@@ -166,16 +170,73 @@ def test_family_rule_equals_compare_and_adjust_comparisons() -> None:
             assert bool(cp.firm) is want
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37, not fixed: accuracy with seeds stuck at chance, SD ratio 1:3, "
-                   "firm A/A 0.105-0.177 at N = 5 through the p x 10 route (docs/verdict.md, 'Families on a 0/1 "
-                   "metric and on accuracy with seeds stuck at chance')")
-def test_accuracy_with_collapsing_seeds_holds_the_firm_rate() -> None:
-    """One treatment, 5 seeds per arm: each seed the share correct of 1000 items at 0.9, or (probability 0.2) stuck
-    at chance, 0.1; the treatment 3 times as spread about the same mean. 1000 replications (MC SE 0.0069)."""
-    rng = np.random.default_rng(3790)
-    reps, n = 1000, 5
+def _collapse(rng: np.random.Generator, reps: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A/A accuracy with seeds stuck at chance: each seed the share correct of 1000 items at 0.9, or (probability
+    0.2) at chance, 0.1; the treatment 3 times as spread about the same mean (benchmarks/stats37_firm.py's
+    ``collapse``, unstandardised)."""
     acc = rng.binomial(1000, np.where(rng.random((2, reps, n)) < 0.2, 0.1, 0.9)) / 1000
     mu = 0.2 * 0.1 + 0.8 * 0.9
-    t, c = mu + 3 * (acc[0] - mu), acc[1]
+    return mu + 3 * (acc[0] - mu), acc[1]
+
+
+def test_accuracy_with_collapsing_seeds_holds_the_firm_rate() -> None:
+    """One treatment, 10 seeds per arm (SD ratio 1:3): the p x 10 route let 0.072-0.080 firm A/A through (docs/
+    verdict.md), mostly where the control shows a seed stuck at chance and the treatment none; a seed far from the
+    others (``seed_gap`` share >= GAP_FIRM_SHARE) now makes it indicative. 1000 replications (MC SE 0.0069): the
+    same replications without the gap condition stay above 0.06."""
+    rng = np.random.default_rng(3790)
+    t, c = _collapse(rng, 1000, 10)
     res = decide_batch(t, c)
-    assert res.firm.mean() <= 0.056 + 3 * SE * math.sqrt(R / reps), res.firm.mean()
+    before = is_firm(res.verdict, res.p_decision, res.alpha_decision, res.guard_factor, 10, False, res.skewed, 1,
+                     res.skew_z)
+    assert before.mean() > 0.06, before.mean()
+    assert res.firm.mean() <= 0.056 + 3 * SE * math.sqrt(R / 1000), res.firm.mean()
+    assert np.array_equal(res.firm, before & ~(res.gap >= GAP_FIRM_SHARE))
+    i = int(np.flatnonzero(before & ~res.firm)[0])  # compare() holds it back too, and says why in verdict.md
+    cp = compare(t[i], c[i], pi_interval=False)
+    assert cp.verdict in ("better", "worse") and cp.firm is False and cp.firm_from == 20
+    assert cp.seed_gap is not None and cp.seed_gap.startswith("the control: 0.1")
+    why = next(f.message for f in cp.flags if f.code == "indicative_verdict")
+    assert "the control has a seed far from the others (0.1" in why and "firm from 20 seeds" in why
+    assert why.removeprefix("indicative: ") in indicative_text(dataclasses.asdict(cp))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 37, not fixable from the data: with 5 seeds per arm both arms show no "
+                   "seed stuck at chance in 0.8^10 = 0.107 of A/A replications, two tight clusters the 1:3 spread "
+                   "puts far apart; no rule that reads the seeds can tell them from a real effect (docs/verdict.md, "
+                   "'A seed far from the others')")
+def test_accuracy_with_collapsing_seeds_at_5_seeds() -> None:
+    """5 seeds per arm: the gap rule takes 0.112 to about 0.10 (1000 replications, MC SE 0.0069)."""
+    t, c = _collapse(np.random.default_rng(3790), 1000, 5)
+    assert decide_batch(t, c).firm.mean() <= 0.056 + 3 * SE * math.sqrt(R / 1000)
+
+
+def test_seed_gap_is_the_largest_neighbour_gap_over_the_range() -> None:
+    """By hand: [0.1, 0.89, 0.9, 0.91] has gaps 0.79, 0.01, 0.01 over a range of 0.81; evenly spaced values give
+    1/(n-1); a constant arm, NaN. A 0/1 metric (two distinct values) is never read as a gap."""
+    got = seed_gap(np.array([[0.9, 0.1, 0.91, 0.89], [1.0, 2.0, 3.0, 4.0], [5.0, 5.0, 5.0, 5.0]]))
+    assert got[0] == pytest.approx(0.79 / 0.81) and got[1] == pytest.approx(1 / 3) and np.isnan(got[2])
+    res = decide_batch(np.array([[1, 1, 1, 1, 0.0]]), np.array([[0, 1, 0, 0, 0.0]]))
+    assert np.isnan(res.gap[0])
+    assert not is_firm(BETTER, 0.001, 0.05, 1.0, 10, False, gap=GAP_FIRM_SHARE)
+    assert is_firm(BETTER, 0.001, 0.05, 1.0, 10, False, gap=GAP_FIRM_SHARE - 0.01)
+    assert is_firm(BETTER, 0.001, 0.05, 1.0, 20, False, gap=1.0)  # from 20 seeds the gap does not hold it back
+
+
+def test_gap_rule_equals_compare_row_by_row() -> None:
+    """decide_batch's firm flag (the simulation path) is compare()'s (what the verdict calls), replication by
+    replication, paired and unpaired, on collapsing accuracy at 8 and 10 seeds."""
+    rng = np.random.default_rng(3791)
+    seen = 0
+    for paired in (False, True):
+        for n in (8, 10):
+            t, c = _collapse(rng, 150, n)
+            res = decide_batch(t, c, paired=paired)
+            for i in range(150):
+                cp = compare(t[i], c[i], paired=paired, pi_interval=False)
+                assert cp.verdict == ("insufficient data", "better", "worse", "equivalent", "inconclusive")[
+                    res.verdict[i]]
+                assert (cp.firm is True) is bool(res.firm[i])
+                assert (cp.seed_gap is not None) is bool(res.gap[i] >= GAP_FIRM_SHARE)
+                seen += bool(cp.seed_gap is not None and cp.verdict in ("better", "worse") and cp.firm is False)
+    assert seen > 10, seen
