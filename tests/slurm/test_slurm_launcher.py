@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablate.trials.launchers.slurm.launcher import TERMINAL_STATES, ended_ago
+from ablate.trials.launchers.slurm.launcher import TERMINAL_STATES, ended_ago, query_states
 from tests.helpers import ablate_cli, ablate_in, add_pure_task, clean_env, commit_all, copy_project, git
 from tests.slurm.helpers import (
     jobs,
@@ -175,10 +175,10 @@ def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -
 
 
 def _all_ended(ids: list[str]) -> bool:
-    """True when sacct shows every job or array task of ``ids`` in a state it never leaves."""
-    out = slurm("sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(sorted({i.split("_")[0] for i in ids})))
-    states = dict(line.split("|")[:2] for line in out.splitlines() if "|" in line)
-    return all(states.get(i, "").split(" ")[0] in TERMINAL_STATES for i in ids)
+    """True when SLURM shows every job or array task of ``ids`` in a state it never leaves (ablate's own query:
+    squeue, then sacct; an array task cancelled while pending has no sacct row of its own)."""
+    states = query_states(ids) or {}
+    return all(states.get(i, ("",))[0] in TERMINAL_STATES for i in ids)
 
 
 def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project: Path) -> None:
@@ -192,7 +192,7 @@ def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project:
     wait_for(state.exists, 120, "the treatment trial to run")
     slurm("scancel", *(jobs(sd)[("mode=sleep", s)] for s in (0, 1, 2)))
     ids = sorted(set(jobs(sd).values()))
-    # sacct first (one command per poll; `ablate status` every 0.2 s cost about 10 s of CPU), then ablate's view
+    # SLURM's states first (squeue and sacct per poll, not a whole `ablate status` every 0.2 s), then ablate's view
     wait_for(lambda: _all_ended(ids), 90, "SLURM to show every job ended")
 
     def status_shows_all_ended() -> str | None:
