@@ -1,4 +1,4 @@
-"""launcher=slurm against a real SLURM cluster: job arrays, detach/status/collect, preemption,
+"""launcher=slurm against a real SLURM cluster: job arrays, detach/status/collect, extend, preemption,
 jobs dying without a result, fake GPUs, SLURM refusing a request."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, ablate_in, add_pure_task, clean_env, commit_all, git
+from ablate.trials.launchers.slurm.launcher import TERMINAL_STATES, ended_ago, query_states
+from tests.helpers import ablate_cli, ablate_in, add_pure_task, clean_env, commit_all, copy_project, git
 from tests.slurm.helpers import (
     jobs,
     preempt,
@@ -123,6 +124,25 @@ def test_detach_then_status_then_collect_gives_the_same_verdict(
     assert _comparisons(sd) == waited
 
 
+def test_extend_submits_only_the_new_seeds(pure_waited: tuple[subprocess.CompletedProcess[str], Path],
+                                          tmp_path: Path) -> None:
+    """``ablate extend`` through launcher=slurm (issue 39): the new seeds only, as SLURM jobs, into the same sweep
+    dir. It extends a copy of the module's waited ablation (it ran its own, the same 2 arms x 3 seeds, before)."""
+    res, waited = pure_waited
+    assert res.returncode == 0, res.stderr
+    proj = copy_project(waited, tmp_path / "proj")
+    sd = sweep_dir(proj)
+    first = jobs(sd)
+    assert len(first) == 6
+    res = ablate_cli(proj, "extend", str(sd), "seeds=5", timeout=300)
+    assert res.returncode == 0, res.stderr
+    after = jobs(sd)
+    assert {k: after[k] for k in first} == first  # stage 1's jobs kept, never submitted again
+    assert sorted(set(after) - set(first)) == sorted((a, s) for a in ("control", "lr=0.2") for s in (3, 4))
+    v = json.loads((sd / "verdict.json").read_text())
+    assert v["extension"]["stage2_seeds"] == [3, 4] and v["comparisons"][0]["extension"]["stage2"]["tested"]
+
+
 def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -> None:
     proj = probe_project
     pinned = git(proj, "rev-parse", "HEAD").strip()
@@ -154,6 +174,13 @@ def test_preempted_trial_resumes_and_runs_the_pinned_code(probe_project: Path) -
     assert all(result(sd, arm, seed)["status"] == "ok" for arm in ("control", "bonus=1.0") for seed in (0, 1, 2))
 
 
+def _all_ended(ids: list[str]) -> bool:
+    """True when SLURM shows every job or array task of ``ids`` in a state it never leaves (ablate's own query:
+    squeue, then sacct; an array task cancelled while pending has no sacct row of its own)."""
+    states = query_states(ids) or {}
+    return all(states.get(i, ("",))[0] in TERMINAL_STATES for i in ids)
+
+
 def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project: Path) -> None:
     proj = probe_project
     # control exits without a result (os._exit); the treatment sleeps until it is cancelled from outside
@@ -164,6 +191,9 @@ def test_jobs_dying_without_a_result_are_recorded_in_bounded_time(probe_project:
     state = sd / "trials" / "mode=sleep" / "seed=0" / "checkpoint" / "state.json"
     wait_for(state.exists, 120, "the treatment trial to run")
     slurm("scancel", *(jobs(sd)[("mode=sleep", s)] for s in (0, 1, 2)))
+    ids = sorted(set(jobs(sd).values()))
+    # SLURM's states first (squeue and sacct per poll, not a whole `ablate status` every 0.2 s), then ablate's view
+    wait_for(lambda: _all_ended(ids), 90, "SLURM to show every job ended")
 
     def status_shows_all_ended() -> str | None:
         out = ablate_in(proj, "status", str(sd)).stdout
@@ -242,12 +272,15 @@ def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(pro
     wait_for(state.exists, 120, "the trial to run")
     job_id = jobs(sd)[("control", 0)]
     preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
+    # the preempted job has ended (its trial recorded as killed): the other trials, and later the resubmitted
+    # one, only have to finish
+    wait_for(lambda: _all_ended([job_id]), 120, f"job {job_id} to end after its preemption")
+    release(gate)
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     assert col.returncode == 0, col.stderr
     rec = result(sd, "control", 0)
     assert rec["status"] == "killed", rec
     assert "was preempted" in rec["error"] and "launcher.max_requeues=0" in rec["error"], rec
-    release(gate)  # every job ended: the resubmitted trial only has to finish
 
     col = ablate_cli(proj, "collect", str(sd), "--resubmit", timeout=300)
     assert col.returncode == 0, col.stderr
@@ -257,3 +290,18 @@ def test_preemption_past_max_requeues_is_recorded_and_resubmit_runs_it_again(pro
     assert (sd / "trials" / "control" / "seed=0" / "attempts" / "1" / "result.json").exists()
     submitted = json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
     assert len(submitted) == 7 and jobs(sd)[("control", 0)] != job_id  # only the killed trial went again
+
+
+def test_ended_ago_is_counted_from_slurms_own_end_time(tmp_path: Path) -> None:
+    """The collector's result grace starts at the job's end as sacct records it (a job that ended before
+    `collect` started is settled at once): an array whose tasks ended gets one age per task, between 0 and
+    the time since it was submitted; a job SLURM does not know gets none."""
+    t0 = time.time()
+    array = slurm("sbatch", "--parsable", "--array=0-1", "-o", str(tmp_path / "%A_%a.out"), "--wrap", "true").strip()
+    tasks = [f"{array}_0", f"{array}_1"]
+    wait_for(lambda: _all_ended(tasks), 120, f"array {array} to end")
+    # slurmdbd may still hold the array's first record ("<id>", not yet its tasks) just after squeue shows them
+    # ended: the collector then counts those tasks' grace from its own poll, as without accounting
+    ago = wait_for(lambda: (got := ended_ago([*tasks, "99999999"])) and sorted(got) == tasks and got, 60,
+                   f"sacct to record the end of each task of array {array}")
+    assert all(0.0 <= a <= time.time() - t0 + 1.0 for a in ago.values()), (ago, time.time() - t0)  # End: whole s

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in
+from tests.helpers import ablate_cli, ablate_in, add_pure_task
 from tests.slurm.helpers import (
     preempt,
     release,
@@ -27,8 +27,11 @@ def _rows(sd: Path) -> list[dict]:
     return json.loads((sd / "slurm" / "jobs.json").read_text())["jobs"]
 
 
-def test_packed_digits_array_runs_three_trials_per_job(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "task.epochs=1",
+def test_packed_array_runs_three_trials_per_job(project: Path) -> None:
+    """The pure-Python task (tests.helpers.PURE_TASK): the test is about packing trials into array tasks, not
+    training (it ran the digits task, whose jobs each imported torch and trained 3 models)."""
+    add_pure_task(project)
+    res = ablate_cli(project, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3",
                      "launcher=slurm", "launcher.trials_per_job=3", timeout=600)
     assert res.returncode == 0, res.stderr
     sd = sweep_dir(project)

@@ -88,6 +88,10 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     slurm("scancel", job_id)
     wait_for(lambda: "CANCELLED" in slurm("sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id), 60,
              "the job to be cancelled")
+    # SLURM has cleaned the job up (no longer COMPLETING: every process of it is gone), so no trial of it can
+    # finish now: the unstarted trials the collect below runs again, and the one the fix runs, only have to finish
+    wait_for(lambda: _cleaned_up(job_id), 120, "the cancelled job to be cleaned up")
+    release(release_file(proj)[0])
     st = ablate_in(proj, "status", str(sd))
     assert st.returncode == 0, st.stderr
 
@@ -104,9 +108,15 @@ def test_cancelled_packed_job_records_its_running_trial_and_the_unstarted_stay_p
     assert sorted((r["arm"], r["seed"]) for r in _rows(sd)[6:]) == sorted(order[2:])  # submitted once more
     assert f"never started (its packed SLURM job {job_id} was cancelled" in col.stderr, col.stderr
 
-    release(release_file(proj)[0])  # every job ended: the trial the fix runs again only has to finish
     _run_the_fix(proj, sd, killed, order[1])
     assert all(result(sd, *t)["status"] == "ok" for t in order)
+
+
+def _cleaned_up(job_id: str) -> bool:
+    """True once squeue shows the ended job no longer COMPLETING (or has forgotten it)."""
+    sq = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%T", "-j", job_id], capture_output=True, text=True,
+                        timeout=60, check=False)
+    return sq.stdout.strip() not in ("COMPLETING", "RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "CONFIGURING")
 
 
 def _run_the_fix(project: Path, sd: Path, killed: dict, trial: tuple[str, int]) -> dict:

@@ -162,8 +162,10 @@ SlurmdUser=root
 SlurmctldPort=6817
 SlurmdPort=6818
 AuthType=auth/munge
-# cred_expire also sets how long a requeued job waits before it may start again (default 120 s)
-AuthInfo=cred_expire=10
+# cred_expire also sets how long a requeued job waits before it may start again (cred_expire + 1 s; default
+# 120 s). 5 is the least Slurm accepts (a smaller value is refused and falls back to 120); ample for a
+# launch credential on one node. It was 10: each requeue of the tests waited 11 s, now 6 s.
+AuthInfo=cred_expire=5
 CredType=cred/munge
 StateSaveLocation=$DIR/ctld
 SlurmdSpoolDir=$DIR/spool

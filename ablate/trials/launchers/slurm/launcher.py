@@ -49,7 +49,9 @@ TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT
 KILLED_STATES = frozenset({"CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
                            "REVOKED"})
 #: Seconds a job may sit in a terminal state without a result.json before the collector records it
-#: (the file system may show the result a little later than SLURM shows the state).
+#: (the file system may show the result a little later than SLURM shows the state). Counted from the job's
+#: end as SLURM's accounting records it (``sacct`` End), so a job that ended long before ``collect`` is
+#: recorded at once; from the first poll that saw it ended when accounting is off.
 RESULT_GRACE_S = 10.0
 #: Seconds a job may be unknown to both squeue and sacct before it is recorded as lost.
 LOST_AFTER_S = 60.0
@@ -298,6 +300,34 @@ def query_states(job_ids: Iterable[str]) -> dict[str, tuple[str, str]] | None:
         if j not in states and "_" in j and j.split("_")[0] in known:
             states[j] = ("CANCELLED", "cancelled while pending: SLURM kept no record of it")
     return states
+
+
+def ended_ago(job_ids: Iterable[str]) -> dict[str, float]:
+    """Seconds since each ended job or array task ended, from ``sacct``'s End (the controller's clock, the
+    same as this host's on a cluster with synchronised clocks); jobs with no end yet, and every job when
+    accounting is off or SLURM does not answer, are left out. Never negative.
+
+    Raises
+    ------
+    SchedulerError
+        When ``sacct`` is installed but does not answer within the command timeout.
+    """
+    parents = sorted({j.split("_")[0] for j in job_ids})
+    if not parents or shutil.which("sacct") is None:
+        return {}
+    sa = _run(["sacct", "-X", "-n", "-P", "-o", "JobID,End", "-j", ",".join(parents)])
+    if sa.returncode != 0:
+        return {}
+    now = time.time()
+    ago: dict[str, float] = {}
+    for jid, end in _parse_rows(sa.stdout, 2):
+        try:
+            t = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:  # "Unknown": still running or pending
+            continue
+        for j in _expand_ids(jid):
+            ago[j] = max(0.0, now - t)
+    return ago
 
 
 def _exit_text(exit_code: str) -> str:
@@ -682,13 +712,28 @@ class SlurmLauncher(Launcher):
                             fix=f"the jobs go on without ablate; `ablate collect {sd.root}` once SLURM answers")
                 else:
                     unreachable_since = None
+                    seen_ended = set(ended_since)
                     for key, t in list(pending.items()):
                         if self._settle(sd, t, states.get(t.job_id), now, ended_since, unknown_since, started,
                                         monitor):
                             pending.pop(key)
+                    self._backdate(pending, set(ended_since) - seen_ended, ended_since, now)
                     if ended_since:  # look again as soon as a job's grace is over
                         next_poll = min(next_poll, min(ended_since.values()) + RESULT_GRACE_S)
             time.sleep(1.0)
+
+    @staticmethod
+    def _backdate(pending: Mapping[tuple[str, int], _Tracked], new: set[tuple[str, int]],
+                  ended_since: dict[tuple[str, int], float], now: float) -> None:
+        """Start the result grace of the trials first seen ended in this poll (``new``) at their job's end as
+        SLURM records it, not at this poll: a job that ended before ``collect`` started is settled at once."""
+        new = {k for k in new if k in pending}
+        if not new:
+            return
+        ago = ended_ago(pending[k].job_id for k in new)
+        for key in new:
+            if (a := ago.get(pending[key].job_id)) is not None:
+                ended_since[key] = now - a
 
     def _settle(self, sd: SweepDir, t: _Tracked, got: tuple[str, str] | None, now: float,
                 ended_since: dict[tuple[str, int], float], unknown_since: dict[tuple[str, int], float],
@@ -749,4 +794,4 @@ class SlurmLauncher(Launcher):
         monitor.finished_trial(t.ref, rec)
 
 
-__all__ = ["SlurmLauncher", "query_states", "sbatch_parameters", "setup_lines", "split_arrays"]
+__all__ = ["SlurmLauncher", "ended_ago", "query_states", "sbatch_parameters", "setup_lines", "split_arrays"]
