@@ -136,3 +136,40 @@ def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path) -> None:
     run_audit([str(db)], out=tmp_path / "out" / "audit", plots=False)
     after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("out")}
     assert after == before
+
+
+def _text_store(db: Path) -> None:
+    """An MLflow store (MLflow's client) whose params are text that YAML would change: a time, a date, a value
+    with a newline and a `#`, a mode with a leading 0; arm A and B differ in each, at seeds 1-3."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("text")
+    for side, params in enumerate(TEXT_PARAMS):
+        for seed in (1, 2, 3):
+            rid = client.create_run(exp).info.run_id
+            client.log_param(rid, "seed", seed)
+            for k, v in params.items():
+                client.log_param(rid, k, v)
+            client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
+            client.set_terminated(rid, "FINISHED")
+
+
+TEXT_PARAMS = ({"t": "1:30", "day": "2026-01-01", "note": "x\n# a", "mode": "0777", "lr": "1e-05"},
+               {"t": "1:45", "day": "2026-01-02", "note": "x\n# b", "mode": "0775", "lr": "2e-05"})
+
+
+@pytest.mark.parametrize("key", ["t", "day", "note", "mode", "lr"])
+def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, key: str) -> None:
+    """MLflow keeps a param as the text ``str(value)`` made: a number's text is that number, any other text stays
+    itself. Read as YAML, `1:30` was 90 (base 60), `0777` 511 (octal), `2026-01-01` a date (audit.json's write
+    failed: a TypeError traceback), `x\\n# a` and `x\\n# b` both `x` (two configs counted as one), `1e-05` text."""
+    db = tmp_path / "mlflow.db"
+    _text_store(db)
+    a = run_audit([str(db)], out=tmp_path / "audit", variable=key, plots=False)
+    want = (TEXT_PARAMS[0][key], TEXT_PARAMS[1][key])
+    if key == "lr":
+        want = (1e-05, 2e-05)  # a number's text is the number
+    assert (a["variable"]["key"], a["variable"]["a"], a["variable"]["b"]) == (key, *want), a["variable"]
+    assert [x["n"] for x in a["arms"]] == [3, 3]
+
