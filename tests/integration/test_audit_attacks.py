@@ -173,3 +173,14 @@ def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, key: 
     assert (a["variable"]["key"], a["variable"]["a"], a["variable"]["b"]) == (key, *want), a["variable"]
     assert [x["n"] for x in a["arms"]] == [3, 3]
 
+
+def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path) -> None:
+    """A param `x\\n# a` printed as it is made a heading `# a in A, x` in audit.md: every recorded text is shown on
+    its own line, its line breaks as `\\n`."""
+    db = tmp_path / "mlflow.db"
+    _text_store(db)
+    run_audit([str(db)], out=tmp_path / "audit", variable="note", plots=False)
+    md = (tmp_path / "audit" / "audit.md").read_text()
+    assert "- Variable under test (declared): `note`: x\\n# a in A, x\\n# b in B." in md, md[:800]
+    assert not [ln for ln in md.splitlines() if ln.startswith("# ") and not ln.startswith("# Audit of")], md
+
