@@ -184,3 +184,34 @@ def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path) -> No
     assert "- Variable under test (declared): `note`: x\\n# a in A, x\\n# b in B." in md, md[:800]
     assert not [ln for ln in md.splitlines() if ln.startswith("# ") and not ln.startswith("# Audit of")], md
 
+
+def test_a_recorded_interpolation_is_never_the_value_of_the_ablation_it_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's `home` recorded as `${oc.env:AUDIT_SECRET}1` (the text MLflow was given) was written as the minimal
+    ablation's variable value, so its printed command would resolve it in the auditor's environment. It is said
+    instead, as a run to make by hand, and no variable file holding it is written."""
+    from mlflow.tracking import MlflowClient
+
+    repo = tmp_path / "repo"
+    real = _git_repo(repo)
+    db = tmp_path / "mlflow.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("interp")
+    for side, home in enumerate(("plain", "${oc.env:AUDIT_SECRET}1")):
+        for seed in (1, 2, 3):
+            rid = client.create_run(exp, tags={"mlflow.source.git.commit": real,
+                                               "mlflow.source.name": str(repo / "train.py")}).info.run_id
+            client.log_param(rid, "seed", seed)
+            client.log_param(rid, "home", home)
+            client.log_param(rid, "bs", 32 * (side + 1))  # a confound: the audit writes the ablation that settles it
+            client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
+            client.set_terminated(rid, "FINISHED")
+    monkeypatch.setenv("AUDIT_SECRET", SECRET)
+    out = tmp_path / "audit"
+    a = run_audit([str(db)], out=out, variable="home", repo=str(repo), plots=False)
+    m = a["minimal"]
+    assert m["command"] is None and m["config_dir"] is None, m
+    assert m["by_hand"].startswith("B's value of `home` is recorded as an interpolation (${oc.env:AUDIT_SECRET}1), "
+                                   "which ablate would resolve in this environment, not the runs'"), m["by_hand"]
+    assert not (out / "ablation").exists()
+    assert "The runs that settle it" in (out / "audit.md").read_text()
