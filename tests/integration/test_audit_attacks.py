@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -215,3 +216,33 @@ def test_a_recorded_interpolation_is_never_the_value_of_the_ablation_it_writes(
                                    "which ablate would resolve in this environment, not the runs'"), m["by_hand"]
     assert not (out / "ablation").exists()
     assert "The runs that settle it" in (out / "audit.md").read_text()
+
+
+def test_an_empty_wandb_log_is_a_run_left_out_not_the_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed before wandb wrote its log's header leaves a 0-byte ``run-*.wandb``: that run is left out and
+    named, as one killed later (a torn tail) is; the other runs are audited. It refused the whole audit, its fix
+    "give the run dir wandb wrote" when that is what was given."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+    for side, lr in enumerate((0.1, 0.2)):
+        for seed in (1, 2, 3):
+            r = wandb.init(project="p", dir=str(tmp_path), config={"lr": lr, "seed": seed}, reinit="finish_previous")
+            r.log({"val_acc": 0.7 + 0.05 * side + 0.01 * seed}, step=0)
+            r.finish()
+    first = sorted((tmp_path / "wandb").glob("offline-run-*"))[0]
+    (log,) = first.glob("run-*.wandb")
+    log.write_bytes(b"")
+    a = run_audit([str(tmp_path / "wandb")], out=tmp_path / "audit", variable="lr", plots=False)
+    assert [x["n"] for x in a["arms"]] == [2, 3]
+    assert f"W&B run {first.name}: no run record" in a["left_out"]
+    garbage = tmp_path / "junk" / first.name
+    shutil.copytree(first, garbage)
+    (garbage / log.name).write_bytes(b"not a log at all")
+    with pytest.raises(ConfigError) as e:
+        run_audit([str(garbage)], out=tmp_path / "audit2", plots=False)
+    msg = str(e.value)
+    assert f"{garbage / log.name} is corrupt: it does not start with W&B's header" in msg, msg
+    assert "leave it out" in msg and "give the run dir wandb wrote" not in msg
