@@ -24,7 +24,7 @@ from typing import Any
 from ablate.errors import ConfigError, PinError, SweepDirError
 from ablate.judge.extension import EXTENSION_KEY
 from ablate.pin import pins as pins_mod
-from ablate.plan.arms import MAX_SEED
+from ablate.plan.arms import MAX_SEED, MAX_SEEDS, too_many_seeds
 from ablate.record.results import without_result
 from ablate.record.sweepdir import PLAN_FILE, TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 
@@ -141,6 +141,8 @@ def check_extension(sd: SweepDir, plan: Mapping[str, Any], k: int) -> str | None
     if k - n < 2:
         raise ConfigError(f"seeds={k} adds one seed per arm; the second stage is tested on its own seeds and needs at "
                           "least 2 per arm", where="seeds", fix=f"`ablate extend {sd.root} seeds={n + 2}` or more")
+    if k > MAX_SEEDS:
+        raise too_many_seeds(k, f"e.g. `ablate extend {sd.root} seeds={2 * n}`")
     top = max((int(s) for s in plan["seeds"]), default=-1)
     if top + k - n > MAX_SEED:  # the new seeds are top+1..top+k-n (a huge K was an OverflowError)
         raise ConfigError(f"seeds={k} would run seeds up to {top + k - n}, past {MAX_SEED} (numpy and torch take "

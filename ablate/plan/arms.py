@@ -34,6 +34,15 @@ ABLATE_KEYS = frozenset(
     }
 )
 MAX_SEED = 2**32 - 1
+#: The most seeds per arm: a sweep dir holds a dir per trial, and a larger N (``seeds=200000000`` for 20) built its
+#: list of seeds until memory ran out (a MemoryError traceback, or the machine's memory) before anything was said.
+MAX_SEEDS = 100_000
+
+
+def too_many_seeds(n: int, fix: str) -> ConfigError:
+    """The one-line refusal of ``n`` > :data:`MAX_SEEDS` seeds per arm, with ``fix``."""
+    return ConfigError(f"{n} seeds per arm is more than {MAX_SEEDS}, the most a sweep dir holds (one dir per trial): "
+                       "taken for a typo", where="seeds", fix=fix)
 #: What :func:`select` returns for a key the config does not have (None is a value).
 MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
@@ -209,9 +218,8 @@ def parse_seeds(seeds: Any) -> list[int]:
     if isinstance(seeds, bool) or seeds is None:
         raise ConfigError(f"must be an integer >= {MIN_SEEDS}, got {seeds!r}", where="seeds", fix="e.g. `seeds=10`")
     if isinstance(seeds, int):
-        if seeds > MAX_SEED + 1:
-            raise ConfigError(f"must be at most {MAX_SEED + 1} (seeds 0..N-1 must fit in 32 bits), got {seeds}",
-                              where="seeds", fix="e.g. `seeds=10`")
+        if seeds > MAX_SEEDS:  # seeds 0..N-1 then also fit in 32 bits
+            raise too_many_seeds(seeds, "e.g. `seeds=10`")
         if seeds < MIN_SEEDS:
             raise ConfigError(
                 f"{seeds} seed{'' if seeds == 1 else 's'} per arm is below the minimum of {MIN_SEEDS}: {MIN_SEEDS_WHY}",
@@ -222,6 +230,8 @@ def parse_seeds(seeds: Any) -> list[int]:
     if isinstance(seeds, list | tuple):
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ConfigError(f"must be a list of integers, got {seeds!r}", where="seeds", fix="e.g. `seeds=[0,1,2]`")
+        if len(seeds) > MAX_SEEDS:
+            raise too_many_seeds(len(seeds), "e.g. `seeds=[0,1,2]`")
         if len(set(seeds)) != len(seeds):
             raise ConfigError(f"repeats a seed: {list(seeds)}", where="seeds", fix="list each seed once")
         bad = [s for s in seeds if not 0 <= s <= MAX_SEED]

@@ -5,26 +5,48 @@ this process."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import ablate_in, make_sweep
 
 VALUES = {"control": [0.80, 0.81, 0.82], "lr=0.1": [0.85, 0.86, 0.87]}
 
 
-@pytest.mark.parametrize("k", ["99999999999999999999", "4294967297"])
-def test_seeds_past_32_bits_are_refused(tmp_path: Path, k: str) -> None:
+def test_seeds_past_32_bits_are_refused(tmp_path: Path) -> None:
+    """An ablation of seeds 4294967293..4294967295 (listed): any new seed would pass 2**32 - 1."""
     sd = make_sweep(tmp_path / "sd", VALUES)
+    top = 2**32 - 1
+    for arm in ("control", "lr=0.1"):
+        for i in range(3):
+            t = sd / "trials" / arm / f"seed={i}"
+            rec = json.loads((t / "result.json").read_text())
+            (t / "result.json").write_text(json.dumps({**rec, "seed": top - 2 + i}))
+            t.rename(t.with_name(f"seed={top - 2 + i}"))
+    plan = yaml.safe_load((sd / "ablation.yaml").read_text())
+    plan["seeds"] = [top - 2, top - 1, top]
+    (sd / "ablation.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     before = (sd / "ablation.yaml").read_bytes()
+    res = ablate_in(tmp_path, "extend", str(sd), "seeds=6")
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert f"`seeds`: seeds=6 would run seeds up to {top + 3}, past {top}" in line, line
+    assert f"Fix: give at most 3, e.g. `ablate extend {sd} seeds=6`" in line, line
+    assert (sd / "ablation.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize("k", ["99999999999999999999", "1000000000"])
+def test_an_extension_past_the_most_seeds_is_refused(tmp_path: Path, k: str) -> None:
+    """99999999999999999999 was an OverflowError traceback; 1000000000 would build a list of 1e9 seeds."""
+    sd = make_sweep(tmp_path / "sd", VALUES)
     res = ablate_in(tmp_path, "extend", str(sd), f"seeds={k}")
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
-    # seeds 0..2 ran: the new ones would be 3..K-1, and a seed is at most 2**32 - 1 = 4294967295
-    assert f"`seeds`: seeds={k} would run seeds up to {int(k) - 1}, past 4294967295" in line, line
-    assert f"Fix: give at most 4294967296, e.g. `ablate extend {sd} seeds=6`" in line, line
-    assert (sd / "ablation.yaml").read_bytes() == before
+    assert f"`seeds`: {k} seeds per arm is more than 100000, the most a sweep dir holds" in line, line
+    assert f"Fix: e.g. `ablate extend {sd} seeds=6`" in line, line
 
 
 @pytest.mark.parametrize("args", [("seeds=6", "seeds=7"), ("seeds=6", "seeds=6")])
@@ -35,3 +57,15 @@ def test_seeds_given_twice_is_refused(tmp_path: Path, args: tuple[str, ...]) -> 
     (line,) = res.stderr.strip().splitlines()
     assert f"`ablate extend`: `seeds=` is given twice ({args[0]}, {args[1]})" in line, line
     assert "Fix: give it once: `ablate extend DIR seeds=K`" in line, line
+
+
+@pytest.mark.parametrize("seeds", ["200000000", "4294967296", "100001"])
+def test_a_seed_count_no_sweep_dir_could_hold_is_refused_before_it_is_built(project: Path, seeds: str) -> None:
+    """`seeds=200000000` (a typo for 20) built a list of 2e8 seeds: a MemoryError traceback, or the machine's
+    memory. Refused in one line before any list is built; 100,000 per arm still plans."""
+    res = ablate_in(project, "-m", "variable=lr", f"seeds={seeds}", "dry_run=true")
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert (f"`seeds`: {seeds} seeds per arm is more than 100000, the most a sweep dir holds (one dir per trial): "
+            "taken for a typo") in line and "Fix: e.g. `seeds=10`" in line, line
+
