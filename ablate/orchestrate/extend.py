@@ -256,7 +256,11 @@ def extend(path: str, k: int, *, out: Callable[[str], None] = print) -> dict[str
         plan = sd.plan()
         state = check_extension(sd, plan, k)
         if state is None:
-            check_pins(sd, plan)  # the code snapshot and the data, as a resume checks them
+            try:
+                check_pins(sd, plan)  # the code snapshot and the data, as a resume checks them
+            except PinError as exc:  # nothing recorded yet: `ablate resume` would find nothing to run
+                fix = (exc.fix or "").replace("`ablate resume` again", f"`ablate extend {sd.root} seeds={k}` again")
+                raise PinError(exc.what, where=exc.where, fix=fix or None) from None
             seeds = [int(s) for s in plan["seeds"]]
             new = next_seeds(seeds, k)
             look = look_record(sd)

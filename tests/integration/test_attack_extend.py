@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_in, make_sweep
+from tests.helpers import ablate_in, add_pure_task, make_sweep, only_sweep
 
 VALUES = {"control": [0.80, 0.81, 0.82], "lr=0.1": [0.85, 0.86, 0.87]}
 
@@ -69,3 +69,25 @@ def test_a_seed_count_no_sweep_dir_could_hold_is_refused_before_it_is_built(proj
     assert (f"`seeds`: {seeds} seeds per arm is more than 100000, the most a sweep dir holds (one dir per trial): "
             "taken for a typo") in line and "Fix: e.g. `seeds=10`" in line, line
 
+
+
+def test_extend_after_a_data_edit_names_extend_as_the_fix_and_it_works(project: Path) -> None:
+    """The data edited after the ablation: the refusal's fix said "then `ablate resume` again", which finds
+    nothing to run (the extension was never recorded). It names the extension itself, and that works once the
+    data is restored."""
+    add_pure_task(project)
+    res = ablate_in(project, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(project)
+    data = project / "data" / "digits.npz"
+    kept = data.read_bytes()
+    data.write_bytes(kept + b"x")
+    res = ablate_in(project, "extend", str(sd), "seeds=6")
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert "`task.data`: the data no longer matches the pins recorded at launch" in line, line
+    assert f"then `ablate extend {sd} seeds=6` again; finished trials are kept" in line and "resume" not in line
+    data.write_bytes(kept)  # the fix: restore it (as `dvc checkout --force` would), then the command it names
+    res = ablate_in(project, "extend", str(sd), "seeds=6")
+    assert res.returncode == 0, res.stderr
+    assert len(list(sd.glob("trials/*/seed=*/result.json"))) == 12
