@@ -39,10 +39,10 @@ MAX_SEED = 2**32 - 1
 MAX_SEEDS = 100_000
 
 
-def too_many_seeds(n: int, fix: str) -> ConfigError:
-    """The one-line refusal of ``n`` > :data:`MAX_SEEDS` seeds per arm, with ``fix``."""
+def too_many_seeds(n: int, fix: str, where: str = "seeds") -> ConfigError:
+    """The one-line refusal of ``n`` > :data:`MAX_SEEDS` seeds per arm, with ``fix``, at setting ``where``."""
     return ConfigError(f"{n} seeds per arm is more than {MAX_SEEDS}, the most a sweep dir holds (one dir per trial): "
-                       "taken for a typo", where="seeds", fix=fix)
+                       "taken for a typo", where=where, fix=fix)
 #: What :func:`select` returns for a key the config does not have (None is a value).
 MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the

@@ -91,3 +91,15 @@ def test_extend_after_a_data_edit_names_extend_as_the_fix_and_it_works(project: 
     res = ablate_in(project, "extend", str(sd), "seeds=6")
     assert res.returncode == 0, res.stderr
     assert len(list(sd.glob("trials/*/seed=*/result.json"))) == 12
+
+
+@pytest.mark.parametrize("looks", ["[3,1000000000]", "[5,100001]"])
+def test_a_last_look_past_the_most_seeds_is_refused(project: Path, looks: str) -> None:
+    """sequential=group runs up to the last look: `looks=[3,1000000000]` built 1e9 seeds (a MemoryError)."""
+    res = ablate_in(project, "-m", "variable=lr", "sequential=group", "effect=0.5", f"looks={looks}",
+                    "dry_run=true")
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    last = looks.strip("]").split(",")[-1]
+    assert f"`looks`: {last} seeds per arm is more than 100000, the most a sweep dir holds" in line, line
+    assert "Fix: end `looks` at 100000 or fewer, e.g. `looks=[5,10,15,20]`" in line, line
