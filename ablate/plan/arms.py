@@ -599,17 +599,24 @@ def _group_hint(control: Mapping[str, Any], key: str) -> str:
     return (app_key or key).replace(".", "/")
 
 
-def _check_not_reserved(key: str, name: str) -> None:
+def reserved_why(key: str) -> str | None:
+    """Why ``key`` is one no arm or tuning setting may change (:data:`RESERVED_KEYS`), or None when it may."""
     reserved = next((r for r in sorted(RESERVED_KEYS) if key == r or key.startswith(r + ".")), None)
     if reserved is None:
-        return
-    why = {
+        return None
+    return {
         "seed": "the seed differs by trial and is paired across arms; vary seeds with `seeds=`",
         "task.metric": "the verdict compares one metric across arms; choose it with `task.metric=`",
         "task.goal": "the goal says which direction of the metric is better; set it with `task.goal=`",
         "task.data": "trials verify the control's declared data only, so ablating the data declaration is "
                      "not supported yet (declare every data file the arms read, and ablate a key that selects one)",
     }.get(reserved, f"`{reserved}` is a setting of ablate itself, not of the task")
+
+
+def _check_not_reserved(key: str, name: str) -> None:
+    why = reserved_why(key)
+    if why is None:
+        return
     raise ConfigError(f"the variable's key {key!r} cannot be ablated: {why}", where=f"variable={name}",
                       fix="point `key` at a key of your task, e.g. task.optim.lr")
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.app_config import APP_NODE, app_params
+from ablate.plan.arms import reserved_why
 from ablate.record.names import format_value, safe_name
 
 #: ``log_uniform(a, b)``: a distribution over (a, b), log-uniform (scipy.stats.loguniform).
@@ -153,6 +154,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
         k = str(k)
         if app and k not in flat and f"{APP_NODE}.{k}" in flat:  # an app's own key (`model.lr`), as a variable's
             k = f"{APP_NODE}.{k}"
+        if (why := reserved_why(k)) is not None:  # `tune.key=seed` set every tuning trial's seed
+            raise ConfigError(f"{k!r} cannot be tuned: {why}", where="tune",
+                              fix="tune a key of the task, e.g. `tune.key=task.optim.momentum`")
         if k not in flat:
             near = [f for f in flat if f.rsplit(".", 1)[-1] == k.rsplit(".", 1)[-1]]
             raise ConfigError(f"{k!r} is not a key of the control config, so no trial could set it", where="tune",
