@@ -33,7 +33,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.app_config import APP_NODE, app_params
-from ablate.plan.arms import reserved_why
+from ablate.plan.arms import MAX_SEEDS, reserved_why
 from ablate.record.names import format_value, safe_name
 
 #: ``log_uniform(a, b)``: a distribution over (a, b), log-uniform (scipy.stats.loguniform).
@@ -170,6 +170,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
     if not isinstance(seeds_n, int) or isinstance(seeds_n, bool) or seeds_n < 1:
         raise ConfigError(f"must be a whole number of tuning seeds per setting (at least 1), got {seeds_n!r}",
                           where="tune.seeds", fix="e.g. `tune.seeds=2`")
+    if seeds_n > MAX_SEEDS:  # `tune.seeds=200000000` built its list until a MemoryError
+        raise ConfigError(f"{seeds_n} tuning seeds per setting is more than {MAX_SEEDS}, the most a sweep dir holds "
+                          "(one dir per trial): taken for a typo", where="tune.seeds", fix="e.g. `tune.seeds=2`")
     sampler_seed = tune_cfg.get("sampler_seed", 0)
     if not isinstance(sampler_seed, int) or isinstance(sampler_seed, bool) or sampler_seed < 0:
         raise ConfigError(f"must be a non-negative integer, got {sampler_seed!r}", where="tune.sampler_seed",

@@ -24,3 +24,12 @@ def test_tuning_a_key_of_ablate_is_refused(project: Path, key: str, why: str) ->
     assert f"`tune`: {key!r} cannot be tuned: {why}" in line, line
     assert "Fix: tune a key of the task, e.g. `tune.key=task.optim.momentum`" in line, line
 
+
+def test_a_tuning_seed_count_no_sweep_dir_could_hold_is_refused(project: Path) -> None:
+    """`tune.seeds=200000000` built the list of tuning seeds until a MemoryError traceback."""
+    res = ablate_in(project, "-m", "variable=lr", "tune.key=task.optim.momentum", "tune.values=[0.5,0.9]",
+                    "tune.seeds=200000000", "dry_run=true")
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert ("`tune.seeds`: 200000000 tuning seeds per setting is more than 100000, the most a sweep dir holds (one "
+            "dir per trial): taken for a typo. Fix: e.g. `tune.seeds=2`.") in line, line
