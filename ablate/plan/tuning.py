@@ -183,6 +183,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 2:
             raise ConfigError(f"must be the number of settings to draw (at least 2) when a key is a distribution, "
                               f"got {budget!r}", where="tune.budget", fix="e.g. `tune.budget=8`")
+        if budget > MAX_SEEDS:  # `tune.budget=1000000000` drew settings without end
+            raise ConfigError(f"{budget} settings is more than {MAX_SEEDS}, the most a sweep dir holds (one dir per "
+                              "trial): taken for a typo", where="tune.budget", fix="e.g. `tune.budget=8`")
         settings = draw_settings(space, budget, sampler_seed)
         how = (f"random search: {budget} settings drawn by a sampler seeded with {sampler_seed} "
                "(scipy.stats.loguniform for log_uniform keys, a uniform choice for listed ones)")

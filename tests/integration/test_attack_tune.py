@@ -33,3 +33,13 @@ def test_a_tuning_seed_count_no_sweep_dir_could_hold_is_refused(project: Path) -
     (line,) = res.stderr.strip().splitlines()
     assert ("`tune.seeds`: 200000000 tuning seeds per setting is more than 100000, the most a sweep dir holds (one "
             "dir per trial): taken for a typo. Fix: e.g. `tune.seeds=2`.") in line, line
+
+
+def test_a_tuning_budget_no_sweep_dir_could_hold_is_refused(project: Path) -> None:
+    """`tune.budget=1000000000` drew settings without end (the dry run never answered)."""
+    res = ablate_in(project, "-m", "variable=lr", "tune.key=task.optim.momentum", "tune.values='log_uniform(0.1,0.9)'",
+                    "tune.budget=1000000000", "dry_run=true")
+    assert res.returncode == 2, res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert ("`tune.budget`: 1000000000 settings is more than 100000, the most a sweep dir holds (one dir per "
+            "trial): taken for a typo. Fix: e.g. `tune.budget=8`.") in line, line
