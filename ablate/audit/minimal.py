@@ -89,6 +89,14 @@ def _by_hand(var: dict[str, Any], report: dict[str, Any], app: str) -> str:
             "with B's (`dvc checkout`), then `ablate audit` both runs' dirs; or add a config key naming the file")
 
 
+def _interpolated(var: dict[str, Any], report: dict[str, Any]) -> str:
+    shown = var["b"] if isinstance(var["b"], str) else json.dumps(var["b"], default=str)
+    return (f"B's value of `{var['key']}` is recorded as an interpolation ({shown[:200]}), which ablate would "
+            "resolve in this environment, not the runs': run the control config at B's commit with "
+            f"{report['seeds_advised']} seeds twice, once with A's value of `{var['key']}` and once with the value "
+            "the interpolation had in B's runs, then `ablate audit` both runs' dirs")
+
+
 def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: str | None) -> dict[str, Any]:
     """The minimal ablation: ``task`` and ``variable`` configs, the commit, the command (not yet written); or,
     when ablate cannot vary the difference, ``command`` None and ``by_hand`` saying what to run."""
@@ -97,6 +105,9 @@ def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: s
     if var["kind"] == "code" or (var["kind"] == "data" and (not var.get("config_key") or "," in var["key"])):
         return {"task": None, "variable": None, "commit": commit, "config_dir": None, "command": None,
                 "isolates": var["key"], "by_hand": _by_hand(var, report, app), "pinned_to": None}
+    if var["kind"] == "config" and "${" in json.dumps(var["b"], default=str):  # a record is never resolved here
+        return {"task": None, "variable": None, "commit": commit, "config_dir": None, "command": None,
+                "isolates": var["key"], "by_hand": _interpolated(var, report), "pinned_to": None}
     derived = {d["key"] for d in report["derived"]}
     key = var["key"] if var["kind"] == "config" else var["config_key"]
     seed_key = report["seed_key"] if isinstance(report["seed_key"], str) else report["seed_key"]["B"]

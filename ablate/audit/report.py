@@ -148,4 +148,10 @@ def render(a: Mapping[str, Any]) -> str:
         L += ["    " + s + (" && \\" if i < len(m["steps"]) - 1 else "") for i, s in enumerate(m["steps"])] + [""]
     elif m:
         L += ["", "## The runs that settle it", "", m["by_hand"] + "."]
-    return "\n".join(L) + "\n"
+    return "\n".join(map(_one_line, L)) + "\n"
+
+
+def _one_line(line: str) -> str:
+    """One line of audit.md, whatever the records it quotes hold: a recorded value's line break is shown as
+    ``\\n`` (``x\\n# a`` printed as it is made a heading of audit.md)."""
+    return line.replace("\r", "\\r").replace("\n", "\\n")

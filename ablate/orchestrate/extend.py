@@ -24,6 +24,7 @@ from typing import Any
 from ablate.errors import ConfigError, PinError, SweepDirError
 from ablate.judge.extension import EXTENSION_KEY
 from ablate.pin import pins as pins_mod
+from ablate.plan.arms import MAX_SEED, MAX_SEEDS, too_many_seeds
 from ablate.record.results import without_result
 from ablate.record.sweepdir import PLAN_FILE, TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 
@@ -47,7 +48,13 @@ def parse_args(argv: list[str]) -> tuple[str, int]:
     usage = "`ablate extend DIR seeds=K` (K: the seeds per arm in all, more than the ablation has)"
     setting = re.compile(r"[A-Za-z_][\w.]*=")  # `seeds=10`; a path holding `=` (an arm's dir `lr=0.2`) is no setting
     dirs = [a for a in argv if not setting.match(a) and not a.startswith("-")]
-    sets = dict(a.split("=", 1) for a in argv if setting.match(a))
+    pairs = [a.split("=", 1) for a in argv if setting.match(a)]
+    sets = dict(pairs)
+    twice = [k for k in sets if [p[0] for p in pairs].count(k) > 1]
+    if twice:  # `seeds=6 seeds=7` took the last one without a word
+        given = ", ".join(a for a in argv if a.startswith(f"{twice[0]}="))
+        raise ConfigError(f"`{twice[0]}=` is given twice ({given})", where="ablate extend",
+                          fix=f"give it once: {usage}")
     flags = [a for a in argv if a.startswith("-") and not setting.match(a)]
     if flags and flags != ["--help"] and flags != ["-h"]:
         raise ConfigError(f"unknown option {flags[0]}", where="ablate extend", fix=f"use {usage}")
@@ -134,6 +141,13 @@ def check_extension(sd: SweepDir, plan: Mapping[str, Any], k: int) -> str | None
     if k - n < 2:
         raise ConfigError(f"seeds={k} adds one seed per arm; the second stage is tested on its own seeds and needs at "
                           "least 2 per arm", where="seeds", fix=f"`ablate extend {sd.root} seeds={n + 2}` or more")
+    if k > MAX_SEEDS:
+        raise too_many_seeds(k, f"e.g. `ablate extend {sd.root} seeds={2 * n}`")
+    top = max((int(s) for s in plan["seeds"]), default=-1)
+    if top + k - n > MAX_SEED:  # the new seeds are top+1..top+k-n (a huge K was an OverflowError)
+        raise ConfigError(f"seeds={k} would run seeds up to {top + k - n}, past {MAX_SEED} (numpy and torch take "
+                          "32-bit seeds)", where="seeds",
+                          fix=f"give at most {n + MAX_SEED - top}, e.g. `ablate extend {sd.root} seeds={2 * n}`")
     left = without_result(sd, dict(plan))[1]
     if left:
         raise SweepDirError(f"{left} planned trial(s) of {sd.root} have no result yet; the look that decides an "
@@ -242,7 +256,11 @@ def extend(path: str, k: int, *, out: Callable[[str], None] = print) -> dict[str
         plan = sd.plan()
         state = check_extension(sd, plan, k)
         if state is None:
-            check_pins(sd, plan)  # the code snapshot and the data, as a resume checks them
+            try:
+                check_pins(sd, plan)  # the code snapshot and the data, as a resume checks them
+            except PinError as exc:  # nothing recorded yet: `ablate resume` would find nothing to run
+                fix = (exc.fix or "").replace("`ablate resume` again", f"`ablate extend {sd.root} seeds={k}` again")
+                raise PinError(exc.what, where=exc.where, fix=fix or None) from None
             seeds = [int(s) for s in plan["seeds"]]
             new = next_seeds(seeds, k)
             look = look_record(sd)

@@ -18,7 +18,7 @@ from ablate.judge.options import (
     parse_futility,
     parse_margin,
 )
-from ablate.plan.arms import parse_seeds
+from ablate.plan.arms import MAX_SEEDS, parse_seeds, too_many_seeds
 from ablate.plan.checks import boolean, choice, number
 from ablate.record.results import RESERVED_COLUMNS
 from ablate.trackers import check_tracker
@@ -119,6 +119,8 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
     ) or list(looks) != sorted(set(looks)):
         raise ConfigError(f"must be an increasing list of seed counts >= 3, got {looks!r}", where="looks",
                           fix="e.g. `looks=[5,10,15,20]`")
+    if looks[-1] > MAX_SEEDS:  # sequential=group runs up to the last look: `looks=[3,1000000000]` was a MemoryError
+        raise too_many_seeds(looks[-1], f"end `looks` at {MAX_SEEDS} or fewer, e.g. `looks=[5,10,15,20]`", "looks")
     seeds = parse_seeds(cfg.get("seeds"))
     sequential = choice(cfg.get("sequential", DEFAULTS.sequential), SEQUENTIAL, "sequential")
     if sequential == "group" and len(seeds) < looks[-1]:

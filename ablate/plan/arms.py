@@ -34,6 +34,15 @@ ABLATE_KEYS = frozenset(
     }
 )
 MAX_SEED = 2**32 - 1
+#: The most seeds per arm: a sweep dir holds a dir per trial, and a larger N (``seeds=200000000`` for 20) built its
+#: list of seeds until memory ran out (a MemoryError traceback, or the machine's memory) before anything was said.
+MAX_SEEDS = 100_000
+
+
+def too_many_seeds(n: int, fix: str, where: str = "seeds") -> ConfigError:
+    """The one-line refusal of ``n`` > :data:`MAX_SEEDS` seeds per arm, with ``fix``, at setting ``where``."""
+    return ConfigError(f"{n} seeds per arm is more than {MAX_SEEDS}, the most a sweep dir holds (one dir per trial): "
+                       "taken for a typo", where=where, fix=fix)
 #: What :func:`select` returns for a key the config does not have (None is a value).
 MISSING = object()
 #: Keys a variable may not change: ablate's own settings (the seed varies by trial; the others set up the
@@ -209,9 +218,8 @@ def parse_seeds(seeds: Any) -> list[int]:
     if isinstance(seeds, bool) or seeds is None:
         raise ConfigError(f"must be an integer >= {MIN_SEEDS}, got {seeds!r}", where="seeds", fix="e.g. `seeds=10`")
     if isinstance(seeds, int):
-        if seeds > MAX_SEED + 1:
-            raise ConfigError(f"must be at most {MAX_SEED + 1} (seeds 0..N-1 must fit in 32 bits), got {seeds}",
-                              where="seeds", fix="e.g. `seeds=10`")
+        if seeds > MAX_SEEDS:  # seeds 0..N-1 then also fit in 32 bits
+            raise too_many_seeds(seeds, "e.g. `seeds=10`")
         if seeds < MIN_SEEDS:
             raise ConfigError(
                 f"{seeds} seed{'' if seeds == 1 else 's'} per arm is below the minimum of {MIN_SEEDS}: {MIN_SEEDS_WHY}",
@@ -222,6 +230,8 @@ def parse_seeds(seeds: Any) -> list[int]:
     if isinstance(seeds, list | tuple):
         if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
             raise ConfigError(f"must be a list of integers, got {seeds!r}", where="seeds", fix="e.g. `seeds=[0,1,2]`")
+        if len(seeds) > MAX_SEEDS:
+            raise too_many_seeds(len(seeds), "e.g. `seeds=[0,1,2]`")
         if len(set(seeds)) != len(seeds):
             raise ConfigError(f"repeats a seed: {list(seeds)}", where="seeds", fix="list each seed once")
         bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
@@ -589,17 +599,24 @@ def _group_hint(control: Mapping[str, Any], key: str) -> str:
     return (app_key or key).replace(".", "/")
 
 
-def _check_not_reserved(key: str, name: str) -> None:
+def reserved_why(key: str) -> str | None:
+    """Why ``key`` is one no arm or tuning setting may change (:data:`RESERVED_KEYS`), or None when it may."""
     reserved = next((r for r in sorted(RESERVED_KEYS) if key == r or key.startswith(r + ".")), None)
     if reserved is None:
-        return
-    why = {
+        return None
+    return {
         "seed": "the seed differs by trial and is paired across arms; vary seeds with `seeds=`",
         "task.metric": "the verdict compares one metric across arms; choose it with `task.metric=`",
         "task.goal": "the goal says which direction of the metric is better; set it with `task.goal=`",
         "task.data": "trials verify the control's declared data only, so ablating the data declaration is "
                      "not supported yet (declare every data file the arms read, and ablate a key that selects one)",
     }.get(reserved, f"`{reserved}` is a setting of ablate itself, not of the task")
+
+
+def _check_not_reserved(key: str, name: str) -> None:
+    why = reserved_why(key)
+    if why is None:
+        return
     raise ConfigError(f"the variable's key {key!r} cannot be ablated: {why}", where=f"variable={name}",
                       fix="point `key` at a key of your task, e.g. task.optim.lr")
 

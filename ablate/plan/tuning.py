@@ -33,6 +33,7 @@ from typing import Any
 
 from ablate.errors import ConfigError
 from ablate.plan.app_config import APP_NODE, app_params
+from ablate.plan.arms import MAX_SEEDS, reserved_why
 from ablate.record.names import format_value, safe_name
 
 #: ``log_uniform(a, b)``: a distribution over (a, b), log-uniform (scipy.stats.loguniform).
@@ -153,6 +154,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
         k = str(k)
         if app and k not in flat and f"{APP_NODE}.{k}" in flat:  # an app's own key (`model.lr`), as a variable's
             k = f"{APP_NODE}.{k}"
+        if (why := reserved_why(k)) is not None:  # `tune.key=seed` set every tuning trial's seed
+            raise ConfigError(f"{k!r} cannot be tuned: {why}", where="tune",
+                              fix="tune a key of the task, e.g. `tune.key=task.optim.momentum`")
         if k not in flat:
             near = [f for f in flat if f.rsplit(".", 1)[-1] == k.rsplit(".", 1)[-1]]
             raise ConfigError(f"{k!r} is not a key of the control config, so no trial could set it", where="tune",
@@ -166,6 +170,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
     if not isinstance(seeds_n, int) or isinstance(seeds_n, bool) or seeds_n < 1:
         raise ConfigError(f"must be a whole number of tuning seeds per setting (at least 1), got {seeds_n!r}",
                           where="tune.seeds", fix="e.g. `tune.seeds=2`")
+    if seeds_n > MAX_SEEDS:  # `tune.seeds=200000000` built its list until a MemoryError
+        raise ConfigError(f"{seeds_n} tuning seeds per setting is more than {MAX_SEEDS}, the most a sweep dir holds "
+                          "(one dir per trial): taken for a typo", where="tune.seeds", fix="e.g. `tune.seeds=2`")
     sampler_seed = tune_cfg.get("sampler_seed", 0)
     if not isinstance(sampler_seed, int) or isinstance(sampler_seed, bool) or sampler_seed < 0:
         raise ConfigError(f"must be a non-negative integer, got {sampler_seed!r}", where="tune.sampler_seed",
@@ -176,6 +183,9 @@ def parse_tune(tune_cfg: Any, eval_seeds: Sequence[int], control: Mapping[str, A
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 2:
             raise ConfigError(f"must be the number of settings to draw (at least 2) when a key is a distribution, "
                               f"got {budget!r}", where="tune.budget", fix="e.g. `tune.budget=8`")
+        if budget > MAX_SEEDS:  # `tune.budget=1000000000` drew settings without end
+            raise ConfigError(f"{budget} settings is more than {MAX_SEEDS}, the most a sweep dir holds (one dir per "
+                              "trial): taken for a typo", where="tune.budget", fix="e.g. `tune.budget=8`")
         settings = draw_settings(space, budget, sampler_seed)
         how = (f"random search: {budget} settings drawn by a sampler seeded with {sampler_seed} "
                "(scipy.stats.loguniform for log_uniform keys, a uniform choice for listed ones)")

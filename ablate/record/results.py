@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ablate.errors import SweepDirError
 from ablate.record.names import format_value
-from ablate.record.sweepdir import SweepDir, misplaced, read_bytes, read_json, write_atomic, write_json
+from ablate.record.sweepdir import SweepDir, misplaced, parse_record, read_bytes, read_json, write_atomic, write_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,10 +58,7 @@ def trial_state(sd: SweepDir, arm: str, seed: int, digest: TrialDigest | None = 
         except FileNotFoundError:
             data = None
         digest.add(f"{arm}/seed={seed}/result.json", data)
-        try:
-            rec = None if data is None else json.loads(data)
-        except json.JSONDecodeError:
-            rec = None
+        rec = None if data is None else parse_record(data)
     if rec is not None and misplaced(rec, arm, seed):  # another trial's record: this one has not finished
         return "interrupted", None
     if rec is not None:
@@ -320,8 +316,7 @@ def iter_manifests(sd: SweepDir, plan: dict[str, Any], digest: TrialDigest | Non
                 continue
             if digest is not None:
                 digest.add(f"{arm['name']}/seed={seed}/manifest.json", data)
-            try:
-                manifest = json.loads(data)
-            except json.JSONDecodeError:
+            manifest = parse_record(data)
+            if manifest is None:
                 continue
             yield (arm["name"], seed), manifest

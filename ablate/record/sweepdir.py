@@ -295,6 +295,20 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return write_atomic(path, to_json(obj))
 
 
+def parse_record(data: bytes) -> dict[str, Any] | None:
+    """A trial record (``result.json``, ``manifest.json``) from its bytes, or None when they are no record: not
+    UTF-8 JSON (a truncated write, a hand edit), not a JSON object, or a ``metrics`` that is not an object. Such
+    a trial counts as not finished, as one whose record was never written (a record is data: an odd one is never
+    a traceback)."""
+    try:
+        rec = json.loads(data)
+    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("metrics", {}), dict | None):
+        return None
+    return rec
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Read a JSON file written by :func:`write_json`, never through a symlink.
 
@@ -768,11 +782,12 @@ class SweepDir:
         return None if misplaced(rec, arm, seed) else rec
 
     def read_record(self, arm: str, seed: int) -> dict[str, Any] | None:
-        """The trial dir's result.json as it is (None when absent or unreadable), whatever trial it names."""
+        """The trial dir's result.json as it is (None when absent or unreadable: :func:`parse_record`), whatever
+        trial it names."""
         p = self.trial_file(arm, seed, "result.json")
         try:
-            return read_json(p)
-        except (FileNotFoundError, json.JSONDecodeError):
+            return parse_record(read_bytes(p))
+        except FileNotFoundError:
             return None
         except OSError as exc:  # a symlink planted as result.json, permissions
             raise os_error(exc, p, "read") from exc

@@ -150,3 +150,112 @@ def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path, migrated: Path) 
     run_audit([str(db)], out=tmp_path / "out" / "audit", plots=False)
     after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("out")}
     assert after == before
+
+
+def _text_store(db: Path) -> None:
+    """An MLflow store (MLflow's client) whose params are text that YAML would change: a time, a date, a value
+    with a newline and a `#`, a mode with a leading 0; arm A and B differ in each, at seeds 1-3."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("text")
+    for side, params in enumerate(TEXT_PARAMS):
+        for seed in (1, 2, 3):
+            rid = client.create_run(exp).info.run_id
+            client.log_param(rid, "seed", seed)
+            for k, v in params.items():
+                client.log_param(rid, k, v)
+            client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
+            client.set_terminated(rid, "FINISHED")
+
+
+TEXT_PARAMS = ({"t": "1:30", "day": "2026-01-01", "note": "x\n# a", "mode": "0777", "lr": "1e-05"},
+               {"t": "1:45", "day": "2026-01-02", "note": "x\n# b", "mode": "0775", "lr": "2e-05"})
+
+
+@pytest.mark.parametrize("key", ["t", "day", "note", "mode", "lr"])
+def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, key: str) -> None:
+    """MLflow keeps a param as the text ``str(value)`` made: a number's text is that number, any other text stays
+    itself. Read as YAML, `1:30` was 90 (base 60), `0777` 511 (octal), `2026-01-01` a date (audit.json's write
+    failed: a TypeError traceback), `x\\n# a` and `x\\n# b` both `x` (two configs counted as one), `1e-05` text."""
+    db = tmp_path / "mlflow.db"
+    _text_store(db)
+    a = run_audit([str(db)], out=tmp_path / "audit", variable=key, plots=False)
+    want = (TEXT_PARAMS[0][key], TEXT_PARAMS[1][key])
+    if key == "lr":
+        want = (1e-05, 2e-05)  # a number's text is the number
+    assert (a["variable"]["key"], a["variable"]["a"], a["variable"]["b"]) == (key, *want), a["variable"]
+    assert [x["n"] for x in a["arms"]] == [3, 3]
+
+
+def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path) -> None:
+    """A param `x\\n# a` printed as it is made a heading `# a in A, x` in audit.md: every recorded text is shown on
+    its own line, its line breaks as `\\n`."""
+    db = tmp_path / "mlflow.db"
+    _text_store(db)
+    run_audit([str(db)], out=tmp_path / "audit", variable="note", plots=False)
+    md = (tmp_path / "audit" / "audit.md").read_text()
+    assert "- Variable under test (declared): `note`: x\\n# a in A, x\\n# b in B." in md, md[:800]
+    assert not [ln for ln in md.splitlines() if ln.startswith("# ") and not ln.startswith("# Audit of")], md
+
+
+def test_a_recorded_interpolation_is_never_the_value_of_the_ablation_it_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's `home` recorded as `${oc.env:AUDIT_SECRET}1` (the text MLflow was given) was written as the minimal
+    ablation's variable value, so its printed command would resolve it in the auditor's environment. It is said
+    instead, as a run to make by hand, and no variable file holding it is written."""
+    from mlflow.tracking import MlflowClient
+
+    repo = tmp_path / "repo"
+    real = _git_repo(repo)
+    db = tmp_path / "mlflow.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.create_experiment("interp")
+    for side, home in enumerate(("plain", "${oc.env:AUDIT_SECRET}1")):
+        for seed in (1, 2, 3):
+            rid = client.create_run(exp, tags={"mlflow.source.git.commit": real,
+                                               "mlflow.source.name": str(repo / "train.py")}).info.run_id
+            client.log_param(rid, "seed", seed)
+            client.log_param(rid, "home", home)
+            client.log_param(rid, "bs", 32 * (side + 1))  # a confound: the audit writes the ablation that settles it
+            client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
+            client.set_terminated(rid, "FINISHED")
+    monkeypatch.setenv("AUDIT_SECRET", SECRET)
+    out = tmp_path / "audit"
+    a = run_audit([str(db)], out=out, variable="home", repo=str(repo), plots=False)
+    m = a["minimal"]
+    assert m["command"] is None and m["config_dir"] is None, m
+    assert m["by_hand"].startswith("B's value of `home` is recorded as an interpolation (${oc.env:AUDIT_SECRET}1), "
+                                   "which ablate would resolve in this environment, not the runs'"), m["by_hand"]
+    assert not (out / "ablation").exists()
+    assert "The runs that settle it" in (out / "audit.md").read_text()
+
+
+def test_an_empty_wandb_log_is_a_run_left_out_not_the_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed before wandb wrote its log's header leaves a 0-byte ``run-*.wandb``: that run is left out and
+    named, as one killed later (a torn tail) is; the other runs are audited. It refused the whole audit, its fix
+    "give the run dir wandb wrote" when that is what was given."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+    for side, lr in enumerate((0.1, 0.2)):
+        for seed in (1, 2, 3):
+            r = wandb.init(project="p", dir=str(tmp_path), config={"lr": lr, "seed": seed}, reinit="finish_previous")
+            r.log({"val_acc": 0.7 + 0.05 * side + 0.01 * seed}, step=0)
+            r.finish()
+    first = sorted((tmp_path / "wandb").glob("offline-run-*"))[0]
+    (log,) = first.glob("run-*.wandb")
+    log.write_bytes(b"")
+    a = run_audit([str(tmp_path / "wandb")], out=tmp_path / "audit", variable="lr", plots=False)
+    assert [x["n"] for x in a["arms"]] == [2, 3]
+    assert f"W&B run {first.name}: no run record" in a["left_out"]
+    garbage = tmp_path / "junk" / first.name
+    shutil.copytree(first, garbage)
+    (garbage / log.name).write_bytes(b"not a log at all")
+    with pytest.raises(ConfigError) as e:
+        run_audit([str(garbage)], out=tmp_path / "audit2", plots=False)
+    msg = str(e.value)
+    assert f"{garbage / log.name} is corrupt: it does not start with W&B's header" in msg, msg
+    assert "leave it out" in msg and "give the run dir wandb wrote" not in msg

@@ -13,14 +13,15 @@ or the data unless the app logged them (``mlflow.log_input`` datasets are read a
 
 from __future__ import annotations
 
+import ast
+import json
 import logging
 import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import yaml
 
 from ablate.audit.runs import Run, commit_id, git_toplevel
 from ablate.audit.sources.base import Selection, progress
@@ -87,11 +88,38 @@ def tracking_uri(source: str) -> str:
     return p.as_uri()
 
 
+#: The text ``str()`` gives an int or a float (``repr``: ``1e-05``, ``0.1``, ``inf``, ``nan``); an int never has a
+#: leading 0 (``0777`` is text, as MLflow logged it).
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[-+]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|inf|nan)")
+_WORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+
+
 def _value(text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    """A param's value from the text MLflow keeps (``str(value)`` of what was logged): a number's or a bool's text
+    is that number or bool, a list's or dict's (JSON or Python's repr) that list or dict; any other text stays as
+    logged. Never YAML, which changed recorded text: ``1:30`` to 90 (base 60), ``0777`` to 511 (octal),
+    ``2026-01-01`` to a date, ``x\\n# a`` to ``x`` (the rest a comment)."""
+    if text in _WORDS:
+        return _WORDS[text]
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    if text[:1] in ("[", "{") and len(text) <= 100_000:
+        try:
+            v = json.loads(text)
+        except ValueError:
+            try:
+                v = ast.literal_eval(text)  # Python's repr of a list or dict: literals only, nothing run
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return text
+        try:
+            json.dumps(v, allow_nan=True)
+        except (TypeError, ValueError, RecursionError):  # a set, bytes or complex inside: keep the text
+            return text
+        return v if isinstance(v, list | dict) else text
+    return text
 
 
 def _client(source: str) -> tuple[Any, list[Any]]:

@@ -49,12 +49,14 @@ def records_at(path: Path) -> Iterator[tuple[int, bytes]]:
     Raises
     ------
     ConfigError
-        Not a W&B transaction log; a chunk whose CRC does not match (a corrupt file).
+        Not a W&B transaction log; a chunk whose CRC does not match (a corrupt file). A file shorter than the
+        header (0 bytes: the run was killed before wandb wrote it) holds no records, as a torn tail.
     """
     b = path.read_bytes()
+    if len(b) < _HEADER and b":W&B".startswith(b[:4]):  # killed before its header was written: a torn tail at 0
+        return
     if b[:4] != b":W&B":
-        raise ConfigError(f"{path} is not a W&B transaction log", where="ablate audit SOURCE",
-                          fix="give the run dir wandb wrote (wandb/offline-run-*)")
+        raise _corrupt(path, "it does not start with W&B's header (:W&B)")
     pos, part, start = _HEADER, b"", _HEADER
     while pos + 7 <= len(b):
         left = _BLOCK - pos % _BLOCK
