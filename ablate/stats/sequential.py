@@ -527,6 +527,41 @@ class SequentialPlan:
 PLAN_PATHS = 20_000
 
 
+#: Above this many simulated seeds (paths x arms x last look), :func:`_look_sums` draws each stretch between looks
+#: as its sum and sum of squares instead of seed by seed (same distribution; 160 MB of float64 per array at the limit).
+SEEDWISE_LIMIT = 20_000_000
+
+
+def _look_sums(paths: int, m: int, looks: Sequence[int], effect: float) -> tuple[np.ndarray, np.ndarray]:
+    """Running sums and sums of squares at each look of normal seeds (SD 1; the m treatments shifted by ``effect``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        Sum and sum of squares, each of shape (paths, m + 1, looks).
+
+    Notes
+    -----
+    Seed by seed (``numpy.random.default_rng(0)``, the figures docs quote) while paths x (m + 1) x the last look is
+    at most :data:`SEEDWISE_LIMIT`; above it (``looks=[5, 100000]`` would need 48 GB seed by seed) each stretch of k
+    seeds between looks is drawn whole: its sum ~ N(k effect, k) and, independent of it, its squared deviations from
+    the stretch mean ~ chi-square(k - 1) (Cochran's theorem), so the sum of squares is that plus sum^2 / k: the same
+    joint distribution of the looks' sums, in memory proportional to the number of looks.
+    """
+    rng = np.random.default_rng(0)
+    if paths * (m + 1) * looks[-1] <= SEEDWISE_LIMIT:
+        x = rng.normal(size=(paths, m + 1, looks[-1]))
+        x[:, 1:] += effect
+        at = np.asarray(looks) - 1
+        return np.cumsum(x, axis=2)[..., at], np.cumsum(x * x, axis=2)[..., at]
+    k = np.diff(np.asarray([0, *looks], float))  # seeds in each stretch
+    mu = np.zeros((m + 1, 1))
+    mu[1:] = effect
+    s = rng.normal(k * mu, np.sqrt(k), size=(paths, m + 1, len(k)))
+    dev = np.where(k > 1, rng.chisquare(np.maximum(k - 1, 1), size=(paths, m + 1, len(k))), 0.0)
+    return np.cumsum(s, axis=2), np.cumsum(dev + s * s / k, axis=2)
+
+
 def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatments: int = 1, alpha: float = 0.05,
                     kind: str = "obf", paths: int = PLAN_PATHS, planned_effect: float | None = None,
                     futility: float = FUTILITY_CP) -> list[SequentialPlan]:
@@ -583,10 +618,7 @@ def expected_trials(looks: Sequence[int], effects: Sequence[float], *, n_treatme
     n = np.asarray(lk, float)
     out = []
     for d in effects:
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(paths, m + 1, lk[-1]))
-        x[:, 1:] += float(d)
-        s1, s2 = np.cumsum(x, axis=2)[..., n.astype(int) - 1], np.cumsum(x * x, axis=2)[..., n.astype(int) - 1]
+        s1, s2 = _look_sums(paths, m, lk, float(d))
         mean = s1 / n
         var = (s2 - n * mean * mean) / (n - 1)  # (paths, m + 1, looks)
         vt, vc = var[:, 1:] / n, var[:, :1] / n

@@ -44,3 +44,13 @@ def test_dry_run_with_a_planned_effect_simulates_futility(project: Path) -> None
         return int(m.group(1))
 
     assert none(with_fut) < none(without)
+
+
+def test_dry_run_of_looks_far_apart_answers(project: Path) -> None:
+    """``looks=[5,100000]`` (within the 100,000-seeds cap): the plan's simulation draws each stretch between looks
+    whole instead of 48 GB of seeds (it died with MemoryError); fixed N = 100,000 seeds x the arms."""
+    res = ablate_in(project, "-m", "variable=lr", "sequential=group", "looks=[5,100000]", "dry_run=true")
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.strip().startswith("sequential: looks at N = 5, 100000"))
+    arms = re.search(r"arms \((\d+)\)", res.stdout)
+    assert arms and f"fixed N = 100000: {int(arms.group(1)) * 100_000}" in line, line
