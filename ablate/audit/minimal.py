@@ -89,6 +89,33 @@ def _by_hand(var: dict[str, Any], report: dict[str, Any], app: str) -> str:
             "with B's (`dvc checkout`), then `ablate audit` both runs' dirs; or add a config key naming the file")
 
 
+def _not_overrides(given: list[str]) -> list[str]:
+    """The recorded ``key=value`` pairs that are not one Hydra override (Hydra's own parser says: a key such as
+    ``-x`` or ``--config-dir``, a space in a key), or that set Hydra's own config (``hydra.``): a record is data, so
+    such a key never reaches the app's command line, where Hydra would read it as an option of its own."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # noqa: PLC0415  # lazy: only a planned minimal ablation needs Hydra's parser
+
+    parser, out = OverridesParser.create(), []
+    for ov in given:
+        try:
+            parsed = parser.parse_override(ov)
+        except Exception:  # Hydra's parser raises HydraException (or a grammar error) for what is not an override
+            out.append(ov)
+            continue
+        if parsed.key_or_group.split("/")[0].split(".")[0] == "hydra":
+            out.append(ov)
+    return out
+
+
+def _unpassable(refused: list[str], report: dict[str, Any]) -> str:
+    shown = ", ".join(f"`{ov.split('=', 1)[0][:80]}`" for ov in refused[:5]) + (" ..." if len(refused) > 5 else "")
+    return (f"arm A's runs recorded config keys that are not Hydra overrides of the app's config ({shown}), so "
+            "ablate will not pass them to the app as they are (a record never becomes an option): run the control "
+            f"config at B's commit with {report['seeds_advised']} seeds twice, once with A's value of "
+            f"`{report['variable']['key']}` and once with B's, setting those keys as your config names them, then "
+            "`ablate audit` both runs' dirs")
+
+
 def _interpolated(var: dict[str, Any], report: dict[str, Any]) -> str:
     shown = var["b"] if isinstance(var["b"], str) else json.dumps(var["b"], default=str)
     return (f"B's value of `{var['key']}` is recorded as an interpolation ({shown[:200]}), which ablate would "
@@ -112,7 +139,12 @@ def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: s
     key = var["key"] if var["kind"] == "config" else var["config_key"]
     seed_key = report["seed_key"] if isinstance(report["seed_key"], str) else report["seed_key"]["B"]
     skip = derived | ({key} if var["kind"] == "data" else set())  # a data version: the key names A's copy instead
-    task = {"app": app, "overrides": overrides(a, seed_key, skip, key), "metric": report["metrics"]["B"],
+    given = overrides(a, seed_key, skip, key)
+    refused = _not_overrides(given)
+    if refused:
+        return {"task": None, "variable": None, "commit": commit, "config_dir": None, "command": None,
+                "isolates": var["key"], "by_hand": _unpassable(refused, report), "pinned_to": None}
+    task = {"app": app, "overrides": given, "metric": report["metrics"]["B"],
             "goal": report["goal"], "reduce": report["reduce"], "seed_key": seed_key}
     conf = out.absolute() / "ablation" / "conf"
     data = _dvc_files(a, b)
@@ -123,8 +155,9 @@ def plan(a: Arm, b: Arm, report: dict[str, Any], *, app: str, out: Path, repo: s
         task["overrides"].append(f"{key}={_value(copy)}")
         data = sorted({*data, copy, path})
         a_commit = commit_id(report["arms"][0]["commit"])
-        fetch = [f"dvc get {shlex.quote(str(repo))} {shlex.quote(path)} --rev {a_commit} -o {shlex.quote(copy)}",
-                 f"dvc add -q {shlex.quote(copy)}"] if repo and a_commit else []
+        # the recorded path is data: after `--` (and the copy as --out's value), never an option of dvc's
+        fetch = [f"dvc get --rev {a_commit} --out={shlex.quote(copy)} -- {shlex.quote(str(repo))} {shlex.quote(path)}",
+                 f"dvc add -q -- {shlex.quote(copy)}"] if repo and a_commit else []
         values = [path]
     else:
         values = [var["b"]]

@@ -91,3 +91,28 @@ def test_the_command_runs_ablate_with_pyarrows_allocator_thread_off_unless_the_u
     shown = subprocess.run(["bash", "-c", last.replace(" ablate --config-dir", " printenv JE_ARROW_MALLOC_CONF #")],
                            env=env, capture_output=True, text=True, check=True).stdout
     assert shown == expected + "\n"
+
+
+@pytest.mark.parametrize("key", ["--config-dir", "-x", "a b", "hydra.launcher._target_"])
+def test_a_recorded_key_that_is_not_an_override_is_never_passed_to_the_app(tmp_path: Path, key: str) -> None:
+    """A record is data: a key Hydra's parser rejects (it would read ``--config-dir=...`` as its own option) or one
+    that sets Hydra's own config is not put on the app's command line; the audit says to make the runs by hand."""
+    runs = _runs(lr_b=0.2)
+    for r in runs:
+        r.config[key] = "/tmp/elsewhere"
+    a, b = group(runs, "seed")
+    report = {**audit(runs), "seed_key": "seed"}
+    assert report["variable"]["key"] == "lr"
+    m = plan(a, b, report, app="train.py", out=tmp_path, repo=None)
+    assert m["command"] is None and m["task"] is None
+    assert m["by_hand"].startswith(f"arm A's runs recorded config keys that are not Hydra overrides of the app's "
+                                   f"config (`{key}`)")
+
+
+def test_recorded_keys_hydra_parses_stay_overrides(tmp_path: Path) -> None:
+    runs = _runs(lr_b=0.2)
+    for r in runs:
+        r.config["model._target_"] = "torch.nn.Linear"  # the templates' own keys are config, not Hydra's
+    a, b = group(runs, "seed")
+    m = plan(a, b, {**audit(runs), "seed_key": "seed"}, app="train.py", out=tmp_path, repo=None)
+    assert m["command"] is not None and "model._target_=torch.nn.Linear" in m["task"]["overrides"]
