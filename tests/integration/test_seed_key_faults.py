@@ -1,10 +1,11 @@
 """A seed key the script does not take: refused at planning (app), or named as the script's own refusal.
 
-An app in the Lightning-template shape (tests/fixtures/lit_app) whose config has no ``seed`` key, as many
-Hydra projects have: every trial would fail in Hydra (``Could not override 'seed'``), so planning and the dry
-run refuse it in one line that names ``task.seed_key`` and the fixes, and the fixes the message names are run
-here. A failing app trial's recorded error is the app's own (the end of its stderr), never a settings check of
-another task form.
+An app in the Lightning-template shape (tests/fixtures/lit_app's configs, with its src/train.py's seeding and
+return in pure Python: :data:`PURE_TRAIN`; these tests are about the seed key, not training, and torch cost about
+38 s of CPU in the two fix runs) whose config has no ``seed`` key, as many Hydra projects have: every trial would
+fail in Hydra (``Could not override 'seed'``), so planning and the dry run refuse it in one line that names
+``task.seed_key`` and the fixes, and the fixes the message names are run here. A failing app trial's recorded
+error is the app's own (the end of its stderr), never a settings check of another task form.
 """
 
 from __future__ import annotations
@@ -22,16 +23,53 @@ pytestmark = pytest.mark.slow
 LIT = REPO / "tests" / "fixtures" / "lit_app"
 #: plain_app's shape without torch: the failing trial's error is the app's own whatever the app trains
 LIGHT = REPO / "tests" / "fixtures" / "light_app"
-#: The fix runs' launcher: warm forks of a parent that imported the app (and torch) once, as by default; the
+#: The fix runs' launcher: warm forks of a parent that imported the app once, as by default; the
 #: refusals above name the same fixes under any launcher (their dry runs stay inline, in this process)
 WARM = ("launcher=local", "launcher.max_parallel=2", "launcher.warm=true")
 TASK = {"app": "src/train.py", "overrides": ["trainer=cpu", "trainer.max_epochs=1", "+trainer.limit_train_batches=3"],
         "metric": "val/acc", "goal": "maximize", "data": ["data/digits.npz"]}
 
 
+#: tests/fixtures/lit_app/src/train.py without torch: the same decorator, configs, ``PROJECT_ROOT``, seeding only
+#: ``if cfg.get("seed")``, data read, metrics.csv and return of ``optimized_metric``; its "training" is a
+#: ``random`` draw from the lr, the data's bytes and the (seeded or not) generator.
+PURE_TRAIN = '''import csv
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import hydra
+
+os.environ["PROJECT_ROOT"] = str(Path(__file__).resolve().parents[1])
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="train.yaml")
+def main(cfg):
+    if cfg.get("seed"):
+        random.seed(cfg.seed)
+    data = hashlib.sha256(Path(cfg.data.file).read_bytes()).hexdigest()
+    acc = 0.5 + cfg.model.optimizer.lr * random.Random(data).random() + random.random() / 100
+    metrics = {"val/acc": acc, "val/loss": 1 - acc, "epoch": cfg.trainer.max_epochs - 1, "step": 1}
+    out = Path(cfg.logger.csv.save_dir) / cfg.logger.csv.name / "version_0"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "metrics.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=sorted(metrics))
+        writer.writeheader()
+        writer.writerow(metrics)
+    print(f"finished {cfg.task_name} ({cfg.model.name}): {metrics}")
+    return metrics.get(cfg.get("optimized_metric"))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
 def _no_seed_app(project: Path) -> None:
-    for part in ("src", "configs"):
-        shutil.copytree(LIT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(LIT / "configs", project / "configs", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "src").mkdir()
+    (project / "src" / "train.py").write_text(PURE_TRAIN)
     cfg = project / "configs" / "train.yaml"
     cfg.write_text("".join(x for x in cfg.read_text().splitlines(keepends=True) if not x.startswith("seed:")))
     (project / "conf" / "task" / "noseed.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
@@ -57,7 +95,7 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
     assert single.returncode != 0 and "task.seed_key" in single.stderr and "seed: 0" in single.stderr, single.stderr
     assert "Traceback" not in single.stderr, single.stderr
     # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone),
-    # run in warm forks (WARM): torch imported once, not in 6 fresh processes
+    # run in warm forks (WARM), as by default
     res = ablate_cli(project, *args[:-1], *WARM, "+task.seed_key=null")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)

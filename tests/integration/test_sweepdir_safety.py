@@ -202,7 +202,10 @@ def test_os_error_on_write_is_one_line_and_loses_nothing(done_sweep: Path) -> No
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert (sd / "verdict.json").read_bytes() == before
     assert list(sd.rglob(".*.tmp-*")) == []
-    assert ablate(sd.parent, "resume", str(sd)).returncode == 0  # the fix it names
+    # the fix it names; every trial is done, so it starts none: in this process
+    res = ablate_in(sd.parent, "resume", str(sd))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((sd / "verdict.json").read_text())["arms"][0]["arm"] == "control"  # written whole again
 
 
 def test_full_disk_error_names_df_and_resume(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     res = ablate_cli(project, "-m", "task=pure", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
     assert res.returncode == 0, res.stderr
     target = project / "outputs" / "target"
-    res = ablate_cli(project, "verdict", str(proxy), "--against", str(target))
+    res = ablate_in(project, "verdict", str(proxy), "--against", str(target))  # starts no trial: in this process
     assert res.returncode == 0, res.stderr
     v = json.loads((proxy / "verdict.json").read_text())
     ag = v["against"]
