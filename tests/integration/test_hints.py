@@ -86,13 +86,8 @@ def test_dvc_hint_on_resume_runs(project: Path) -> None:
         f"project: {project}\n")
     (project / "conf" / "variable" / "tamper.yaml").write_text("key: task.tamper\nvalues: [true]\n")
     commit_all(project, "tamper task")
-    import ablate
-
-    # the ablation that edits the data runs in this process (the resume the hint unblocks is the console script's)
-    verdict = ablate.run(project / "conf", variable="tamper", seeds=3, launcher="inline",
-                         overrides=["task=tamper", "progress=off"])
+    res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=3", "launcher=inline")
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
-    assert verdict.sweep_dir == sd.absolute()
     res = ablate_in(project, "resume", str(sd))
     assert res.returncode == 2, res.stderr
     assert run_dvc_hint(project, res.stderr) == "dvc checkout --force data/digits.npz"
