@@ -26,7 +26,7 @@ def test_run_returns_verdict_and_load_gives_one_row_per_trial(project: Path) -> 
     """The API's return values and the call's record are under test, not training: a pure-Python task with the
     digits task's config keys and the five metrics it reports (:data:`API_TASK`; test_end_to_end checks the
     digits task reports those five), so the test process never imports torch (it trained 6 digits trials in
-    it before: the file took 6.4 s more CPU)."""
+    it before: about 2.4 s more CPU for the file)."""
     (project / "pure_task.py").write_text(API_TASK)
     (project / "conf" / "task" / "pure.yaml").write_text(PURE_CONF)
     commit_all(project, "the pure-Python task, with the digits task's metrics")
