@@ -106,11 +106,16 @@ def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> 
         "timeout"] * 3
 
 
-def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
-                     "variable.values=[flaky,raise0]", "on_failure=retry", "max_retries=2")
-    assert res.returncode == 0, res.stderr
-    assert "(attempt 2)" in res.stderr and "[9/9]" in res.stderr and "[10/9]" not in res.stderr
+def test_retry_reruns_with_same_seed(fault_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the Python API in this process (its progress lines are the CLI's; the console script's own runs are
+    the other tests'): no interpreter start for an inline run of a pure task."""
+    import ablate
+
+    verdict = ablate.run(fault_project / "conf", variable="fault", values=["flaky", "raise0"], seeds=3,
+                         launcher="inline", on_failure="retry", overrides=["task=faults", "max_retries=2"])
+    assert verdict.invalid is False
+    err = capsys.readouterr().err
+    assert "(attempt 2)" in err and "[9/9]" in err and "[10/9]" not in err, err
     sd = only_sweep(fault_project)
     for seed in (0, 1, 2):
         r = result(sd, "fault=flaky", seed)
@@ -127,10 +132,14 @@ def test_retry_reruns_with_same_seed(fault_project: Path) -> None:
 
 
 def test_abort_stops_at_first_failure(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
-                     "variable.values=[raise]", "on_failure=abort")
-    assert res.returncode == 1
-    assert "aborted" in res.stderr
+    """Through the Python API in this process (the CLI's exit 1 for an abort is the same AblationFailed; the
+    console script's own runs are the other tests'): no interpreter start for an inline run of a pure task."""
+    import ablate
+    from ablate.errors import AblationFailed
+
+    with pytest.raises(AblationFailed, match="aborted"):
+        ablate.run(fault_project / "conf", variable="fault", values=["raise"], seeds=3, launcher="inline",
+                   on_failure="abort", overrides=["task=faults", "progress=off"])
     sd = only_sweep(fault_project)
     rows = list(csv.DictReader(io.StringIO((sd / "results.csv").read_text())))
     assert len(rows) == 6
@@ -233,9 +242,14 @@ def test_two_ablations_same_sweep_dir_name_never_share(fault_project: Path) -> N
 
 
 def test_status_of_finished_ablation(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
-                     "variable.values=[raise]")
-    assert res.returncode == 1, res.stderr  # the raise arm failed entirely: invalid verdict
+    """The ablation runs through the Python API in this process (``status`` is under test; an invalid verdict is
+    the CLI's exit 1, AblationFailed here): no interpreter start for an inline run of a pure task."""
+    import ablate
+    from ablate.errors import AblationFailed
+
+    with pytest.raises(AblationFailed, match="the verdict is invalid: 3 of 3 trials failed in arm raise"):
+        ablate.run(fault_project / "conf", variable="fault", values=["raise"], seeds=3, launcher="inline",
+                   overrides=["task=faults", "progress=off"])  # the raise arm failed entirely: invalid verdict
     sd = only_sweep(fault_project)
     st = ablate_in(fault_project, "status", str(sd))
     assert st.returncode == 0
@@ -295,9 +309,11 @@ def test_resume_refuses_changed_data_then_reruns_pin_mismatches(fault_project: P
     while the project's copy differs from the pins, and runs once it is restored."""
     data = fault_project / "data" / "digits.npz"
     original = data.read_bytes()
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
-                     "variable.values=[tamper]", "+task.data=[data/digits.npz]")
-    assert res.returncode == 0, res.stderr
+    import ablate
+
+    verdict = ablate.run(fault_project / "conf", variable="fault", values=["tamper"], seeds=3, launcher="inline",
+                         overrides=["task=faults", "progress=off", "+task.data=[data/digits.npz]"])  # in-process
+    assert verdict.invalid is False  # (the resume that runs the rest is the console script's)
     assert data.read_bytes() != original  # edited mid-ablation ...
     sd = only_sweep(fault_project)
     assert [result(sd, a, s)["status"] for a in ("control", "fault=tamper") for s in (0, 1, 2)] == ["ok"] * 6

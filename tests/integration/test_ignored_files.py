@@ -124,8 +124,9 @@ def test_folders_of_earlier_runs_are_outputs_not_unpinned_inputs(ign_project: Pa
         (ign_project / run / "config.yaml").write_text("seed: 0\n")
     (ign_project / "weights").mkdir()
     (ign_project / "weights" / "w.bin").write_bytes(b"x")
-    for args in (["dry_run=true"], ["seeds=3", "launcher=inline"]):
-        res = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "hydra.sweep.dir=sweeps/b", *args)
+    for args in (["dry_run=true"], ["seeds=3", "launcher=inline"]):  # the dry run in this process, the run not
+        res = (ablate_in if args == ["dry_run=true"] else ablate_cli)(
+            ign_project, "-m", "variable=where", "task=rootask", "hydra.sweep.dir=sweeps/b", *args)
         assert res.returncode == (0 if args == ["dry_run=true"] else 1), res.stderr
         line = next(ln for ln in (res.stdout + res.stderr).splitlines() if "git-ignored" in ln)
         listed = line.split("does not track: ")[1].split(". The code")[0].split(", ")
