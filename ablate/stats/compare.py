@@ -20,6 +20,7 @@ from ablate.stats.core import (
     FIRM_FACTOR,
     FIRM_FROM,
     GAP_FIRM_SHARE,
+    GAP_FROM,
     INCONCLUSIVE,
     INSUFFICIENT_REASONS,
     MIN_SEEDS,
@@ -383,7 +384,8 @@ def compare(treatment: Any, control: Any, *, paired: bool = False, alpha: float 
         robust_test=eff["robust"] or "", robust_pvalue=_f(eff["rob_p"]), robust_min_pvalue=_f(eff["rob_min"]),
         seeds=eff["advice"], failures=fail, insufficient_reason=INSUFFICIENT_REASONS[num["ins"]] or None, flags=(),
         data_flags=tuple(data_flags), insufficient_code=num["ins"], pvalue_exact=num["p_exact"],
-        seed_gap=gap_text(tv, cv) if counts is None and r.gap[0] >= GAP_FIRM_SHARE else None)
+        seed_gap=gap_text(tv, cv) if counts is None and r.gap[0] >= GAP_FIRM_SHARE
+        and min(len(tv), len(cv)) >= GAP_FROM else None)
     return finish(comp)
 
 

@@ -16,20 +16,27 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/p
 
 
 def test_children_walk_equals_a_scan_of_every_process_and_finds_a_setsid_grandchild() -> None:
-    # a child that starts a grandchild in its own session, and a plain one: real processes
+    # a child that starts a grandchild in its own session, and a plain one: real processes. The test's own process
+    # may already have children (a detached plot drawer of an in-process run in the same test worker), so the
+    # three counted are the new ones, and only the child's tree is killed
+    before = set(proctree.descendants(os.getpid()))
     proc = subprocess.Popen(["sh", "-c", "setsid sleep 60 & sleep 60 & wait"])
     try:
         deadline = time.monotonic() + 30
-        while len(proctree.descendants(os.getpid())) < 3 and time.monotonic() < deadline:
+        while len(set(proctree.descendants(os.getpid())) - before) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         walk = proctree.descendants(os.getpid())
         scan = proctree._descendants_by_scan(os.getpid())
-        assert sorted(walk) == sorted(scan) and len(walk) == 3
-        assert walk[0][0] == proc.pid  # parents before children
+        new = [p for p in walk if p not in before]
+        assert sorted(walk) == sorted(scan) and len(new) == 3
+        assert new[0][0] == proc.pid  # parents before children
+        assert sorted(proctree.descendants(proc.pid)) == sorted(new[1:])
     finally:
-        proctree.kill_descendants()
+        proctree.kill_descendants(proc.pid)
+        proc.kill()
         proc.wait()
-    assert proctree.descendants(os.getpid()) == proctree._descendants_by_scan(os.getpid()) == []
+    assert proctree.descendants(proc.pid) == []
+    assert not set(proctree.descendants(os.getpid())) - before
 
 
 def _alive(procs: list[proctree.Proc]) -> list[proctree.Proc]:
