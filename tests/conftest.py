@@ -107,3 +107,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     for name in ("ablate", "hydra_plugins"):
         compileall.compile_dir(str(REPO / name), quiet=2)
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and of its waited-for children (``getrusage``), in s."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Where the suite's CPU goes: with ``ABLATE_TEST_CPU=DIR`` set, each test's setup + call + teardown CPU
+    (this worker's and every child process it waited for, in s) and wall time are appended as JSON lines to
+    ``DIR/<worker>.jsonl``; ``python -m tests.cpu_report DIR`` sums them per file and per test. Processes no test
+    process waits for (SLURM jobs, run by slurmd) are not counted. A module-scoped fixture's cost lands on the
+    first test that uses it. Off (and free) without the variable."""
+    out = os.environ.get("ABLATE_TEST_CPU")
+    if not out:
+        yield
+        return
+    import json
+    import time
+
+    cpu, wall = _cpu_s(), time.monotonic()
+    yield
+    row = {"test": item.nodeid, "cpu_s": round(_cpu_s() - cpu, 3), "wall_s": round(time.monotonic() - wall, 3)}
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(out) / f"{worker}.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
