@@ -10,6 +10,12 @@ seed, is a finding:
   is ``invalid`` when it is aligned with the arms (each arm saw one value and the arms differ: the
   effect cannot be told apart from it), and a ``warning`` when it is spread across arms.
 
+Some fields exist only where the trial's process held a module: the distributions it imported, and what torch
+reports about itself (its determinism flags before and after the task, its thread count after, cuDNN, GPUs).
+A trial whose process never held torch did not run on it, so such a field absent from one trial and present in
+another is no difference (:func:`observed_only`): a notebook that imported torch runs a torch-free task inline,
+and ``ablate extend`` from a shell adds seeds to it. Two trials that both recorded the field are compared.
+
 When ``determinism`` is itself the variable, the mode and what follows from it (torch flags,
 ``CUBLAS_WORKSPACE_CONFIG``) are the treatment: they may differ between arms, but not within one, and
 every trial must have run under its own arm's mode.
@@ -38,6 +44,22 @@ KINDS = ("code", "data", "config", "determinism", "environment")
 #: The determinism mode's config key, and the environment fields that follow from the mode.
 MODE_KEY = "determinism"
 MODE_ENV = frozenset({"env.CUBLAS_WORKSPACE_CONFIG"})
+
+
+#: Fields present only where the trial's process held torch (recorded from torch itself; absent, not null, where
+#: torch was never imported in the trial's process), and the prefix of the imported distributions'.
+TORCH_OBSERVED = ("determinism:torch_flags.", "determinism:flags_after.", "determinism:threads_after",
+                  "environment:torch_threads", "environment:cudnn", "environment:gpus")
+IMPORTED_PREFIX = "environment:imported."
+
+
+def observed_only(field: str) -> bool:
+    """True for a field a trial records only where its process held the module it describes
+    (:data:`TORCH_OBSERVED`, :data:`IMPORTED_PREFIX`): a trial that lacks it did not run on that module, so it is
+    compared only between trials that have it. A field present with the value null (``cudnn`` where torch
+    reports none) is a value like any other."""
+    return field.startswith(IMPORTED_PREFIX) or any(
+        field == t or (t.endswith(".") and field.startswith(t)) for t in TORCH_OBSERVED)
 
 
 def _mode_derived(field: str) -> bool:
@@ -192,12 +214,15 @@ def check(plan: Mapping[str, Any],
                          "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"})
     for f in sorted({f for fp in groups.values() for f in fp}):
         split: dict[str, Counter[Any]] = defaultdict(Counter)
-        optional = f.startswith("environment:imported.")  # a distribution only some trials imported
+        optional = observed_only(f)  # a distribution only some trials imported; torch only some processes held
         for arm, keys in per_arm.items():
             for key, n in keys.items():
-                value = groups[key].get(f)  # a trial without the field counts as None
-                if value is not None or not optional:  # ... except one that did not import that distribution
-                    split[arm][value] += n
+                value = groups[key].get(f, _ABSENT)  # a trial without the field counts as None ...
+                if value is _ABSENT:
+                    if optional:  # ... except one whose process never held what the field describes
+                        continue
+                    value = None
+                split[arm][value] += n
         split = defaultdict(Counter, {arm: c for arm, c in split.items() if c})
         if len({v for c in split.values() for v in c}) <= 1:
             continue
@@ -226,6 +251,10 @@ def check(plan: Mapping[str, Any],
         "dirty": dirty or bool(((plan.get("pins") or {}).get("code") or {}).get("dirty")),
         "findings": findings,
     }
+
+
+#: A field a trial's fingerprint lacks (told apart from a recorded null).
+_ABSENT = object()
 
 
 def _show(v: Any) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.errors import ConfigError, PinError, SweepDirError, UserError
-from ablate.judge.confounds import manifest_fields
+from ablate.judge.confounds import manifest_fields, observed_only
 from ablate.judge.seedcheck import ignored_seed
 from ablate.judge.seedcheck import message as seed_message
 from ablate.pin import pins
@@ -329,8 +329,9 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any],
     original, repro : mapping
         The two runs' ``manifest.json`` contents; the fields compared are those of the confound
         check (:func:`ablate.judge.confounds.manifest_fields`). An app's config is what the app saw
-        (recorded from its own process). As there, an imported distribution counts only where both runs
-        imported it (a warm fork also holds what its parent imported for ablate's own use).
+        (recorded from its own process). As there, an imported distribution (or what torch reports of
+        itself) counts only where both runs recorded it (a warm fork also holds what its parent imported for
+        ablate's own use; :func:`ablate.judge.confounds.observed_only`).
     dirs : (str, str), optional
         The original trial's dir and the re-run's: a value that differs only by naming its own run's
         dir (``${hydra:runtime.output_dir}``, the working dir) is a path-only difference.
@@ -343,9 +344,10 @@ def manifest_differences(original: Mapping[str, Any], repro: Mapping[str, Any],
     a, b = manifest_fields(original), manifest_fields(repro)
     out, paths = [], []
     for k in sorted(set(a) | set(b)):
-        if k.startswith("environment:imported.") and (a.get(k) is None or b.get(k) is None):
-            continue  # a distribution only one run imported says nothing (a warm fork inherits its parent's), as in
-            # the confound check; only a version both runs imported and that differs is a difference
+        if observed_only(k) and (k not in a or k not in b):
+            continue  # a distribution only one run imported says nothing (a warm fork inherits its parent's), nor
+            # torch's flags where only one run's process held torch; as in the confound check, only a value both
+            # runs recorded and that differs is a difference
         if a.get(k) != b.get(k):
             kind, key = k.split(":", 1)
             line = f"{kind} `{key}`: {_short(a.get(k))} (original) -> {_short(b.get(k))} (re-run)"

@@ -279,7 +279,6 @@ def _prepare(trial: _Trial, determinism: str | None) -> _Prepared:
     sd, tp, plan, rec, manifest = trial.sd, trial.tp, trial.plan, trial.rec, trial.manifest
     code_root = pins_mod.trial_code_root(sd, plan)
     manifest["code"] = pins_mod.code_seen(sd, plan, code_root)
-    manifest["environment"] = pins_mod.capture_environment(light=True)
     manifest["data"] = pins_mod.data_seen(plan, code_root)
 
     form = get_form(form_of(trial.task_cfg))
@@ -295,6 +294,10 @@ def _prepare(trial: _Trial, determinism: str | None) -> _Prepared:
     mode = seeding.check_mode(determinism) if determinism is not None else seeding.trial_mode(plan, rec)
     threads = trial.opts.get("threads")  # fixed in the plan: the same for every launcher, resume and repro
     os.environ.update(seeding.thread_env(threads))  # inline: restored when the trial ends
+    # the environment once the plan's thread variables are set, as a fresh trial process and a re-capture after
+    # a task that loaded torch see it: inline, they were set only after this (a resume on another launcher, or
+    # a notebook holding torch, recorded them where the first run had not: a false `env.OMP_NUM_THREADS` warning)
+    manifest["environment"] = pins_mod.capture_environment(light=True)
     manifest["determinism"] = {"mode": mode}
     write_atomic(tp.config, config_yaml(rec["config"], cfg))
     return _Prepared(code_root=code_root, form=form, cfg=cfg, mode=mode, threads=threads)

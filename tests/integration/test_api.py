@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ import yaml
 
 import ablate
 from ablate.errors import ConfigError, SweepDirError
-from tests.helpers import PURE_CONF, PURE_TASK, add_pure_task, commit_all
+from tests.helpers import PURE_CONF, PURE_TASK, ablate_cli, add_pure_task, commit_all, run
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +120,31 @@ def test_run_from_a_subdirectory_runs_in_the_project_of_its_config_dir(project: 
     assert f"ablate: running in {project}, the project of config_dir ../conf" in res.stderr
     rows = ablate.load(sweep)
     assert len(rows) == 6 and set(rows["status"]) == {"ok"}
+
+
+def test_a_notebook_holding_torch_then_extend_from_a_shell_finds_no_confound(project: Path) -> None:
+    """A torch-free task run inline from a process that imported torch (a notebook) records torch's flags and
+    threads (torch is loaded there); seeds added by ``ablate extend`` from a shell, whose process never imports
+    torch, record none. The task never ran on torch, so that is no confound. It was one: ``determinism
+    `flags_after.cudnn.benchmark` differs: control: False (3), null (2)`` and two more, ``ablate extend`` exiting
+    1; and the thread variables were recorded only where torch was loaded (a warning). torch's own numbers are
+    compared only between trials that recorded them (tests/unit/test_confounds_observed.py holds a real one)."""
+    add_pure_task(project)
+    notebook = ("import torch, ablate; ablate.run('conf', variable='lr', values=[0.5], seeds=[0, 1, 2], "
+                "launcher='inline', overrides={'task': 'pure', 'task.epochs': 1}, sweep_dir='outputs/nb')")
+    run([sys.executable, "-c", notebook], project, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    sd = project / "outputs" / "nb"
+    held = json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())
+    assert held["determinism"]["torch_flags"]["use_deterministic_algorithms"] is False  # recorded in the notebook
+    out = ablate_cli(project, "extend", str(sd), "seeds=5")
+    assert out.returncode == 0, out.stderr
+    added = json.loads((sd / "trials" / "control" / "seed=3" / "manifest.json").read_text())
+    assert added["determinism"].get("torch_flags") is None and "flags_after" not in added["determinism"]
+    # the plan's thread variables are recorded as the trial ran with them, whether or not torch was loaded
+    # (less PYTHONHASHSEED, per trial by design and exempt from the check)
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    for m in (added, held):
+        assert {k: v for k, v in m["environment"]["env"].items() if k != "PYTHONHASHSEED"} == threads
+    verdict = json.loads((sd / "verdict.json").read_text())
+    assert verdict["confounds"]["checked"] == 10 and verdict["confounds"]["findings"] == [], verdict["confounds"]
+    assert verdict["invalid"] is False

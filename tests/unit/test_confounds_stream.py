@@ -89,7 +89,7 @@ def _cases() -> dict[str, tuple[dict, dict]]:
             lambda s: manifest(s, environment__gpu=None if s in (0, 2) else "A100"),
             lambda s: manifest(s, config__task__lr=0.2, environment__gpu="A100"))),
         "field-only-in-one-arm": (PLAN, arms(manifest, lambda s: manifest(s, config__task__lr=0.2,
-                                                                         environment__cudnn=90100))),
+                                                                         environment__cpu="EPYC 7763"))),
         "dirty-and-data": (PLAN, arms(lambda s: manifest(s, code__state="dirty: x.py" if s == 1 else "clean"),
                                       lambda s: manifest(s, config__task__lr=0.2, data={"d.npz": {"hash": "md5:2"}}))),
         "per-trial-by-design": (PLAN, arms(  # seed, hash seed, torch_error differ per trial: not confounds
