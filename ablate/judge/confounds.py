@@ -213,17 +213,7 @@ def check(plan: Mapping[str, Any],
                          "split": {arm: dict(wrong[arm]) for arm in arm_order if arm in wrong},
                          "message": f"determinism `mode` is not the arm's own value (the variable): {shown}"})
     for f in sorted({f for fp in groups.values() for f in fp}):
-        split: dict[str, Counter[Any]] = defaultdict(Counter)
-        optional = observed_only(f)  # a distribution only some trials imported; torch only some processes held
-        for arm, keys in per_arm.items():
-            for key, n in keys.items():
-                value = groups[key].get(f, _ABSENT)  # a trial without the field counts as None ...
-                if value is _ABSENT:
-                    if optional:  # ... except one whose process never held what the field describes
-                        continue
-                    value = None
-                split[arm][value] += n
-        split = defaultdict(Counter, {arm: c for arm, c in split.items() if c})
+        split = _split(f, per_arm, groups)
         if len({v for c in split.values() for v in c}) <= 1:
             continue
         kind, key = f.split(":", 1)
@@ -255,6 +245,24 @@ def check(plan: Mapping[str, Any],
 
 #: A field a trial's fingerprint lacks (told apart from a recorded null).
 _ABSENT = object()
+
+
+def _split(field: str, per_arm: Mapping[str, Counter[bytes]], groups: Mapping[bytes, Mapping[str, Any]]
+           ) -> defaultdict[str, Counter[Any]]:
+    """Per arm, how many used trials had each value of ``field`` (arms with none left out). A trial without the
+    field counts as None, except for a field it records only where its process held what the field describes
+    (:func:`observed_only`: a distribution only some trials imported, torch only some processes held)."""
+    split: defaultdict[str, Counter[Any]] = defaultdict(Counter)
+    optional = observed_only(field)
+    for arm, keys in per_arm.items():
+        for key, n in keys.items():
+            value = groups[key].get(field, _ABSENT)
+            if value is _ABSENT:
+                if optional:
+                    continue
+                value = None
+            split[arm][value] += n
+    return defaultdict(Counter, {arm: c for arm, c in split.items() if c})
 
 
 def _show(v: Any) -> str:
