@@ -1,7 +1,10 @@
 """The command form of a task: ablate runs an existing, unmodified Hydra training script.
 
 The script (tests/fixtures/hydra_train/train.py + its own conf/) is copied into a real git + DVC
-project byte for byte; every test checks it was not edited.
+project byte for byte; every test checks it was not edited. The script always runs as its own process; the
+orchestrator of an inline run whose launcher is not under test (a crashing script, a key the script lacks) and
+the refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`), the other runs the
+console script.
 """
 
 from __future__ import annotations
@@ -86,8 +89,8 @@ def test_unmodified_hydra_script_runs_as_a_task(script_project: Path) -> None:
 
 def test_crashing_script_is_a_failed_trial_and_ok_trials_match_a_direct_run(script_project: Path) -> None:
     # sklearn refuses eta0 <= 0: the script crashes in that arm only; the control still runs.
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=script_lr", "variable.values=[-1.0]",
-                     "seeds=3", "launcher=inline")
+    res = ablate_in(script_project, "-m", "task=hydra_train", "variable=script_lr", "variable.values=[-1.0]",
+                    "seeds=3", "launcher=inline")
     assert res.returncode == 1, res.stderr  # the whole treatment arm failed: the verdict is invalid, not silent
     assert "3 of 3 trials failed" in res.stderr
     sd = only_sweep(script_project)
@@ -108,7 +111,7 @@ def test_crashing_script_is_a_failed_trial_and_ok_trials_match_a_direct_run(scri
 def test_key_the_script_lacks_stops_the_ablation(script_project: Path) -> None:
     task = {**TASK, "params": {**TASK["params"], "dropout": 0.1}}
     write_project(script_project, task, [0.2, 0.3], name="drop", key="task.params.dropout")
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=drop", "seeds=3", "launcher=inline")
+    res = ablate_in(script_project, "-m", "task=hydra_train", "variable=drop", "seeds=3", "launcher=inline")
     assert res.returncode == 2, res.stderr
     err = res.stderr.strip().splitlines()[-1]
     assert "`task.params.dropout`" in err and "the script's config has no key 'dropout'" in err

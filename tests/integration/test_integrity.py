@@ -123,8 +123,10 @@ def test_data_edited_while_trials_run_is_pin_mismatch(probe_project: Path) -> No
 
 
 def test_code_snapshot_edit_seen_in_trial_and_before_launch(probe_project: Path) -> None:
-    """Fault 3: editing DIR/code/probe.py (size and mtime kept) after launch, and deleting the snapshot."""
-    res = ablate_cli(probe_project, *ONE, "launcher=inline", "task.fn=probe:train", "+task.edit_code=true")
+    """Fault 3: editing DIR/code/probe.py (size and mtime kept) after launch, and deleting the snapshot. The
+    inline run of this pure task runs ablate's CLI entry in this process (the check is the trial's, the same under
+    every launcher; the console script's runs are the other tests')."""
+    res = ablate_in(probe_project, *ONE, "launcher=inline", "task.fn=probe:train", "+task.edit_code=true")
     assert res.returncode == 1, res.stderr
     sd = only_sweep(probe_project)
     assert "MARK = 3.0" in (sd / "code" / "probe.py").read_text()

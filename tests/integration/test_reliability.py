@@ -1,7 +1,8 @@
 """Reliability, third round (issue 26): verdicts before the first result, the warm parent's death, metric
-values, data-path typos on a real run. Real processes, real signals, real files. Refusals and commands that start
-no trial run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs and resumes the console
-script."""
+values, data-path typos on a real run. Real processes, real signals, real files. Refusals, commands that start
+no trial and inline runs of a pure task whose launcher is not under test (the metric-value checks, the fixed
+data path) run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the other runs and the
+resumes run the console script."""
 
 from __future__ import annotations
 
@@ -212,7 +213,7 @@ def test_data_path_typo_gives_the_dry_runs_message_on_a_real_run(slow_project: P
     assert f"`task.data`: {typo} does not exist under {slow_project} (did you mean {right}?)" in real_line
     assert "fix the path in `task.data`" in real_line
     assert _sweeps(slow_project) == []  # nothing was created
-    fixed = ablate_cli(slow_project, *args[:-1], f"task.data=[{right}]")  # the fix the message names
+    fixed = ablate_in(slow_project, *args[:-1], f"task.data=[{right}]")  # the fix the message names (inline)
     assert fixed.returncode == 0, fixed.stderr
     (sd,) = _sweeps(slow_project)
     assert right in json.loads((sd / "trials" / "control" / "seed=0" / "manifest.json").read_text())["data"]
@@ -247,8 +248,10 @@ def values_project(project: Path) -> Path:
 
 
 def _run_values(project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return ablate_cli(project, "-m", "variable=mode", "task=values", "launcher=local", "launcher.max_parallel=1",
-                      *extra)
+    """An inline run of the values task in this process: the checks of a returned metric are the trial's (the
+    same code under every launcher), so no interpreter start, no warm parent (launcher=inline runs the trials one
+    by one in order, as launcher.max_parallel=1 did: control/seed=1 is the first string)."""
+    return ablate_in(project, "-m", "variable=mode", "task=values", "launcher=inline", *extra)
 
 
 def test_a_string_metric_is_refused_naming_the_trial_and_value(values_project: Path) -> None:

@@ -11,7 +11,10 @@ project (every test checks they were not edited):
 - tests/fixtures/trainer_style: a dataclass argument parser (HfArgumentParser's shape: unknown arguments are
   refused), ``--learning_rate 5e-4 --seed 3 --output_dir DIR``, ``eval_results.json`` with timing keys.
 
-Per-seed values are checked against the script's own output, parsed here independently of ablate.
+Per-seed values are checked against the script's own output, parsed here independently of ablate. A script
+always runs as its own process; the orchestrator of an inline run whose launcher is not under test (a stop at the
+first trials, a pure function task) runs ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`),
+the other runs the console script.
 """
 
 from __future__ import annotations
@@ -233,7 +236,7 @@ def test_same_failure_in_every_arm_stops_early_and_reads_as_it_is(nanogpt_projec
     (nanogpt_project / "conf" / "task" / "nanogpt.yaml").write_text(yaml.safe_dump(
         {**CONFIGURATOR_TASK, "params": {**CONFIGURATOR_TASK["params"], "compile": "no"}}, sort_keys=False))
     commit_all(nanogpt_project, "a setting of the wrong type")
-    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "launcher=inline")
+    res = ablate_in(nanogpt_project, "-m", "task=nanogpt", "variable=dropout", "seeds=3", "launcher=inline")
     assert res.returncode == 2, res.stderr[-2000:]
     err = res.stderr
     assert "all failed the same way before the task's first step" in err and "AssertionError" in err
@@ -288,7 +291,7 @@ def test_trainer_style_script_given_hydra_overrides_stops_at_once(trainer_projec
     task = {k: v for k, v in TRAINER_TASK.items() if k != "args"}  # the default: Hydra overrides
     (trainer_project / "conf" / "task" / "trainer.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     commit_all(trainer_project, "no args style")
-    res = ablate_cli(trainer_project, "-m", "task=trainer", "variable=lr", "seeds=3", "launcher=inline")
+    res = ablate_in(trainer_project, "-m", "task=trainer", "variable=lr", "seeds=3", "launcher=inline")
     assert res.returncode == 2
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("ablate: error:")]
     # the script's parser got `learning_rate=0.05 seed=1 output_dir=...` as positionals: its own words, and the fix
@@ -337,7 +340,7 @@ def test_function_task_reading_hydra_config_output_dir(project: Path) -> None:
     (project / "hc_task.py").write_text(HYDRA_CONFIG_TASK)
     write_task(project, "hc", {"fn": "hc_task:train", "metric": "val_acc", "goal": "maximize", "width": 2},
                {"width": {"key": "task.width", "values": [3]}})
-    res = ablate_cli(project, "-m", "task=hc", "variable=width", "seeds=3", "launcher=inline")
+    res = ablate_in(project, "-m", "task=hc", "variable=width", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr[-2000:]
     sd = only_sweep(project)
     for (arm, seed), rec in trial_results(sd).items():
@@ -356,7 +359,7 @@ def test_a_list_element_as_the_variable(project: Path) -> None:
     (project / "layers_task.py").write_text(LAYERS_TASK)
     write_task(project, "layers", {"fn": "layers_task:train", "metric": "val_acc", "layers": [8, 16]},
                {"width1": {"key": "task.layers.1", "values": [32]}})
-    res = ablate_cli(project, "-m", "task=layers", "variable=width1", "seeds=3", "launcher=inline")
+    res = ablate_in(project, "-m", "task=layers", "variable=width1", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr[-2000:]
     sd = only_sweep(project)
     results = trial_results(sd)

@@ -7,8 +7,9 @@ noise drawn from ``random.Random(f"{seed}/{shift}")`` (so every form gives the s
 null treatment (``shift = 0.0001``: 0.01 SD) and a large one (``shift = 1.0``: 100 SD). With ``looks=[3,6]
 effect=0.5 futility=0.3`` the null arm stops at look 1 for futility (its conditional power under 0.5 SD is far below
 0.3), the large one for efficacy (a firm ``better`` at look 1), and so the control stops there too: 9 trials of the 18
-planned. One run per (form x launcher), shared by the assertions that read it; 3 seeds a look is the fewest a verdict
-takes, 2 looks the fewest with a look before the last (where futility can stop).
+planned. One run per (form x launcher), shared by the assertions that read it (the inline cells run ablate's CLI
+entry in this process, :func:`tests.helpers.ablate_in`; the local ones the console script); 3 seeds a look is the
+fewest a verdict takes, 2 looks the fewest with a look before the last (where futility can stop).
 """
 
 from __future__ import annotations
@@ -128,9 +129,11 @@ def runs(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Ca
                 projects[form] = dest
             root = projects[form]
             before = set(root.glob("outputs/ablate/*/*"))
-            res = ablate_cli(root, "-m", "task=known", variables(shape), "sequential=group",
-                             f"looks=[{','.join(map(str, LOOKS))}]", f"effect={EFFECT}", f"futility={GAMMA}",
-                             *LAUNCHERS[launcher], timeout=300)
+            args = ("-m", "task=known", variables(shape), "sequential=group", f"looks=[{','.join(map(str, LOOKS))}]",
+                    f"effect={EFFECT}", f"futility={GAMMA}", *LAUNCHERS[launcher])
+            # inline: the orchestrator and its trials in one process either way, so this one (no interpreter start,
+            # no second import of ablate); the local cells run the console script
+            res = ablate_in(root, *args) if launcher == "inline" else ablate_cli(root, *args, timeout=300)
             assert res.returncode == 0, f"{form} {launcher} {shape}\n{res.stdout}\n{res.stderr}"
             (sd,) = set(root.glob("outputs/ablate/*/*")) - before
             made[form, launcher, shape] = Run(sd, res.stderr)
