@@ -152,11 +152,16 @@ def test_a_store_that_is_read_is_left_as_it_was(tmp_path: Path, migrated: Path) 
     assert after == before
 
 
-def _text_store(db: Path) -> None:
-    """An MLflow store (MLflow's client) whose params are text that YAML would change: a time, a date, a value
-    with a newline and a `#`, a mode with a leading 0; arm A and B differ in each, at seeds 1-3."""
+@pytest.fixture(scope="module")
+def text_store(migrated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow store (MLflow's client, into a copy of ``migrated``) whose params are text that YAML would change:
+    a time, a date, a value with a newline and a `#`, a mode with a leading 0; arm A and B differ in each, at seeds
+    1-3. Written once; each test reads its own copy (six tests each migrating and writing one: about 2 s of CPU
+    each, issue 34)."""
     from mlflow.tracking import MlflowClient
 
+    db = tmp_path_factory.mktemp("text") / "mlflow.db"
+    shutil.copyfile(migrated, db)
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.create_experiment("text")
     for side, params in enumerate(TEXT_PARAMS):
@@ -167,6 +172,7 @@ def _text_store(db: Path) -> None:
                 client.log_param(rid, k, v)
             client.log_metric(rid, "val_acc", 0.7 + 0.05 * side + 0.01 * seed, step=0)
             client.set_terminated(rid, "FINISHED")
+    return db
 
 
 TEXT_PARAMS = ({"t": "1:30", "day": "2026-01-01", "note": "x\n# a", "mode": "0777", "lr": "1e-05"},
@@ -174,12 +180,12 @@ TEXT_PARAMS = ({"t": "1:30", "day": "2026-01-01", "note": "x\n# a", "mode": "077
 
 
 @pytest.mark.parametrize("key", ["t", "day", "note", "mode", "lr"])
-def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, key: str) -> None:
+def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, text_store: Path, key: str) -> None:
     """MLflow keeps a param as the text ``str(value)`` made: a number's text is that number, any other text stays
     itself. Read as YAML, `1:30` was 90 (base 60), `0777` 511 (octal), `2026-01-01` a date (audit.json's write
     failed: a TypeError traceback), `x\\n# a` and `x\\n# b` both `x` (two configs counted as one), `1e-05` text."""
     db = tmp_path / "mlflow.db"
-    _text_store(db)
+    shutil.copyfile(text_store, db)
     a = run_audit([str(db)], out=tmp_path / "audit", variable=key, plots=False)
     want = (TEXT_PARAMS[0][key], TEXT_PARAMS[1][key])
     if key == "lr":
@@ -188,11 +194,11 @@ def test_an_mlflow_param_is_read_as_the_text_mlflow_logged(tmp_path: Path, key: 
     assert [x["n"] for x in a["arms"]] == [3, 3]
 
 
-def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path) -> None:
+def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path, text_store: Path) -> None:
     """A param `x\\n# a` printed as it is made a heading `# a in A, x` in audit.md: every recorded text is shown on
     its own line, its line breaks as `\\n`."""
     db = tmp_path / "mlflow.db"
-    _text_store(db)
+    shutil.copyfile(text_store, db)
     run_audit([str(db)], out=tmp_path / "audit", variable="note", plots=False)
     md = (tmp_path / "audit" / "audit.md").read_text()
     assert "- Variable under test (declared): `note`: x\\n# a in A, x\\n# b in B." in md, md[:800]
@@ -200,7 +206,7 @@ def test_a_recorded_newline_never_makes_a_line_of_audit_md(tmp_path: Path) -> No
 
 
 def test_a_recorded_interpolation_is_never_the_value_of_the_ablation_it_writes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migrated: Path) -> None:
     """B's `home` recorded as `${oc.env:AUDIT_SECRET}1` (the text MLflow was given) was written as the minimal
     ablation's variable value, so its printed command would resolve it in the auditor's environment. It is said
     instead, as a run to make by hand, and no variable file holding it is written."""
@@ -209,6 +215,7 @@ def test_a_recorded_interpolation_is_never_the_value_of_the_ablation_it_writes(
     repo = tmp_path / "repo"
     real = _git_repo(repo)
     db = tmp_path / "mlflow.db"
+    shutil.copyfile(migrated, db)  # MLflow's tables, made once for the module
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.create_experiment("interp")
     for side, home in enumerate(("plain", "${oc.env:AUDIT_SECRET}1")):
