@@ -56,6 +56,18 @@ def store_project(project: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def store_dry(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`store_project` built once for the module's dry runs and refusals (in this process,
+    :func:`ablate_in`): none of them writes into the project (the dry run checks that no sweep dir appeared), so
+    they share one copy and its commit."""
+    dest = tmp_path_factory.mktemp("store_dry") / "proj"
+    shutil.copytree(project_template, dest, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        return _add_store_app(dest)
+
+
+@pytest.fixture(scope="module")
 def shared_store(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store_app project for the suite, transfer and repro cases (each runs its own sweep in it)."""
     dest = tmp_path_factory.mktemp("store_shared") / "proj"
@@ -72,7 +84,8 @@ def argv_lines(out: str) -> dict[str, str]:
     return {x.split()[1]: x.split(": ", 1)[1] for x in out.splitlines() if x.strip().startswith("argv ")}
 
 
-def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_project: Path) -> None:
+def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_dry: Path) -> None:
+    store_project = store_dry
     res = ablate_in(store_project, "-m", "task=store", "variable=store_model", "seeds=3", "dry_run=true")
     assert res.returncode == 0, res.stderr
     out = res.stdout
@@ -102,9 +115,9 @@ def test_dry_run_composes_with_the_apps_schema_search_path_and_run_mode(store_pr
     (("variable=store_opt", "variable.values=[adamw]"), "variable.values", ["treatment name=adamw",
                                                                              "Invalid value 'adamw'"]),
 ])
-def test_what_the_app_context_refuses_is_one_line(store_project: Path, args: tuple[str, ...], where: str,
+def test_what_the_app_context_refuses_is_one_line(store_dry: Path, args: tuple[str, ...], where: str,
                                                   words: list[str]) -> None:
-    res = ablate_in(store_project, "-m", "task=store", "seeds=3", "dry_run=true", *args)
+    res = ablate_in(store_dry, "-m", "task=store", "seeds=3", "dry_run=true", *args)
     assert res.returncode == 2, res.stdout + res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert f"`{where}`" in line, line

@@ -11,9 +11,10 @@ project byte for byte; every test checks they were not edited and that no shim f
   tests/fixtures/light_app, the same shape and config keys with pure-Python training: what is checked is how the
   app's config is composed and recorded, not what it trains.
 
-Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); runs, repro and
-the single run the console script. The Lightning-style app is ablated twice for the module (``lit_sweeps``: warm
-forks, and fresh processes reading TensorBoard), and each test that needs a run asserts on those.
+Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`), on one copy of
+the Lightning-style app's project for the module (``lit_dry``); runs, repro and the single run the console
+script. The Lightning-style app is ablated twice for the module (``lit_sweeps``: warm forks, and fresh processes
+reading TensorBoard), and each test that needs a run asserts on those.
 """
 
 from __future__ import annotations
@@ -50,13 +51,29 @@ def write(root: Path, name: str, task: dict, variables: dict[str, dict]) -> None
     commit_all(root, f"{name} task")
 
 
-@pytest.fixture
-def lit_project(project: Path) -> Path:
+def _add_lit(project: Path) -> Path:
     for part in ("src", "configs"):
         shutil.copytree(FIXTURES / "lit_app" / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
     write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]},
                                      "lit_model": {"group": "model", "values": ["mlp_wide"]}})
     return project
+
+
+@pytest.fixture
+def lit_project(project: Path) -> Path:
+    return _add_lit(project)
+
+
+@pytest.fixture(scope="module")
+def lit_dry(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`lit_project` built once for the module's dry runs and refusals (in this process, :func:`ablate_in`):
+    none of them writes into the project (each checks that no sweep dir appeared), so they share one copy and
+    its commit."""
+    project = tmp_path_factory.mktemp("lit_dry") / "proj"
+    shutil.copytree(project_template, project, symlinks=True)
+    with pytest.MonkeyPatch.context() as mp:
+        clean_env(mp)
+        return _add_lit(project)
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +89,14 @@ def lit_sweeps(project_template: Path, tmp_path_factory: pytest.TempPathFactory)
         for part in ("src", "configs"):
             shutil.copytree(FIXTURES / "lit_app" / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
         write(project, "lit", LIT_TASK, {"lit_lr": {"key": "model.optimizer.lr", "values": [0.2]}})
-        common = ("-m", "task=lit", "variable=lit_lr", "seeds=3", "launcher.max_parallel=2")
-        warm = ablate_cli(project, *common, "hydra.sweep.dir=outputs/warm")
+        common = ("-m", "task=lit", "variable=lit_lr", "seeds=3")
+        # one fork at a time: the app imports torch, numpy and TensorBoard's writer inside main(), and a fork that
+        # starts before the warm parent learned an import pays for it itself (learned in two rounds here: side by
+        # side, 2 forks imported all of them and 2 more TensorBoard's lazy parts; one at a time, 1 and 1)
+        warm = ablate_cli(project, *common, "launcher.max_parallel=1", "hydra.sweep.dir=outputs/warm")
         assert warm.returncode == 0, warm.stderr
         assert "starts a fresh" not in warm.stderr, warm.stderr  # no fallback was needed
-        fresh = ablate_cli(project, *common, "launcher=local", "launcher.warm=false",
+        fresh = ablate_cli(project, *common, "launcher=local", "launcher.max_parallel=2", "launcher.warm=false",
                            "+task.metric_source=tensorboard", "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
         assert fresh.returncode == 0, fresh.stderr
     return project, project / "outputs" / "warm", project / "outputs" / "fresh"
@@ -99,7 +119,8 @@ def csv_series(path: Path, column: str) -> list[tuple[int, float]]:
         return [(int(r["step"]), float(r[column])) for r in csv.DictReader(fh) if r[column]]
 
 
-def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_project: Path) -> None:
+def test_dry_run_composes_the_apps_config_and_prints_each_arms_argv(lit_dry: Path) -> None:
+    lit_project = lit_dry
     res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_lr", "seeds=3", "dry_run=true",
                     "app.trainer.log_every_n_steps=2")
     assert res.returncode == 0, res.stderr
@@ -191,8 +212,8 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
     assert rep.returncode == 0 and "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
 
 
-def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
-    res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_model", "seeds=[4,5,6]", "dry_run=true")
+def test_group_swap_of_the_apps_own_config_group(lit_dry: Path) -> None:
+    res = ablate_in(lit_dry, "-m", "task=lit", "variable=lit_model", "seeds=[4,5,6]", "dry_run=true")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "arms (2): control, model=mlp_wide" in out
@@ -215,8 +236,9 @@ def test_group_swap_of_the_apps_own_config_group(lit_project: Path) -> None:
     (("+task.epochs=3",), "task.epochs", ["not a setting of an app task", "`overrides:`"]),
     (("+task.metric_source=csvs",), "task.metric_source", ["must be one of auto, return, csv"]),
 ])
-def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_project: Path, args: tuple[str, ...], where: str,
+def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_dry: Path, args: tuple[str, ...], where: str,
                                                             words: list[str]) -> None:
+    lit_project = lit_dry
     res = ablate_in(lit_project, "-m", "task=lit", "variable=lit_lr", "dry_run=true", *args)
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
@@ -240,9 +262,16 @@ def test_single_run_of_the_apps_control(lit_project: Path) -> None:
     assert yaml.safe_load((out / "run" / ".hydra" / "config.yaml").read_text())["seed"] == 3
 
 
-def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import ablate
     from ablate.errors import UserError
+    from ablate.trials.tasks import app
+
+    # ablate imports an app once per process, keyed by its path in the project (src/train.py): left in this
+    # worker, the next file's app at the same path (tests/integration/test_app_context.py's store_app) was taken
+    # as imported and its dry runs failed ("path=store_app_configs is not available"); ablate_in undoes it too
+    monkeypatch.setattr(app, "_IMPORTED", set(app._IMPORTED))
 
     with pytest.raises(UserError, match=r"overrides \(trainer\.max_epochs=1\) are for an `app:` task"):
         ablate.run(variable="lit_lr", seeds=3, dry_run=True, overrides={"app.trainer.max_epochs": 1})  # task: digits

@@ -3,6 +3,7 @@ imported torch, real signals; the hazards it must refuse, and the ``launcher.war
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -86,8 +87,10 @@ def _seen(project: Path) -> dict[tuple[str, int], dict]:
     return {(p.stem.split("-")[0], int(p.stem.split("-")[1])): json.loads(p.read_text()) for p in out.glob("*.json")}
 
 
+@functools.cache
 def _hash_under(seed: str, text: str) -> int:
-    """``hash(text)`` in a fresh interpreter started with ``PYTHONHASHSEED=seed`` (the reference)."""
+    """``hash(text)`` in a fresh interpreter started with ``PYTHONHASHSEED=seed`` (the reference; one interpreter per
+    seed and text, not one per trial checked against it)."""
     out = subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], env={**os.environ, "PYTHONHASHSEED": seed},
                          capture_output=True, text=True, check=True)
     return int(out.stdout)
