@@ -16,7 +16,8 @@ built from the wrong variable. Where a combination cannot work yet, the refusal 
 cell (one job array) is ``tests/slurm/test_task_forms_slurm.py``.
 
 Kept cheap: tiny tasks, 3 seeds (the fewest a verdict takes), each ablation run once per form and shared
-by the cells that only read it, and an app's warm trials in the cells not about a launcher (``OTHER_LAUNCHER``).
+by the cells that only read it, an app's warm trials in the cells not about a launcher (``OTHER_LAUNCHER``), and
+no prepared data in the projects (``projects``: these tasks read none).
 """
 
 from __future__ import annotations
@@ -189,12 +190,17 @@ class Project:
 
 @pytest.fixture(scope="module")
 def projects(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Project]:
+    """Each form's project (made on first use): the template's git + DVC project without its prepared data
+    (``data/``, git-ignored, DVC-tracked), which these tasks never read. A git-ignored file in the task's
+    directory makes every ablation ask DVC which outputs it tracks (:func:`ablate.pin.ignored.find`; DVC's
+    import, about 0.3-0.4 s of CPU an ablation, is proved in ``tests/integration/test_ignored_files.py``)."""
     made: dict[str, Project] = {}
 
     def get(form: str) -> Project:
         if form not in made:
             dest = tmp_path_factory.mktemp(f"contract_{form}") / "proj"
-            shutil.copytree(project_template, dest, symlinks=True)
+            shutil.copytree(project_template, dest, symlinks=True,
+                            ignore=lambda d, names: ["data"] if Path(d) == project_template else [])
             made[form] = Project(dest, form)
         return made[form]
 
