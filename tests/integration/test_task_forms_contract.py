@@ -16,7 +16,8 @@ built from the wrong variable. Where a combination cannot work yet, the refusal 
 cell (one job array) is ``tests/slurm/test_task_forms_slurm.py``.
 
 Kept cheap: tiny tasks, 3 seeds (the fewest a verdict takes), each ablation run once per form and shared
-by the cells that only read it.
+by the cells that only read it, an app's warm trials in the cells not about a launcher (``OTHER_LAUNCHER``), and
+no prepared data in the projects (``projects``: these tasks read none).
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ VARIABLES = {"vx": ("key", "x", [3.0], {"x": 3.0}),
 SEEDS = {"fn": [0, 1, 2], "command": [1, 2, 3], "app": [1, 2, 3]}  # a script seeds itself, from 1
 LAUNCHERS = {"local-warm": ("launcher=local", "launcher.warm=true"),
              "local-fresh": ("launcher=local", "launcher.warm=false")}
+#: The launcher of a cell about something else (resume, a transfer run): inline, but an app's warm trials. An app's
+#: inline trial is a fresh ``python app.py`` process (about 0.7 s of CPU each, 8.1 s against 4.3 s for 6 trials); a
+#: warm one is a fork of a parent that imported the app once. An app's inline path is proved by the suite, repro and
+#: snapshot cells, its fresh and warm ones by the local cells.
+OTHER_LAUNCHER = {"fn": ("launcher=inline",), "command": ("launcher=inline",), "app": LAUNCHERS["local-warm"]}
 
 
 def setup(root: Path, form: str) -> None:
@@ -184,12 +190,17 @@ class Project:
 
 @pytest.fixture(scope="module")
 def projects(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Project]:
+    """Each form's project (made on first use): the template's git + DVC project without its prepared data
+    (``data/``, git-ignored, DVC-tracked), which these tasks never read. A git-ignored file in the task's
+    directory makes every ablation ask DVC which outputs it tracks (:func:`ablate.pin.ignored.find`; DVC's
+    import, about 0.3-0.4 s of CPU an ablation, is proved in ``tests/integration/test_ignored_files.py``)."""
     made: dict[str, Project] = {}
 
     def get(form: str) -> Project:
         if form not in made:
             dest = tmp_path_factory.mktemp(f"contract_{form}") / "proj"
-            shutil.copytree(project_template, dest, symlinks=True)
+            shutil.copytree(project_template, dest, symlinks=True,
+                            ignore=lambda d, names: ["data"] if Path(d) == project_template else [])
             made[form] = Project(dest, form)
         return made[form]
 
@@ -244,7 +255,7 @@ FORMS = ["fn", "command", "app"]
 @pytest.mark.parametrize("form", FORMS)
 def test_single_ablation_then_resume(projects: Callable[[str], Project], form: str) -> None:
     p = projects(form)
-    sd = p.sweep("variable=vx", "launcher=inline")
+    sd = p.sweep("variable=vx", *OTHER_LAUNCHER[form])
     check_sweep(sd, form)
     # resume: a lost treatment trial and a lost control trial run again, each with its own arm's config
     for arm in ("control", "x=3.0"):
@@ -292,7 +303,7 @@ def test_extend_a_suite_local_warm(projects: Callable[[str], Project], form: str
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
 
 
-# The two local modes each run a path of their own (inline runs the others): every launcher, every form.
+# The two local modes each run a path of their own (OTHER_LAUNCHER runs the others): every launcher, every form.
 @pytest.mark.parametrize("form", FORMS)
 def test_group_variable_local_fresh(projects: Callable[[str], Project], form: str) -> None:
     check_sweep(projects(form).sweep("variable=vopt", *LAUNCHERS["local-fresh"]), form)
@@ -309,7 +320,7 @@ def test_transfer_run_then_against(projects: Callable[[str], Project], form: str
     p = projects(form)
     key = WHERE[form][0] + "y"
     # a group variable at each scale (the key variable runs in the other cells)
-    parent = p.sweep("variable=vopt", f"scale.key={key}", "scale.values=[0.0,1.0]", "launcher=inline")
+    parent = p.sweep("variable=vopt", f"scale.key={key}", "scale.values=[0.0,1.0]", *OTHER_LAUNCHER[form])
     children = yaml.safe_load((parent / "transfer.yaml").read_text())["children"]
     assert children == ["y=0.0", "y=1.0"]
     for child, y in zip(children, (0.0, 1.0), strict=True):
