@@ -46,6 +46,7 @@ class Options:
     max_retries: int = 1
     timeout_min: float | None = None
     progress: str = "auto"
+    plots: bool = True  # False: the verdict after the run draws no PNGs (`ablate verdict DIR` draws them later)
     sweep_dir_mode: int = 0o700
     threads: int = 1
     alpha: float = DEFAULTS.alpha
@@ -145,6 +146,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
         max_retries=number(cfg.get("max_retries", 1), "max_retries", lo=0, integer=True, example=1),
         timeout_min=number(cfg.get("timeout_min"), "timeout_min", lo=0, allow_none=True, example=60),
         progress=choice(progress, ("auto", "off"), "progress"),
+        plots=boolean(cfg.get("plots", True), "plots"),
         sweep_dir_mode=mode,
         threads=number(cfg.get("threads", 1), "threads", lo=1, integer=True),
         alpha=number(cfg.get("alpha", DEFAULTS.alpha), "alpha", lo=1e-6, hi=0.5, example=DEFAULTS.alpha),

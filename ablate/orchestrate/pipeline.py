@@ -638,8 +638,10 @@ def execute(sd: SweepDir, *, out: Callable[[str], None] = print, resubmit: bool 
             _log(f"ablate: {stopped} trial(s) were killed or timed out (not the task's own failure): {rerun}")
 
         digest = TrialDigest()  # records the verdict's reuse key: `ablate verdict DIR` then reuses it
-        later = plots_later and not opts.get("tracker") and not os.environ.get("DVC_STAGE")
-        verdict = write_verdict(sd, rows=write_results(sd, plan, digest), digest=digest, plots_later=later)
+        plots = opts.get("plots", True) is not False  # `plots=false`: no PNGs (a plan before the option draws them)
+        later = plots and plots_later and not opts.get("tracker") and not os.environ.get("DVC_STAGE")
+        verdict = write_verdict(sd, None if plots else {"plots": False}, rows=write_results(sd, plan, digest),
+                                digest=digest, plots_later=later)
         if opts.get("tracker"):
             log_after_ablation(sd, opts["tracker"], _log)
         if later:

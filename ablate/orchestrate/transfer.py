@@ -35,6 +35,7 @@ from ablate.plan.overrides import format_override
 from ablate.record.names import arm_name
 from ablate.record.results import write_results
 from ablate.record.sweepdir import SweepDir, create_unique_dir, dump_yaml, read_json, write_atomic, write_json
+from ablate.trials.config import load_plan
 from ablate.trials.tasks.interface import attach, with_cli_overrides
 
 TRANSFER_RECORD = "transfer.yaml"
@@ -249,7 +250,8 @@ def write_transfer(parent: str | os.PathLike[str], overrides: Mapping[str, Any] 
         sd = SweepDir.open(root / child)
         if overrides is not None or not sd.verdict_json.is_file():
             write_results(sd)
-            write_verdict(sd, dict(overrides or {}))
+            no_plots = {"plots": False} if load_plan(sd)["options"].get("plots", True) is False else {}
+            write_verdict(sd, {**no_plots, **dict(overrides or {})})  # `plots=false` holds, as after each run
         verdicts.append(read_json(sd.verdict_json))
     report = analyse_transfer(key, values, verdicts)
     report["children"] = children
