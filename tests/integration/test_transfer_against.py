@@ -115,7 +115,9 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     res = ablate_in(project, "verdict", str(target), "--against", str(target))  # a verdict starts no trial
     assert res.returncode == 0, res.stderr
     assert "match this ablation's pins" in (target / "verdict.md").read_text()
-    # a target that is not a sweep dir: one line, exit 2, nothing rewritten
+    # a target that is not a sweep dir: one line, exit 2, nothing rewritten (once the plots of the proxy's verdict
+    # above are drawn: their detached drawer rewrites verdict.json when done, which under load came after this read)
+    wait_for_plots(proxy)
     before = (proxy / "verdict.json").read_bytes()
     res = ablate_in(project, "verdict", str(proxy), "--against", str(project / "nowhere"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "nowhere" in res.stderr
