@@ -20,7 +20,7 @@ from ablate.record.sweepdir import SweepDir
 #: Control-config keys that belong to ablate, not to what was trained; left out of the config diff: every
 #: top-level setting of ablate_base.yaml (a unit test holds them equal) but ``determinism`` and ``threads``,
 #: which change the numbers a run computes, plus the groups ``variable``, ``launcher`` and ``tracker``.
-_SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "progress", "wait", "dry_run",
+_SKIP_PREFIXES = ("variable", "seeds", "seed", "launcher", "tracker", "hydra", "progress", "plots", "wait", "dry_run",
                   "sweep_dir_mode", "timeout_min", "on_failure", "max_retries", "alpha", "margin", "pairing",
                   "multiplicity", "sequential", "looks", "effect", "futility", "family", "metrics", "allow_dirty",
                   "scale", "curve", "tune")

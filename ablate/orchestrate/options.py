@@ -131,9 +131,7 @@ def parse_options(cfg: Mapping[str, Any]) -> Options:
                               fix=f"list at least {looks[-1]} seeds, or end `looks` at {len(seeds)}")
         seeds = list(range(looks[-1]))  # `seeds=N` with sequential=group: the last look sets the count
     check_variable_values(cfg.get("variable"))  # `ablate -m variable=determinism`: each value must be a mode
-    progress = cfg.get("progress", "auto")
-    if progress is False:
-        progress = "off"
+    progress = "off" if cfg.get("progress", "auto") is False else cfg.get("progress", "auto")
     return Options(
         seeds=seeds,
         metric=metric,
