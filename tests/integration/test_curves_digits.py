@@ -22,7 +22,7 @@ def sweep(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     proj = tmp_path_factory.mktemp("curves_digits") / "proj"
     shutil.copytree(project_template, proj, symlinks=True)
     res = ablate_cli(proj, "-m", "variable=lr", "variable.values=[0.005]", "seeds=6", f"task.epochs={EPOCHS}",
-                     "curve.enabled=true", "curve.threshold=0.9", "curve.summary=time_to", timeout=900)
+                     "curve.enabled=true", "curve.threshold=0.9", "curve.summary=time_to", "plots=true", timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     sd = only_sweep(proj)
     lock = SweepDir(sd)  # wait for the detached plot drawer

@@ -94,7 +94,7 @@ def sweep_of(root: Path, *args: str, variable: str = "variable=warmup") -> Path:
 
 @pytest.fixture(scope="module")
 def inline(proj: Path) -> Path:
-    return sweep_of(proj, "task=warmup", "launcher=inline")
+    return sweep_of(proj, "task=warmup", "launcher=inline", "plots=true")  # its PNGs are read
 
 
 def test_final_inconclusive_curve_finds_the_early_region(inline: Path) -> None:
@@ -188,7 +188,7 @@ def test_table_forest_api_and_trackers_carry_the_curve(inline: Path) -> None:
 
 
 def test_suite_gives_each_treatment_its_curve_at_the_familys_level(proj: Path) -> None:
-    sd = sweep_of(proj, "task=warmup", "launcher=local", variable="variable=warmup,slow")
+    sd = sweep_of(proj, "task=warmup", "launcher=local", "plots=true", variable="variable=warmup,slow")
     v = json.loads((sd / "verdict.json").read_text())
     by_arm = {c["arm"]: c for c in v["curves"]["comparisons"]}
     assert set(by_arm) == {"warmup=true", "tau_scale=3.0"}

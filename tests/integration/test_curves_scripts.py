@@ -84,7 +84,7 @@ def app_sweep(proj: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cmd_sweep(proj: Path) -> Path:
-    return _sweep(proj, "task=printed", "variable=cmd_lr", "seeds=4", "launcher=local")
+    return _sweep(proj, "task=printed", "variable=cmd_lr", "seeds=4", "launcher=local", "plots=true")  # PNG read
 
 
 def _csv_rows(path: Path, column: str) -> list[dict[str, str]]:

@@ -66,7 +66,7 @@ def suite_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
         res = ablate_cli(proj, "-m", "variable=lr_hi,momentum,hidden", "task=suite", "metrics=[val_acc,val_loss]",
-                         *FAST)
+                         "plots=true", *FAST)  # its forest plot is read
     if res.returncode == 0:
         wait_for_plots(_sweep(proj))
     return res, proj

@@ -32,7 +32,7 @@ def _hashes(sd: Path) -> dict[str, str]:
 
 
 def test_real_ablation_verdict_and_recompute(project: Path) -> None:
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", *FAST)
+    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "plots=true", *FAST)  # its PNG is read
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)
     v = json.loads((sd / "verdict.json").read_text())
