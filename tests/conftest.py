@@ -191,5 +191,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     row = {"test": item.nodeid, "cpu_s": round(_cpu_s() - cpu, 3), "wall_s": round(time.monotonic() - wall, 3)}
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(out).mkdir(parents=True, exist_ok=True)  # the DIR of ABLATE_TEST_CPU=DIR need not exist yet
     with open(Path(out) / f"{worker}.jsonl", "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row) + "\n")
