@@ -19,6 +19,7 @@ from ablate.stats.core import (
     FAMILY_GUARD_BELOW,
     FIRM_FACTOR,
     FIRM_FROM,
+    FIRM_MIN_CONTINUOUS,
     GAP_FIRM_SHARE,
     GAP_FROM,
     INCONCLUSIVE,
@@ -110,8 +111,9 @@ class Comparison:
         ``pvalue_adjusted``) and ``ci`` is at the matching level ``1 - level/10``.
     firm : bool or None
         For a better/worse verdict: whether it is firm (:func:`ablate.stats.core.is_firm`: from
-        :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level) or indicative
-        (``False``: no test of the mean holds α there for every metric shape; flag ``indicative_verdict``).
+        :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level, never below
+        :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds) or indicative (``False``: no test of the mean holds α
+        there for every metric shape; flag ``indicative_verdict``).
         None for the other verdicts. A 0/1 metric's better/worse is firm when Fisher's exact test (``pvalue_exact``,
         adjusted for the family like ``pvalue``) also clears the level; paired, McNemar's exact test decides: firm.
     firm_from : int or None
@@ -657,6 +659,9 @@ def finish(comp: Comparison) -> Comparison:
         firm = bool(is_firm(*args, gap=1.0 if comp.seed_gap else np.nan))
         if not firm and comp.skew_evident:
             flags.append(Flag("indicative_verdict", SKEWED_REASON))
+        elif not firm and n < FIRM_MIN_CONTINUOUS:
+            firm_from = FIRM_FROM[comp.paired]
+            flags.append(Flag("indicative_verdict", few_seeds_reason(n, comp.paired, firm_from)))
         elif not firm and comp.seed_gap and bool(is_firm(*args)):  # the far seed alone holds it back
             firm_from = FIRM_FROM[comp.paired]
             flags.append(Flag("indicative_verdict", gap_reason(comp.seed_gap, firm_from)))
@@ -802,6 +807,30 @@ def gap_reason(where: str, firm_from: int = FIRM_FROM[False]) -> str:
     return (f"indicative: {arm} has a seed far from the others ({vals}): a mode the few seeds cannot measure "
             f"(accuracy with seeds stuck at chance reached a firm false-positive rate of 0.07-0.13 at 10 seeds, "
             f"docs/verdict.md); firm from {firm_from} seeds per arm if its p is then below the level")
+
+
+def few_seeds_reason(n: int, paired: bool, firm_from: int = FIRM_FROM[False]) -> str:
+    """Why a better/worse on a continuous metric below :data:`~ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds per arm
+    is indicative whatever its p (one sentence; a 0/1 metric keeps its exact tests).
+
+    Parameters
+    ----------
+    n : int
+        Completed seeds per arm (pairs when paired).
+    paired : bool
+    firm_from : int
+        Seeds per arm from which the verdict is firm if its p is then below the level.
+
+    Returns
+    -------
+    str
+    """
+    here = f"here {n}{' pairs' if paired else ''}"
+    return (f"indicative: below {FIRM_MIN_CONTINUOUS} seeds per arm ({here}) a verdict on a continuous metric is "
+            f"never firm, whatever its p (a metric with a rare second "
+            f"mode, such as accuracy with seeds stuck at chance, gives two tight clusters at 5-7 seeds whatever the "
+            f"truth, and a firm false-positive rate of 0.07-0.17 there: docs/verdict.md); at {firm_from} seeds per "
+            f"arm it is firm if its p is then below the level (ablate's rule for a firm verdict, not a power target)")
 
 
 def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str:
