@@ -130,7 +130,8 @@ def firm_factor(n: Any, paired: Any) -> np.ndarray:
 
 
 def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: Any, n: Any, paired: Any,
-            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan, gap: Any = np.nan) -> np.ndarray:
+            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan, gap: Any = np.nan,
+            min_n: Any = FIRM_MIN_CONTINUOUS) -> np.ndarray:
     """Whether each better/worse verdict is firm (not indicative); False for every other verdict.
 
     Parameters
@@ -155,6 +156,9 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     gap : array_like
         The larger of the arms' :func:`seed_gap` shares (NaN where not read): below :data:`FIRM_FROM` seeds, a share
         >= :data:`GAP_FIRM_SHARE` (a seed far from the others) makes the verdict indicative.
+    min_n : array_like of int
+        Seeds per arm below which no verdict is firm: :data:`FIRM_MIN_CONTINUOUS` (what the verdict runs); 0 gives
+        the rule without that floor (``benchmarks/stats48_min_seeds.py``'s "before").
 
     Returns
     -------
@@ -188,7 +192,7 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     with np.errstate(invalid="ignore"):
         far_seed = (firm_factor(nn, pr) > 1) & (nn >= GAP_FROM) & (gp >= GAP_FIRM_SHARE)
         return (np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family & ~far_seed
-                & (nn >= FIRM_MIN_CONTINUOUS))
+                & (nn >= np.asarray(min_n, float)))
 
 
 def seed_gap(x: Any, tol: Any = 0.0) -> np.ndarray:
