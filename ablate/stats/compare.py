@@ -825,7 +825,7 @@ def few_seeds_reason(n: int, paired: bool, firm_from: int = FIRM_FROM[False]) ->
     -------
     str
     """
-    here = f"here {n}{' pairs' if paired else ''}"
+    here = f"here {n}{', paired' if paired else ''}"
     return (f"indicative: below {FIRM_MIN_CONTINUOUS} seeds per arm ({here}) a verdict on a continuous metric is "
             f"never firm, whatever its p (a metric with a rare second "
             f"mode, such as accuracy with seeds stuck at chance, gives two tight clusters at 5-7 seeds whatever the "
