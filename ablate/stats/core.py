@@ -81,7 +81,8 @@ GAP_FROM = 5
 #: ablations at 5 seeds: two tight clusters that the spread puts far apart, which no rule reading the seeds can tell
 #: from a real effect; the p x 10 route then gave a firm false-positive rate of 0.10-0.17 at N = 5, 0.07-0.12 at 6 and
 #: 0.071-0.074 at 7 (m = 2), against 0.052 at N = 8 (20,000 replications; issue 37, docs/verdict.md "A seed far from
-#: the others"). Its cost is the firm power below 8 seeds (docs/verdict.md, "What the 8-seed floor costs").
+#: the others"). Its cost is all firm power below 8 seeds (a 3 SD effect on normal arms: 0.68 -> 0 at N = 5, unpaired;
+#: docs/verdict.md "Below 8 seeds: no firm verdict on a continuous metric").
 FIRM_MIN_CONTINUOUS = 8
 
 
