@@ -40,8 +40,9 @@ class Verdict(dict):  # type: ignore[type-arg]
     words : dict
         Treatment arm name -> verdict word as verdict.md's bottom line says it: ``better``, ``worse``,
         ``better (indicative)``, ``worse (indicative)``, ``equivalent``, ``inconclusive``, ``insufficient data``.
-        An indicative better/worse (below 20 seeds per arm unless p x 10 clears the level) is a lead to confirm,
-        not a result, so its word says so; the plain word is ``verdict["comparisons"][i]["verdict"]``.
+        An indicative better/worse (below 20 seeds per arm unless p x 10 clears the level, and below 8 on a
+        continuous metric whatever p) is a lead to confirm, not a result, so its word says so; the plain word is
+        ``verdict["comparisons"][i]["verdict"]``.
     firm : dict
         Treatment arm name -> verdict.json's ``firm``: True (a firm better/worse), False (indicative), None (the
         other verdicts). ``verdict.words[arm] == "better"`` holds only for a firm better.

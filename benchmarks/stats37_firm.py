@@ -102,7 +102,8 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
 
     ``baseline`` (the "before" column): ``"pre37"``, the rule without its issue-37 conditions (``skewed`` False,
     ``family`` 1, no gap); ``"gap"``, the rule as it ships less the seed-gap condition (``gap`` NaN): what the gap
-    rule changes."""
+    rule changes; ``"floor"``, the rule as it ships less the 8-seed floor on continuous metrics (``min_n`` 0,
+    :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS`): what the floor changes."""
     rng = np.random.default_rng(seed)
     treat, control = arms(rng, shape, m, n, reps, ratio, d)
     res = [decide_batch(treat[j], control, paired=paired, n_comparisons=m) for j in range(m)]
@@ -116,6 +117,8 @@ def family(shape: str, m: int, n: int, reps: int, ratio: float, paired: bool, se
         n_ = np.minimum(r.n_treatment, r.n_control)
         after |= is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z, r.gap)
         before |= (is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired) if baseline == "pre37" else
+                   is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z, r.gap, 0)
+                   if baseline == "floor" else
                    is_firm(verdict, adj[j], 0.05, r.guard_factor, n_, r.paired, r.skewed, m, r.skew_z))
     for i in range(min(check, reps)):  # the same rule through compare() + adjust_comparisons
         comps = [compare(treat[j, i], control[i], paired=paired, n_comparisons=m, pi_interval=False)
@@ -209,9 +212,9 @@ def main() -> None:
     ap.add_argument("--ns", default=",".join(map(str, NS)), help="seeds per arm, comma-separated")
     ap.add_argument("--ms", default=",".join(map(str, MS)), help="treatments per family, comma-separated")
     ap.add_argument("--ratios", help="SD ratios, comma-separated (default: 1,3 or 2,3 by shape)")
-    ap.add_argument("--before", choices=("pre37", "gap"), default="pre37",
-                    help="the 'before' column: the rule before issue 37 (pre37), or the rule less the seed-gap "
-                         "condition (gap)")
+    ap.add_argument("--before", choices=("pre37", "gap", "floor"), default="pre37",
+                    help="the 'before' column: the rule before issue 37 (pre37), the rule less the seed-gap "
+                         "condition (gap), or the rule less the 8-seed floor (floor)")
     args = ap.parse_args()
     if args.settle:
         settle(args.settle, args.floor, source=args.cells_from)

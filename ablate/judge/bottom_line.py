@@ -23,7 +23,7 @@ from ablate.judge.rerun import recorded, rerun_command
 from ablate.judge.unchanged import short as unchanged_short
 from ablate.record.names import value_label
 from ablate.stats.compare import ci_name
-from ablate.stats.core import verdict_label
+from ablate.stats.core import FIRM_MIN_CONTINUOUS, verdict_label
 
 #: The metric's direction, as the heading of every report says it once.
 DIRECTION = {"maximize": "higher is better", "minimize": "lower is better"}
@@ -285,8 +285,9 @@ def futility_words(c: Mapping[str, Any]) -> str:
 def seeds_next(c: Mapping[str, Any]) -> int | None:
     """Seeds per arm the next run needs for one treatment: the larger of the seeds that make an indicative verdict
     firm and those that give 80% power for its effect; the advised seeds of an inconclusive one (at most the
-    advice's cap, which a range answer's advised N exceeds); None when nothing is to run (a firm or equivalent verdict,
-    or "> cap" advice)."""
+    advice's cap, which a range answer's advised N exceeds; on a continuous metric at least
+    :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS`, below which no verdict is firm); None when nothing is to run (a
+    firm or equivalent verdict, or "> cap" advice)."""
     if c.get("unchanged"):  # no number of seeds tells apart two arms that ran the same thing
         return None
     adv = c.get("seed_advice") or {}
@@ -297,7 +298,9 @@ def seeds_next(c: Mapping[str, Any]) -> int | None:
     if c.get("verdict") in ("better", "worse") and c.get("firm") is False:
         return max(firm_seeds(c), int(need or 0))
     if c.get("verdict") == "inconclusive" and need is not None and need > n:
-        return int(need)
+        # a continuous metric is never firm below FIRM_MIN_CONTINUOUS seeds: a run advised for power runs at least
+        # that many (a 0/1 metric's exact tests have no such floor)
+        return int(need) if c.get("binary") else max(int(need), FIRM_MIN_CONTINUOUS)
     return None
 
 

@@ -26,6 +26,7 @@ from ablate.judge.bottom_line import (
     firm_seeds,
     raw_interval,
     raw_sign,
+    seeds_next,
     signed,
     suite_variables,
     treatment_line,
@@ -42,7 +43,7 @@ from ablate.judge.tuning import markdown as tuning_markdown
 from ablate.pin.pins import untracked_summary
 from ablate.record.errorline import failure_line
 from ablate.stats.compare import ci_name, firm_shortfall, level_text
-from ablate.stats.core import FAMILY_GUARD_BELOW, verdict_label
+from ablate.stats.core import FAMILY_GUARD_BELOW, FIRM_MIN_CONTINUOUS, verdict_label
 from ablate.stats.multiplicity import LABELS
 
 #: Flags said elsewhere on the page, not again under Flags: the indicative reason is in the Seed recommendation.
@@ -258,9 +259,10 @@ def indicative_text(c: Mapping[str, Any]) -> str:
     """Why a better/worse verdict is not yet firm, and from how many seeds it would be (said once, in the Seed
     recommendation)."""
     if c.get("binary") or c.get("skew_evident") or c.get("firm_from") == FAMILY_GUARD_BELOW or any(
-            "far from the others" in f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"):
-        # a 0/1 metric's exact test, skewed values, the family guard at 20-29 seeds, or a seed far from the others:
-        # the flag's reason
+            "far from the others" in f["message"] or "is never firm" in f["message"]
+            for f in c.get("flags") or [] if f["code"] == "indicative_verdict"):
+        # a 0/1 metric's exact test, skewed values, the family guard at 20-29 seeds, a seed far from the others, or
+        # fewer than FIRM_MIN_CONTINUOUS seeds on a continuous metric: the flag's reason
         why = next((f["message"] for f in c.get("flags") or [] if f["code"] == "indicative_verdict"), "indicative")
         return f"Not yet firm: {why.removeprefix('indicative: ')}."
     n = min(c.get("n_treatment") or 0, c.get("n_control") or 0)
@@ -303,6 +305,10 @@ def seed_advice_text(c: Mapping[str, Any]) -> str:
                 "the cap (Fisher's exact test would not reject within it at these success rates)")
         msg = (f"{indicative_text(c)} {msg} The two numbers answer two questions: {lim} seeds per arm is where "
                f"{rule}, {power}; the Next line runs the larger, {max(lim, int(need or 0))}.")
+    elif c.get("verdict") == "inconclusive" and not c.get("binary") and seeds_next(c) == FIRM_MIN_CONTINUOUS != (
+            (adv or {}).get("n_needed")):
+        msg += (f" The Next line runs {FIRM_MIN_CONTINUOUS} seeds per arm: below {FIRM_MIN_CONTINUOUS} a verdict on a "
+                "continuous metric is never firm (docs/verdict.md).")
     return msg
 
 

@@ -75,8 +75,9 @@ TERMS: tuple[Term, ...] = (
     Term("insufficient data", r"insufficient data", "fewer than 3 completed seeds in an arm, or nothing to test "
          "(no seed-to-seed variance, or identical values)"),
     Term("firm / indicative", r"\bfirm\b|indicative", "a better/worse is firm from 20 seeds per arm (20 pairs), or "
-         "below that when p_adj × 10 still clears its level; otherwise it is indicative: no test of the mean holds α "
-         "there for every metric shape, so it is a lead to confirm, not a result"),
+         "from 8 when p_adj × 10 still clears its level (a continuous metric is never firm below 8; a 0/1 metric is "
+         "firm where its exact test rejects); otherwise it is indicative: no test of the mean holds α there for every "
+         "metric shape, so it is a lead to confirm, not a result"),
     Term("post hoc", r"[Pp]ost hoc", "an analysis changed after the data were seen (another α, margin, pairing, "
          "correction or family than the plan froze): exploratory"),
 )

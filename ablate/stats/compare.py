@@ -19,6 +19,7 @@ from ablate.stats.core import (
     FAMILY_GUARD_BELOW,
     FIRM_FACTOR,
     FIRM_FROM,
+    FIRM_MIN_CONTINUOUS,
     GAP_FIRM_SHARE,
     GAP_FROM,
     INCONCLUSIVE,
@@ -110,8 +111,9 @@ class Comparison:
         ``pvalue_adjusted``) and ``ci`` is at the matching level ``1 - level/10``.
     firm : bool or None
         For a better/worse verdict: whether it is firm (:func:`ablate.stats.core.is_firm`: from
-        :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level) or indicative
-        (``False``: no test of the mean holds α there for every metric shape; flag ``indicative_verdict``).
+        :data:`ablate.stats.core.FIRM_FROM` seeds per arm on, or where p x 10 clears the level, never below
+        :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds) or indicative (``False``: no test of the mean holds α
+        there for every metric shape; flag ``indicative_verdict``).
         None for the other verdicts. A 0/1 metric's better/worse is firm when Fisher's exact test (``pvalue_exact``,
         adjusted for the family like ``pvalue``) also clears the level; paired, McNemar's exact test decides: firm.
     firm_from : int or None
@@ -651,27 +653,43 @@ def finish(comp: Comparison) -> Comparison:
         firm, firm_from, flag = _binary_firm(comp)
         flags += [flag] if flag else []
     elif code in (BETTER, WORSE):
-        n = min(comp.n_treatment, comp.n_control)
-        args = (code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired,
-                comp.skew_evident, comp.n_comparisons, np.nan if comp.skew_z is None else comp.skew_z)
-        firm = bool(is_firm(*args, gap=1.0 if comp.seed_gap else np.nan))
-        if not firm and comp.skew_evident:
-            flags.append(Flag("indicative_verdict", SKEWED_REASON))
-        elif not firm and comp.seed_gap and bool(is_firm(*args)):  # the far seed alone holds it back
-            firm_from = FIRM_FROM[comp.paired]
-            flags.append(Flag("indicative_verdict", gap_reason(comp.seed_gap, firm_from)))
-        elif not firm and n >= FIRM_FROM[comp.paired] and comp.n_comparisons >= FAMILY_FIRM_M:
-            firm_from = FAMILY_GUARD_BELOW
-            flags.append(Flag("indicative_verdict", family_guard_reason(n, comp.n_comparisons, comp.skew_z)))
-        elif not firm:
-            firm_from = FIRM_FROM[comp.paired]
-            pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
-            short = (family_shortfall(comp.n_comparisons, firm_from) if comp.n_comparisons >= FAMILY_FIRM_M else
-                     firm_shortfall(comp.pvalue_adjusted, comp.decision_level, comp.decision_label, pname, firm_from))
-            flags.append(Flag("indicative_verdict", indicative_reason(n, comp.paired, shortfall=short)))
+        firm, firm_from, flag = _continuous_firm(comp, code)
+        flags += [flag] if flag else []
     comp = dataclasses.replace(comp, verdict=verdict, size=size, flags=tuple(flags), firm=firm, firm_from=firm_from,
                                ci_indicative=firm is False)
     return dataclasses.replace(comp, reason=_reason(comp, code))
+
+
+def _continuous_firm(comp: Comparison, code: int) -> tuple[bool, int | None, Flag | None]:
+    """A better/worse on a continuous metric: firm by :func:`ablate.stats.core.is_firm`, else why not, in the order
+    that binds (evident skew: never; fewer than FIRM_MIN_CONTINUOUS seeds: never; a seed far from the others; the
+    family guard at 20-29 seeds; p x 10 below 20 seeds).
+
+    Returns
+    -------
+    (firm, firm_from, flag)
+        ``firm_from``: seeds per arm from which it is firm if its p is then below the level (None on skewed values);
+        ``flag``: ``indicative_verdict`` with the reason, None when firm.
+    """
+    n = min(comp.n_treatment, comp.n_control)
+    args = (code, comp.pvalue_adjusted, comp.decision_level, comp.guard_factor, n, comp.paired,
+            comp.skew_evident, comp.n_comparisons, np.nan if comp.skew_z is None else comp.skew_z)
+    if bool(is_firm(*args, gap=1.0 if comp.seed_gap else np.nan)):
+        return True, None, None
+    lim = FIRM_FROM[comp.paired]
+    if comp.skew_evident:
+        return False, None, Flag("indicative_verdict", SKEWED_REASON)
+    if n < FIRM_MIN_CONTINUOUS:
+        return False, lim, Flag("indicative_verdict", few_seeds_reason(n, comp.paired, lim))
+    if comp.seed_gap and bool(is_firm(*args)):  # the far seed alone holds it back
+        return False, lim, Flag("indicative_verdict", gap_reason(comp.seed_gap, lim))
+    if n >= lim and comp.n_comparisons >= FAMILY_FIRM_M:
+        return False, FAMILY_GUARD_BELOW, Flag("indicative_verdict", family_guard_reason(n, comp.n_comparisons,
+                                                                                         comp.skew_z))
+    pname = "p" if comp.multiplicity in ("none", "group sequential") else "p_adj"
+    short = (family_shortfall(comp.n_comparisons, lim) if comp.n_comparisons >= FAMILY_FIRM_M else
+             firm_shortfall(comp.pvalue_adjusted, comp.decision_level, comp.decision_label, pname, lim))
+    return False, lim, Flag("indicative_verdict", indicative_reason(n, comp.paired, shortfall=short))
 
 
 def _binary_firm(comp: Comparison) -> tuple[bool, int | None, Flag | None]:
@@ -802,6 +820,30 @@ def gap_reason(where: str, firm_from: int = FIRM_FROM[False]) -> str:
     return (f"indicative: {arm} has a seed far from the others ({vals}): a mode the few seeds cannot measure "
             f"(accuracy with seeds stuck at chance reached a firm false-positive rate of 0.07-0.13 at 10 seeds, "
             f"docs/verdict.md); firm from {firm_from} seeds per arm if its p is then below the level")
+
+
+def few_seeds_reason(n: int, paired: bool, firm_from: int = FIRM_FROM[False]) -> str:
+    """Why a better/worse on a continuous metric below :data:`~ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds per arm
+    is indicative whatever its p (one sentence; a 0/1 metric keeps its exact tests).
+
+    Parameters
+    ----------
+    n : int
+        Completed seeds per arm (pairs when paired).
+    paired : bool
+    firm_from : int
+        Seeds per arm from which the verdict is firm if its p is then below the level.
+
+    Returns
+    -------
+    str
+    """
+    here = f"here {n}{', paired' if paired else ''}"
+    return (f"indicative: below {FIRM_MIN_CONTINUOUS} seeds per arm ({here}) a verdict on a continuous metric is "
+            f"never firm, whatever its p (a metric with a rare second "
+            f"mode, such as accuracy with seeds stuck at chance, gives two tight clusters at 5-7 seeds whatever the "
+            f"truth, and a firm false-positive rate of 0.07-0.17 there: docs/verdict.md); at {firm_from} seeds per "
+            f"arm it is firm if its p is then below the level (ablate's rule for a firm verdict, not a power target)")
 
 
 def indicative_reason(n: int, paired: bool, shortfall: str | None = None) -> str:

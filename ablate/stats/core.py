@@ -75,6 +75,15 @@ GAP_FIRM_SHARE = 0.8
 #: 5, 1.0% at 6; 200,000 samples), so there it would take most firm verdicts away from real effects (a 100 SD effect
 #: at 3 seeds was held indicative) while the mode it looks for cannot be told from chance either.
 GAP_FROM = 5
+#: Seeds per arm (pairs when paired) below which no better/worse verdict on a continuous metric is firm, whatever its
+#: p (a 0/1 metric keeps its exact tests, :func:`ablate.stats.compare`). A metric with a rare second mode (accuracy
+#: with seeds stuck at chance, probability 0.2, SD ratio 1:3) shows it in neither arm in 0.8^10 = 0.107 of A/A
+#: ablations at 5 seeds: two tight clusters that the spread puts far apart, which no rule reading the seeds can tell
+#: from a real effect; the p x 10 route then gave a firm false-positive rate of 0.10-0.17 at N = 5, 0.07-0.12 at 6 and
+#: 0.071-0.074 at 7 (m = 2), against 0.052 at N = 8 (20,000 replications; issue 37, docs/verdict.md "A seed far from
+#: the others"). Its cost is all firm power below 8 seeds (a 3 SD effect on normal arms: 0.68 -> 0 at N = 5, unpaired;
+#: docs/verdict.md "Below 8 seeds: no firm verdict on a continuous metric").
+FIRM_MIN_CONTINUOUS = 8
 
 
 #: What an indicative better/worse verdict says after its word, wherever people (or code that prints) read it.
@@ -122,7 +131,8 @@ def firm_factor(n: Any, paired: Any) -> np.ndarray:
 
 
 def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: Any, n: Any, paired: Any,
-            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan, gap: Any = np.nan) -> np.ndarray:
+            skewed: Any = False, family: Any = 1, skew_z: Any = np.nan, gap: Any = np.nan,
+            min_n: Any = FIRM_MIN_CONTINUOUS) -> np.ndarray:
     """Whether each better/worse verdict is firm (not indicative); False for every other verdict.
 
     Parameters
@@ -147,6 +157,9 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     gap : array_like
         The larger of the arms' :func:`seed_gap` shares (NaN where not read): below :data:`FIRM_FROM` seeds, a share
         >= :data:`GAP_FIRM_SHARE` (a seed far from the others) makes the verdict indicative.
+    min_n : array_like of int
+        Seeds per arm below which no verdict is firm: :data:`FIRM_MIN_CONTINUOUS` (what the verdict runs); 0 gives
+        the rule without that floor (``benchmarks/stats48_min_seeds.py``'s "before").
 
     Returns
     -------
@@ -154,7 +167,9 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
         ``p_decision x max(guard, F) / guard < alpha_decision`` with F = :func:`firm_factor`, for better/worse,
         on values not evidently skewed, and from :data:`FIRM_FROM` seeds per arm in a family of 5 or more (there,
         below :data:`FAMILY_GUARD_BELOW` seeds, F = 10 where ``skew_z`` >= :data:`FAMILY_GUARD_Z`), and below
-        :data:`FIRM_FROM` only where no arm shows a seed far from the others (``gap``).
+        :data:`FIRM_FROM` only where no arm shows a seed far from the others (``gap``); never below
+        :data:`FIRM_MIN_CONTINUOUS` seeds per arm (this rule is for continuous metrics: ``compare()`` decides a 0/1
+        metric's firmness by its exact tests instead, so a 0/1 row here is not what the verdict says).
 
     Notes
     -----
@@ -162,7 +177,9 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     these two conditions the firm family-wise error of 1-10 null treatments stays <= 0.056 on the issue-37 grid
     (normal, lognormal with fixed skew and with skew growing with spread, correlated skewed seeds; SD ratios 1:1-1:3;
     N = 5-50); without them it reached 0.32. Their cost: on normal arms 2-5 points of firm power (the skew test
-    fires on about 5% of normal samples); on evidently skewed metrics every better/worse is indicative.
+    fires on about 5% of normal samples); on evidently skewed metrics every better/worse is indicative. The floor of
+    :data:`FIRM_MIN_CONTINUOUS` seeds holds the last cells of the grid (accuracy with seeds stuck at chance, SD ratio
+    1:3, N = 5-7: 0.07-0.17 before, 0 after); it costs all firm power below 8 seeds.
     """
     v, p, a, g, sk, fam, nn, z, gp, pr = np.broadcast_arrays(
         *(np.asarray(x, float) for x in (verdict, p_decision, alpha_decision, guard_factor, skewed, family, n,
@@ -175,7 +192,8 @@ def is_firm(verdict: Any, p_decision: Any, alpha_decision: Any, guard_factor: An
     small_family = big & (firm_factor(nn, pr) > 1)
     with np.errstate(invalid="ignore"):
         far_seed = (firm_factor(nn, pr) > 1) & (nn >= GAP_FROM) & (gp >= GAP_FIRM_SHARE)
-        return np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family & ~far_seed
+        return (np.isin(v, (BETTER, WORSE)) & (p * extra < a) & (sk == 0) & ~small_family & ~far_seed
+                & (nn >= np.asarray(min_n, float)))
 
 
 def seed_gap(x: Any, tol: Any = 0.0) -> np.ndarray:
@@ -269,8 +287,8 @@ class BatchResult:
         the decision then used ``p x 10`` (so needed p < alpha/10) and the CI is at the matching level.
     firm : bool array
         Better/worse verdicts that are firm (:func:`is_firm`): from :data:`FIRM_FROM` seeds per arm, or where
-        p x 10 clears the level (up to four treatments), and never on evidently skewed values; the other better/worse
-        verdicts are indicative.
+        p x 10 clears the level (up to four treatments), never below :data:`FIRM_MIN_CONTINUOUS` seeds per arm and
+        never on evidently skewed values; the other better/worse verdicts are indicative.
     skewed : bool array
         The values are evidently skewed (:func:`skew_evident`): a better/worse verdict is then indicative.
     gap : float array

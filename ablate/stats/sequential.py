@@ -159,7 +159,10 @@ def stop_factors(looks: Sequence[int]) -> tuple[float, ...]:
     tuple of float
         :func:`ablate.stats.core.firm_factor` at each look's seed count (10 below
         :data:`ablate.stats.core.FIRM_FROM`, else 1: only a firm verdict stops, :func:`stops`), and 1 at the last
-        look, where every crossing is the verdict. Looks 5, 10, 15, 20: (10, 10, 10, 1).
+        look, where every crossing is the verdict. Looks 5, 10, 15, 20: (10, 10, 10, 1). Below
+        :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds no crossing on a continuous metric is firm, so such a look
+        spends less than the factor 10 reserves (conservative; a 0/1 metric, firm where its exact test rejects, may
+        stop there, so the plan, made before the metric is seen, keeps the factor).
     """
     lk = [int(x) for x in looks]
     out = [float(x) for x in firm_factor(np.asarray(lk), False)]
@@ -303,7 +306,8 @@ def stops(verdict: Any, firm: Any) -> np.ndarray:
     -------
     numpy.ndarray of bool
         True for a firm better/worse or an equivalent verdict. An indicative better/worse (below
-        :data:`ablate.stats.core.FIRM_FROM` seeds per arm, p x 10 not under the boundary) does not stop: stopping
+        :data:`ablate.stats.core.FIRM_FROM` seeds per arm, p x 10 not under the boundary; on a continuous metric,
+        any crossing below :data:`ablate.stats.core.FIRM_MIN_CONTINUOUS` seeds) does not stop: stopping
         there left 57% of 1 SD effects with an indicative answer and no more seeds (issue 37 item 4), so the arm
         runs to the next look; :func:`boundaries` with :func:`stop_factors` spends α on these stops only. Callers
         pass ``firm | indicative_at_every_n(...)``: from FIRM_FROM seeds a crossing that only evident skew keeps

@@ -126,3 +126,27 @@ def test_next_run_stops_at_the_cap_when_the_advice_is_above_it() -> None:
     assert seeds_next(c) == 50
     c["seed_advice"]["cap"] = 100  # a cap above the advice: the advised N itself
     assert seeds_next(c) == 54
+
+
+def test_an_inconclusive_continuous_verdict_runs_at_least_8_seeds() -> None:
+    """Stop 48: below 8 seeds per arm no verdict on a continuous metric is firm, so an inconclusive one whose 80% power
+    needs fewer (3 seeds, SD 0.01 with 4 df, δ = 0.04: 5 seeds per arm, planned on the SD's 90% upper limit) runs 8, and
+    the Seed recommendation says why; a 0/1 metric (firm where its exact test rejects, at any N) runs the 5."""
+    from ablate.judge.bottom_line import seeds_next
+    from ablate.judge.report import seed_advice_text
+    from ablate.stats import recommend_seeds
+    from ablate.stats.core import FIRM_MIN_CONTINUOUS
+
+    a = recommend_seeds(3, 0.01, 4, target=0.04, target_kind="margin")
+    assert a is not None and a.n_needed == 5 and FIRM_MIN_CONTINUOUS == 8
+    c = {"verdict": "inconclusive", "firm": None, "n_treatment": 3, "n_control": 3,
+         "seed_advice": {"n": 3, "n_needed": a.n_needed, "cap": a.cap, "message": a.message()}}
+    assert seeds_next(c) == 8
+    said = seed_advice_text(c)
+    assert said.startswith(a.message()) and said.endswith(" The Next line runs 8 seeds per arm: below 8 a verdict on "
+                                                          "a continuous metric is never firm (docs/verdict.md).")
+    c["binary"] = {"paired": False}
+    assert seeds_next(c) == 5 and seed_advice_text(c) == a.message()
+    c.pop("binary")
+    c["seed_advice"]["n_needed"] = 9  # more than the floor: the advice itself, nothing added
+    assert seeds_next(c) == 9 and "The Next line runs" not in seed_advice_text(c)

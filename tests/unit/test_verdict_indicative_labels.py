@@ -1,8 +1,9 @@
 """An indicative better/worse says "(indicative)" wherever a verdict word reaches a person or code that prints it
 (issue: the Python API and the plots dropped it): the `Verdict` repr and `.words`, the forest plot's legend, the
 LaTeX table, the trackers' verdict words, the transfer report. verdict.json keeps `verdict` = "better" plus
-`firm` = false. Fixture: two treatments under Holm, lr=0.2 firm, lr=0.1 better at Holm's second step but
-indicative (p_adj x 10 >= 0.05, from scipy + statsmodels below)."""
+`firm` = false. Fixture: two treatments under Holm, 8 seeds per arm (below 8 no verdict on a continuous metric is
+firm), lr=0.2 firm, lr=0.1 better at Holm's second step but indicative (p_adj x 10 >= 0.05, from scipy + statsmodels
+below)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,15 @@ from tests.helpers import make_sweep
 C = [0.712, 0.695, 0.731, 0.704, 0.719]
 T = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch vs C: p = 0.0386886 (spec C1)
 STRONG = [v + 0.05 for v in T]
+# 8 seeds per arm: C and T with 3 more seeds each (Welch p = 0.0382581, scipy)
+C8 = [*C, 0.710, 0.724, 0.700]
+T8 = [*T, 0.713, 0.709, 0.727]
+STRONG8 = [v + 0.05 for v in T8]
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    root = make_sweep(tmp_path_factory.mktemp("labels") / "sw", {"control": C, "lr=0.2": STRONG, "lr=0.1": T},
+    root = make_sweep(tmp_path_factory.mktemp("labels") / "sw", {"control": C8, "lr=0.2": STRONG8, "lr=0.1": T8},
                       options={"pairing": "unpaired"})
     write_verdict(SweepDir.open(root), {"plots": False})
     return root, json.loads((root / "verdict.json").read_text())
@@ -40,7 +45,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 def test_fixture_is_one_firm_one_indicative(sweep: tuple[Path, dict]) -> None:
     """The real numbers: Holm's p_adj of lr=0.1 is below 0.05 but x 10 is not; lr=0.2's x 10 still is."""
     _, v = sweep
-    ps = [stats.ttest_ind(x, C, equal_var=False).pvalue for x in (STRONG, T)]
+    ps = [stats.ttest_ind(x, C8, equal_var=False).pvalue for x in (STRONG8, T8)]
     p_adj = multipletests(ps, alpha=0.05, method="holm")[1]
     assert p_adj[0] * 10 < 0.05 and p_adj[1] < 0.05 <= p_adj[1] * 10
     got = {c["arm"]: (c["verdict"], c["firm"]) for c in v["comparisons"]}
@@ -95,7 +100,9 @@ def test_verdict_label_follows_compare() -> None:
     c = compare(T, C)  # p = 0.0387 at 5 seeds: better, indicative
     assert (c.verdict, c.firm) == ("better", False)
     assert verdict_label(c.verdict, c.firm) == "better (indicative)"
-    strong = compare(STRONG, C)
+    weak = compare(STRONG, C)  # p x 10 < 0.05, but 5 seeds per arm: below 8 no continuous verdict is firm
+    assert (weak.verdict, weak.firm) == ("better", False)
+    strong = compare(STRONG8, C8)
     assert (strong.verdict, strong.firm) == ("better", True) and verdict_label(strong.verdict, strong.firm) == "better"
     assert verdict_label("inconclusive", None) == "inconclusive"
 
@@ -108,11 +115,12 @@ def test_the_ci_beside_an_indicative_verdict_is_labelled(sweep: tuple[Path, dict
     md = (root / "verdict.md").read_text()
     c = {x["arm"]: x for x in v["comparisons"]}
     assert (c["lr=0.1"]["ci_indicative"], c["lr=0.2"]["ci_indicative"]) == (True, False)
-    ci = stats.ttest_ind(T, C, equal_var=False).confidence_interval(0.95)
+    ci = stats.ttest_ind(T8, C8, equal_var=False).confidence_interval(0.95)
     lo, hi = f"{ci.low:+.4f}", f"{ci.high:+.4f}"
     assert c["lr=0.1"]["ci"] == [pytest.approx(ci.low), pytest.approx(ci.high)]
-    assert f"changed val_acc by +0.0192 (indicative 95% CI {lo} to {hi}): **better (indicative)**" in md
-    assert f"Δ val_acc = +0.0192 (indicative 95% CI {lo} to {hi}; higher is better)" in md
+    assert sum(T8) / 8 - sum(C8) / 8 == pytest.approx(0.0139, abs=5e-5)
+    assert f"changed val_acc by +0.0139 (indicative 95% CI {lo} to {hi}): **better (indicative)**" in md
+    assert f"Δ val_acc = +0.0139 (indicative 95% CI {lo} to {hi}; higher is better)" in md
     assert f"| [{lo}, {hi}] (95%, indicative) |" in md
     assert f"indicative 95% CI [{ci.low:.4f}, {ci.high:.4f}]" in c["lr=0.1"]["reason"]
     strong = next(t for t in v["bottom_line"]["treatments"] if t["arm"] == "lr=0.2")

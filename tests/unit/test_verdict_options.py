@@ -20,6 +20,11 @@ C = [0.712, 0.695, 0.731, 0.704, 0.719]
 T = [0.728, 0.741, 0.716, 0.739, 0.733]  # Welch vs C: p = 0.0386886 (spec C1)
 STRONG = [v + 0.05 for v in T]
 T2 = [0.709, 0.722, 0.700, 0.731, 0.713]
+# 8 seeds per arm (the fewest at which a continuous metric's verdict can be firm): C and T with 3 more seeds each,
+# Welch p = 0.0382581 (scipy), about spec C1's 0.0387 at 5
+C8 = [*C, 0.710, 0.724, 0.700]
+T8 = [*T, 0.713, 0.709, 0.727]
+STRONG8 = [v + 0.05 for v in T8]
 
 
 def _verdict(root: Path) -> dict:
@@ -99,7 +104,9 @@ def test_two_treatments_decision_and_interval_agree(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     assert "(indicative 95% CI +0.0013 to +0.0371): **better (indicative)**" in md  # the bottom line
     assert "| [+0.0013, +0.0371] (95%, indicative) |" in md  # the comparisons table, same level
-    assert md.count("(97.5%) |") == 1  # the strong arm, rejected at Holm's first step (α/2)
+    # the strong arm, rejected at Holm's first step (α/2); indicative too at 5 seeds per arm (below 8 no verdict on a
+    # continuous metric is firm)
+    assert md.count("(97.5%, indicative) |") == 1
     assert "holm_ci" not in md
 
 
@@ -112,14 +119,16 @@ def test_bottom_line_comes_first_and_says_what_to_do(tmp_path: Path) -> None:
     assert "- **lr=0.2** (task.optim.lr 0.05 → 0.2) changed val_acc by +0.0692 (" in bottom
     assert "- **lr=0.1** (task.optim.lr 0.05 → 0.1) changed val_acc by " in bottom
     assert "): **inconclusive**, the data cannot tell yet." in bottom
-    assert ("Next: no run of up to 50 seeds per arm is likely to decide lr=0.1 (Seed recommendation); only a margin "
-            "(`margin=δ`) could show that no difference matters.") in bottom
+    # lr=0.2 is indicative at 5 seeds per arm (below 8 no verdict on a continuous metric is firm): Next extends to
+    # the 20 seeds per arm at which it is firm if its p_adj stays below α (lr=0.1 alone needed more than the cap)
+    assert f"Next: `ablate extend {root} seeds=20` (20 seeds per arm: runs only the 15 new ones" in bottom
     seeds = md[md.index("## Seed recommendation"):md.index("## Flags")]
     assert "(> cap: the advice's cap, the most seeds per arm it plans for, is 50)" in seeds
     # Welch's 97.5% interval (5 seeds per arm: pairing=auto does not pair), scipy's ttest_ind(...).confidence_interval
     ref = stats.ttest_ind(STRONG, C, equal_var=False).confidence_interval(0.975)
     assert (round(ref.low, 4), round(ref.high, 4)) == (0.0478, 0.0906)
-    assert "changed val_acc by +0.0692 (97.5% CI +0.0478 to +0.0906): **better**, firm." in bottom
+    assert ("changed val_acc by +0.0692 (indicative 97.5% CI +0.0478 to +0.0906): **better (indicative)**, not yet "
+            "firm (a lead to confirm).") in bottom
     assert "## Terms" in md
 
 
@@ -151,9 +160,11 @@ def test_bottom_line_run_k_more_seeds(tmp_path: Path) -> None:
 
 
 def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
-    """Spec C1's dataset U (Welch p = 0.0387 at 5 seeds per arm) is `better`, but p x 10 does not clear 0.05 and
-    5 < 20 seeds: the bottom line says indicative, why, and the seeds that would make it firm; verdict.json
-    carries firm = false. A strong effect (p x 10 < 0.05) at the same N is firm."""
+    """Spec C1's dataset U (Welch p = 0.0387 at 5 seeds per arm) is `better`, and indicative: below 8 seeds per arm no
+    verdict on a continuous metric is firm, whatever p (stop 48), so even a strong effect (p x 10 < 0.05) is; the
+    reason is said once. With 3 more seeds per arm (8, p = 0.0383) p x 10 does not clear 0.05 and 8 < 20: the bottom
+    line says indicative, why, and the seeds that would make it firm; verdict.json carries firm = false. A strong
+    effect at 8 seeds is firm."""
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": T})
     v = write_verdict(SweepDir.open(root), {"plots": False})
     c = v["comparisons"][0]
@@ -165,21 +176,37 @@ def test_bottom_line_says_indicative_below_20_seeds(tmp_path: Path) -> None:
     assert f"Next: `ablate extend {root} seeds=20` (20 seeds per arm: runs only the 15 new ones, in this sweep dir" \
         in bottom
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
-    assert ("Not yet firm: with 5 seeds per arm no test of the mean holds α for every metric shape" in seeds
+    why = "Not yet firm: below 8 seeds per arm (here 5) a verdict on a continuous metric is never firm, whatever its p"
+    assert why in seeds and md.count(why) == 1
+    assert "at 20 seeds per arm it is firm if its p is then below the level" in seeds
+    assert "is not below α" not in md and "indicative_verdict" not in md
+    strong5 = make_sweep(tmp_path / "sw5", {"control": C, "lr=0.1": STRONG})
+    c5 = write_verdict(SweepDir.open(strong5), {"plots": False})["comparisons"][0]
+    assert stats.ttest_ind(STRONG, C, equal_var=False).pvalue * 10 < 0.05
+    assert c5["verdict"] == "better" and c5["firm"] is False and c5["firm_from"] == 20
+    root = make_sweep(tmp_path / "sw8", {"control": C8, "lr=0.1": T8})
+    c = write_verdict(SweepDir.open(root), {"plots": False})["comparisons"][0]
+    p8 = stats.ttest_ind(T8, C8, equal_var=False).pvalue
+    assert p8 == pytest.approx(0.0382581, rel=1e-5) and c["pvalue"] == pytest.approx(p8, rel=1e-9)
+    assert c["verdict"] == "better" and c["firm"] is False and c["firm_from"] == 20
+    md = (root / "verdict.md").read_text()
+    bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
+    assert "): **better (indicative)**, not yet firm (a lead to confirm)." in bottom
+    seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
+    assert ("Not yet firm: with 8 seeds per arm no test of the mean holds α for every metric shape" in seeds
             and "At 20 seeds per arm it is firm if its p then stays below α (more seeds can also show no effect)."
             in seeds)
     # what is multiplied by what, and why, once (one treatment: no adjustment, so p); Welch's p from scipy
-    p10 = stats.ttest_ind(T, C, equal_var=False).pvalue * 10
-    why = (f"p × 10 = {p10:.2g} is not below α = 0.05 (below 20 seeds per arm a verdict is firm only when p is 10 "
+    why = (f"p × 10 = {p8 * 10:.2g} is not below α = 0.05 (below 20 seeds per arm a verdict is firm only when p is 10 "
            "times under its level)")
     assert why in seeds and md.count(why) == 1
     assert "p × 10 does not clear" not in md
     assert "The two numbers answer two questions: 20 seeds per arm is where ablate's rule calls this verdict firm" \
         in seeds
     assert "indicative_verdict" not in md  # the flag's words are the Seed recommendation's, said once there
-    strong = make_sweep(tmp_path / "sw2", {"control": C, "lr=0.1": STRONG})
+    strong = make_sweep(tmp_path / "sw2", {"control": C8, "lr=0.1": STRONG8})
     c2 = write_verdict(SweepDir.open(strong), {"plots": False})["comparisons"][0]
-    assert stats.ttest_ind(STRONG, C, equal_var=False).pvalue * 10 < 0.05
+    assert stats.ttest_ind(STRONG8, C8, equal_var=False).pvalue * 10 < 0.05
     assert c2["verdict"] == "better" and c2["firm"] is True and c2["firm_from"] is None
     assert "): **better**, firm." in (strong / "verdict.md").read_text()
 
@@ -288,7 +315,8 @@ def test_verdict_defaults_are_stated_once_and_match_the_shipped_config() -> None
 
 def test_paired_indicative_wording_counts_seeds_per_arm(tmp_path: Path) -> None:
     """A paired indicative verdict names its N as seeds per arm, as the seeds it asks for are ("with 5 pairs ...
-    20 seeds per arm" read as two units), in the bottom line and the flag; the paired t p from scipy."""
+    20 seeds per arm" read as two units), in the bottom line and the flag; the paired t p from scipy. At 5 pairs the
+    reason is the 8-seed floor (below 8 seeds per arm no verdict on a continuous metric is firm)."""
     t = [0.722, 0.699, 0.743, 0.706, 0.727]  # C + 0.010, 0.004, 0.012, 0.002, 0.008: paired t p = 0.0178
     root = make_sweep(tmp_path / "sw", {"control": C, "lr=0.1": t}, options={"pairing": "paired"})
     c = write_verdict(SweepDir.open(root), {"plots": False})["comparisons"][0]
@@ -298,9 +326,10 @@ def test_paired_indicative_wording_counts_seeds_per_arm(tmp_path: Path) -> None:
     md = (root / "verdict.md").read_text()
     bottom = md[md.index("## Bottom line"):md.index("## For the paper")]
     seeds = md[md.index("## Seed recommendation"):md.index("## Ablation table")]
-    assert "Not yet firm: with 5 seeds per arm (paired) no test of the mean holds α" in seeds
-    assert ". At 20 seeds per arm it is firm if its p then stays below α" in seeds
-    assert "no test of the mean holds α" not in md.replace(seeds, "").replace("## Terms", "@@").split("@@")[0]
+    assert "Not yet firm: below 8 seeds per arm (here 5, paired) a verdict on a continuous metric is never firm" \
+        in seeds
+    assert "; at 20 seeds per arm it is firm if its p is then below the level" in seeds
+    assert "is never firm" not in md.replace(seeds, "").replace("## Terms", "@@").split("@@")[0]
     assert "pairs" not in bottom and "seeds=20" in bottom
 
 
