@@ -12,9 +12,10 @@ project byte for byte; every test checks they were not edited and that no shim f
   app's config is composed and recorded, not what it trains.
 
 Dry runs and refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`), on one copy of
-the Lightning-style app's project for the module (``lit_dry``); runs, repro and the single run the console
-script. The Lightning-style app is ablated twice for the module (``lit_sweeps``: warm forks, and fresh processes
-reading TensorBoard), and each test that needs a run asserts on those.
+the Lightning-style app's project for the module (``lit_dry``), and so does ``repro`` (the trial it re-runs is
+its own child process, started as under the console script); runs and the single run the console script. The
+Lightning-style app is ablated twice for the module (``lit_sweeps``: warm forks, and fresh processes reading
+TensorBoard), and each test that needs a run asserts on those.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ def lit_dry(project_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.fixture(scope="module")
 def lit_sweeps(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """The Lightning-style app ablated twice for the module: ``(project, warm, fresh)``. ``warm``: the default
-    launcher (local, warm forks); ``fresh``: ``launcher.warm=false`` with its metric read from the app's
-    TensorBoard events, reduced by max. Each run starts torch in every trial process of a fresh run: run once,
-    asserted on by every test that needs it (issue 34)."""
+    launcher (local, warm forks); ``fresh``: ``launcher=inline``, each trial a fresh ``python src/train.py`` the
+    ablate process starts itself (``launcher.warm=false`` would wrap each in a ``python -m ablate.trials.trial``
+    process too: ablate's imports again, six times; the threads are the plan's under every launcher), with its
+    metric read from the app's TensorBoard events, reduced by max. Each run starts torch in every trial process of
+    a fresh run: run once, asserted on by every test that needs it (issue 34)."""
     project = tmp_path_factory.mktemp("lit_sweeps") / "proj"
     shutil.copytree(project_template, project, symlinks=True)
     with pytest.MonkeyPatch.context() as mp:
@@ -96,8 +99,8 @@ def lit_sweeps(project_template: Path, tmp_path_factory: pytest.TempPathFactory)
         warm = ablate_cli(project, *common, "launcher.max_parallel=1", "hydra.sweep.dir=outputs/warm")
         assert warm.returncode == 0, warm.stderr
         assert "starts a fresh" not in warm.stderr, warm.stderr  # no fallback was needed
-        fresh = ablate_cli(project, *common, "launcher=local", "launcher.max_parallel=2", "launcher.warm=false",
-                           "+task.metric_source=tensorboard", "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
+        fresh = ablate_cli(project, *common, "launcher=inline", "+task.metric_source=tensorboard",
+                           "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
         assert fresh.returncode == 0, fresh.stderr
     return project, project / "outputs" / "warm", project / "outputs" / "fresh"
 
@@ -174,7 +177,7 @@ def test_lightning_style_app_ablated_as_it_is(lit_sweeps: tuple[Path, Path, Path
     pinned = yaml.safe_load((sd / "ablation.yaml").read_text())["pins"]["config_files"]
     assert str(lit_project / "configs" / "model" / "mlp.yaml") in pinned  # the app's configs are hashed too
     for seed in (1, 2):  # weak reproducibility holds on the seeds tried, the first one included
-        rep = ablate_cli(lit_project, "repro", str(sd), "--trial", f"control/{seed}")
+        rep = ablate_in(lit_project, "repro", str(sd), "--trial", f"control/{seed}")  # its child re-runs it
         assert rep.returncode == 0, rep.stdout + rep.stderr
         assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
         # compared as the app saw them: its output dirs differ only by naming each run's own dir, said so
@@ -208,7 +211,7 @@ def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_pr
     # ${now:} resolved once for the ablation and frozen into every arm: one run_id, no confound
     assert len(run_ids) == 1 and next(iter(run_ids)).startswith("light_"), run_ids
     assert verdict["confounds"]["findings"] == [], verdict["confounds"]
-    rep = ablate_cli(plain_project, "repro", str(sd), "--trial", "lr=0.2/1")
+    rep = ablate_in(plain_project, "repro", str(sd), "--trial", "lr=0.2/1")  # its child re-runs the trial
     assert rep.returncode == 0 and "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
 
 
@@ -282,7 +285,7 @@ def test_python_api_takes_app_overrides(lit_project: Path, capsys: pytest.Captur
 
 
 def test_metric_from_tensorboard_events_reduced_by_max(lit_sweeps: tuple[Path, Path, Path]) -> None:
-    # fresh processes (launcher.warm=false), the module's second run: where the metric is read from does not depend
+    # fresh app processes (launcher=inline), the module's second run: where the metric is read from does not depend
     # on the launcher (tests/integration/test_fn_metric_sources.py runs both), and the same run is the fresh side
     # of test_a_lightning_style_warm_app_imports_once_and_logs_as_a_fresh_run
     _, _, sd = lit_sweeps

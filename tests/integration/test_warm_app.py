@@ -20,8 +20,12 @@ pytestmark = pytest.mark.slow
 
 
 def _run(project: Path, task: str, variable: str, warm: bool, sweep: str) -> Path:
-    res = ablate_cli(project, "-m", f"task={task}", f"variable={variable}", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=2", f"launcher.warm={str(warm).lower()}", f"hydra.sweep.dir={sweep}")
+    """``warm``: launcher=local's warm forks; else ``launcher=inline``, whose app trials are each a fresh
+    ``python plain/app.py`` started by the ablate process itself (no `python -m ablate.trials.trial` around it, as
+    ``launcher.warm=false`` adds: 1 s of CPU a trial), with the same threads and argv (design-notes.md)."""
+    launcher = ("launcher=local", "launcher.max_parallel=2", "launcher.warm=true") if warm else ("launcher=inline",)
+    res = ablate_cli(project, "-m", f"task={task}", f"variable={variable}", "seeds=3", *launcher,
+                     f"hydra.sweep.dir={sweep}")
     assert res.returncode == 0, res.stderr
     assert "starts a fresh" not in res.stderr, res.stderr  # no fallback was needed
     return project / sweep
