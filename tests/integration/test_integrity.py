@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -65,8 +66,24 @@ def probe_project(project: Path) -> Path:
 
 
 def dvc_status(project: Path) -> str:
-    return run([sys.executable, "-m", "dvc", "status", "prepare"], project, env={**os.environ, "DVC_NO_ANALYTICS": "1"},
-               check=False).stdout
+    """What `dvc status prepare` prints, DVC's CLI entry (:func:`dvc.cli.main`) called in this process: about
+    0.1-0.5 s of CPU against 1.5 s for `python -m dvc` (an interpreter start and DVC's imports). The same command
+    on the same files and the same state cache, so it is fooled by an edit keeping size, inode and mtime just as
+    the console script is; the loggers DVC sets up (bound to the captured streams) are put back after it."""
+    from dvc.cli import main
+
+    from tests.helpers import _loggers, _restore_loggers
+
+    out, env, loggers = io.StringIO(), dict(os.environ), _loggers()
+    os.environ["DVC_NO_ANALYTICS"] = "1"
+    try:
+        with contextlib.chdir(project), contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            main(["status", "prepare"])
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+        _restore_loggers(loggers)
+    return out.getvalue()
 
 
 def shuffled_val_labels(path: Path) -> bytes:

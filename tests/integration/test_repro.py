@@ -1,4 +1,8 @@
-"""Determinism modes and `ablate repro` end to end: real git + DVC projects, real torch training (issue 6)."""
+"""Determinism modes and `ablate repro` end to end: real git + DVC projects, real torch training (issue 6).
+
+`ablate repro` is called in this process (:func:`tests.helpers.ablate_in`): the re-run itself is a fresh trial
+process either way (:func:`ablate.orchestrate.repro._run_child`), so only the console script's interpreter start
+and ablate's imports (about 1.1 s of CPU per call) are saved; the ablations stay with the console script."""
 
 from __future__ import annotations
 
@@ -77,9 +81,14 @@ def probe_project(project: Path) -> Path:
 
 def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project: Path) -> None:
     """charlm, `ablate -m variable=determinism`: the mode is the treatment (no confound); two strict runs
-    log identical per-step fingerprints; two seeded runs end with identical metrics; off diverges at once."""
+    log identical per-step fingerprints; two seeded runs end with identical metrics; off diverges at once.
+
+    The warm parent preloads torch and torch._dynamo (``launcher.preload``), which it would otherwise learn from
+    the first trials (each of those, and the probe fork that checks the import, paying for it again): where the
+    import is paid, not what a trial computes (:class:`ablate.trials.warm.parent.Learner`)."""
     res = ablate_cli(project, "-m", "variable=determinism", "variable.values=[off,strict]", "task=charlm",
-                     "task.steps=6", "task.val_windows=16", "seeds=3", "launcher=local", "launcher.max_parallel=2")
+                     "task.steps=6", "task.val_windows=16", "seeds=3", "launcher=local", "launcher.max_parallel=2",
+                     "launcher.preload=[torch,torch._dynamo]")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     for arm, mode in (("control", "seeded"), ("determinism=off", "off"), ("determinism=strict", "strict")):
@@ -95,7 +104,7 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     verdict = json.loads((sd / "verdict.json").read_text())
     assert verdict["confounds"]["findings"] == [] and verdict["confounds"]["invalid"] is False
 
-    strict = ablate_cli(project, "repro", str(sd), "--trial", "determinism=strict/1", "--strong")
+    strict = ablate_in(project, "repro", str(sd), "--trial", "determinism=strict/1", "--strong")
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "strong reproducibility (per-step fingerprints equal): holds (6 steps identical)" in strict.stdout
     assert "manifests differ" not in strict.stdout  # replayed with the original's threads and variables
@@ -104,13 +113,13 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     assert (rerun / "steps.jsonl").read_text() == (original / "steps.jsonl").read_text()
     assert manifest(rerun)["determinism"]["mode"] == "strict"
 
-    seeded = ablate_cli(project, "repro", str(sd))  # default: the first completed control trial
+    seeded = ablate_in(project, "repro", str(sd))  # default: the first completed control trial
     assert seeded.returncode == 0, seeded.stdout + seeded.stderr
     assert "control/seed=0 (determinism=seeded)" in seeded.stdout
     a, b = result(sd / "trials" / "control" / "seed=0"), result(sd / "repro" / "control" / "seed=0" / "1")
     assert a["metrics"]["val_loss"] == b["metrics"]["val_loss"]
 
-    off = ablate_cli(project, "repro", str(sd), "--trial", "determinism=off/seed=0", "--strong")
+    off = ablate_in(project, "repro", str(sd), "--trial", "determinism=off/seed=0", "--strong")
     assert off.returncode == 1, off.stdout + off.stderr
     assert "first divergence at step 0 (fingerprint 1 of 6" in off.stdout
     assert "determinism=off seeds nothing" in off.stdout
@@ -135,13 +144,13 @@ def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(pro
         assert failed["error"].startswith("`determinism=strict`: the op put_ has no deterministic implementation")
         assert "`determinism=seeded`" in failed["error"] and "warn_only=True" in failed["error"]
 
-    same = ablate_cli(probe_project, "repro", str(sd), "--strong")
+    same = ablate_in(probe_project, "repro", str(sd), "--strong")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "weak reproducibility (final metrics bitwise equal): holds" in same.stdout
 
     (probe_project / "perturb.txt").write_text("3")  # a hidden input changes between the run and the re-run
     original_steps = (sd / "trials" / "control" / "seed=0" / "steps.jsonl").read_text()
-    diverged = ablate_cli(probe_project, "repro", str(sd), "--trial", "control/0", "--strong")
+    diverged = ablate_in(probe_project, "repro", str(sd), "--trial", "control/0", "--strong")
     assert diverged.returncode == 1, diverged.stdout + diverged.stderr
     out = diverged.stdout
     assert "weak reproducibility (final metrics bitwise equal): DOES NOT HOLD" in out
