@@ -15,7 +15,7 @@ from tests.helpers import REPO, clean_env, run
 
 @pytest.hookimpl(wrapper=True)  # around xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
-    """Group the tests for ``pytest -n 5 --dist loadgroup`` (README's test command, pytest-xdist). Every test that
+    """Group the tests for ``pytest -n 4 --dist loadgroup`` (README's test command, pytest-xdist). Every test that
     uses the SLURM cluster runs in one worker, one job set at a time, as without xdist (the cluster has 2 CPUs:
     a test's wait for its jobs must not depend on another test's jobs). A file whose tests share a module- or
     session-scoped fixture of its own (a sweep run once, then read by each test) runs in one worker, so that
