@@ -33,6 +33,7 @@ from ablate.plan.suite import SuitePlan, describe_suite, suite_record
 from ablate.plan.trial_resolved import plan_dependent
 from ablate.plan.tuning import Tune, expand, parse_tune
 from ablate.plan.tuning import describe as describe_tuning
+from ablate.record import trial_lock
 from ablate.record.results import misplaced_records, misplaced_warning, trial_state, write_results
 from ablate.record.sweepdir import TRIALS_DIR, SweepDir, dump_yaml, write_atomic
 from ablate.record.verdict_key import TrialDigest
@@ -472,7 +473,24 @@ def pending_trials(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool 
     with attempts left, (with ``resubmit``) stopped from outside: killed (cancelled, node failure,
     preempted past its requeues, OOM) or timed out, and (with ``rerun_pin_mismatch``, once the pins
     were checked again) trials that refused to run because code or data differed from the pins.
-    Outputs of interrupted or re-run attempts are moved to ``attempts/<n>/``."""
+    Outputs of interrupted or re-run attempts are moved to ``attempts/<n>/``.
+
+    Decided with no trial process of the sweep dir running (:func:`ablate.record.trial_lock.quiet`): one left by an
+    ablate process that died is waited for (a trial that finishes meanwhile counts as finished), so none writes
+    into a trial dir after its outputs were moved aside for a re-run.
+
+    Raises
+    ------
+    SweepDirError
+        When such trial processes still run after :data:`ablate.record.trial_lock.STRAY_WAIT_S` seconds."""
+    with trial_lock.quiet(sd.root, log=_log):  # no trial process of the sweep dir runs while this decides
+        return _pending(sd, plan, retry_failed=retry_failed, seeds=seeds, arms=arms, resubmit=resubmit,
+                        rerun_pin_mismatch=rerun_pin_mismatch)
+
+
+def _pending(sd: SweepDir, plan: Mapping[str, Any], *, retry_failed: bool, seeds: list[int] | None,
+             arms: list[str] | None, resubmit: bool, rerun_pin_mismatch: bool) -> list[TrialRef]:
+    """:func:`pending_trials` while the sweep dir's trial lock is held."""
     opts = plan.get("options", {})
     max_attempts = 1 + int(opts.get("max_retries", 0))
     todo: list[TrialRef] = []

@@ -33,6 +33,7 @@ from ablate.pin import pins as pins_mod
 from ablate.pin.ignored import explain_missing
 from ablate.pin.imported import imported_distributions
 from ablate.plan.hydra_semantics import trial_hydra
+from ablate.record import trial_lock
 from ablate.record.errorline import exception_line, failure_line
 from ablate.record.sweepdir import SweepDir, TrialPaths, with_digest_json, write_atomic, write_json
 from ablate.trials import fingerprint, isolation, proctree, seeding
@@ -163,31 +164,36 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     t0 = time.perf_counter()
     sd = SweepDir(sweep_root)
     tp = TrialPaths(Path(trial_dir).absolute()) if trial_dir is not None else sd.trial(arm, seed)
-    sd.mkdir(tp.dir)
-    previous = sd.read_result(arm, seed) if trial_dir is None else None
-    if previous is not None and previous.get("status") == "ok":
-        return previous
-    trial = _start(sd, tp, arm, seed, attempt=attempt, in_process=in_process, t0=t0)
-    # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only, its state changes are undone
-    with isolation.TrialIsolation(in_process, own_root=str(sd.root)) as iso:
-        try:
-            return _record(trial, iso, *_stages(trial, iso, determinism))
-        except TrialTimeout as exc:
-            return _record(trial, iso, "timeout", {"error": str(exc)})
-        except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
-            if iso.guard.user_interrupt:  # the user's Ctrl-C: leave the trial unfinished, `ablate resume` re-runs it
-                raise KeyboardInterrupt from None
-            if isinstance(exc, SystemExit) and not in_process and os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
-                raise  # submitit's preemption / time-limit handler requeued the job and ends it with sys.exit(-1)
-            return _record(trial, iso, "failed", _exit_fields(exc, in_process))
-        except TaskContractError as exc:
-            return _record(trial, iso, "failed", {
-                "contract_error": True,
-                "error": f"`task.fn`: {exc}. Fix: return a dict such as {{'{trial.metric}': value}}."})
-        except PinError as exc:
-            return _record(trial, iso, "pin_mismatch", {"error": str(exc)})
-        except Exception as exc:
-            return _record(trial, iso, "failed", _error_fields(trial, exc))
+    # no resume decides about this trial while it runs (trial_lock.StrayTrial: one does); `ablate repro`'s
+    # scratch dir is not the sweep dir's
+    with contextlib.nullcontext() if trial_dir is not None else trial_lock.hold(sd.root):
+        sd.mkdir(tp.dir)
+        previous = sd.read_result(arm, seed) if trial_dir is None else None
+        if previous is not None and previous.get("status") == "ok":
+            return previous
+        trial = _start(sd, tp, arm, seed, attempt=attempt, in_process=in_process, t0=t0)
+        # inline: sys.exit / os._exit / KeyboardInterrupt of the task end the trial only, its state changes are
+        # undone
+        with isolation.TrialIsolation(in_process, own_root=str(sd.root)) as iso:
+            try:
+                return _record(trial, iso, *_stages(trial, iso, determinism))
+            except TrialTimeout as exc:
+                return _record(trial, iso, "timeout", {"error": str(exc)})
+            except (KeyboardInterrupt, SystemExit, isolation.TaskExit) as exc:
+                if iso.guard.user_interrupt:  # the user's Ctrl-C: the trial stays unfinished, a resume re-runs it
+                    raise KeyboardInterrupt from None
+                if (isinstance(exc, SystemExit) and not in_process
+                        and os.environ.get("SUBMITIT_EXECUTOR") == "slurm"):
+                    raise  # submitit's preemption / time-limit handler requeued the job, ends it by sys.exit(-1)
+                return _record(trial, iso, "failed", _exit_fields(exc, in_process))
+            except TaskContractError as exc:
+                return _record(trial, iso, "failed", {
+                    "contract_error": True,
+                    "error": f"`task.fn`: {exc}. Fix: return a dict such as {{'{trial.metric}': value}}."})
+            except PinError as exc:
+                return _record(trial, iso, "pin_mismatch", {"error": str(exc)})
+            except Exception as exc:
+                return _record(trial, iso, "failed", _error_fields(trial, exc))
 
 
 @dataclass
@@ -524,6 +530,10 @@ def _explain(exc: BaseException, msg: str) -> str:
     return msg
 
 
+#: Exit code of a trial process that found its ablate process gone and a resume deciding (it ran nothing).
+STRAY_EXIT = 3
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m ablate.trials.trial SWEEP_DIR ARM SEED [ATTEMPT]`` (used by the local launcher)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -536,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     attempt = int(argv[3]) if len(argv) == 4 else None
     try:
         rec = run_trial(Path(argv[0]), argv[1], int(argv[2]), attempt=attempt)
+    except trial_lock.StrayTrial as exc:  # its ablate process is gone and a resume decides: nothing recorded
+        print(f"ablate: {exc}", file=sys.stderr)
+        return STRAY_EXIT
     finally:
         proctree.kill_descendants()  # whatever the task started (setsid grandchildren too) ends with it
     sys.stdout.flush()

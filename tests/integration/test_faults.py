@@ -10,10 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,6 +63,9 @@ def train(cfg):
             fh.write(b"x")
     if fault == "slow":
         time.sleep(float(cfg.task.slow_s))
+    if fault == "gate":  # runs until the test opens its gate
+        while not log.with_name(f"gate-{cfg.seed}").exists():
+            time.sleep(0.02)
     return {"val_acc": 0.5 + cfg.seed * 0.01 + (0.1 if fault == "flaky" else 0.0)}
 '''
 
@@ -73,7 +78,7 @@ def fault_project(project: Path) -> Path:
     (project / "conf" / "variable" / "fault.yaml").write_text(
         "key: task.fault\nvalues: [raise, nan, kill, sleep]\n")
     with open(project / ".gitignore", "a") as fh:
-        fh.write("starts.log\nflaky-*\ntampered\n")
+        fh.write("starts.log\nflaky-*\ntampered\ngate-*\n")
     commit_all(project, "fault task")
     return project
 
@@ -191,6 +196,9 @@ def test_sigkill_orchestrator_then_resume_runs_each_trial_once(fault_project: Pa
             if t in before:  # finished before the kill: untouched, never re-run
                 assert (t / "result.json").read_text() == before[t]
                 assert n_starts == 1
+            elif t in running and r["attempt"] == 1:  # its process outlived ours and finished: the resume
+                assert n_starts == 1                      # waited for it (trial_lock) and kept its record
+                assert not (t / "attempts").exists()
             elif t in running:  # interrupted: re-run once, partial output kept aside
                 assert n_starts in (1, 2)  # 2 when the killed attempt had already entered the task
                 assert (t / "attempts" / "1" / "manifest.json").exists()
@@ -199,6 +207,46 @@ def test_sigkill_orchestrator_then_resume_runs_each_trial_once(fault_project: Pa
             else:  # never started before the kill
                 assert n_starts == 1
     assert json.loads((sd / "verdict.json").read_text())["comparisons"][0]["arm"] == "fault=slow"
+
+
+def test_resume_waits_for_a_trial_process_left_running_and_never_runs_it_twice(fault_project: Path) -> None:
+    """A trial process that outlives its ablate process (a warm parent that dies slowly under load leaves one for a
+    second or more; here one started by hand, as the local launcher starts a fresh trial, without a parent to die
+    with) finishes while `ablate resume` waits for it: its record is kept, the trial never runs twice, and nothing
+    of it is moved aside. The resume (inline) runs in this process."""
+    for seed in (0, 1, 2):
+        (fault_project / f"gate-{seed}").write_text("open")
+    res = ablate_in(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=inline",
+                    "variable.values=[gate]")
+    assert res.returncode == 0, res.stderr
+    sd = only_sweep(fault_project)
+    t = sd / "trials" / "fault=gate" / "seed=1"
+    shutil.rmtree(t)
+    (fault_project / "gate-1").unlink()
+    env = {k: v for k, v in os.environ.items() if k != "ABLATE_PARENT_PID"}
+    with open(fault_project / "stray.log", "w") as log:
+        stray = subprocess.Popen([sys.executable, "-m", "ablate.trials.trial", str(sd), "fault=gate", "1"],
+                                 cwd=fault_project, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (t / "manifest.json").exists():
+            time.sleep(0.05)
+        assert (t / "manifest.json").exists(), (fault_project / "stray.log").read_text()
+        gate = threading.Timer(1.5, (fault_project / "gate-1").write_text, args=("open",))
+        gate.start()  # the stray finishes while the resume waits for it
+        res = ablate_in(fault_project, "resume", str(sd))
+        gate.join()
+        assert res.returncode == 0, res.stderr
+        assert stray.wait(timeout=60) == 0, (fault_project / "stray.log").read_text()
+    finally:
+        stray.kill()
+        stray.wait()
+    r = result(sd, "fault=gate", 1)
+    assert (r["status"], r["attempt"], r["pid"]) == ("ok", 1, stray.pid)
+    assert not (t / "attempts").exists()
+    starts = [line.split() for line in (fault_project / "starts.log").read_text().splitlines()]
+    assert [s[3] for s in starts if s[1:3] == ["gate", "1"]] == [str(os.getpid()), str(stray.pid)]  # once each
+    assert json.loads((sd / "verdict.json").read_text())["arms"][1]["n"] == 3
 
 
 def test_second_orchestrator_on_same_dir_refused(fault_project: Path) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -411,3 +412,36 @@ def test_a_trial_that_finds_an_ok_result_is_not_recorded_failed_over_it(slow_pro
     LocalLauncher(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", 0, 2)], monitor)
     assert path.read_bytes() == before  # the record its trial wrote, untouched
     assert len(_starts(slow_project)) == n_starts  # the task did not run again
+
+
+def test_a_trial_started_as_ablate_stops_is_ended_and_recorded_interrupted(slow_project: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (or an abort) that lands while a trial's process is being started, after the launcher ended the
+    trials it knew of, ends that one too: recorded `interrupted` (a resume re-runs it), never left to run on unseen
+    (seen under load on CI: a Ctrl-C after which no trial was recorded interrupted). The stop is placed in that
+    window by the launcher's own `_kill_all`, called as the trial's process exists."""
+    from ablate.record.sweepdir import SweepDir
+    from ablate.trials.launchers.base import Monitor, TrialRef
+    from ablate.trials.launchers.local import LocalLauncher
+
+    res = ablate_cli(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
+    assert res.returncode == 0, res.stderr
+    (sd,) = _sweeps(slow_project)
+    (sd / "trials" / "control" / "seed=0" / "result.json").unlink()  # to run again
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+
+    class StoppedMeanwhile(LocalLauncher):
+        def _start_trial(self, *args: Any, **kwargs: Any) -> Any:
+            proc = super()._start_trial(*args, **kwargs)
+            self._kill_all("Ctrl-C")  # the trial's process exists; the launcher has not registered it yet
+            return proc
+
+    hold = slow_project.parent / "hold"
+    hold.write_text("the trial runs up to 60 s unless it is ended")
+    try:
+        StoppedMeanwhile(max_parallel=1).launch(SweepDir.open(sd), [TrialRef("control", 0, 2)], Monitor())
+    finally:
+        hold.unlink()
+    rec = json.loads((sd / "trials" / "control" / "seed=0" / "result.json").read_text())
+    assert (rec["status"], rec["attempt"]) == ("interrupted", 2), rec
+    assert "stopped by ablate before it finished (Ctrl-C)" in rec["error"]

@@ -257,7 +257,7 @@ class LocalLauncher(Launcher):
     def _kill_all(self, reason: str | None = None) -> None:
         if not self._stopping.is_set():
             self._stop_reason = reason or "ablate stopped"
-        self._stopping.set()
+        self._stopping.set()  # before the lock: a trial registered after the copy below sees it (_run_one)
         with self._procs_lock:
             procs = list(self._procs.values())
         for p in procs:
@@ -272,6 +272,9 @@ class LocalLauncher(Launcher):
         proc = self._start_trial(sd, ref, tp, slot, cwd, threads, mode)
         with self._procs_lock:
             self._procs[slot] = proc
+            stopped = self._stopping.is_set()
+        if stopped:  # stopped (Ctrl-C, abort) while this one was being started: _kill_all did not see it
+            proctree.end_tree(proc)
         timed_out = False
         try:
             proc.wait(timeout=timeout_s)

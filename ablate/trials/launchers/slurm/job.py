@@ -26,6 +26,7 @@ from typing import Any
 
 import submitit
 
+from ablate.record import trial_lock
 from ablate.record.sweepdir import SweepDir
 from ablate.trials import proctree
 from ablate.trials.trial import run_trial, write_result
@@ -126,6 +127,9 @@ class SlurmTrial(submitit.helpers.Checkpointable):
         proctree.become_subreaper()  # what the task leaves behind (setsid too) ends with the trial
         try:
             rec = run_trial(self.sweep_root, self.arm, self.seed, attempt=self.attempt)
+        except trial_lock.StrayTrial as exc:  # a resume decides about this sweep dir: this job runs nothing
+            print(f"ablate: {exc}", file=sys.stderr, flush=True)
+            return {"status": None}
         except Exception:
             if self._final is None:
                 raise

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import submitit
 from submitit.core.utils import UncompletedJobError
 
+from ablate.record import trial_lock
 from ablate.record.sweepdir import SweepDir
 from ablate.trials import proctree, seeding
 from ablate.trials.launchers.base import TrialRef
@@ -36,7 +37,7 @@ from ablate.trials.launchers.slurm.job import (
     job_log,
 )
 from ablate.trials.proctree import PARENT_ENV, die_with_parent, own_process_tree
-from ablate.trials.trial import run_trial, write_result
+from ablate.trials.trial import STRAY_EXIT, run_trial, write_result
 from ablate.trials.warm.starter import WarmParent
 
 if TYPE_CHECKING:
@@ -362,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rec = run_trial(sweep, arm, seed, attempt=attempt)
         write_result(SweepDir(sweep).trial(arm, seed), {**rec, "slurm": job_info(requeues), "log": log or None})
+    except trial_lock.StrayTrial as exc:  # a resume decides about this sweep dir: this trial ran nothing
+        print(f"ablate: {exc}", file=sys.stderr)
+        return STRAY_EXIT
     finally:
         proctree.kill_descendants()
     sys.stdout.flush()
