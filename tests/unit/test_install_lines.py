@@ -16,8 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "hydra-ablate"
-#: Requirements other than this project that the docs may install (the CPU torch build first).
-OTHERS = {"torch", "dvc", "mlflow", "wandb", "tensorboard"}
+#: Requirements other than this project that the docs may install (the CPU torch build first, and uv, which then
+#: installs this project from the clone).
+OTHERS = {"torch", "uv", "dvc", "mlflow", "wandb", "tensorboard"}
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SOURCES = [*sorted((REPO / "ablate").rglob("*.py")), *sorted((REPO / "ablate" / "conf").rglob("*.yaml"))]
 
