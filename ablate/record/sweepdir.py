@@ -20,6 +20,8 @@
       plots.log                   stderr of a background plot drawing that crashed (removed when it succeeds)
       summary.json                the verdict's main numbers, numbers only (per arm, per treatment): `dvc metrics`
       .lock                       held (flock) by the one ablate process working on this dir
+      .trials.lock                held (flock) shared by each running trial process, exclusively by the
+                                  orchestrator while it decides which trials to run (ablate.record.trial_lock)
 
 Every file is written atomically (temp file in the same directory, fsync, rename), so a crash at any
 moment leaves either the old file or the new one, never half of one. Directories are created readable

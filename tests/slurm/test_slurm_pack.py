@@ -72,7 +72,7 @@ def test_preempted_packed_job_reruns_only_unfinished_trials(probe_project: Path,
     done = [sd / "trials" / a / f"seed={s}" / "result.json" for a, s in (first, second)]
     state = sd / "trials" / third[0] / f"seed={third[1]}" / "checkpoint" / "state.json"
     wait_for(lambda: all(p.exists() for p in done) and state.exists()
-             and json.loads(state.read_text())["step"] >= 3, 240, "two trials done and the third at step 3")
+             and json.loads(state.read_text())["step"] >= 3, 600, "two trials done and the third at step 3")
     before = {t: result(sd, *t) for t in (first, second)}
     assert not (sd / "trials" / fourth[0] / f"seed={fourth[1]}" / "result.json").exists()
     preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
@@ -118,7 +118,7 @@ def test_packed_job_past_max_requeues_records_every_unfinished_trial_and_resubmi
     job_id = rows[0]["job_id"]
     first_done = sd / "trials" / order[0][0] / f"seed={order[0][1]}" / "result.json"
     state = sd / "trials" / order[1][0] / f"seed={order[1][1]}" / "checkpoint" / "state.json"
-    wait_for(lambda: first_done.exists() and state.exists(), 240, "one trial done and the second running")
+    wait_for(lambda: first_done.exists() and state.exists(), 600, "one trial done and the second running")
     preempt(job_id, sd / "slurm" / job_id / f"{job_id}_0_log.err")
     col = ablate_cli(proj, "collect", str(sd), timeout=300)
     # 5 of 6 trials killed: more than half of one arm, so the verdict is invalid (exit 1), never waits

@@ -45,7 +45,7 @@ def _start_packed(proj: Path) -> tuple[Path, list[tuple[str, int]], str]:
     order = [(r["arm"], r["seed"]) for r in rows]
     state = _trial(sd, order[1]) / "checkpoint" / "state.json"
     wait_for(lambda: (_trial(sd, order[0]) / "result.json").exists() and state.exists()
-             and json.loads(state.read_text())["step"] >= 2, 240, "one trial done and the second at step 2")
+             and json.loads(state.read_text())["step"] >= 2, 600, "one trial done and the second at step 2")
     return sd, order, rows[0]["job_id"]
 
 
