@@ -8,7 +8,8 @@ trial again (measured on CI: a trial's attempt-1 record over the re-run's dir, i
 ``attempts/1/`` and the trial dir).
 
 So every trial process holds a shared ``flock`` on the sweep dir's ``.trials.lock`` while it runs
-(:func:`hold`, from before its manifest until its record is written), and the orchestrator takes the
+(:func:`hold`, from before its manifest until its record is written; an inline trial, which runs in the
+orchestrator's own process, needs none), and the orchestrator takes the
 same lock exclusively while it reads the trial dirs and moves interrupted attempts aside (:func:`quiet`):
 
 - a trial process still running when a resume starts is waited for (it is dying, or it finishes and its

@@ -164,9 +164,10 @@ def run_trial(sweep_root: str | os.PathLike[str], arm: str, seed: int, *, in_pro
     t0 = time.perf_counter()
     sd = SweepDir(sweep_root)
     tp = TrialPaths(Path(trial_dir).absolute()) if trial_dir is not None else sd.trial(arm, seed)
-    # no resume decides about this trial while it runs (trial_lock.StrayTrial: one does); `ablate repro`'s
-    # scratch dir is not the sweep dir's
-    with contextlib.nullcontext() if trial_dir is not None else trial_lock.hold(sd.root):
+    # no resume decides about this trial while its process runs (trial_lock.StrayTrial: one does). Not for `ablate
+    # repro`'s scratch dir (not the sweep dir's), nor inline, where the trial is the orchestrator's own process (it
+    # cannot outlive it, and a worker the task forks would hold the lock into the orchestrator's next decision)
+    with contextlib.nullcontext() if trial_dir is not None or in_process else trial_lock.hold(sd.root):
         sd.mkdir(tp.dir)
         previous = sd.read_result(arm, seed) if trial_dir is None else None
         if previous is not None and previous.get("status") == "ok":

@@ -14,17 +14,17 @@ from ablate.errors import SweepDirError
 from ablate.record import trial_lock
 
 HOLDER = """
-import sys, time
+import sys
 from ablate.record import trial_lock
 with trial_lock.hold(sys.argv[1]):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.read()  # until the test closes our stdin (or kills us)
 """
 
 
-def _holder(root: Path, hold_s: float = 600.0) -> subprocess.Popen[str]:
-    """A process holding the trial lock as a trial does, for ``hold_s`` seconds."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), str(hold_s)], stdout=subprocess.PIPE,
+def _holder(root: Path) -> subprocess.Popen[str]:
+    """A process holding the trial lock as a trial does, until its stdin is closed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "held\n"
     return proc
@@ -32,7 +32,10 @@ def _holder(root: Path, hold_s: float = 600.0) -> subprocess.Popen[str]:
 
 def _end(proc: subprocess.Popen[str]) -> None:
     proc.kill()
-    proc.communicate()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
 
 
 def test_a_holder_is_named_with_its_pid_and_the_fix_that_ends_it_is_run(tmp_path: Path) -> None:
@@ -53,12 +56,17 @@ def test_a_holder_is_named_with_its_pid_and_the_fix_that_ends_it_is_run(tmp_path
 
 
 def test_quiet_waits_for_a_running_trial_to_end_and_says_whom_it_waits_for(tmp_path: Path) -> None:
-    proc = _holder(tmp_path, hold_s=1.5)  # a trial that ends by itself while the resume waits
+    proc = _holder(tmp_path)
     told: list[str] = []
+
+    def log(msg: str) -> None:  # once told whom it waits for, that trial ends (its stdin closed)
+        told.append(msg)
+        proc.stdin.close()  # type: ignore[union-attr]
+
     try:
-        with trial_lock.quiet(tmp_path, wait_s=60.0, log=told.append):
+        with trial_lock.quiet(tmp_path, wait_s=120.0, log=log):
             assert trial_lock.holders(tmp_path) == [os.getpid()]  # the trial's lock had gone before the block ran
-        assert proc.wait(timeout=60) == 0  # it ended on its own, after its 1.5 s
+        assert proc.wait(timeout=60) == 0  # it ended on its own, once let go
     finally:
         _end(proc)
     assert len(told) == 1 and f"(pid {proc.pid})" in told[0] and "started by an ablate process that is gone" in told[0]
@@ -68,7 +76,7 @@ def test_a_trial_started_while_a_resume_decides_runs_nothing(tmp_path: Path) -> 
     with trial_lock.quiet(tmp_path, wait_s=0.0):
         with pytest.raises(trial_lock.StrayTrial, match="exits without running"), trial_lock.hold(tmp_path):
             pass
-        res = subprocess.run([sys.executable, "-c", HOLDER, str(tmp_path), "0"], capture_output=True, text=True)
+        res = subprocess.run([sys.executable, "-c", HOLDER, str(tmp_path)], capture_output=True, text=True, input="")
         assert res.returncode == 1 and "StrayTrial" in res.stderr and "held" not in res.stdout
     with trial_lock.hold(tmp_path), trial_lock.hold(tmp_path):  # shared: trials run side by side
         assert trial_lock.holders(tmp_path) == [os.getpid()]
