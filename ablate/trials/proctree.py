@@ -180,7 +180,12 @@ def end_tree(proc: Any, grace_s: float = 5.0) -> None:
     tree = descendants(proc.pid)  # before the trial dies and its orphans go to init
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
+    except ProcessLookupError:  # no group yet: a fork stopped before its own setsid (it has started nothing)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(proc.pid, signal.SIGKILL)  # unreaped, so the pid is still this trial's
+        proc.wait()
+        return
+    except PermissionError:
         return
     try:
         proc.wait(timeout=grace_s)
