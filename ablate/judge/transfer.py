@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,7 +79,9 @@ def interaction_pvalue_paired(diffs: Sequence[Any]) -> Any:
     if any(a.shape[-1] < 2 for a in arrs):
         raise ValueError("`diffs` needs at least 2 differences per scale")
     pairs = list(itertools.combinations(range(len(arrs)), 2))
-    ps = [stats.ttest_ind(arrs[i], arrs[j], axis=-1, equal_var=False).pvalue for i, j in pairs]
+    with warnings.catch_warnings():  # differences without spread (a task with no seed noise): scipy's NaN or 0
+        warnings.simplefilter("ignore", RuntimeWarning)  # stands, its "precision loss" warning is not the user's
+        ps = [stats.ttest_ind(arrs[i], arrs[j], axis=-1, equal_var=False).pvalue for i, j in pairs]
     p = np.minimum(1.0, len(pairs) * np.min(np.asarray(ps, dtype=float), axis=0))
     return float(p) if np.ndim(p) == 0 else np.asarray(p)
 
@@ -259,6 +262,9 @@ def check_transfer(arm: str, per_scale: Sequence[Mapping[str, Any]], *, paired: 
             test = UNPAIRED_TEST
     except ValueError as exc:
         return TransferResult(arm=arm, effects=effects, test="–", pvalue=None, notes=[str(exc)])
+    if paired and not math.isfinite(p):  # Welch's t is 0/0: no spread at any scale, the same mean at each
+        return TransferResult(arm=arm, effects=effects, test=test, pvalue=None,
+                              notes=["every seed gave the same difference at every scale: no spread to test against"])
     return TransferResult(arm=arm, effects=effects, test=test, pvalue=float(p) if math.isfinite(p) else None)
 
 

@@ -168,18 +168,19 @@ class Project:
         self.root, self.form = root, form
         setup(root, form)
 
-    def ablate(self, *args: str, ok: bool = True, here: bool = False) -> Any:
-        """``ablate ARGS`` through the console script, or ablate's CLI entry in this process when ``here`` (a
-        refusal or a dry run: the same exit code and output, without an interpreter start)."""
-        res = ablate_in(self.root, *args) if here else ablate_cli(self.root, *args, timeout=300)
+    def ablate(self, *args: str, ok: bool = True, console: bool = False) -> Any:
+        """``ablate ARGS`` through ablate's CLI entry in this process (the console script's exit code and output,
+        without an interpreter start and ablate's imports: about 1.4 s of CPU a call), or through the console
+        script when ``console`` (the cells that prove it: a single run and the fresh local trials)."""
+        res = ablate_cli(self.root, *args, timeout=300) if console else ablate_in(self.root, *args)
         if ok:
             assert res.returncode == 0, f"ablate {shlex.join(args)}\n{res.stdout}\n{res.stderr}"
         return res
 
-    def sweep(self, *args: str) -> Path:
+    def sweep(self, *args: str, console: bool = False) -> Path:
         """Run ``ablate -m task=contract seeds=3 <args>`` and return its new sweep (or transfer parent) dir."""
         before = set(self.root.glob("outputs/ablate/*/*"))
-        self.ablate("-m", "task=contract", "seeds=3", *args)
+        self.ablate("-m", "task=contract", "seeds=3", *args, console=console)
         (new,) = set(self.root.glob("outputs/ablate/*/*")) - before
         return new
 
@@ -306,7 +307,7 @@ def test_extend_a_suite_local_warm(projects: Callable[[str], Project], form: str
 # The two local modes each run a path of their own (OTHER_LAUNCHER runs the others): every launcher, every form.
 @pytest.mark.parametrize("form", FORMS)
 def test_group_variable_local_fresh(projects: Callable[[str], Project], form: str) -> None:
-    check_sweep(projects(form).sweep("variable=vopt", *LAUNCHERS["local-fresh"]), form)
+    check_sweep(projects(form).sweep("variable=vopt", *LAUNCHERS["local-fresh"], console=True), form)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -330,7 +331,7 @@ def test_transfer_run_then_against(projects: Callable[[str], Project], form: str
                                                                                   else key)
     # --against: the scale y=1.0 as the target run; the one config difference named is the scale's key (an app's
     # scale value is one of its overrides, so `task.overrides` differs too)
-    p.ablate("verdict", str(parent / children[0]), "--against", str(parent / children[1]), "--no-plots", here=True)
+    p.ablate("verdict", str(parent / children[0]), "--against", str(parent / children[1]), "--no-plots")
     against = json.loads((parent / children[0] / "verdict.json").read_text())["against"]
     want = {"fn": ["task.y"], "command": ["task.params.y"], "app": ["task.overrides", "task.params.y"]}[form]
     assert [(d["kind"], d["field"]) for d in against["differences"]] == [("config", k) for k in want], against
@@ -340,9 +341,7 @@ def test_transfer_run_then_against(projects: Callable[[str], Project], form: str
 @pytest.mark.parametrize("form", FORMS)
 def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project], form: str) -> None:
     p = projects(form)
-    # in this process (ablate's CLI entry, the console script's exit code and output): every other cell of this
-    # file runs the console script, so it is proved there (issue 34, item 4: about 1.2 s of CPU a call)
-    res = p.ablate("-m", "task=contract", "seeds=3", "variable=vx,vopt", "dry_run=true", here=True)
+    res = p.ablate("-m", "task=contract", "seeds=3", "variable=vx,vopt", "dry_run=true")
     out = res.stdout
     key_prefix, _ = WHERE[form]
     params = "task.params." if form == "app" else key_prefix
@@ -361,10 +360,10 @@ def test_dry_run_shows_each_arm_its_own_change(projects: Callable[[str], Project
                          f"`scale.key`: '{key_prefix}yy' is not a value in the "
                          + ("app's config. Close matches: y" if form == "app" else
                             f"composed config. Close matches: {key_prefix}y"))):
-        refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False, here=True)
+        refused = p.ablate("-m", "task=contract", "seeds=3", *args, ok=False)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
     # the fix named works (in this process, as the refusals and the dry run above)
-    fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true", here=True)
+    fix = p.ablate("-m", "task=contract", "seeds=3", "variable=vx", one, "dry_run=true")
     assert "arms (2): control, x=3.0" in fix.stdout, fix.stdout
     assert form == "fn" or "y=1.0" in _dry_run_argvs(fix.stdout)["control"], fix.stdout
     assert list(p.root.glob("outputs/ablate/*/*")) == before
@@ -444,7 +443,7 @@ def test_a_single_run_writes_into_its_own_dir_never_the_live_project(projects: C
     p = projects(form)
     status = run(["git", "status", "--porcelain"], p.root).stdout
     before = set(p.root.glob("outputs/ablate/*/*"))
-    p.ablate("task=contract", "seed=2")
+    p.ablate("task=contract", "seed=2", console=True)
     (out,) = set(p.root.glob("outputs/ablate/*/*")) - before
     assert json.loads((out / "result.json").read_text())["metrics"]["score"] == 1.02
     assert (out / "work" / "cwd.txt").read_text() == "2"  # its relative write, in its own dir

@@ -175,3 +175,20 @@ def test_too_few_seeds_is_not_tested() -> None:
                   "effect": ScaleEffect(s, 1.0, None, None, "insufficient data")} for s in (1, 2)]
     (r,) = finish([check_transfer("a", per_scale, paired=True)], ALPHA, "k")
     assert r.pvalue is None and r.flag == "not tested" and "at least 2" in r.message
+
+
+def _constant(diff_by_scale: tuple[float, ...]) -> list[dict]:
+    """A deterministic task: every seed gives the same treatment - control difference at a scale."""
+    return [{"scale": s, "treatment": {k: 1.0 + d for k in range(3)}, "control": {k: 1.0 for k in range(3)},
+             "effect": ScaleEffect(s, d, (d, d), 0.95, "better")} for s, d in enumerate(diff_by_scale, 1)]
+
+
+def test_a_deterministic_task_is_judged_without_a_warning_and_says_why_when_untested() -> None:
+    """The paired differences of a task with no seed noise have no spread: scipy's Welch t is NaN where they are
+    equal at every scale (0/0) and p = 0 where they differ (t = ±inf), and scipy warns of precision loss in both;
+    the warning reached the user's terminal from `ablate -m ... scale.key=...` (filterwarnings=error here)."""
+    same = check_transfer("a", _constant((2.0, 2.0)), paired=True)
+    apart = check_transfer("b", _constant((2.0, 3.0)), paired=True)
+    assert same.pvalue is None and apart.pvalue == 0.0  # scipy's own values: NaN (not tested) and 0
+    (r,) = finish([same], ALPHA, "k")
+    assert r.flag == "not tested" and "every seed gave the same difference at every scale" in r.message, r.message
