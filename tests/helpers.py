@@ -127,20 +127,20 @@ def text_only(args: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def ablate_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``ablate ARGS`` from ``cwd`` in this process (:func:`ablate.cli.main.main`, as the console script calls
-    it), its output captured: the exit code, stdout and stderr :func:`ablate_cli` gives for the same arguments,
-    without an interpreter start and ablate's imports (about 0.07 s of CPU against 1.1-1.3 s for a refusal).
+    """``ablate ARGS`` from ``cwd`` in this process (:func:`ablate.cli.main.main`, as the console script calls it), its
+    output captured: the exit code, stdout and stderr :func:`ablate_cli` gives for the same arguments, without an
+    interpreter start and ablate's imports (about 0.07 s of CPU against 1.1-1.3 s for a refusal).
 
     For refusals, dry runs, commands on an existing sweep dir, and ablations whose trials run inline or under the
     local launcher (warm and fresh: their trial processes are this process's children, as they are the console
-    script's). What needs ablate as a process of its own stays with :func:`ablate_cli`: a signal to ablate or a
-    kill of it, two ablate processes at once, the orchestrator's own ``PYTHONHASHSEED`` or environment, the
-    console script's exit; and a few calls per file as the proof of the console script. A warning ablate lets
-    through reaches this process, where pytest's ``filterwarnings = error`` fails the test: what the console
-    script would print to the user is caught here. What a call leaves in this process is undone after it: the working dir, the
-    environment, ``sys.path``, the modules it imported from outside the installation (a project's task module,
-    an app's script), the app scripts ablate counts as imported, the OmegaConf resolvers and ConfigStore entries
-    an app registered, Hydra's global state, the root logger's handlers and the signal handlers."""
+    script's). What needs ablate as a process of its own stays with :func:`ablate_cli`: a signal to ablate or a kill
+    of it, two ablate processes at once, the orchestrator's own ``PYTHONHASHSEED`` or environment, the console
+    script's exit; and a few calls per file as the proof of the console script. A warning ablate lets through
+    reaches this process, where pytest's ``filterwarnings = error`` fails the test: what the console script would
+    print to the user is caught here. What a call leaves in this process is undone after it: the working dir, the
+    environment, ``sys.path``, the modules it imported from outside the installation (a project's task module, an
+    app's script), the app scripts ablate counts as imported, the OmegaConf resolvers and ConfigStore entries an app
+    registered, Hydra's global state, the root logger's handlers and the signal handlers."""
     import contextlib
     import io
     import signal
