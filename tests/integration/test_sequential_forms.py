@@ -9,8 +9,8 @@ values is never firm, so the large arm could not stop at look 1), with a
 null treatment (``shift = 0.0001``: 0.01 SD) and a large one (``shift = 1.0``: 100 SD). With ``looks=[8,9]
 effect=0.5 futility=0.3`` the null arm stops at look 1 for futility (its conditional power under 0.5 SD is far below
 0.3), the large one for efficacy (a firm ``better`` at look 1), and so the control stops there too: 24 trials of the
-27 planned. One run per (form x launcher), shared by the assertions that read it (the inline cells run ablate's CLI
-entry in this process, :func:`tests.helpers.ablate_in`; the local ones the console script); 8 seeds a look is the
+27 planned. One run per (form x launcher), shared by the assertions that read it (ablate's CLI entry in this process,
+:func:`tests.helpers.ablate_in`; the command task's local warm cell the console script); 8 seeds a look is the
 fewest at which a verdict on a continuous metric can be firm (stop 48: with ``looks=[3,6]`` the large arm crossed
 indicatively at 3 seeds and ran to 6, still indicative), 2 looks the fewest with a look before the last (where
 futility can stop), and 9 the smallest last look after 8.
@@ -135,9 +135,10 @@ def runs(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Ca
             before = set(root.glob("outputs/ablate/*/*"))
             args = ("-m", "task=known", variables(shape), "sequential=group", f"looks=[{','.join(map(str, LOOKS))}]",
                     f"effect={EFFECT}", f"futility={GAMMA}", *LAUNCHERS[launcher])
-            # inline: the orchestrator and its trials in one process either way, so this one (no interpreter start,
-            # no second import of ablate); the local cells run the console script
-            res = ablate_in(root, *args) if launcher == "inline" else ablate_cli(root, *args, timeout=300)
+            # ablate's CLI entry in this process (no interpreter start, no second import of ablate: about 1.4 s of
+            # CPU a run), its local trials its children as the console script's are; one cell runs the console script
+            console = (form, launcher) == ("command", "local-warm")
+            res = ablate_cli(root, *args, timeout=300) if console else ablate_in(root, *args)
             assert res.returncode == 0, f"{form} {launcher} {shape}\n{res.stdout}\n{res.stderr}"
             (sd,) = set(root.glob("outputs/ablate/*/*")) - before
             made[form, launcher, shape] = Run(sd, res.stderr)
