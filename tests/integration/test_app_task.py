@@ -96,11 +96,11 @@ def lit_sweeps(project_template: Path, tmp_path_factory: pytest.TempPathFactory)
         # one fork at a time: the app imports torch, numpy and TensorBoard's writer inside main(), and a fork that
         # starts before the warm parent learned an import pays for it itself (learned in two rounds here: side by
         # side, 2 forks imported all of them and 2 more TensorBoard's lazy parts; one at a time, 1 and 1)
-        warm = ablate_cli(project, *common, "launcher.max_parallel=1", "hydra.sweep.dir=outputs/warm")
+        warm = ablate_in(project, *common, "launcher.max_parallel=1", "hydra.sweep.dir=outputs/warm")
         assert warm.returncode == 0, warm.stderr
         assert "starts a fresh" not in warm.stderr, warm.stderr  # no fallback was needed
-        fresh = ablate_cli(project, *common, "launcher=inline", "+task.metric_source=tensorboard",
-                           "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
+        fresh = ablate_in(project, *common, "launcher=inline", "+task.metric_source=tensorboard",
+                          "+task.reduce=max", "hydra.sweep.dir=outputs/fresh")
         assert fresh.returncode == 0, fresh.stderr
     return project, project / "outputs" / "warm", project / "outputs" / "fresh"
 
@@ -186,7 +186,7 @@ def test_lightning_style_app_ablated_as_it_is(lit_sweeps: tuple[Path, Path, Path
 
 
 def test_plain_app_returning_a_dict_with_hydra_now_and_its_own_resolver(plain_project: Path) -> None:
-    res = ablate_cli(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=inline")
+    res = ablate_in(plain_project, "-m", "task=plain", "variable=plain_lr", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     untouched(plain_project, "light_app", (("", "plain"),))
     assert not (plain_project / "None").exists() and not (plain_project / "outputs" / "None").exists()
@@ -254,6 +254,7 @@ def test_bad_app_input_is_one_line_naming_where_and_the_fix(lit_dry: Path, args:
 def test_single_run_of_the_apps_control(lit_project: Path) -> None:
     zero = ablate_in(lit_project, "task=lit")
     assert zero.returncode == 2 and "`seed`: is 0" in zero.stderr and "seed=1" in zero.stderr, zero.stderr
+    # the console script (the proof of it in this file; the sweeps run ablate's CLI entry in this process)
     res = ablate_cli(lit_project, "task=lit", "seed=3", "app.trainer.max_epochs=1", "hydra.run.dir=outputs/single")
     assert res.returncode == 0, res.stderr
     out = lit_project / "outputs" / "single"
