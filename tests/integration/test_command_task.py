@@ -55,8 +55,8 @@ def assert_script_untouched(project: Path) -> None:
 
 
 def test_unmodified_hydra_script_runs_as_a_task(script_project: Path) -> None:
-    res = ablate_cli(script_project, "-m", "task=hydra_train", "variable=script_lr", "seeds=3",
-                     "variable.values=[0.1]", "launcher.max_parallel=2")
+    res = ablate_in(script_project, "-m", "task=hydra_train", "variable=script_lr", "seeds=3",
+                    "variable.values=[0.1]", "launcher.max_parallel=2")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(script_project)
     assert_script_untouched(script_project)
@@ -168,8 +168,8 @@ def test_plain_script_metrics_via_env_and_timeout(project: Path, launcher: str, 
     task = {"seed_key": None, "output_dir_key": None, "metric": "score", "params": {"mode": "env"},
             "command": ["python", "-c", "import runpy, sys; runpy.run_path(sys.argv[1][5:].strip(chr(39)) + '.py')"]}
     write_project(project, task, ["sleep"], name="mode", key="task.params.mode")
-    res = ablate_cli(project, "-m", "task=hydra_train", "variable=mode", "seeds=[7,8,9]", f"launcher={launcher}",
-                     f"timeout_min={timeout_min}")
+    res = ablate_in(project, "-m", "task=hydra_train", "variable=mode", "seeds=[7,8,9]", f"launcher={launcher}",
+                    f"timeout_min={timeout_min}")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     ok = json.loads((sd / "trials/control/seed=7/result.json").read_text())
@@ -193,7 +193,7 @@ def alive(pid: int) -> bool:
 
 def test_single_run_of_a_command_task(script_project: Path) -> None:
     """`ablate` without -m runs the control once, like a Hydra single run, for command tasks too."""
-    res = ablate_cli(script_project, "task=hydra_train", "seed=4", "hydra.run.dir=outputs/single")
+    res = ablate_cli(script_project, "task=hydra_train", "seed=4", "hydra.run.dir=outputs/single")  # the console script
     assert res.returncode == 0, res.stderr
     result = json.loads((script_project / "outputs/single/result.json").read_text())
     assert result["status"] == "ok" and 0.5 < result["metrics"]["val_acc"] <= 1
