@@ -60,8 +60,8 @@ def base(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     (proj / "gated_task.py").write_text(TASK)
     (proj / "conf" / "task" / "gated.yaml").write_text(CONF.format(gate=root / "gate"))
     commit_all(proj, "the gated task")
-    res = ablate_cli(proj, "-m", "task=gated", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=1")
+    res = ablate_in(proj, "-m", "task=gated", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=1")
     assert res.returncode == 0, res.stderr
     wait_for_plots(only_sweep(proj))
     return proj
@@ -192,7 +192,7 @@ def test_extend_after_a_code_change_is_refused_and_the_fix_works(copy: Path) -> 
     assert res.returncode == 2, res.stderr
     assert f"the ablation pinned {pinned[:12]}" in res.stderr and f"`git checkout {pinned[:12]}`" in res.stderr
     git(copy, "checkout", "-q", pinned[:12])  # the fix, as the line gives it
-    res = ablate_cli(copy, "extend", str(sd), "seeds=5")
+    res = ablate_in(copy, "extend", str(sd), "seeds=5")
     assert res.returncode == 0, res.stderr
     assert len(result_bytes(sd)) == 10
 
@@ -225,7 +225,7 @@ def test_kill_during_the_extension_loses_nothing(copy: Path, tmp_path: Path) -> 
         gate.unlink()
     kept = result_bytes(sd)
     assert 7 <= len(kept) < 12, len(kept)
-    res = ablate_cli(copy, "resume", str(sd))
+    res = ablate_in(copy, "resume", str(sd))
     assert res.returncode == 0, res.stderr
     after = result_bytes(sd)
     assert len(after) == 12 and {k: after[k] for k in kept} == kept
