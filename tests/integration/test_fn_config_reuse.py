@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ablate.record.sweepdir import dump_yaml
-from tests.helpers import ablate_cli, add_mode_task, clean_env
+from tests.helpers import ablate_cli, ablate_in, add_mode_task, clean_env
 
 pytestmark = pytest.mark.slow
 
@@ -70,8 +70,8 @@ def test_a_reused_config_is_each_trials_own_as_in_a_fresh_process(fresh_run: tup
                                                                    launcher: tuple[str, ...]) -> None:
     project, out, fresh = fresh_run
     name = launcher[0].split("=")[1]
-    res = ablate_cli(project, "-m", "variable=mode", "task=mutate", "seeds=5", *launcher,
-                     f"hydra.sweep.dir=outputs/{name}")
+    res = ablate_in(project, "-m", "variable=mode", "task=mutate", "seeds=5", *launcher,
+                    f"hydra.sweep.dir=outputs/{name}")
     assert res.returncode == 0, res.stderr
     _seen(out, name)
     reused = project / "outputs" / name

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, ablate_cli, clean_env, commit_all, copy_project
+from tests.helpers import REPO, ablate_cli, ablate_in, clean_env, commit_all, copy_project
 
 pytestmark = pytest.mark.slow
 
@@ -39,9 +39,10 @@ def _add_flaky_task(project: Path) -> Path:
     return project
 
 
-def _retried(project: Path, seeds: int) -> subprocess.CompletedProcess[str]:
-    return ablate_cli(project, "-m", "variable=flr", "task=flaky", f"seeds={seeds}", "launcher=inline",
-                      "on_failure=retry", "max_retries=1")
+def _retried(project: Path, seeds: int, *, console: bool = False) -> subprocess.CompletedProcess[str]:
+    """The flaky ablation, through the console script when ``console``, else ablate's CLI entry in this process."""
+    return (ablate_cli if console else ablate_in)(project, "-m", "variable=flr", "task=flaky", f"seeds={seeds}",
+                                                  "launcher=inline", "on_failure=retry", "max_retries=1")
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def retried_3(project_template: Path, tmp_path_factory: pytest.TempPathFactory
     proj = _add_flaky_task(copy_project(project_template, tmp_path_factory.mktemp("retried") / "proj"))
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
-        return _retried(proj, 3), proj
+        return _retried(proj, 3, console=True), proj
 
 
 @pytest.mark.parametrize("seeds", [3, 4])

@@ -143,7 +143,7 @@ def test_three_variable_suite_shares_one_control(suite_run: tuple[subprocess.Com
     st = ablate_in(project, "status", str(sd))
     assert st.returncode == 0 and "hidden=32" in st.stdout
     shutil.rmtree(sd / "trials" / "momentum=0.5" / "seed=1")  # a trial that never ran: resume runs it alone
-    res = ablate_cli(project, "resume", str(sd))
+    res = ablate_in(project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
     assert len(sorted((sd / "trials").glob("*/seed=*/result.json"))) == 12
     assert "[12/12] momentum=0.5 seed=1 ok" in res.stderr and res.stderr.count(" ok in ") == 1

@@ -95,8 +95,8 @@ def test_real_ablation_verdict_and_recompute(project: Path) -> None:
 
 def test_sequential_group_runs_in_looks(project: Path) -> None:
     add_pure_task(project)  # the looks are under test, not training: the pure-Python task (no torch)
-    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "sequential=group", "looks=[3,6]", "seeds=6",
-                     "variable.values=[0.2]", *FAST)
+    res = ablate_in(project, "-m", "variable=lr", "task=pure", "sequential=group", "looks=[3,6]", "seeds=6",
+                    "variable.values=[0.2]", *FAST)
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)
     v = json.loads((sd / "verdict.json").read_text())
