@@ -1,9 +1,9 @@
 """Every bad input gets one clear message naming the parameter and the fix, exit 2, no traceback,
 and nothing launched (issues 2 and 7).
 
-The refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the console script itself
-gives the same lines in the cases that use :func:`tests.helpers.ablate_cli` (a run, its task's failures, a refusal
-outside any project, ``--version``)."""
+The refusals and runs go through ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the console
+script itself gives the same lines in the cases that use :func:`tests.helpers.ablate_cli` (a single run's failure,
+a refusal outside any project, ``--version``)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def test_bad_task_contract_stops_after_first_trial(project: Path, args: list[str
     """On the pure-Python task (:data:`tests.helpers.PURE_TASK`, which returns val_acc and val_loss; it was the
     digits example, whose torch import and training told nothing more about the task contract: issue 34)."""
     add_pure_task(project)
-    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "seeds=3", "launcher=inline", "task.epochs=1", *args)
+    res = ablate_in(project, "-m", "variable=lr", "task=pure", "seeds=3", "launcher=inline", "task.epochs=1", *args)
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip().splitlines()[-1]
     assert err.startswith("ablate: error: ")
@@ -151,7 +151,7 @@ def test_bad_task_contract_stops_after_first_trial(project: Path, args: list[str
 def test_task_returning_non_mapping(project: Path) -> None:
     (project / "bad_task.py").write_text("def train(cfg):\n    return 0.5\n")
     commit_all(project, "bad task")
-    res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.fn=bad_task:train")
+    res = ablate_in(project, "-m", "variable=lr", "seeds=3", "launcher=inline", "task.fn=bad_task:train")
     assert res.returncode == 2
     err = res.stderr.strip().splitlines()[-1]
     assert "`task.fn`" in err and "returned float" in err and "must return a mapping" in err
@@ -209,8 +209,8 @@ def test_outside_any_project_says_no_conf_was_found(tmp_path: Path, project: Pat
 
 def test_corrupted_plan_is_reported_not_a_traceback(project: Path) -> None:
     add_pure_task(project)  # a finished sweep dir is all it needs: the pure-Python task makes one without torch
-    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "variable.values=[0.2]", "seeds=3", "launcher=inline",
-                     "task.epochs=1")
+    res = ablate_in(project, "-m", "variable=lr", "task=pure", "variable.values=[0.2]", "seeds=3", "launcher=inline",
+                    "task.epochs=1")
     assert res.returncode == 0, res.stderr
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     for garbage in (": [x\n", "", "- a list\n", "arms: 3\nseeds: [0]\nmetric: m\n"):
@@ -248,7 +248,7 @@ def test_single_run_with_a_non_numeric_metric_is_one_line_and_its_fix_runs(proje
     assert "{'val_acc': 0.97}" in line, line
     (project / "str_task.py").write_text("def train(cfg):\n    return {'val_acc': 0.97}\n")  # the fix it names
     commit_all(project, "return the number")
-    fixed = ablate_cli(project, "task.fn=str_task:train")
+    fixed = ablate_in(project, "task.fn=str_task:train")
     assert fixed.returncode == 0, fixed.stderr
     assert "val_acc=0.97" in fixed.stderr, fixed.stderr
 
