@@ -164,8 +164,8 @@ def test_every_app_command_of_the_howto_passes_a_dry_run(app_project: Path) -> N
 
 def test_every_sweep_dir_command_of_the_docs_runs_on_a_real_sweep_dir(project: Path) -> None:
     add_pure_task(project)  # the commands are under test, not training: `resume` and `repro` re-run no torch
-    res = ablate_cli(project, "-m", "variable=lr", "task=pure", "seeds=3", "launcher=inline", "task.epochs=1",
-                     "hydra.sweep.dir=outputs/docs")
+    res = ablate_in(project, "-m", "variable=lr", "task=pure", "seeds=3", "launcher=inline", "task.epochs=1",
+                    "hydra.sweep.dir=outputs/docs")
     assert res.returncode == 0, res.stderr
     sd = str(project / "outputs" / "docs")
     done, failures = set(), []
