@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ablate_cli, ablate_in, commit_all, make_sweep
+from tests.helpers import ablate_in, commit_all, make_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -127,7 +127,7 @@ def test_verdict_during_a_run_and_on_a_killed_dir_before_the_first_result(slow_p
     assert verdict.returncode == 2 and "Traceback" not in verdict.stderr
     (line,) = verdict.stderr.strip().splitlines()
     assert "no trial has finished yet: 6 pending" in line and f"run them with `ablate resume {sd}`" in line
-    res = ablate_cli(slow_project, "resume", str(sd))  # the fix it names
+    res = ablate_in(slow_project, "resume", str(sd))  # the fix it names
     assert res.returncode == 0, res.stderr
     assert json.loads((sd / "verdict.json").read_text())["comparisons"][0]["arm"] == "mode=b"
 
@@ -172,7 +172,7 @@ def test_sigkill_of_the_warm_parent_keeps_unstarted_trials_pending_and_resume_ru
     assert "killed" in status.stdout and "unfinished: `ablate resume" in status.stdout
     before = _starts(slow_project)
     assert len(before) == 2
-    res = ablate_cli(slow_project, "resume", str(sd))
+    res = ablate_in(slow_project, "resume", str(sd))
     assert res.returncode == 0, res.stderr  # the 2 killed trials are kept (at most 1 of 4 per arm)
     assert "Traceback" not in res.stderr
     ran = _starts(slow_project)[len(before):]
@@ -183,7 +183,7 @@ def test_sigkill_of_the_warm_parent_keeps_unstarted_trials_pending_and_resume_ru
             assert rec["status"] == ("killed" if sd / "trials" / arm / f"seed={seed}" in running else "ok")
     assert f"2 trial(s) were killed or timed out (not the task's own failure): `ablate resume {sd} --resubmit`" \
         in res.stderr
-    res = ablate_cli(slow_project, "resume", str(sd), "--resubmit")
+    res = ablate_in(slow_project, "resume", str(sd), "--resubmit")
     assert res.returncode == 0, res.stderr
     assert sorted(_starts(slow_project)[len(before) + len(ran):]) == sorted(before)  # the killed ones, once each
     verdict = json.loads((sd / "verdict.json").read_text())
@@ -399,7 +399,7 @@ def test_a_trial_that_finds_an_ok_result_is_not_recorded_failed_over_it(slow_pro
     from ablate.trials.launchers.base import Monitor, TrialRef
     from ablate.trials.launchers.local import LocalLauncher
 
-    res = ablate_cli(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
+    res = ablate_in(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
     assert res.returncode == 0, res.stderr
     (sd,) = _sweeps(slow_project)
     path = sd / "trials" / "control" / "seed=0" / "result.json"
@@ -424,7 +424,7 @@ def test_a_trial_started_as_ablate_stops_is_ended_and_recorded_interrupted(slow_
     from ablate.trials.launchers.base import Monitor, TrialRef
     from ablate.trials.launchers.local import LocalLauncher
 
-    res = ablate_cli(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
+    res = ablate_in(slow_project, "-m", "variable=mode", "task=slow", "seeds=3", "launcher=local")
     assert res.returncode == 0, res.stderr
     (sd,) = _sweeps(slow_project)
     (sd / "trials" / "control" / "seed=0" / "result.json").unlink()  # to run again
