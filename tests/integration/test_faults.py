@@ -90,8 +90,8 @@ def result(sd: Path, arm: str, seed: int) -> dict:
 def test_failed_trials_recorded_with_status_and_counted(fault_project: Path) -> None:
     # 4 slots: the three sleeping trials wait out their timeouts side by side (they use no CPU), not one after
     # another in the machine's 2 slots; the timeout itself is unchanged, so no trial gets less time than before
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=4", "timeout_min=0.2")
+    res = ablate_in(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=4", "timeout_min=0.2")
     assert res.returncode == 1, res.stderr  # every treatment arm failed: the verdict is invalid
     assert "the verdict is invalid" in res.stderr and "failed" in res.stderr
     sd = only_sweep(fault_project)
@@ -348,8 +348,8 @@ def test_ctrl_c_then_resume_reruns_interrupted_trials(fault_project: Path) -> No
 
 
 def test_task_raising_keyboardinterrupt_is_a_failed_trial(fault_project: Path) -> None:
-    res = ablate_cli(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
-                     "variable.values=[interrupt]")
+    res = ablate_in(fault_project, "-m", "variable=fault", "task=faults", "seeds=3", "launcher=local",
+                    "variable.values=[interrupt]")
     assert res.returncode == 1, res.stderr  # the whole arm failed: invalid verdict
     sd = only_sweep(fault_project)
     r = result(sd, "fault=interrupt", 0)
