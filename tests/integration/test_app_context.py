@@ -165,7 +165,7 @@ def test_store_app_ablated_as_it_is(shared_store: Path, store_suite: Path) -> No
     md = (sd / "verdict.md").read_text()
     assert "| resolved only in the trial | `task.params.trainer.steps_per_epoch`" in md
     assert "the app's config sets hydra.mode=MULTIRUN; each trial ran it with hydra.mode=RUN" in md
-    rep = ablate_cli(store_project, "repro", str(sd), "--trial", "lr=0.2/2")
+    rep = ablate_in(store_project, "repro", str(sd), "--trial", "lr=0.2/2")
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
     assert "manifests differ" not in rep.stdout, rep.stdout
@@ -173,7 +173,7 @@ def test_store_app_ablated_as_it_is(shared_store: Path, store_suite: Path) -> No
 
 def test_a_single_run_of_the_store_app_writes_into_its_run_dir_never_the_live_project(store_project: Path) -> None:
     status = run(["git", "status", "--porcelain"], store_project).stdout
-    res = ablate_cli(store_project, "task=store", "seed=2", "hydra.run.dir=outputs/single")
+    res = ablate_in(store_project, "task=store", "seed=2", "hydra.run.dir=outputs/single")
     assert res.returncode == 0, res.stderr
     out = store_project / "outputs" / "single"
     result = json.loads((out / "result.json").read_text())
@@ -210,6 +210,7 @@ def test_a_command_writes_into_its_own_trial_dir_and_a_write_into_the_snapshot_i
     (project / "conf" / "variable" / "ckpt_lr.yaml").write_text(yaml.safe_dump({"key": "task.params.lr",
                                                                                 "values": [0.2]}))
     commit_all(project, "ckpt script")
+    # the console script, as this file's proof of it (its cheapest ablation); the others run in this process
     res = ablate_cli(project, "-m", "task=ckpt", "variable=ckpt_lr", "seeds=3", "launcher=inline")
     (sd,) = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
     if not into_code:
@@ -286,8 +287,8 @@ def store_suite(shared_store: Path) -> Path:
     default launcher), run once for the module: its own test and :func:`test_store_app_ablated_as_it_is` read it."""
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
-        res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", *WARM,
-                         "hydra.sweep.dir=outputs/suite")
+        res = ablate_in(shared_store, "-m", "task=store", "variable=store_lr,store_model", "seeds=3", *WARM,
+                        "hydra.sweep.dir=outputs/suite")
     assert res.returncode == 0, res.stdout + res.stderr
     return shared_store / "outputs" / "suite"
 
@@ -303,7 +304,7 @@ def test_store_app_suite_of_a_key_and_a_group(shared_store: Path, store_suite: P
     plan = yaml.safe_load((sd / "ablation.yaml").read_text())
     assert [a.get("variable") for a in plan["arms"]] == [None, "store_lr", "store_model"]
     # repro of a suite treatment trial (the group arm) holds; its only manifest differences are paths, named so
-    rep = ablate_cli(shared_store, "repro", str(sd), "--trial", "model=small/2")
+    rep = ablate_in(shared_store, "repro", str(sd), "--trial", "model=small/2")
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout, rep.stdout
     assert "manifests differ" not in rep.stdout, rep.stdout
@@ -311,8 +312,8 @@ def test_store_app_suite_of_a_key_and_a_group(shared_store: Path, store_suite: P
 
 def test_store_app_transfer_run_over_two_scales(shared_store: Path) -> None:
     before = set(shared_store.glob("outputs/ablate/*/*"))
-    res = ablate_cli(shared_store, "-m", "task=store", "variable=store_lr", "seeds=3", *WARM,
-                     "scale.key=trainer.max_epochs", "scale.values=[1,2]")
+    res = ablate_in(shared_store, "-m", "task=store", "variable=store_lr", "seeds=3", *WARM,
+                    "scale.key=trainer.max_epochs", "scale.values=[1,2]")
     assert res.returncode == 0, res.stdout + res.stderr
     untouched(shared_store)
     (parent,) = set(shared_store.glob("outputs/ablate/*/*")) - before

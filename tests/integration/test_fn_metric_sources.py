@@ -13,11 +13,12 @@ Two function tasks in a real git + DVC project, each returning nothing:
 Each runs under ``launcher=inline`` and ``launcher=local`` (warm), and every trial's value is checked against
 what the task itself wrote, parsed here independently of ablate.
 
-The csv tasks' inline ablations and single runs are called in this process (:func:`tests.helpers.ablate_in`):
-an inline trial, like a single run, is the orchestrator's own process either way, so only the console script's
-interpreter start and ablate's imports (about 1.1 s of CPU per call) are saved. The print task, whose lines go
-to file descriptors 1 and 2 (a C-level write, a subprocess), stays with the console script, as does every
-``launcher=local`` ablation.
+The ablations, the repro and the csv tasks' single runs are called in this process
+(:func:`tests.helpers.ablate_in`): an inline trial, like a single run, is the orchestrator's own process either
+way, and a local trial its child, so only the console script's interpreter start and ablate's imports (about
+1.1 s of CPU per call) are saved. The print task's inline ablation runs the console script, as this file's proof
+of it (its lines go to file descriptors 1 and 2: a C-level write, a subprocess); so does its single run, whose
+C-level write must reach the terminal, which a capture in this process would miss.
 """
 
 from __future__ import annotations
@@ -108,12 +109,12 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return setup(dest)
 
 
-def sweep_of(root: Path, *args: str, in_process: bool = False) -> Path:
-    """The sweep dir a new ablation of ``variable=fnlr`` with ``args`` made: run by the console script, or in this
-    process where ``in_process`` (see the module doc)."""
+def sweep_of(root: Path, *args: str, console: bool = False) -> Path:
+    """The sweep dir a new ablation of ``variable=fnlr`` with ``args`` made: run in this process, or by the console
+    script where ``console`` (see the module doc)."""
     before = set(root.glob("outputs/ablate/*/*"))
     argv = ("-m", "variable=fnlr", "seeds=3", *args)
-    res = ablate_in(root, *argv) if in_process else ablate_cli(root, *argv, timeout=300)
+    res = ablate_cli(root, *argv) if console else ablate_in(root, *argv)
     assert res.returncode == 0, f"{args}\n{res.stdout}\n{res.stderr}"
     (new,) = set(root.glob("outputs/ablate/*/*")) - before
     return new
@@ -133,7 +134,7 @@ LAUNCHERS = {"inline": ("launcher=inline",), "local-warm": ("launcher=local", "l
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("case", ["csv", "csv_hydra", "csv_cwd"])
 def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, launcher: str) -> None:
-    sd = sweep_of(proj, f"task=fnsrc_{case}", *LAUNCHERS[launcher], in_process=launcher == "inline")
+    sd = sweep_of(proj, f"task=fnsrc_{case}", *LAUNCHERS[launcher])
     recs = results(sd)
     assert len(recs) == 6
     verdict = json.loads((sd / "verdict.json").read_text())
@@ -156,10 +157,10 @@ def test_fn_returning_nothing_read_from_its_metrics_csv(proj: Path, case: str, l
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_fn_printing_its_metric_read_by_pattern(proj: Path, launcher: str) -> None:
-    sd = sweep_of(proj, "task=fnsrc_print", *LAUNCHERS[launcher])
+    sd = sweep_of(proj, "task=fnsrc_print", *LAUNCHERS[launcher], console=launcher == "inline")  # the proof of it
     check_printed(sd)
     if launcher == "local-warm":  # a re-run reads its own printed lines the same way, to the same value
-        again = ablate_cli(proj, "repro", str(sd), "--trial", "lr=2.0/1", timeout=300)
+        again = ablate_in(proj, "repro", str(sd), "--trial", "lr=2.0/1")
         assert again.returncode == 0, again.stdout + again.stderr
         assert "weak reproducibility (final metrics bitwise equal): holds" in again.stdout
         rerun = json.loads((sd / "repro" / "lr=2.0" / "seed=1" / "1" / "result.json").read_text())
@@ -188,8 +189,8 @@ def check_printed(sd: Path) -> None:
 
 
 def test_fn_returning_nothing_and_logging_nothing_stops_with_what_it_found(proj: Path) -> None:
-    res = ablate_cli(proj, "-m", "variable=fnlr", "seeds=3", "task=fnsrc_print", "launcher=inline",
-                     "task.metric_pattern='val acc (?P<val_loss>[0-9.]+)'", timeout=300)
+    res = ablate_in(proj, "-m", "variable=fnlr", "seeds=3", "task=fnsrc_print", "launcher=inline",
+                    "task.metric_pattern='val acc (?P<val_loss>[0-9.]+)'")
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip().splitlines()[-1]
     assert err.startswith("ablate: error: ") and "the function returned None" in err
@@ -198,7 +199,7 @@ def test_fn_returning_nothing_and_logging_nothing_stops_with_what_it_found(proj:
 
 def test_fn_metric_settings_checked_before_any_trial(proj: Path) -> None:
     before = set(proj.glob("outputs/ablate/*/*"))
-    # a refusal before any trial: in this process (the console script's own refusal is the test above's)
+    # a refusal before any trial
     res = ablate_in(proj, "-m", "variable=fnlr", "seeds=3", "task=fnsrc_csv", "launcher=inline", "task.reduce=median")
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == ("ablate: error: `task.reduce`: must be one of last, min, max, "
@@ -211,7 +212,7 @@ def test_fn_metric_settings_checked_before_any_trial(proj: Path) -> None:
 def test_single_run_reads_the_same_sources(proj: Path, case: str) -> None:
     """``ablate`` without ``-m``: one run in Hydra's run dir, which is $ABLATE_RUN_DIR, read the same way."""
     # the print case by the console script: its C-level write must reach the terminal (see the module doc)
-    res = ablate_cli(proj, f"task=fnsrc_{case}", "seed=1", timeout=300) if case == "print" else \
+    res = ablate_cli(proj, f"task=fnsrc_{case}", "seed=1") if case == "print" else \
         ablate_in(proj, f"task=fnsrc_{case}", "seed=1")
     assert res.returncode == 0, res.stdout + res.stderr
     result_path = Path(res.stdout.strip().splitlines()[-1])

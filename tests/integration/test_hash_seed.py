@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all
+from tests.helpers import ablate_cli, ablate_in, commit_all
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +57,7 @@ def trial_files(sd: Path, arm: str, seed: int) -> tuple[dict, dict]:
 def test_inline_with_random_hashing_warns_records_and_repro_names_it(order_project: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    # the console script: inline trials hash as the orchestrator's own fresh process does (this file's proof of it)
     res = ablate_cli(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     assert "string hashing is randomised" in res.stderr and "PYTHONHASHSEED=0 ablate" in res.stderr
@@ -65,7 +66,7 @@ def test_inline_with_random_hashing_warns_records_and_repro_names_it(order_proje
         for seed in (0, 1, 2):
             man, _ = trial_files(sd, arm, seed)
             assert man["determinism"]["hash_seed"] == "random"
-    rep = ablate_cli(order_project, "repro", str(sd), "--trial", "control/1")
+    rep = ablate_in(order_project, "repro", str(sd), "--trial", "control/1")
     assert rep.returncode in (0, 1), rep.stderr
     assert "string hashing (determinism.hash_seed): random (original) -> 0 (re-run)" in rep.stdout, rep.stdout
     report = json.loads(next((sd / "repro").rglob("report.json")).read_text())
@@ -78,7 +79,7 @@ def test_inline_with_random_hashing_warns_records_and_repro_names_it(order_proje
 def test_inline_with_fixed_hashing_is_recorded_and_repeatable(order_project: Path, monkeypatch: pytest.MonkeyPatch,
                                                               hash_seed: str) -> None:
     monkeypatch.setenv("PYTHONHASHSEED", hash_seed)
-    for _ in range(2):
+    for _ in range(2):  # the console script: inline trials hash as its own process started with PYTHONHASHSEED
         res = ablate_cli(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=inline")
         assert res.returncode == 0, res.stderr
         assert "string hashing is randomised" not in res.stderr
@@ -93,8 +94,8 @@ def test_inline_with_fixed_hashing_is_recorded_and_repeatable(order_project: Pat
 def test_local_records_the_hash_seed_in_force(order_project: Path, monkeypatch: pytest.MonkeyPatch,
                                                warm: str) -> None:
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    res = ablate_cli(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=local",
-                     f"launcher.warm={warm}")
+    res = ablate_in(order_project, "-m", "variable=k", "task=order", "seeds=3", "launcher=local",
+                    f"launcher.warm={warm}")
     assert res.returncode == 0, res.stderr
     assert "string hashing is randomised" not in res.stderr
     (sd,) = sweeps(order_project)

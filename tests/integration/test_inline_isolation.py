@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ablate_cli, commit_all, ctrl_c_reaches, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, ctrl_c_reaches, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -76,6 +76,7 @@ def exit_project(project: Path) -> Path:
 
 def test_task_ending_the_process_fails_its_trial_only(exit_project: Path) -> None:
     values = ",".join([*CAUSES, "fork"])
+    # the console script, this file's proof of it: a task ending the process it shares with ablate ends only its trial
     res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=3", "launcher=inline",
                      f"variable.values=[{values}]")
     assert res.returncode in (0, 1), res.stderr  # a verdict was reached (not ablate ended by the task)
@@ -97,8 +98,8 @@ def test_task_ending_the_process_fails_its_trial_only(exit_project: Path) -> Non
 
 
 def test_same_task_under_local_names_the_cause(exit_project: Path) -> None:
-    res = ablate_cli(exit_project, "-m", "variable=how", "task=exits", "seeds=3", "launcher=local",
-                     "variable.values=[exit3,osexit]")
+    res = ablate_in(exit_project, "-m", "variable=how", "task=exits", "seeds=3", "launcher=local",
+                    "variable.values=[exit3,osexit]")
     assert res.returncode in (0, 1), res.stderr
     sd = only_sweep(exit_project)
     rec = json.loads((sd / "trials" / "how=exit3" / "seed=0" / "result.json").read_text())
@@ -171,7 +172,7 @@ def test_inline_trial_changes_to_process_globals_never_reach_later_trials(projec
     (project / "conf" / "task" / "globals.yaml").write_text("fn: globals_task:train\nmetric: val_acc\nchange: false\n")
     (project / "conf" / "variable" / "change.yaml").write_text("key: task.change\nvalues: [true]\n")
     commit_all(project, "a task that changes process globals")
-    res = ablate_cli(project, "-m", "variable=change", "task=globals", "seeds=3", "launcher=inline", timeout=600)
+    res = ablate_in(project, "-m", "variable=change", "task=globals", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
@@ -230,7 +231,7 @@ def test_inline_trial_changes_to_umask_limits_signals_and_anomaly_mode_never_rea
     commit_all(project, "a task that changes more process globals")
     mask = os.umask(0o022)
     os.umask(mask)
-    res = ablate_cli(project, "-m", "variable=change", "task=more", "seeds=3", "launcher=inline", timeout=600)
+    res = ablate_in(project, "-m", "variable=change", "task=more", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -121,8 +120,8 @@ def test_data_edit_keeping_size_inode_mtime_refused_at_launch(project: Path, tmp
 
 def test_data_edited_while_trials_run_is_pin_mismatch(probe_project: Path) -> None:
     """Fault 2: another process rewrites the data in place (mtime restored) while a local trial runs."""
-    res = ablate_cli(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train",
-                     "+task.edit_data=edit_same_meta.py")
+    res = ablate_in(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train",
+                    "+task.edit_data=edit_same_meta.py")
     assert res.returncode == 1, res.stderr  # the verdict is invalid: no trial ran on the pinned data throughout
     sd = only_sweep(probe_project)
     rs = results(sd)
@@ -142,7 +141,7 @@ def test_data_edited_while_trials_run_is_pin_mismatch(probe_project: Path) -> No
 def test_code_snapshot_edit_seen_in_trial_and_before_launch(probe_project: Path) -> None:
     """Fault 3: editing DIR/code/probe.py (size and mtime kept) after launch, and deleting the snapshot. The
     inline run of this pure task runs ablate's CLI entry in this process (the check is the trial's, the same under
-    every launcher; the console script's runs are the other tests')."""
+    every launcher; the console script's run is the inline one of the threads test)."""
     res = ablate_in(probe_project, *ONE, "launcher=inline", "task.fn=probe:train", "+task.edit_code=true")
     assert res.returncode == 1, res.stderr
     sd = only_sweep(probe_project)
@@ -169,8 +168,10 @@ def test_code_snapshot_edit_seen_in_trial_and_before_launch(probe_project: Path)
 def test_threads_fixed_in_plan_for_every_launcher_and_resume(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault 10: the shell's thread settings and the slot count never reach a trial; the plan's do."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    # the console script, this file's proof of it (its cheapest ablation): the inline trials run in its own process,
+    # torch's threads set there (in this process they would stay set after the call)
     a = ablate_cli(project, *ONE, "launcher=inline")
-    b = ablate_cli(project, *ONE, "launcher=local", "launcher.max_parallel=1")
+    b = ablate_in(project, *ONE, "launcher=local", "launcher.max_parallel=1")
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     da, db = sorted(p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml"))
     for sd in (da, db):
@@ -186,16 +187,17 @@ def test_threads_fixed_in_plan_for_every_launcher_and_resume(project: Path, monk
             assert (ra["val_acc"], ra["val_loss"]) == (rb["val_acc"], rb["val_loss"])
     # resume one trial from a shell with other thread settings: it runs with the plan's, no confound
     shutil.rmtree(db / "trials" / "lr=0.5" / "seed=1")
-    env = {**os.environ, "OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "7"}
-    proc = subprocess.run([str(Path(sys.executable).with_name("ablate")), "resume", str(db)], cwd=project, env=env,
-                          capture_output=True, text=True)
+    with monkeypatch.context() as mp:  # the shell's settings, as the resume's trials inherit them
+        mp.setenv("OMP_NUM_THREADS", "3")
+        mp.setenv("MKL_NUM_THREADS", "7")
+        proc = ablate_in(project, "resume", str(db))
     assert proc.returncode == 0, proc.stderr
     man = json.loads((db / "trials/lr=0.5/seed=1/manifest.json").read_text())
     assert man["environment"]["env"]["MKL_NUM_THREADS"] == "1" and man["determinism"]["threads_after"] == 1
     v = json.loads((db / "verdict.json").read_text())
     assert v["confounds"]["findings"] == [] and v["invalid"] is False
     # threads=2 is applied as asked, and recorded
-    c = ablate_cli(project, *ONE, "launcher=local", "threads=2")
+    c = ablate_in(project, *ONE, "launcher=local", "threads=2")
     assert c.returncode == 0, c.stderr
     dc = max((p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")), key=lambda p: p.stat().st_mtime)
     for m in dc.glob("trials/*/seed=*/manifest.json"):
@@ -253,7 +255,7 @@ def test_directory_output_edit_keeping_metadata_is_seen(project: Path, where: st
 
 def test_trial_processes_check_data_without_importing_dvc(probe_project: Path) -> None:
     """Issue 15, item 4: a trial reuses the launch's work (the content digest) and imports no DVC."""
-    res = ablate_cli(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train")
+    res = ablate_in(probe_project, *ONE, "launcher=local", "launcher.max_parallel=1", "task.fn=probe:train")
     assert res.returncode == 0, res.stderr
     rs = results(only_sweep(probe_project))
     assert len(rs) == 6 and all(r["status"] == "ok" and r["metrics"]["dvc_imported"] == 0.0 for r in rs.values())

@@ -44,7 +44,7 @@ def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(l
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     track = ["tracker=mlflow", f"tracker.tracking_uri={uri}", f"tracker.artifact_location={tmp_path / 'art'}"]
-    res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline", *track)
+    res = ablate_in(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline", *track)
     assert res.returncode == 0, res.stderr
     assert "mlflow: 6 trial run(s) logged (0 already there)" in res.stderr and "names.json" in res.stderr
     sd = only_sweep(limits_project)
@@ -81,10 +81,10 @@ def test_mlflow_names_unique_values_marked_mapping_recorded_retries_idempotent(l
     # retry: nothing twice; a trial run left RUNNING by a broken-off attempt is replaced, not duplicated
     broken = trials[0]
     client.update_run(broken.info.run_id, status="RUNNING")
-    again = ablate_cli(limits_project, "track", str(sd))  # the console script, as users retry
+    again = ablate_in(limits_project, "track", str(sd))  # as users retry
     assert again.returncode == 0, again.stderr
     assert "1 trial run(s) logged (5 already there)" in again.stdout
-    again = ablate_in(limits_project, "track", str(sd))  # in this process: `track` runs no trial (tests/helpers.py)
+    again = ablate_in(limits_project, "track", str(sd))
     assert "0 trial run(s) logged (6 already there)" in again.stdout
     live = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags["ablate.role"] == "trial"]
     assert len(live) == 6 and {r.info.status for r in live} == {"FINISHED"}
@@ -94,6 +94,7 @@ def test_tracker_failure_in_track_is_one_line(limits_project: Path, monkeypatch:
     pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a closed port fails at once, not after backoff
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    # the console script, this file's proof of it (its cheapest ablation: no tracker)
     res = ablate_cli(limits_project, "-m", "variable=text", "task=lim", "seeds=3", "launcher=inline")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(limits_project)
@@ -115,8 +116,8 @@ def test_wandb_long_names_fit_and_retries_add_no_offline_runs(limits_project: Pa
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    res = ablate_cli(limits_project, "-m", f"variable={long_name}", "task=lim", "seeds=3", "launcher=inline",
-                     "tracker=wandb")
+    res = ablate_in(limits_project, "-m", f"variable={long_name}", "task=lim", "seeds=3", "launcher=inline",
+                    "tracker=wandb")
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "wandb: 6 trial run(s) logged (0 already there)" in res.stderr
     dirs = sorted((wandb_dir / "wandb").glob("offline-run-*"))
@@ -127,7 +128,7 @@ def test_wandb_long_names_fit_and_retries_add_no_offline_runs(limits_project: Pa
         assert len(r["group"]) == 128 and r["group"].endswith("~" + digest(r["config"]["ablate"]["ablation_id"], 6))
         assert r["config"]["ablate"]["names"]["group"]["original"] == r["config"]["ablate"]["ablation_id"]
         assert r["config"]["ablate"]["ablation_id"].startswith(sd.name + "-") and all(len(t) <= 64 for t in r["tags"])
-    for _ in range(2):  # retried twice: no duplicate offline runs, no traceback (in this process: no trial runs)
+    for _ in range(2):  # retried twice: no duplicate offline runs, no traceback
         again = ablate_in(limits_project, "track", str(sd))
         assert again.returncode == 0, again.stderr
         assert "0 trial run(s) logged (6 already there), verdict run unchanged" in again.stdout

@@ -41,8 +41,8 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
 
     uri, artifacts = mlflow_store
     add_pure_task(project)
-    res = ablate_cli(project, *RUN, "tracker=mlflow", f"tracker.tracking_uri={uri}",
-                     f"tracker.artifact_location={artifacts}", "tracker.experiment=digits")
+    res = ablate_in(project, *RUN, "tracker=mlflow", f"tracker.tracking_uri={uri}",
+                    f"tracker.artifact_location={artifacts}", "tracker.experiment=digits")
     assert res.returncode == 0, res.stderr
     assert "mlflow: 6 trial run(s) logged (0 already there)" in res.stderr
     sd = only_sweep(project)
@@ -88,8 +88,7 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
     names = {f.path for f in client.list_artifacts(parent.info.run_id)}
     assert {"verdict.md", "verdict.json", "results.csv", "ablation.yaml"} <= names
 
-    # Logging again (e.g. after `ablate resume`) adds nothing twice (in this process: `track` runs no trial, and
-    # this process has mlflow imported already; tests/integration/test_tracker_limits.py runs the console script's)
+    # Logging again (e.g. after `ablate resume`) adds nothing twice
     again = ablate_in(project, "track", str(sd))
     assert again.returncode == 0, again.stderr
     assert "0 trial run(s) logged (6 already there)" in again.stdout
@@ -99,6 +98,7 @@ def test_mlflow_one_run_per_trial_under_a_parent(project: Path, mlflow_store: tu
 
 def test_unreachable_tracker_does_not_fail_the_ablation(project: Path, mlflow_store: tuple[str, Path]) -> None:
     add_pure_task(project)
+    # the console script, this file's proof of it (its cheapest ablation: nothing logged)
     res = ablate_cli(project, *RUN, "tracker=mlflow", "tracker.tracking_uri=nosuchscheme://x")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
@@ -151,7 +151,7 @@ def test_wandb_offline_one_run_per_trial_in_a_group(project: Path, tmp_path: Pat
     monkeypatch.setenv("WANDB_API_KEY", SECRET)  # must never reach a file
     monkeypatch.setenv("WANDB_SILENT", "true")
     add_pure_task(project)
-    res = ablate_cli(project, *RUN, "tracker=wandb", "tracker.project=digits")
+    res = ablate_in(project, *RUN, "tracker=wandb", "tracker.project=digits")
     assert res.returncode == 0, res.stderr
     assert "wandb: 6 trial run(s) logged (0 already there), verdict run logged" in res.stderr
     sd = only_sweep(project)

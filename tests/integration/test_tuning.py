@@ -82,9 +82,12 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return dest
 
 
-def sweep_of(root: Path, *args: str) -> Path:
+def sweep_of(root: Path, *args: str, console: bool = False) -> Path:
+    """``ablate -m variable=arch ... ARGS`` in this process (ablate's CLI entry), or through the console script when
+    ``console``; its new sweep dir, once no process holds its lock."""
     before = set(root.glob("outputs/ablate/*/*"))
-    res = ablate_cli(root, "-m", "variable=arch", f"seeds={SEEDS}", "margin=0.01", *args, timeout=600)
+    run = ablate_cli if console else ablate_in
+    res = run(root, "-m", "variable=arch", f"seeds={SEEDS}", "margin=0.01", *args)
     assert res.returncode == 0, f"{args}\n{res.stdout}\n{res.stderr}"
     (new,) = set(root.glob("outputs/ablate/*/*")) - before
     lock = SweepDir(new)
@@ -205,8 +208,9 @@ def test_true_win_keeps_its_win_when_tuned(true_win: Path) -> None:
 
 def test_edge_of_the_range_is_flagged(proj: Path, tmp_path: Path) -> None:
     # a grid that stops below the control's best lr: its choice is the grid's largest value
+    # the console script, this file's proof of it (its cheapest complete ablation)
     sd = sweep_of(proj, "task=truewin", "launcher=inline", "tune.key=task.lr", "tune.values=[0.001,0.01]",
-                  "tune.seeds=1", "seeds=3")
+                  "tune.seeds=1", "seeds=3", console=True)
     md = (sd / "verdict.md").read_text()
     assert "Edge of the range" in md and "lr=0.01 is the largest value tried" in md
 
@@ -281,7 +285,7 @@ def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: 
     assert len(tuned_before) == 4  # every tuning trial ended before the choice
     status = ablate_in(proj, "status", str(sd))
     assert "interrupted" in status.stdout, status.stdout
-    res = ablate_cli(proj, "resume", str(sd))
+    res = ablate_in(proj, "resume", str(sd))
     assert res.returncode == 0, res.stderr
     assert (sd / "tuning.json").read_text() == chosen  # the recorded choice is kept
     for t, text in tuned_before.items():  # tuning trials are never re-run
@@ -303,7 +307,7 @@ def test_kill_during_evaluation_then_resume_loses_nothing(proj: Path, tmp_path: 
 
 
 def test_repro_reruns_an_evaluation_trial(tuned: Path, proj: Path) -> None:
-    res = ablate_cli(proj, "repro", str(tuned), "--trial", "arch=b+lr=0.1/seed=2")
+    res = ablate_in(proj, "repro", str(tuned), "--trial", "arch=b+lr=0.1/seed=2")
     assert res.returncode == 0, res.stdout + res.stderr
     a = json.loads((tuned / "trials" / "arch=b+lr=0.1" / "seed=2" / "result.json").read_text())
     b = json.loads((tuned / "repro" / "arch=b+lr=0.1" / "seed=2" / "1" / "result.json").read_text())

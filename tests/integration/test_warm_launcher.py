@@ -100,8 +100,8 @@ def _hash_under(seed: str, text: str) -> int:
 def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # two "GPUs" by id: each slot gets its own (none is used)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=2", f"launcher.warm={str(warm).lower()}", "determinism=off")
+    res = ablate_in(probe_project, "-m", "variable=mode", "task=probe", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=2", f"launcher.warm={str(warm).lower()}", "determinism=off")
     sd = _sweep(probe_project)
     results = {(d.parent.name, int(d.name.split("=")[1])): json.loads((d / "result.json").read_text())
                for d in sd.glob("trials/*/seed=*")}
@@ -130,7 +130,7 @@ def test_trials_are_isolated_processes(probe_project: Path, warm: bool, monkeypa
         assert all(m["warm_parent"] == parent for m in manifests.values())
     else:
         assert all("warm_parent" not in m for m in manifests.values())
-        assert len({s["ppid"] for s in seen.values()}) == 1  # children of the ablate process itself
+        assert len({s["ppid"] for s in seen.values()}) == 1  # children of the orchestrating process itself
     assert not list(sd.glob("trials/*/seed=*/std*.log"))  # the probe prints nothing: no empty log files
     assert not (sd / "warm-parent.log").exists()
 
@@ -140,8 +140,8 @@ def test_seeded_trials_share_the_plans_hash_seed(probe_project: Path, monkeypatc
     of one seed are the same in every arm. The thread count asked for (the plan's `threads`; the shell's
     OMP_NUM_THREADS never decides it) reaches each fork, although the warm parent imported torch with one thread."""
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    res = ablate_cli(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7,9]", "launcher=local",
-                     "launcher.max_parallel=2", "variable.values=[other]", "threads=2")
+    res = ablate_in(probe_project, "-m", "variable=mode", "task=probe", "seeds=[4,7,9]", "launcher=local",
+                    "launcher.max_parallel=2", "variable.values=[other]", "threads=2")
     assert res.returncode == 0, res.stderr
     seen = _seen(probe_project)
     assert {s["hashseed"] for s in seen.values()} == {"4"}
@@ -165,13 +165,13 @@ def test_unsafe_task_module_is_refused_and_warm_false_runs_it(probe_project: Pat
     (probe_project / "probe.py").write_text(module + (LIGHT_PROBE if kind == "thread" else PROBE))
     commit_all(probe_project, f"probe task that is unsafe to fork ({kind})")
     args = ["-m", "variable=mode", "task=probe", "seeds=3", "launcher=local", "launcher.max_parallel=2"]
-    res = ablate_in(probe_project, *args)  # the warm parent is its own process either way
+    res = ablate_in(probe_project, *args)
     assert res.returncode == 2, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.startswith("ablate: error:")]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     assert "`launcher.warm`" in lines[0] and reason in lines[0] and "`launcher.warm=false`" in lines[0]
     assert not list(probe_project.glob("outputs/ablate/*/*/trials/*/seed=*/result.json"))  # nothing ran
-    fixed = ablate_cli(probe_project, *args, "launcher.warm=false")  # the fix the message names
+    fixed = ablate_in(probe_project, *args, "launcher.warm=false")  # the fix the message names
     assert fixed.returncode == 0, fixed.stderr  # it runs (seed 1 of the treatment crashes on purpose)
     assert "6/6 trials" in fixed.stderr
 
@@ -211,8 +211,8 @@ def test_a_forks_exit_leaves_the_warm_parents_objects_alone(project: Path) -> No
                                                             "mode: plain\n")
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [other]\n")
     commit_all(project, "task with a temporary directory made at import")
-    res = ablate_cli(project, "-m", "variable=mode", "task=scratch", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=1")
+    res = ablate_in(project, "-m", "variable=mode", "task=scratch", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=1")
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)
     recs = [json.loads(p.read_text()) for p in sd.glob("trials/*/seed=*/result.json")]
@@ -238,6 +238,7 @@ def test_the_orchestrator_does_its_meanwhile_work_while_the_warm_parent_starts(
     # the pure-Python task (tests.helpers.PURE_TASK): the point is when the work runs, not what the trials train;
     # the digits task's warm parents (this launch's and the two below) would each import torch
     add_pure_task(project)
+    # the console script, as this file's proof of it (its cheapest ablation); the others run in this process
     res = ablate_cli(project, "-m", "variable=lr", "seeds=3", "task=pure", "launcher=local")
     assert res.returncode == 0, res.stderr
     sd = _sweep(project)
@@ -315,13 +316,13 @@ def test_trial_working_dirs_are_built_while_the_warm_parent_imports_the_task(
     (project / "conf" / "variable" / "mode.yaml").write_text("key: task.mode\nvalues: [other]\n")
     commit_all(project, "a task slow to import")
     monkeypatch.setenv("WAIT_FOR_WORKDIRS", "6")
-    res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
-                     "launcher.max_parallel=1")
+    res = ablate_in(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
+                    "launcher.max_parallel=1")
     assert res.returncode == 0, res.stderr
     warm_sd = _sweep(project)
     monkeypatch.delenv("WAIT_FOR_WORKDIRS")
-    res = ablate_cli(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
-                     "launcher.warm=false")
+    res = ablate_in(project, "-m", "variable=mode", "task=slowimport", "seeds=3", "launcher=local",
+                    "launcher.warm=false")
     assert res.returncode == 0, res.stderr
     (fresh_sd,) = [p for p in project.glob("outputs/ablate/*/*") if p != warm_sd]
 
