@@ -2,9 +2,10 @@
 
 Real files, real processes and real signals; no mocks. One finished ablation of a pure-Python task (no torch:
 these tests are about the sweep dir, not training) is run once per module; a test that changes it gets its own
-copy (:func:`done_sweep`). Commands and the process-tree runs (inline and local trials) run ablate's CLI entry in
-this process (:func:`tests.helpers.ablate_in`); that one ablation (the proof of the console script) and the writes
-under a file-size limit (a limit of ablate's own process) go through the console script.
+copy (:func:`done_sweep`). Commands, the resume that runs a trial and the process-tree runs (inline and local
+trials) run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); that one ablation (the proof of the
+console script) and the writes under a file-size limit (a limit of ablate's own process) go through the console
+script.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -
     assert victim.read_text() == "precious\n"
     # the fix it names works
     subprocess.run(["rm", str(sd / ".lock")], check=True)
-    assert ablate(sd.parent, "resume", str(sd)).returncode == 0
+    assert ablate_in(sd.parent, "resume", str(sd)).returncode == 0  # runs the trial left (inline)
     # a log planted as a link: appending to it is refused, the target untouched
     log = sd / "trials/control/seed=0/stdout.log"
     log.unlink(missing_ok=True)
