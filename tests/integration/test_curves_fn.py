@@ -23,7 +23,7 @@ import yaml
 import ablate
 from ablate.record.sweepdir import SweepDir
 from ablate.trackers.base import read_ablation
-from tests.helpers import ablate_cli, commit_all, results
+from tests.helpers import ablate_cli, ablate_in, commit_all, results
 
 pytestmark = pytest.mark.slow
 
@@ -81,9 +81,11 @@ def proj(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return dest
 
 
-def sweep_of(root: Path, *args: str, variable: str = "variable=warmup") -> Path:
+def sweep_of(root: Path, *args: str, variable: str = "variable=warmup", console: bool = False) -> Path:
+    """Run the ablation in this process (ablate's CLI entry), or through the console script when ``console``."""
     before = set(root.glob("outputs/ablate/*/*"))
-    res = ablate_cli(root, "-m", variable, f"seeds={SEEDS}", "curve.enabled=true", *args, timeout=600)
+    argv = ("-m", variable, f"seeds={SEEDS}", "curve.enabled=true", *args)
+    res = ablate_cli(root, *argv) if console else ablate_in(root, *argv)
     assert res.returncode == 0, f"{args}\n{res.stdout}\n{res.stderr}"
     (new,) = set(root.glob("outputs/ablate/*/*")) - before
     lock = SweepDir(new)  # the PNGs are drawn by a detached process holding the lock: wait for it
@@ -94,7 +96,8 @@ def sweep_of(root: Path, *args: str, variable: str = "variable=warmup") -> Path:
 
 @pytest.fixture(scope="module")
 def inline(proj: Path) -> Path:
-    return sweep_of(proj, "task=warmup", "launcher=inline", "plots=true")  # its PNGs are read
+    # its PNGs are read; the console script (this file's proof of it)
+    return sweep_of(proj, "task=warmup", "launcher=inline", "plots=true", console=True)
 
 
 def test_final_inconclusive_curve_finds_the_early_region(inline: Path) -> None:
@@ -202,8 +205,8 @@ def test_suite_gives_each_treatment_its_curve_at_the_familys_level(proj: Path) -
 
 def test_transfer_check_compares_curves_at_matched_x(proj: Path) -> None:
     before = set(proj.glob("outputs/ablate/*/*"))
-    res = ablate_cli(proj, "-m", "variable=warmup", "seeds=6", "task=warmup", "launcher=local", "curve.enabled=true",
-                     "scale.key=task.tau_scale", "scale.values=[1.0,2.0]", timeout=600)
+    res = ablate_in(proj, "-m", "variable=warmup", "seeds=6", "task=warmup", "launcher=local", "curve.enabled=true",
+                    "scale.key=task.tau_scale", "scale.values=[1.0,2.0]")
     assert res.returncode == 0, res.stdout + res.stderr
     (parent,) = set(proj.glob("outputs/ablate/*/*")) - before
     report = json.loads((parent / "transfer.json").read_text())

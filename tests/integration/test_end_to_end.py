@@ -1,7 +1,9 @@
 """End to end on real data: real git + DVC project, real torch training on scikit-learn's digits.
 
 The inline and the local ablation each run once per module (:func:`inline_run`, :func:`local_run`); the tests
-read them."""
+read them. The inline one runs the console script (this file's proof of it, with ``--help``'s fast path); the local
+one, the single run, the dry run and Hydra's commands run ablate's CLI entry in this process
+(:func:`tests.helpers.ablate_in`)."""
 
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def inline_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
     proj = copy_project(project_template, tmp_path_factory.mktemp("inline") / "proj")
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
-        res = ablate_cli(proj, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)
+        res = ablate_cli(proj, "-m", "variable=lr", "seeds=3", "launcher=inline", *FAST)  # the console script
     return res, proj
 
 
@@ -66,8 +68,8 @@ def local_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory
     with pytest.MonkeyPatch.context() as mp:
         clean_env(mp)
         mp.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-        res = ablate_cli(proj, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
-                         "launcher.max_parallel=2", *FAST)
+        res = ablate_in(proj, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
+                        "launcher.max_parallel=2", *FAST)
     return res, proj
 
 
@@ -147,7 +149,7 @@ def test_dry_run_launches_nothing(project: Path) -> None:
 
 
 def test_single_run_without_multirun(project: Path) -> None:
-    res = ablate_cli(project, "seed=3", *FAST)
+    res = ablate_in(project, "seed=3", *FAST)
     assert res.returncode == 0, res.stderr
     result_path = Path(res.stdout.strip().splitlines()[-1])
     result = json.loads(result_path.read_text())

@@ -60,7 +60,7 @@ def test_dvc_hint_at_plan_time_runs(project: Path, damage: str) -> None:
     cmd = run_dvc_hint(project, res.stderr)
     assert cmd == ("dvc checkout --force data/digits.npz" if damage == "modified" else "dvc checkout data/digits.npz")
     assert data.read_bytes() == original
-    res = ablate_cli(project, *small)
+    res = ablate_in(project, *small)
     assert res.returncode == 0, res.stderr
 
 
@@ -86,12 +86,13 @@ def test_dvc_hint_on_resume_runs(project: Path) -> None:
         f"project: {project}\n")
     (project / "conf" / "variable" / "tamper.yaml").write_text("key: task.tamper\nvalues: [true]\n")
     commit_all(project, "tamper task")
+    # the console script (this file's proof of it); the other ablations here run in this process
     res = ablate_cli(project, "-m", "variable=tamper", "task=tamper", "seeds=3", "launcher=inline")
     (sd,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     res = ablate_in(project, "resume", str(sd))
     assert res.returncode == 2, res.stderr
     assert run_dvc_hint(project, res.stderr) == "dvc checkout --force data/digits.npz"
-    res = ablate_cli(project, "resume", str(sd))
+    res = ablate_in(project, "resume", str(sd))
     assert res.returncode == 0, res.stderr
     rec = json.loads((sd / "trials" / "tamper=true" / "seed=1" / "result.json").read_text())
     assert rec["status"] == "ok"

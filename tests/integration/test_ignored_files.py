@@ -85,8 +85,8 @@ def test_no_warning_when_the_tree_holds_none(project: Path) -> None:
 
 @pytest.mark.parametrize("launcher", ["inline", "local"])
 def test_trial_missing_an_ignored_file_names_the_cause(ign_project: Path, launcher: str) -> None:
-    res = ablate_cli(ign_project, "-m", "variable=where", "task=wtask", "seeds=3", f"launcher={launcher}",
-                     "variable.values=[beside,relative]")
+    res = ablate_in(ign_project, "-m", "variable=where", "task=wtask", "seeds=3", f"launcher={launcher}",
+                    "variable.values=[beside,relative]")
     assert res.returncode == 1, res.stderr  # the whole treatment arm failed: invalid
     assert "holds git-ignored files that DVC does not track" in res.stderr
     (sd,) = [p.parent for p in ign_project.glob("outputs/ablate/*/*/ablation.yaml")]
@@ -116,6 +116,7 @@ def test_folders_of_earlier_runs_are_outputs_not_unpinned_inputs(ign_project: Pa
     with open(ign_project / ".gitignore", "a") as fh:
         fh.write("logs/\nmultirun/\nweights/\nsweeps/\n")
     commit_all(ign_project, "root task")
+    # the console script (this file's proof of it); the other ablations here run in this process
     first = ablate_cli(ign_project, "-m", "variable=where", "task=rootask", "seeds=3", "launcher=inline")
     assert first.returncode == 1, first.stderr  # its treatment reads the ignored weights file: that arm fails
     assert list(ign_project.glob("outputs/ablate/*/*/ablation.yaml"))
@@ -124,9 +125,8 @@ def test_folders_of_earlier_runs_are_outputs_not_unpinned_inputs(ign_project: Pa
         (ign_project / run / "config.yaml").write_text("seed: 0\n")
     (ign_project / "weights").mkdir()
     (ign_project / "weights" / "w.bin").write_bytes(b"x")
-    for args in (["dry_run=true"], ["seeds=3", "launcher=inline"]):  # the dry run in this process, the run not
-        res = (ablate_in if args == ["dry_run=true"] else ablate_cli)(
-            ign_project, "-m", "variable=where", "task=rootask", "hydra.sweep.dir=sweeps/b", *args)
+    for args in (["dry_run=true"], ["seeds=3", "launcher=inline"]):  # the dry run and the run, in this process
+        res = ablate_in(ign_project, "-m", "variable=where", "task=rootask", "hydra.sweep.dir=sweeps/b", *args)
         assert res.returncode == (0 if args == ["dry_run=true"] else 1), res.stderr
         line = next(ln for ln in (res.stdout + res.stderr).splitlines() if "git-ignored" in ln)
         listed = line.split("does not track: ")[1].split(". The code")[0].split(", ")

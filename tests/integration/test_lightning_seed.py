@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, only_sweep
 
 pytestmark = pytest.mark.slow
 LIT_TASK = '''
@@ -43,7 +43,7 @@ def lit(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
         "fn: lit_seed:train\nmetric: val_acc\ngoal: maximize\nreseed: -1\n")
     (project / "conf" / "variable" / "reseed.yaml").write_text("key: task.reseed\nvalues: [42]\n")
     commit_all(project, "a task seeded by Lightning")
-    res = ablate_cli(project, "-m", "task=lit_seed", "variable=reseed", "seeds=3")
+    res = ablate_in(project, "-m", "task=lit_seed", "variable=reseed", "seeds=3")
     assert res.returncode == 1, res.stderr[-3000:]  # invalid: the treatment's seeds were one run
     return only_sweep(project), res.stderr
 
@@ -131,7 +131,9 @@ def test_every_form_hands_its_seed_to_lightning(project: Path, form: str, args: 
         {**task, "metric": "val_acc", "goal": "maximize"}, sort_keys=False))
     (project / "conf" / "variable" / "envseed_lr.yaml").write_text(f"key: {key}\nvalues: [0.2]\n")
     commit_all(project, f"a {form} task reading its seed's variables")
-    res = ablate_cli(project, "-m", "task=envseed", "variable=envseed_lr", "seeds=3", *args)
+    # in this process, but for the inline function task: the console script (this file's proof of it)
+    ablate = ablate_cli if args == ("launcher=inline",) else ablate_in
+    res = ablate(project, "-m", "task=envseed", "variable=envseed_lr", "seeds=3", *args)
     assert res.returncode == 0, res.stderr[-3000:]
     seeds = (0, 1, 2) if form == "fn" else (1, 2, 3)
     for arm in ("control", "lr=0.2"):

@@ -1,13 +1,13 @@
 """Pins and confounds with real git and DVC repositories (issue 3).
 
 The tests about the confound check read, or change a copy of, one ablation of a pure-Python task run once per
-module (:func:`clean_run`); refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`)."""
+module (:func:`clean_run`). Ablations (inline and local trials), resumes and refusals run ablate's CLI entry in this
+process (:func:`tests.helpers.ablate_in`); one ablation runs the console script, the proof of it."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,11 +54,11 @@ def train(cfg):
 @pytest.fixture(scope="module")
 def clean_run(project_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project holding one finished ablation of the pure-Python task (lr 0.05 vs 0.2, 3 seeds, launcher=local),
-    run once per module through the console script; read by tests, copied by those that change it."""
+    run once per module in this process; read by tests, copied by those that change it."""
     proj = copy_project(project_template, tmp_path_factory.mktemp("clean") / "proj")
     add_pure_task(proj)
-    res = ablate_cli(proj, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
-                     *FAST)
+    res = ablate_in(proj, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=local",
+                    *FAST)
     assert res.returncode == 0, res.stderr
     wait_for_plots(only_sweep(proj))
     return proj
@@ -97,6 +97,7 @@ def test_allow_dirty_records_patch_and_leaves_untracked_out(project: Path) -> No
     task = project / "conf" / "task" / "pure.yaml"
     task.write_text(task.read_text().replace("epochs: 15", "epochs: 1"))
     (project / "notes.txt").write_text("scratch notes")
+    # the console script (this file's proof of it); the other ablations here run in this process
     res = ablate_cli(project, "-m", "task=pure", "variable=lr", "variable.values=[0.2]", "seeds=3",
                      "launcher=inline", "allow_dirty=true")
     assert res.returncode == 0, res.stderr
@@ -117,8 +118,8 @@ def test_allow_dirty_records_patch_and_leaves_untracked_out(project: Path) -> No
 
 def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None:
     before = (probe_project / "data" / "digits.npz").read_bytes()
-    res = ablate_cli(probe_project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
-                     "+task.tamper=true", "task.fn=probe:train", "allow_dirty=false")
+    res = ablate_in(probe_project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
+                    "+task.tamper=true", "task.fn=probe:train", "allow_dirty=false")
     assert (probe_project / "data" / "digits.npz").read_bytes() == before  # the user's copy is never written
     sd = only_sweep(probe_project)
     rs = results(sd)
@@ -135,8 +136,8 @@ def test_data_modified_mid_ablation_caught_in_trial(probe_project: Path) -> None
 
 
 def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path) -> None:
-    res = ablate_cli(probe_project, "-m", "variable=lr", "seeds=3", "launcher=local", "launcher.max_parallel=1",
-                     "+task.edit_source=true", "task.fn=probe:train", f"+task.project_dir={probe_project}")
+    res = ablate_in(probe_project, "-m", "variable=lr", "seeds=3", "launcher=local", "launcher.max_parallel=1",
+                    "+task.edit_source=true", "task.fn=probe:train", f"+task.project_dir={probe_project}")
     assert res.returncode == 0, res.stderr
     assert "MARK = 2.0" in (probe_project / "probe.py").read_text()  # the live tree was edited ...
     sd = only_sweep(probe_project)
@@ -149,16 +150,16 @@ def test_source_edit_after_launch_not_seen_by_queued_trials(probe_project: Path)
         assert json.loads(m.read_text())["code"]["commit"] == commit
 
 
-def test_environment_difference_aligned_with_arms_is_invalid(clean_copy: Path) -> None:
+def test_environment_difference_aligned_with_arms_is_invalid(clean_copy: Path, monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
     project = clean_copy
     sd = only_sweep(project)
     # re-run the whole lr=0.2 arm under a different numeric environment (as if resumed elsewhere)
     import shutil
 
     shutil.rmtree(sd / "trials" / "lr=0.2")
-    env = {**os.environ, "NVIDIA_TF32_OVERRIDE": "7"}
-    exe = str(Path(os.sys.executable).with_name("ablate"))
-    proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "7")  # the resume's environment: its local trials inherit it
+    proc = ablate_in(project, "resume", str(sd))
     assert proc.returncode == 1, proc.stderr  # an invalid verdict is a failed ablation
     assert "the verdict is invalid" in proc.stderr and "NVIDIA_TF32_OVERRIDE" in proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(sd / "verdict.md")
@@ -171,16 +172,16 @@ def test_environment_difference_aligned_with_arms_is_invalid(clean_copy: Path) -
     assert "NVIDIA_TF32_OVERRIDE" in md
 
 
-def test_environment_difference_spread_across_arms_is_a_warning(clean_copy: Path) -> None:
+def test_environment_difference_spread_across_arms_is_a_warning(clean_copy: Path, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
     project = clean_copy
     sd = only_sweep(project)
     import shutil
 
     for arm in ("control", "lr=0.2"):
         shutil.rmtree(sd / "trials" / arm / "seed=1")
-    env = {**os.environ, "NVIDIA_TF32_OVERRIDE": "7"}
-    exe = str(Path(os.sys.executable).with_name("ablate"))
-    proc = subprocess.run([exe, "resume", str(sd)], cwd=project, env=env, capture_output=True, text=True)
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "7")  # the resume's environment: its local trials inherit it
+    proc = ablate_in(project, "resume", str(sd))
     assert proc.returncode == 0, proc.stderr
     v = json.loads((sd / "verdict.json").read_text())
     finding = next(f for f in v["confounds"]["findings"] if f["field"] == "env.NVIDIA_TF32_OVERRIDE")
@@ -205,8 +206,8 @@ def test_verdict_json_carries_pins_and_no_confounds(clean_run: Path) -> None:
 
 def test_config_drift_noted_by_verdict(project: Path) -> None:
     add_pure_task(project)  # the config files are recorded by absolute path: this test's own run, not a copy
-    res = ablate_cli(project, "-m", "task=pure", "variable=lr", "variable.values=[0.005]", "seeds=3",
-                     "launcher=inline", *FAST)
+    res = ablate_in(project, "-m", "task=pure", "variable=lr", "variable.values=[0.005]", "seeds=3",
+                    "launcher=inline", *FAST)
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     var = project / "conf" / "variable" / "lr.yaml"

@@ -1,16 +1,14 @@
 """Determinism modes and `ablate repro` end to end: real git + DVC projects, real torch training (issue 6).
 
-`ablate repro` is called in this process (:func:`tests.helpers.ablate_in`): the re-run itself is a fresh trial
-process either way (:func:`ablate.orchestrate.repro._run_child`), so only the console script's interpreter start
-and ablate's imports (about 1.1 s of CPU per call) are saved; the ablations stay with the console script."""
+`ablate repro`, the ablations (inline and local trials) and the resume are called in this process
+(:func:`tests.helpers.ablate_in`): a re-run is a fresh trial process either way
+(:func:`ablate.orchestrate.repro._run_child`), so only the console script's interpreter start and ablate's imports
+(about 1.1-1.4 s of CPU per call) are saved; one ablation runs the console script, the proof of it."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -86,9 +84,9 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
     The warm parent preloads torch and torch._dynamo (``launcher.preload``), which it would otherwise learn from
     the first trials (each of those, and the probe fork that checks the import, paying for it again): where the
     import is paid, not what a trial computes (:class:`ablate.trials.warm.parent.Learner`)."""
-    res = ablate_cli(project, "-m", "variable=determinism", "variable.values=[off,strict]", "task=charlm",
-                     "task.steps=6", "task.val_windows=16", "seeds=3", "launcher=local", "launcher.max_parallel=2",
-                     "launcher.preload=[torch,torch._dynamo]")
+    res = ablate_in(project, "-m", "variable=determinism", "variable.values=[off,strict]", "task=charlm",
+                    "task.steps=6", "task.val_windows=16", "seeds=3", "launcher=local", "launcher.max_parallel=2",
+                    "launcher.preload=[torch,torch._dynamo]")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     for arm, mode in (("control", "seeded"), ("determinism=off", "off"), ("determinism=strict", "strict")):
@@ -132,8 +130,8 @@ def test_determinism_as_the_variable_strict_steps_identical_off_diverges(project
 def test_strict_trial_with_an_op_lacking_determinism_fails_with_the_ways_out(probe_project: Path) -> None:
     """Under strict, the arm that calls put_ fails with a message naming the op and the two ways out;
     `ablate repro --strong` then names the step where a perturbed re-run diverges."""
-    res = ablate_cli(probe_project, "-m", "task=probe", "variable=put", "seeds=3", "launcher=inline",
-                     "determinism=strict")
+    res = ablate_in(probe_project, "-m", "task=probe", "variable=put", "seeds=3", "launcher=inline",
+                    "determinism=strict")
     assert res.returncode == 1, res.stderr  # every put_ trial failed: the verdict is invalid (and says why)
     assert "3 of 3 trials failed" in res.stderr
     sd = only_sweep(probe_project)
@@ -178,6 +176,7 @@ def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
     modes the manifests record, which ablate writes from the plan whether or not the task imports torch; the
     digits task spent its CPU importing torch twice and, under strict, torch._dynamo (issue 34, item 4)."""
     add_pure_task(project)
+    # the console script (this file's proof of it); the other ablations here run in this process
     res = ablate_cli(project, "-m", "variable=lr", "variable.values=[0.2]", "seeds=3", "launcher=inline",
                      "task=pure")
     assert res.returncode == 0, res.stderr
@@ -187,9 +186,7 @@ def test_mode_mismatch_between_arms_is_a_confound(project: Path) -> None:
     plan["options"]["determinism"] = "strict"  # edited by hand before resuming
     plan_file.write_text(yaml.safe_dump(plan, sort_keys=False))
     shutil.rmtree(sd / "trials" / "lr=0.2")
-    exe = str(Path(sys.executable).with_name("ablate"))
-    proc = subprocess.run([exe, "resume", str(sd)], cwd=project, capture_output=True, text=True,
-                          env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    proc = ablate_in(project, "resume", str(sd))
     assert proc.returncode == 1, proc.stderr  # confounded: an invalid verdict fails the ablation
     assert "determinism `mode` aligned with the arms" in proc.stderr
     v = json.loads((sd / "verdict.json").read_text())

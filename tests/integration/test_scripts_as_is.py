@@ -12,9 +12,9 @@ project (every test checks they were not edited):
   refused), ``--learning_rate 5e-4 --seed 3 --output_dir DIR``, ``eval_results.json`` with timing keys.
 
 Per-seed values are checked against the script's own output, parsed here independently of ablate. A script
-always runs as its own process; the orchestrator of an inline run whose launcher is not under test (a stop at the
-first trials, a pure function task) runs ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`),
-the other runs the console script.
+always runs as its own process; the orchestrator runs ablate's CLI entry in this process
+(:func:`tests.helpers.ablate_in`: inline and local trials alike), but for one ablation that runs the console script,
+the proof of it.
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def ablate_as_is(project: Path, scripts: list[Path], *args: str,
-                 rc: int = 0) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """Run ``ablate *args`` in ``project``, assert its exit code and that no script file changed; the run and its
-    sweep dir."""
+def ablate_as_is(project: Path, scripts: list[Path], *args: str, rc: int = 0,
+                 console: bool = False) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run ``ablate *args`` in ``project`` (in this process, or the console script when ``console``), assert its exit
+    code and that no script file changed; the run and its sweep dir."""
     before = [sha(p) for p in scripts]
-    res = ablate_cli(project, *args)
+    res = ablate_cli(project, *args) if console else ablate_in(project, *args)
     assert res.returncode == rc, res.stderr[-3000:]
     assert [sha(p) for p in scripts] == before
     return res, only_sweep(project)
@@ -131,8 +131,8 @@ def argparse_project(project: Path) -> Path:
 
 def test_argparse_script_single_variable(argparse_project: Path) -> None:
     script = argparse_project / "argparse_train" / "train.py"
-    _, sd = ablate_as_is(argparse_project, [script],
-                         "-m", "task=argparse_train", "variable=lr", "seeds=3")
+    _, sd = ablate_as_is(argparse_project, [script],  # the console script: this file's proof of it
+                         "-m", "task=argparse_train", "variable=lr", "seeds=3", console=True)
     results = trial_results(sd)
     assert len(results) == 6
     for (arm, seed), rec in results.items():
@@ -149,7 +149,7 @@ def test_argparse_script_single_variable(argparse_project: Path) -> None:
 
 
 def test_argparse_script_two_variable_suite(argparse_project: Path) -> None:
-    res = ablate_cli(argparse_project, "-m", "task=argparse_train", "variable=lr,hidden", "seeds=3")
+    res = ablate_in(argparse_project, "-m", "task=argparse_train", "variable=lr,hidden", "seeds=3")
     assert res.returncode == 0, res.stderr[-3000:]
     sd = only_sweep(argparse_project)
     results = trial_results(sd)
@@ -208,13 +208,13 @@ def test_configurator_script_without_seed_flag_ignores_its_seed(nanogpt_project:
     assert "not passed as a setting (seed_key: null)" in setup and "the warning at the top" in setup
     assert md.count("the task ignored its seed") == 1  # the reason, once: the warning at the top
     assert "seeds itself" not in md
-    rep = ablate_cli(nanogpt_project, "repro", str(sd), "--trial", "control/1")
+    rep = ablate_in(nanogpt_project, "repro", str(sd), "--trial", "control/1")
     assert rep.returncode == 0, rep.stderr
     assert "says nothing about seeding" in rep.stdout and "the task ignored its seed" in rep.stdout
 
 
 def test_configurator_script_with_seed_flag_single_and_suite(nanogpt_project: Path) -> None:
-    res = ablate_cli(nanogpt_project, "-m", "task=nanogpt", "variable=dropout,iters", "seeds=3",
+    res = ablate_in(nanogpt_project, "-m", "task=nanogpt", "variable=dropout,iters", "seeds=3",
                     "task.seed_key=seed")
     assert res.returncode == 0, res.stderr[-3000:]
     sd = only_sweep(nanogpt_project)
@@ -280,7 +280,7 @@ def test_trainer_style_script_with_no_adapter_and_repro_holds(trainer_project: P
         assert rec["metric_source"]["path"].endswith(f"seed={seed}/run/eval_results.json")
         argv = json.loads((sd / "trials" / arm / f"seed={seed}" / "command.json").read_text())["argv"]
         assert argv[-6:-1] == ["--learning_rate", repr(lr), "--seed", str(seed), "--output_dir"]
-    rep = ablate_cli(trainer_project, "repro", str(sd), "--trial", "control/2")
+    rep = ablate_in(trainer_project, "repro", str(sd), "--trial", "control/2")
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "weak reproducibility (final metrics bitwise equal): holds" in rep.stdout
     for timing_key in ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second"):
@@ -376,7 +376,7 @@ def test_a_pattern_that_takes_part_of_a_number_stops_the_ablation(argparse_proje
     first trial stops the ablation with one line naming the group, what it took, the whole number and a pattern
     that takes it; no trial is recorded `ok`. The pattern it names then runs, with the script's own values."""
     write_task(argparse_project, "cut", {**ARGPARSE_TASK, "metric_pattern": r"val_acc (?P<val_acc>\d)"}, {})
-    res = ablate_cli(argparse_project, "-m", "task=cut", "variable=lr", "seeds=3")
+    res = ablate_in(argparse_project, "-m", "task=cut", "variable=lr", "seeds=3")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     line = res.stderr.strip().splitlines()[-1]
     assert line.startswith("ablate: error: `task.metric_pattern`: trial ") and "shows the task itself is wrong" in line
@@ -386,8 +386,8 @@ def test_a_pattern_that_takes_part_of_a_number_stops_the_ablation(argparse_proje
     assert not [r for r in trial_results(sd).values() if r["status"] == "ok"]
     # the pattern the fix names
     write_task(argparse_project, "whole", {**ARGPARSE_TASK, "metric_pattern": r"val_acc (?P<val_acc>[-+0-9.eE]+)"}, {})
-    res = ablate_cli(argparse_project, "-m", "task=whole", "variable=lr", "seeds=3",
-                     "hydra.sweep.dir=outputs/whole")
+    res = ablate_in(argparse_project, "-m", "task=whole", "variable=lr", "seeds=3",
+                    "hydra.sweep.dir=outputs/whole")
     assert res.returncode == 0, res.stderr[-2000:]
     script = argparse_project / "argparse_train" / "train.py"
     for (arm, seed), rec in trial_results(argparse_project / "outputs" / "whole").items():

@@ -96,7 +96,7 @@ def test_an_app_without_the_seed_key_is_refused_at_planning_with_the_fixes(proje
     assert "Traceback" not in single.stderr, single.stderr
     # the fix the message names: `+task.seed_key=null` (ablate passes no seed; the app seeds as it does alone),
     # run in warm forks (WARM), as by default
-    res = ablate_cli(project, *args[:-1], *WARM, "+task.seed_key=null")
+    res = ablate_in(project, *args[:-1], *WARM, "+task.seed_key=null")
     assert res.returncode == 0, res.stderr
     sd = only_sweep(project)
     done = [json.loads(p.read_text()) for p in sd.glob("trials/*/*/result.json")]
@@ -108,7 +108,7 @@ def test_the_fix_adding_the_seed_key_to_the_apps_config_runs(project: Path) -> N
     cfg = project / "configs" / "train.yaml"
     cfg.write_text(cfg.read_text() + "seed: 0\n")
     commit_all(project, "seed: 0 in the app's config, as the error says")
-    res = ablate_cli(project, "-m", "task=noseed", "variable=noseed_lr", "seeds=3", *WARM)
+    res = ablate_in(project, "-m", "task=noseed", "variable=noseed_lr", "seeds=3", *WARM)
     assert res.returncode == 0, res.stderr
     done = [json.loads(p.read_text()) for p in only_sweep(project).glob("trials/*/*/result.json")]
     assert len(done) == 6 and all(r["status"] == "ok" for r in done), done
@@ -127,7 +127,7 @@ def test_a_failing_app_trial_records_the_apps_own_error(project: Path, launch: t
     (project / "conf" / "task" / "plain.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     (project / "conf" / "variable" / "data_file.yaml").write_text("key: data_file\nvalues: [data/absent.npz]\n")
     commit_all(project, "a treatment the app cannot run")
-    res = ablate_cli(project, "-m", "task=plain", "variable=data_file", "seeds=3", *launch)
+    res = ablate_in(project, "-m", "task=plain", "variable=data_file", "seeds=3", *launch)
     assert list(project.glob("outputs/ablate/*/*/ablation.yaml")), (res.stdout, res.stderr)
     sd = only_sweep(project)
     done = {p.parent.parent.name + "/" + p.parent.name: json.loads(p.read_text())
@@ -164,7 +164,7 @@ def test_a_command_tasks_seed_argument_the_script_refuses_is_named_with_the_scri
     (project / "conf" / "variable" / "noseed_cmd_lr.yaml").write_text("key: task.params.lr\nvalues: [0.2]\n")
     commit_all(project, "a script that takes no seed")
     args = ("-m", "task=noseed_cmd", "variable=noseed_cmd_lr", "seeds=3", "launcher=inline")
-    res = ablate_cli(project, *args)
+    res = ablate_in(project, *args)
     assert res.returncode == 2, (res.stdout, res.stderr)
     (line,) = [x for x in res.stderr.splitlines() if x.startswith("ablate: error:")]
     assert "noseed.py: error: unrecognized arguments: --seed 1" in line, line  # argparse's own words
@@ -172,7 +172,7 @@ def test_a_command_tasks_seed_argument_the_script_refuses_is_named_with_the_scri
     assert "not a setting" not in line, line
     # the fix it names: the seed is then only in $ABLATE_SEED, which this script reads
     shutil.rmtree(project / "outputs")
-    res = ablate_cli(project, *args, "+task.seed_key=null")
+    res = ablate_cli(project, *args, "+task.seed_key=null")  # the console script: this file's proof of it
     assert res.returncode == 0, res.stderr
     done = {(p.parent.parent.name, p.parent.name): json.loads(p.read_text())
             for p in only_sweep(project).glob("trials/*/*/result.json")}

@@ -2,8 +2,10 @@
 
 Real files, real processes and real signals; no mocks. One finished ablation of a pure-Python task (no torch:
 these tests are about the sweep dir, not training) is run once per module; a test that changes it gets its own
-copy (:func:`done_sweep`). Refusals run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); the
-runs, a resume that runs a trial and the writes under a file-size limit go through the console script.
+copy (:func:`done_sweep`). Commands, the resume that runs a trial and the process-tree runs (inline and local
+trials) run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); that one ablation (the proof of the
+console script) and the writes under a file-size limit (a limit of ablate's own process) go through the console
+script.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ABLATE = str(Path(sys.executable).with_name("ablate"))
 
 def ablate(cwd: Path, *args: str, env: dict[str, str] | None = None,
            preexec: object = None) -> subprocess.CompletedProcess[str]:
+    """The console script as a process of its own: ``preexec`` sets a limit (RLIMIT_FSIZE) on ablate's process."""
     return subprocess.run([ABLATE, *args], cwd=cwd, capture_output=True, text=True, env=env or dict(os.environ),
                           preexec_fn=preexec, timeout=600)  # type: ignore[arg-type]
 
@@ -37,6 +40,7 @@ def done_template(project_template: Path, tmp_path_factory: pytest.TempPathFacto
     per module through the console script. Tests read it; a test that changes it takes :func:`done_sweep`."""
     proj = copy_project(project_template, tmp_path_factory.mktemp("done") / "proj")
     add_pure_task(proj)
+    # the console script (this file's proof of it); the other ablations here run in this process
     res = ablate_cli(proj, *ONE, "task=pure", "launcher=inline", 'sweep_dir_mode="0750"')
     assert res.returncode == 0, res.stderr
     wait_for_plots(only_sweep(proj))  # `ablate -m` returns before its plots: the drawer rewrites, then lets go
@@ -69,7 +73,7 @@ def test_planted_symlinks_are_never_followed(done_sweep: Path, tmp_path: Path) -
     assert victim.read_text() == "precious\n"
     # the fix it names works
     subprocess.run(["rm", str(sd / ".lock")], check=True)
-    assert ablate(sd.parent, "resume", str(sd)).returncode == 0
+    assert ablate_in(sd.parent, "resume", str(sd)).returncode == 0  # runs the trial left (inline)
     # a log planted as a link: appending to it is refused, the target untouched
     log = sd / "trials/control/seed=0/stdout.log"
     log.unlink(missing_ok=True)
@@ -272,7 +276,7 @@ def test_trial_process_tree_ends_with_the_trial(project: Path, tmp_path: Path, l
     args = [*ONE, f"launcher={launcher}", "task.fn=treetask:train", f"+task.pid_dir={pid_dir}"]
     if hang:
         args += ["+task.hang=true", "timeout_min=0.05"]
-    res = ablate_cli(project, *args)
+    res = ablate_in(project, *args)
     pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
     try:
         assert len(pids) == 6, res.stderr

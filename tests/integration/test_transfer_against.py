@@ -1,7 +1,8 @@
 """The transfer check across two scales of the digits MLP (real torch training: its statistics need the spread
 of real runs), and ``ablate verdict DIR --against OTHER_DIR`` on the pure-Python task (what differs between two
-runs' pins is under test, not training), on real git + DVC projects. Refusals run ablate's CLI entry in this
-process (:func:`tests.helpers.ablate_in`)."""
+runs' pins is under test, not training), on real git + DVC projects. Ablations (inline), verdicts and refusals
+run ablate's CLI entry in this process (:func:`tests.helpers.ablate_in`); one ablation runs the console script, the
+proof of it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ FAST = ["task.epochs=1", "launcher=inline", "seeds=3", "variable=lr", "variable.
 
 def test_two_scale_transfer_check(project: Path) -> None:
     # pairing=paired declared: the paired interaction test (with 3 seeds, pairing=auto would not pair)
-    res = ablate_cli(project, "-m", "scale.key=task.hidden", "scale.values=[16,64]", "pairing=paired", *FAST)
+    res = ablate_in(project, "-m", "scale.key=task.hidden", "scale.values=[16,64]", "pairing=paired", *FAST)
     assert res.returncode == 0, res.stderr
     (parent,) = [p.parent for p in project.glob("outputs/ablate/*/*/transfer.yaml")]
     assert res.stdout.strip().endswith(str(parent / "transfer.md"))
@@ -85,7 +86,7 @@ def test_transfer_bad_input(project: Path, args: list[str], words: list[str]) ->
 
 def test_verdict_against_a_target_run(project: Path) -> None:
     add_pure_task(project)
-    res = ablate_cli(project, "-m", "task=pure", *FAST)
+    res = ablate_cli(project, "-m", "task=pure", *FAST)  # the console script: this file's proof of it
     assert res.returncode == 0, res.stderr
     (proxy,) = [p.parent for p in project.glob("outputs/ablate/*/*/ablation.yaml")]
     # the target run: new data (one training label changed, recorded by DVC) and a wider model
@@ -94,7 +95,7 @@ def test_verdict_against_a_target_run(project: Path) -> None:
     np.savez(project / "data" / "digits.npz", **d)
     subprocess.run([sys.executable, "-m", "dvc", "commit", "-f", "-q", "prepare"], cwd=project, check=True)
     commit_all(project, "new data")
-    res = ablate_cli(project, "-m", "task=pure", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
+    res = ablate_in(project, "-m", "task=pure", *FAST, "task.hidden=128", "hydra.sweep.dir=outputs/target")
     assert res.returncode == 0, res.stderr
     target = project / "outputs" / "target"
     res = ablate_in(project, "verdict", str(proxy), "--against", str(target))  # starts no trial: in this process

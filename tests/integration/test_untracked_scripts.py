@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ablate_cli, commit_all, git, only_sweep
+from tests.helpers import ablate_cli, ablate_in, commit_all, git, only_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_a_script_importing_an_untracked_module_fails_naming_it_as_uncommitted(p
     commit_all(project, "a script and its task")
     (scripts / "helper.py").write_text("VALUE = 0.5\n")  # in the live tree only: the snapshot lacks it
     args = ("-m", "task=uscript", "variable=uscript_lr", "seeds=3", "launcher=inline")
-    res = ablate_cli(project, *args)
+    res = ablate_in(project, *args)
     assert res.returncode != 0, res.stdout
     sd = only_sweep(project)
     failed = [json.loads(p.read_text()) for p in sd.glob("trials/*/*/result.json")]
@@ -73,14 +73,15 @@ def test_a_script_importing_an_untracked_module_fails_naming_it_as_uncommitted(p
         assert why in rec["error"], rec["error"]
         assert why in rec["failure_line"], rec["failure_line"]
     assert "git add scripts/helper.py && git commit" in res.stderr, res.stderr
-    verdict = ablate_cli(project, "verdict", str(sd))
+    verdict = ablate_in(project, "verdict", str(sd))
     md = (sd / "verdict.md").read_text()
     failures = md.split("## Failures", 1)[1]
     assert "git add scripts/helper.py && git commit" in failures, (verdict.stderr, md)
     # the fix it names
     git(project, "add", "scripts/helper.py")
     git(project, "commit", "-q", "-m", "the helper")
-    res = ablate_cli(project, *args, "hydra.sweep.dir=outputs/second")
+    # in this process, but for the command form's: the console script (this file's proof of it)
+    res = (ablate_cli if form == "command" else ablate_in)(project, *args, "hydra.sweep.dir=outputs/second")
     assert res.returncode == 0, res.stderr
     done = [json.loads(p.read_text()) for p in (project / "outputs" / "second").glob("trials/*/*/result.json")]
     assert len(done) == 6 and all(r["status"] == "ok" for r in done), done

@@ -60,9 +60,10 @@ def _trials(project: Path) -> list[dict]:
     return sorted(out, key=lambda t: t["result"]["started_at"] + str(t["result"]["metrics"]["pid"]))
 
 
-def _run(project: Path, *extra: str):
-    return ablate_cli(project, "-m", "variable=mode", "task=lazy", "seeds=3", "launcher=local",
-                      "launcher.max_parallel=1", *extra)
+def _run(project: Path, *extra: str, console: bool = False):
+    """The ablation in this process (ablate's CLI entry), or through the console script when ``console``."""
+    args = ("-m", "variable=mode", "task=lazy", "seeds=3", "launcher=local", "launcher.max_parallel=1", *extra)
+    return ablate_cli(project, *args) if console else ablate_in(project, *args)
 
 
 def test_the_warm_parent_preloads_what_the_first_trial_imported(lazy_project: tuple[Path, Path]) -> None:
@@ -94,7 +95,7 @@ def test_the_warm_parent_preloads_what_the_first_trial_imported(lazy_project: tu
 
 def test_without_learning_every_trial_imports_it(lazy_project: tuple[Path, Path]) -> None:
     project, log = lazy_project
-    res = _run(project, "launcher.learn_imports=false")
+    res = _run(project, "launcher.learn_imports=false", console=True)  # the console script: this file's proof of it
     assert res.returncode == 0, res.stderr
     trials = _trials(project)
     importers = sorted(int(x) for x in log.read_text().split())
