@@ -494,6 +494,7 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
                                fix="do not edit the params file while ablate starts; run it again")
             write_atomic(dest / rel, content)
     write_atomic(dest / COMMIT_FILE, f"{commit}\n{'dirty ' + pin.get('patch_sha256', '') if dirty else 'clean'}\n")
+    _byte_code_dirs(dest)
     sd.restrict_tree(dest)  # git's 0775/0664 must not outlive the sweep dir's owner-only mode
     pin["snapshot_skip"] = sorted(os.path.normpath(os.path.join(pin.get("subdir") or "", rel)) for rel in data)
     files = digest.list_files(dest, skip=snapshot_skip(pin))
@@ -501,6 +502,19 @@ def snapshot_code(pin: dict[str, Any], sd: SweepDir, data: Iterable[str] = ()) -
     pin["snapshot_files"] = CODE_FILES
     pin["snapshot"] = digest.digest(dest, follow_symlinks=False, files=files)["digest"]
     return pin
+
+
+def _byte_code_dirs(dest: Path) -> None:
+    """Make ``__pycache__`` beside every ``.py`` file of the snapshot, so that the sweep dir's mode, not the user's
+    umask, is the mode of the directory Python writes a trial's byte code into: Python makes a missing one with
+    ``0o777 & ~umask`` (group-writable under umask 002), and a ``.pyc`` planted there by a group member would be
+    run by every later trial in place of the pinned source (PEP 3147; Python checks only the source's mtime and
+    size). ``__pycache__`` is left out of the snapshot's digest and file list (:mod:`ablate.pin.digest`)."""
+    for dirpath, dirnames, filenames in os.walk(dest):
+        if "__pycache__" in dirnames:
+            dirnames.remove("__pycache__")
+        elif any(f.endswith(".py") for f in filenames):
+            os.mkdir(os.path.join(dirpath, "__pycache__"))
 
 
 def _extract_commit(repo: Path, commit: str, dest: Path) -> None:

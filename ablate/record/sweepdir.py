@@ -449,8 +449,9 @@ def claim_unique_dir(path: str | os.PathLike[str], mode: int = DEFAULT_DIR_MODE)
 
 def check_safe_tree(root: Path) -> None:
     """Refuse a sweep dir whose inner directories other users could write, or another user owns, as
-    :func:`check_safe_mode` does for the top one: ``code/`` and every directory in it (but ``__pycache__``,
-    which Python writes with the user's umask), ``trials/``, ``trials/<arm>/``, each trial's dir, and the
+    :func:`check_safe_mode` does for the top one: ``code/`` and every directory in it (but ``__pycache__``:
+    ablate makes the snapshot's with the sweep dir's mode, but a sweep dir made before that holds ones Python
+    made with the user's umask), ``trials/``, ``trials/<arm>/``, each trial's dir, and the
     other directories at the top (about one ``lstat`` per trial). Symlinks are not followed (the writers
     refuse to write through them).
 
@@ -474,7 +475,7 @@ def check_safe_tree(root: Path) -> None:
         except OSError:
             return
         for name in names:
-            if name != "__pycache__":  # written later by Python itself, with the user's umask
+            if name != "__pycache__":  # older sweep dirs: made by Python itself, with the user's umask
                 check(os.path.join(path, name), depth - 1)
 
     try:
