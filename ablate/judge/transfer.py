@@ -82,7 +82,8 @@ def interaction_pvalue_paired(diffs: Sequence[Any]) -> Any:
     with warnings.catch_warnings():  # differences without spread (a task with no seed noise): scipy's NaN or 0
         warnings.simplefilter("ignore", RuntimeWarning)  # stands, its "precision loss" warning is not the user's
         ps = [stats.ttest_ind(arrs[i], arrs[j], axis=-1, equal_var=False).pvalue for i, j in pairs]
-    p = np.minimum(1.0, len(pairs) * np.min(np.asarray(ps, dtype=float), axis=0))
+        # a pair equal without spread has no test (NaN); the other pairs still decide (NaN only if none can)
+        p = np.minimum(1.0, len(pairs) * np.nanmin(np.asarray(ps, dtype=float), axis=0))
     return float(p) if np.ndim(p) == 0 else np.asarray(p)
 
 

@@ -192,3 +192,12 @@ def test_a_deterministic_task_is_judged_without_a_warning_and_says_why_when_unte
     assert same.pvalue is None and apart.pvalue == 0.0  # scipy's own values: NaN (not tested) and 0
     (r,) = finish([same], ALPHA, "k")
     assert r.flag == "not tested" and "every seed gave the same difference at every scale" in r.message, r.message
+    # three scales: the pair that is equal has no test, the pairs that differ still decide (p = 3 x 0)
+    assert check_transfer("c", _constant((2.0, 2.0, 2.0)), paired=True).pvalue is None
+    assert check_transfer("d", _constant((2.0, 2.0, 3.0)), paired=True).pvalue == 0.0
+    # one scale with spread: Welch's t is defined (the other scale's variance is 0), and no warning either
+    noisy = _constant((2.0, 2.0))
+    noisy[1]["treatment"] = {0: 3.5, 1: 3.6, 2: 3.4}  # differences 2.5, 2.6, 2.4 against 2, 2, 2
+    got = check_transfer("e", noisy, paired=True).pvalue
+    t = 0.5 / (0.1 / np.sqrt(3))  # by hand: Welch's SE is the noisy scale's alone, its df n - 1 = 2
+    assert got == pytest.approx(2 * stats.t.sf(t, 2), rel=1e-9)
