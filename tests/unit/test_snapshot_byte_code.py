@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ablate.pin.pins import pin_code, snapshot_code
 from ablate.record.sweepdir import SweepDir
 
@@ -27,12 +29,18 @@ def _repo(root: Path) -> Path:
     return root
 
 
-def test_byte_code_dirs_take_the_sweep_dirs_mode_under_a_group_writable_umask(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dirty", [False, True], ids=["from-the-commit", "dirty-tree"])
+def test_byte_code_dirs_take_the_sweep_dirs_mode_under_a_group_writable_umask(tmp_path: Path, dirty: bool) -> None:
+    """Both ways a snapshot is made: extracted from the commit (``git archive``) and copied from a dirty tree."""
     repo = _repo(tmp_path / "repo")
+    value = "7"
     old = os.umask(0o002)
     try:
+        if dirty:  # an uncommitted edit, copied with the tree's own (umask 002) modes
+            value = "8"
+            (repo / "pkg" / "task.py").write_text("VALUE = 8\n")
         sd = SweepDir.create(tmp_path / "sweep")
-        pin = snapshot_code(pin_code(repo, allow_dirty=False), sd)
+        pin = snapshot_code(pin_code(repo, allow_dirty=dirty), sd)
         code = sd.code_dir
         pycache = code / "pkg" / "__pycache__"
         assert stat.S_IMODE(pycache.stat().st_mode) == sd.mode and sd.mode & 0o022 == 0
@@ -43,7 +51,7 @@ def test_byte_code_dirs_take_the_sweep_dirs_mode_under_a_group_writable_umask(tm
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         out = subprocess.run([sys.executable, "-c", "import pkg.task; print(pkg.task.VALUE)"], cwd=code, env=env,
                              capture_output=True, text=True, check=True)
-        assert out.stdout == "7\n"
+        assert out.stdout == f"{value}\n"
         written = list(pycache.glob("task.cpython-*.pyc"))
         assert len(written) == 1 and stat.S_IMODE(pycache.stat().st_mode) == sd.mode
         assert written[0].stat().st_mode & 0o022 == 0  # a .pyc takes its source's mode: not group-writable
